@@ -1,0 +1,119 @@
+"""Small ASGI helpers shared by the layers: reading bounded bodies, writing errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from starlette.types import Message, Receive, Scope, Send
+
+Headers = list[tuple[bytes, bytes]]
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class ClientGone(Exception):
+    pass
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    """The first value of a request header (names are lower-case in ASGI)."""
+    for key, value in scope["headers"]:
+        if key == name:
+            try:
+                return str(value.decode("latin-1"))
+            except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
+                return None
+    return None
+
+
+def header_count(scope: Scope, name: bytes) -> int:
+    return sum(1 for key, _ in scope["headers"] if key == name)
+
+
+def media_types(value: str | None) -> set[str]:
+    if not value:
+        return set()
+    return {part.split(";", 1)[0].strip().lower() for part in value.split(",")}
+
+
+def accepts_sse(scope: Scope) -> bool:
+    types = media_types(header(scope, b"accept"))
+    return bool(types & {"text/event-stream", "text/*", "*/*"})
+
+
+def is_json(scope: Scope) -> bool:
+    return "application/json" in media_types(header(scope, b"content-type"))
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    """The whole request body, refusing more than `limit` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge()
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def replay_receive(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that hands the app the body already read, then defers to the real one."""
+    sent = False
+
+    async def _receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return _receive
+
+
+async def send_bytes(
+    send: Send,
+    status: int,
+    body: bytes = b"",
+    headers: Iterable[tuple[bytes, bytes]] = (),
+    content_type: bytes | None = None,
+) -> None:
+    raw: Headers = list(headers)
+    if content_type is not None:
+        raw.append((b"content-type", content_type))
+    if status not in (204, 304):
+        raw.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body if status not in (204, 304) else b""})
+
+
+async def send_json(
+    send: Send, status: int, payload: Any, headers: Iterable[tuple[bytes, bytes]] = ()
+) -> None:
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    await send_bytes(send, status, body, headers, content_type=b"application/json")
+
+
+async def send_jsonrpc_error(
+    send: Send,
+    status: int,
+    code: int,
+    message: str,
+    request_id: Any = None,
+    headers: Iterable[tuple[bytes, bytes]] = (),
+) -> None:
+    await send_json(
+        send,
+        status,
+        {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}},
+        headers,
+    )

@@ -1,0 +1,1021 @@
+"""The stream engine: an app's SSE response, detached from the connection that asked for it.
+
+An MCP server writes its answer to a request as an SSE stream on the POST that
+carried it, so when that connection drops, the answer is gone. The engine runs
+the app's request with a `receive` that never reports the disconnect and a `send`
+that lands here: each event gets an id of the engine's own, is recorded in the
+store, and goes to whichever client connection is attached *now* (zero or one).
+A client that comes back (GET with `Last-Event-ID`, or GET on the `Link` URL)
+becomes the attached connection and is sent exactly what it has not seen.
+
+The app's request runs inside the ASGI call that brought it (so it keeps that
+call's context); that call simply outlives its HTTP response. It ends when the
+app is done, or when nobody has been attached for the policy's `max_wait_s`:
+then the app's work is cancelled the way its protocol revision says and the
+stream is freed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mcp_resume_asgi import protocol as p
+from mcp_resume_asgi._http import Headers, header, send_bytes, send_json
+from mcp_resume_asgi.policy import Policy, RouteTable
+from mcp_resume_asgi.sse import (
+    KEEPALIVE,
+    SSEError,
+    SSEEvent,
+    SSEParser,
+    encode_payload,
+    priming_frame,
+    retry_frame,
+)
+from mcp_resume_asgi.store.base import GapError, SessionInfo, Store, StreamKind, StreamMeta, StreamState
+from mcp_resume_asgi.tokens import TokenSigner, new_stream_id
+
+logger = logging.getLogger(__name__)
+
+READ_BATCH = 512
+#: Stream URLs are `<mcp path>/streams/<token>`.
+STREAM_SEGMENT = "/streams/"
+#: Grace given to an app to wind a cancelled request down before the next, harder step.
+CANCEL_GRACE_S = 5.0
+_SSE_HEADERS: Headers = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+]
+_SKIP_APP_HEADERS = {b"content-length", b"link", b"transfer-encoding"}
+_INTERNAL_SKIP = {
+    b"content-length",
+    b"content-type",
+    b"accept",
+    b"last-event-id",
+    b"mcp-session-id",
+    b"mcp-protocol-version",
+    b"idempotency-key",
+}
+
+
+class Mode(enum.Enum):
+    PASSTHROUGH = 1
+    """The app answered with something other than an SSE stream; it goes to the client untouched."""
+    STREAM = 2
+    """The app answered with SSE; the engine records and relays it."""
+    UPGRADED = 3
+    """The app was slow to answer, so the engine opened an SSE stream itself (`upgrade_json_after_s`)."""
+
+
+class Client:
+    """One client HTTP connection: how to write to it and whether it is still there."""
+
+    def __init__(self, send: Send, receive: Receive) -> None:
+        self._send = send
+        self._receive = receive
+        self.gone = anyio.Event()
+        self.gone_at = 0.0
+        self.started = False
+        self.finished = False
+
+    async def watch(self) -> None:
+        """Wait for `http.disconnect` (run as a task once the request body is read)."""
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                break
+        self.mark_gone()
+
+    def mark_gone(self) -> None:
+        if not self.gone.is_set():
+            self.gone_at = time.time()
+            self.gone.set()
+
+    async def send(self, message: Message) -> bool:
+        if self.gone.is_set() or self.finished:
+            return False
+        try:
+            await self._send(message)
+        except Exception:  # the server reports a dead socket in its own way (OSError, ClientDisconnected...)
+            logger.debug("client connection failed on send", exc_info=True)
+            self.mark_gone()
+            return False
+        if message["type"] == "http.response.start":
+            self.started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.finished = True
+        return True
+
+    async def send_message(self, message: Message) -> None:
+        """`send` with the ASGI signature, for the response helpers."""
+        await self.send(message)
+
+    async def write(self, data: bytes) -> bool:
+        return await self.send({"type": "http.response.body", "body": data, "more_body": True})
+
+    async def finish(self, data: bytes = b"") -> None:
+        if self.started and not self.finished:
+            await self.send({"type": "http.response.body", "body": data, "more_body": False})
+
+
+async def wait_any(*events: anyio.Event) -> None:
+    if any(event.is_set() for event in events):
+        return
+    async with anyio.create_task_group() as tg:
+
+        async def _one(event: anyio.Event) -> None:
+            await event.wait()
+            tg.cancel_scope.cancel()
+
+        for event in events:
+            tg.start_soon(_one, event)
+
+
+class Live:
+    """The owner's side of one stream: the app call it hosts and what the app has sent."""
+
+    def __init__(
+        self,
+        *,
+        kind: StreamKind,
+        scope: Scope,
+        body: bytes,
+        route: int,
+        policy: Policy,
+        version: str,
+        session_id: str | None,
+        principal: str | None,
+        request_id: Any = None,
+        method: str | None = None,
+        path: str,
+    ) -> None:
+        self.kind = kind
+        self.scope = scope
+        self.body = body
+        self.route = route
+        self.policy = policy
+        self.version = version
+        self.session_id = session_id
+        self.principal = principal
+        self.request_id = request_id
+        self.method = method
+        self.path = path
+        self.stream_id = new_stream_id()
+        self.mode: Mode | None = None
+        self.decided = anyio.Event()
+        self.done = anyio.Event()
+        self.app_disconnect = anyio.Event()
+        self.app_scope = anyio.CancelScope()
+        self.parser = SSEParser(policy.max_event_bytes)
+        self.seq = 0
+        self.prefix = b""
+        self.final_seq: int | None = None
+        self.meta_created = False
+        self.client_headers: Headers = []
+        self.app_started = False
+        self.json_status = 200
+        self.upgraded_sse = False
+        self.json_chunks: list[bytes] = []
+        self.json_size = 0
+        self.passthrough_body: list[bytes] = []
+        self.expired = False
+
+    @property
+    def can_close_at_will(self) -> bool:
+        return p.at_least(self.version, p.RESUMABLE_VERSION)
+
+
+class Engine:
+    """Runs streams for one middleware stack; shared by every feature layer in it."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        routes: RouteTable,
+        store: Store,
+        signer: TokenSigner,
+        principal: Callable[[Scope], str | None],
+        session_ttl_s: float,
+        node_id: str,
+    ) -> None:
+        self.app = app
+        self.routes = routes
+        self.store = store
+        self.signer = signer
+        self.principal = principal
+        self.session_ttl_s = session_ttl_s
+        self.node_id = node_id
+        self.live: dict[str, Live] = {}
+        self._standalone_locks: dict[str, anyio.Lock] = {}
+
+    # ------------------------------------------------------------------ helpers
+    def link_header(self, mcp_path: str, stream_id: str, turn: int) -> tuple[bytes, bytes]:
+        """`Link: </mcp/streams/<token>>; rel="stream"`.
+
+        An absolute path, not a URL: it is same-origin by construction, whatever
+        Host header a client (or an attacker) sent.
+        """
+        url = f"{mcp_path.rstrip('/')}{STREAM_SEGMENT}{self.signer.link_token(stream_id, turn)}"
+        return b"link", f'<{url}>; rel="stream"'.encode()
+
+    def may_access(self, meta: StreamMeta, scope: Scope) -> bool:
+        """A stream is visible only from its own session and principal."""
+        if meta.session_id is not None and header(scope, b"mcp-session-id") != meta.session_id:
+            return False
+        return meta.principal == self.principal(scope)
+
+    async def version_for(self, scope: Scope, session_id: str | None) -> str:
+        """The revision that governs a request: the session's, else the header's.
+
+        The session's comes first because clients are known to send an older header
+        than they negotiated (the conformance suite does), and priming an old client
+        would break it.
+        """
+        if session_id is not None:
+            info = await self.store.get_session(session_id)
+            if info is not None:
+                return info.protocol_version
+        return p.valid_version(header(scope, b"mcp-protocol-version")) or p.DEFAULT_VERSION
+
+    def _sse_headers(self, scope: Scope, meta: StreamMeta) -> Headers:
+        headers = list(_SSE_HEADERS)
+        if meta.session_id is not None:
+            headers.append((b"mcp-session-id", meta.session_id.encode()))
+        headers.append(self.link_header(meta.path, meta.stream_id, meta.turn))
+        return headers
+
+    # ------------------------------------------------------------------ requests (POST)
+    async def handle_request(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        *,
+        body: bytes,
+        message: dict[str, Any],
+        route: int,
+        policy: Policy,
+        version: str,
+        session_id: str | None,
+        accepts_sse: bool,
+    ) -> None:
+        method = message["method"]
+        live = Live(
+            kind=StreamKind.REQUEST,
+            scope=scope,
+            body=body,
+            route=route,
+            policy=policy,
+            version=version,
+            session_id=session_id,
+            principal=self.principal(scope),
+            request_id=message["id"],
+            method=method,
+            path=scope["path"],
+        )
+        client = Client(send, receive)
+        await self._host(live, client, upgrade=accepts_sse and method != "initialize")
+
+    async def _host(self, live: Live, client: Client, *, upgrade: bool) -> None:
+        self.live[live.stream_id] = live
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client.watch)
+                tg.start_soon(self._run_app, live, client)
+                tg.start_soon(self._watch_expiry, live, client)
+                after = live.policy.upgrade_json_after_s
+                if upgrade and after is not None:
+                    with anyio.move_on_after(after):
+                        await live.decided.wait()
+                    if not live.decided.is_set():
+                        await self._upgrade(live)
+                await live.decided.wait()
+                if (
+                    live.mode in (Mode.STREAM, Mode.UPGRADED)
+                    and live.meta_created
+                    and not client.gone.is_set()
+                ):
+                    await self.serve(
+                        live.stream_id,
+                        client,
+                        scope=live.scope,
+                        after_seq=0,
+                        headers=live.client_headers,
+                        priming=live.can_close_at_will,
+                        policy=live.policy,
+                        version=live.version,
+                    )
+                await live.done.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            self.live.pop(live.stream_id, None)
+
+    async def _run_app(self, live: Live, client: Client) -> None:
+        body_sent = False
+
+        async def app_receive() -> Message:
+            nonlocal body_sent
+            if not body_sent:
+                body_sent = True
+                return {"type": "http.request", "body": live.body, "more_body": False}
+            await live.app_disconnect.wait()
+            return {"type": "http.disconnect"}
+
+        async def app_send(message: Message) -> None:
+            await self._on_app_send(live, client, message)
+
+        try:
+            with live.app_scope:
+                await self.app(live.scope, app_receive, app_send)
+        except Exception:
+            if live.mode in (Mode.STREAM, Mode.UPGRADED):
+                logger.exception("app failed while streaming %s", live.stream_id)
+            elif not live.app_started:
+                raise  # as unwrapped: the server answers 500
+            else:
+                logger.exception("app failed after starting its response")
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._app_finished(live, client)
+
+    async def _app_finished(self, live: Live, client: Client) -> None:
+        try:
+            if live.mode is Mode.UPGRADED and live.json_chunks is not None and not live.final_seq:
+                await self._record_json_answer(live)
+            if live.mode in (Mode.STREAM, Mode.UPGRADED) and live.meta_created:
+                tail = live.parser.pending
+                if tail.strip():
+                    with contextlib.suppress(SSEError):
+                        await self._record(live, live.parser.feed(b"\n\n"))
+                if live.kind is StreamKind.REQUEST and live.final_seq is None and not live.expired:
+                    await self._record_error(live, "the server ended the stream without a response")
+                state = StreamState.EXPIRED if live.expired else StreamState.COMPLETED
+                await self.store.update_stream(
+                    live.stream_id, ttl_s=live.policy.retain_completed_s, state=state
+                )
+            elif live.mode is None and not client.started and not client.gone.is_set():
+                await send_bytes(
+                    client.send_message, 500, b"Internal Server Error", content_type=b"text/plain"
+                )
+        finally:
+            live.done.set()
+            live.decided.set()
+
+    async def _on_app_send(self, live: Live, client: Client, message: Message) -> None:
+        kind = message["type"]
+        if kind == "http.response.start":
+            live.app_started = True
+            status = int(message["status"])
+            headers: Headers = list(message.get("headers", []))
+            content_type = b""
+            for key, value in headers:
+                if key.lower() == b"content-type":
+                    content_type = value.split(b";", 1)[0].strip().lower()
+            if live.mode is Mode.UPGRADED:
+                live.json_status = status
+                live.upgraded_sse = content_type == b"text/event-stream"
+                return
+            if status == 200 and content_type == b"text/event-stream":
+                for key, value in headers:
+                    if key.lower() == b"mcp-session-id" and live.session_id is None:
+                        live.session_id = value.decode("latin-1")
+                live.mode = Mode.STREAM
+                await self._create_meta(live)
+                extra = [(k, v) for k, v in headers if k.lower() not in _SKIP_APP_HEADERS]
+                live.client_headers = [
+                    *extra,
+                    (b"x-accel-buffering", b"no"),
+                    self.link_header(live.path, live.stream_id, 0),
+                ]
+                live.decided.set()
+                return
+            live.mode = Mode.PASSTHROUGH
+            live.decided.set()
+            await client.send(message)
+            return
+        if kind != "http.response.body":
+            if live.mode is Mode.PASSTHROUGH:
+                await client.send(message)
+            return
+        body: bytes = message.get("body", b"")
+        more = bool(message.get("more_body", False))
+        if live.mode is Mode.STREAM or (live.mode is Mode.UPGRADED and live.upgraded_sse):
+            try:
+                events = live.parser.feed(body) if body else []
+            except SSEError:
+                logger.error("stream %s: the app sent an oversized event; ending the stream", live.stream_id)
+                await self._record_error(
+                    live, "the server produced an event larger than the configured limit"
+                )
+                live.app_disconnect.set()
+                return
+            if events:
+                await self._record(live, events)
+        elif live.mode is Mode.UPGRADED:
+            live.json_size += len(body)
+            if live.json_size <= live.policy.max_event_bytes:
+                live.json_chunks.append(body)
+            if not more:
+                await self._record_json_answer(live)
+        elif live.mode is Mode.PASSTHROUGH:
+            if live.method == "initialize" and live.json_size < 65536:
+                live.json_size += len(body)
+                live.passthrough_body.append(body)
+                if not more:
+                    await self._learn_session_from_json(live, b"".join(live.passthrough_body), message)
+            await client.send(message)
+
+    async def _learn_session_from_json(self, live: Live, body: bytes, _message: Message) -> None:
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            return
+        if live.session_id is None:
+            return
+        await self._remember_session(live, answer)
+
+    async def _remember_session(self, live: Live, answer: Any) -> None:
+        if not isinstance(answer, dict) or live.session_id is None:
+            return
+        result = answer.get("result")
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        version = p.valid_version(version) if isinstance(version, str) else None
+        if version is None:
+            return
+        info = SessionInfo(session_id=live.session_id, protocol_version=version, principal=live.principal)
+        await self.store.put_session(info, self.session_ttl_s)
+        logger.debug("session %s negotiated %s", live.session_id, version)
+
+    async def _create_meta(self, live: Live) -> None:
+        live.prefix = self.signer.event_prefix(live.stream_id)
+        meta = StreamMeta(
+            stream_id=live.stream_id,
+            kind=live.kind,
+            session_id=live.session_id,
+            principal=live.principal,
+            protocol_version=live.version,
+            path=live.path,
+            request_id=live.request_id,
+            method=live.method,
+            owner=self.node_id,
+            route=live.route,
+            attached=False,
+            last_contact=time.time(),
+        )
+        await self.store.create_stream(meta, ttl_s=self._running_ttl(live.policy))
+        live.meta_created = True
+
+    @staticmethod
+    def _running_ttl(policy: Policy) -> float:
+        # Expiry is driven by the owner (max_wait_s); the TTL only reclaims streams of a dead owner.
+        return policy.max_wait_s * 2 + 3600
+
+    async def _upgrade(self, live: Live) -> None:
+        """Open an SSE stream for a request the app has not answered in time."""
+        live.mode = Mode.UPGRADED
+        await self._create_meta(live)
+        headers = list(_SSE_HEADERS)
+        if live.session_id is not None:
+            headers.append((b"mcp-session-id", live.session_id.encode()))
+        headers.append(self.link_header(live.path, live.stream_id, 0))
+        live.client_headers = headers
+        live.decided.set()
+
+    async def _record_json_answer(self, live: Live) -> None:
+        body = b"".join(live.json_chunks)
+        live.json_chunks = []
+        try:
+            answer = json.loads(body) if body else None
+        except ValueError:
+            answer = None
+        if isinstance(answer, dict) and answer.get("id") == live.request_id and p.is_response(answer):
+            await self._record(live, [SSEEvent(data=p.dumps(answer), event=b"message")])
+        elif isinstance(answer, dict) and "error" in answer:
+            fixed = dict(answer, id=live.request_id)
+            await self._record(live, [SSEEvent(data=p.dumps(fixed), event=b"message")])
+        else:
+            await self._record_error(live, f"the server answered with HTTP {live.json_status}")
+
+    async def _record_error(self, live: Live, text: str) -> None:
+        if live.kind is not StreamKind.REQUEST or live.final_seq is not None or not live.meta_created:
+            return
+        error = p.error_message(live.request_id, p.STREAM_ERROR, text)
+        await self._record(live, [SSEEvent(data=p.dumps(error), event=b"message")])
+
+    async def _record(self, live: Live, events: list[SSEEvent]) -> None:
+        """Give the app's events ids and store them; notice inputs and the final response."""
+        batch: list[tuple[int, bytes]] = []
+        inputs: list[list[Any]] = []
+        final: int | None = None
+        final_data: bytes | None = None
+        for event in events:
+            data = event.data
+            if not data:  # the app's own priming events and empty frames carry nothing to deliver
+                continue
+            if final is not None or live.final_seq is not None:
+                break  # nothing after the final response belongs to this stream
+            live.seq += 1
+            seq = live.seq
+            batch.append((seq, encode_payload(data, event.event)))
+            kind, message_id = p.classify(data)
+            if kind is p.Kind.SERVER_REQUEST and p.valid_id(message_id):
+                inputs.append([message_id, seq])
+            elif (
+                kind is p.Kind.RESPONSE and live.kind is StreamKind.REQUEST and message_id == live.request_id
+            ):
+                final = seq
+                final_data = data
+        if not batch:
+            return
+        policy = live.policy
+        await self.store.append(
+            live.stream_id,
+            batch,
+            max_events=policy.max_events_per_stream,
+            max_bytes=policy.max_bytes_per_stream,
+        )
+        if inputs:
+            meta = await self.store.get_stream(live.stream_id)
+            if meta is not None:
+                pending = meta.pending_inputs + inputs
+                issued = (meta.issued_inputs + [i for i, _ in inputs])[-1000:]
+                await self.store.update_stream(live.stream_id, pending_inputs=pending, issued_inputs=issued)
+                if live.session_id is not None:
+                    for message_id, _ in inputs:
+                        await self.store.set_key(
+                            _input_key(live.session_id, message_id), live.stream_id, self._running_ttl(policy)
+                        )
+        if final is not None:
+            live.final_seq = final
+            await self.store.update_stream(live.stream_id, final_seq=final, state=StreamState.COMPLETED)
+            if live.method == "initialize" and final_data is not None:
+                with contextlib.suppress(ValueError):
+                    await self._remember_session(live, json.loads(final_data))
+
+    # ------------------------------------------------------------------ expiry
+    async def _watch_expiry(self, live: Live, client: Client) -> None:
+        max_wait = live.policy.max_wait_s
+        while not live.done.is_set():
+            if live.mode is Mode.PASSTHROUGH:
+                # An answer already on its way as JSON: the client leaving means what it does unwrapped.
+                await wait_any(client.gone, live.done)
+                if client.gone.is_set():
+                    live.app_disconnect.set()
+                return
+            if live.mode is None:
+                if not client.gone.is_set():
+                    await wait_any(client.gone, live.decided)
+                    continue
+                remaining = client.gone_at + max_wait - time.time()
+                if remaining <= 0:
+                    await self._expire(live)
+                    return
+                with anyio.move_on_after(remaining):
+                    await live.decided.wait()
+                continue
+            meta = await self.store.get_stream(live.stream_id)
+            if meta is None:
+                await self._cancel_app(live, "the stream was deleted")
+                return
+            if meta.state is not StreamState.RUNNING:
+                return
+            remaining = meta.last_contact + max_wait - time.time()
+            if remaining <= 0:
+                await self._expire(live)
+                return
+            await anyio.sleep(remaining)
+
+    async def _expire(self, live: Live) -> None:
+        logger.info(
+            "stream %s: nobody resumed within %ss; cancelling", live.stream_id, live.policy.max_wait_s
+        )
+        live.expired = True
+        if live.meta_created:
+            await self.store.update_stream(live.stream_id, state=StreamState.EXPIRED)
+        await self._cancel_app(live, "the client did not resume within the resume window")
+        if live.meta_created:
+            await self.store.delete_stream(live.stream_id)
+
+    async def _cancel_app(self, live: Live, reason: str) -> None:
+        """Stop the app's work for a stream the way its protocol revision expects."""
+        live.expired = True
+        if (
+            live.kind is StreamKind.REQUEST
+            and live.session_id is not None
+            and not p.at_least(live.version, p.SINGLE_EXCHANGE_VERSION)
+        ):
+            notification = {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": live.request_id, "reason": reason},
+            }
+            try:
+                await self.call_app(
+                    live.scope, live.path, live.session_id, live.version, p.dumps(notification)
+                )
+            except Exception:
+                logger.exception("stream %s: could not deliver the cancellation", live.stream_id)
+            with anyio.move_on_after(CANCEL_GRACE_S):
+                await live.done.wait()
+        live.app_disconnect.set()
+        with anyio.move_on_after(CANCEL_GRACE_S):
+            await live.done.wait()
+        if not live.done.is_set():
+            logger.warning("stream %s: the app ignored the cancellation; stopping it", live.stream_id)
+            live.app_scope.cancel()
+
+    async def cancel_stream(self, stream_id: str, reason: str) -> None:
+        live = self.live.get(stream_id)
+        if live is not None and not live.done.is_set():
+            await self._cancel_app(live, reason)
+        await self.store.delete_stream(stream_id)
+
+    # ------------------------------------------------------------------ the app, called by us
+    async def call_app(
+        self, template: Scope, path: str, session_id: str | None, version: str, body: bytes
+    ) -> tuple[int, bytes]:
+        """POST `body` to the app's MCP endpoint as the client would (client answers, cancellations)."""
+        headers = [(k, v) for k, v in template["headers"] if k not in _INTERNAL_SKIP]
+        headers += [
+            (b"content-type", b"application/json"),
+            (b"accept", b"application/json, text/event-stream"),
+            (b"content-length", str(len(body)).encode()),
+            (b"mcp-protocol-version", version.encode()),
+        ]
+        if session_id is not None:
+            headers.append((b"mcp-session-id", session_id.encode()))
+        scope = dict(template)
+        scope.update(method="POST", path=path, raw_path=path.encode(), query_string=b"", headers=headers)
+        done = anyio.Event()
+        sent = False
+        status = 500
+        chunks: list[bytes] = []
+
+        async def receive() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await done.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            elif message["type"] == "http.response.body":
+                if sum(map(len, chunks)) < 65536:
+                    chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    done.set()
+
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            done.set()
+        return status, b"".join(chunks)
+
+    # ------------------------------------------------------------------ standalone GET stream
+    async def handle_standalone(self, scope: Scope, receive: Receive, send: Send, session_id: str) -> None:
+        key = f"standalone:{session_id}"
+        lock = self._standalone_locks.setdefault(session_id, anyio.Lock())
+        version = await self.version_for(scope, session_id)
+        async with lock:
+            stream_id = await self.store.get_key(key)
+            meta = await self.store.get_stream(stream_id) if stream_id else None
+            start_new = (
+                meta is None or meta.state is not StreamState.RUNNING or not self.may_access(meta, scope)
+            )
+        if not start_new and meta is not None:
+            client = Client(send, receive)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client.watch)
+                await self.serve(
+                    meta.stream_id,
+                    client,
+                    scope=scope,
+                    after_seq=meta.last_seq,
+                    headers=self._sse_headers(scope, meta),
+                    priming=p.at_least(meta.protocol_version, p.RESUMABLE_VERSION),
+                    policy=self.routes.by_index(meta.route),
+                    version=meta.protocol_version,
+                )
+                tg.cancel_scope.cancel()
+            return
+        route, policy = self.routes.choose(scope["path"], None, None)
+        app_scope = dict(scope)
+        app_scope["headers"] = [(k, v) for k, v in scope["headers"] if k != b"last-event-id"]
+        live = Live(
+            kind=StreamKind.STANDALONE,
+            scope=app_scope,
+            body=b"",
+            route=route,
+            policy=policy,
+            version=version,
+            session_id=session_id,
+            principal=self.principal(scope),
+            path=scope["path"],
+        )
+        await self.store.set_key(key, live.stream_id, self._running_ttl(policy))
+        try:
+            await self._host(live, Client(send, receive), upgrade=False)
+        finally:
+            if await self.store.get_key(key) == live.stream_id:
+                await self.store.delete_key(key)
+            self._standalone_locks.pop(session_id, None)
+
+    # ------------------------------------------------------------------ serving a client
+    async def serve(
+        self,
+        stream_id: str,
+        client: Client,
+        *,
+        scope: Scope,
+        after_seq: int,
+        headers: Headers,
+        priming: bool,
+        policy: Policy,
+        version: str,
+    ) -> None:
+        """Attach `client` to the stream and send it everything after `after_seq`, then live events.
+
+        Returns when the client leaves, the stream ends, a newer connection replaces
+        this one, or a policy closes the connection at will (after a `retry:` field).
+        """
+        meta = await self.store.attach(stream_id, time.time())
+        if meta is None:
+            await send_json(
+                client.send_message, 404, p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream")
+            )
+            return
+        generation = meta.attach_gen
+        prefix = self.signer.event_prefix(stream_id)
+        at_will = p.at_least(version, p.RESUMABLE_VERSION)
+        cursor = after_seq
+        reason = "gone"
+        try:
+            async with anyio.create_task_group() as tg:
+
+                async def _cancel_when_gone() -> None:
+                    await client.gone.wait()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(_cancel_when_gone)
+                if await client.send({"type": "http.response.start", "status": 200, "headers": headers}):
+                    if priming:
+                        await client.write(priming_frame(prefix + str(cursor).encode(), policy.retry_ms))
+                    reason, cursor = await self._serve_loop(
+                        stream_id, client, meta, generation, prefix, cursor, policy, at_will
+                    )
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                if reason in ("max_connection", "idle", "input", "replaced") and policy.retry_ms is not None:
+                    await client.finish(retry_frame(policy.retry_ms))
+                else:
+                    await client.finish()
+                current = await self.store.get_stream(stream_id)
+                if current is not None and current.attach_gen == generation:
+                    await self.store.update_stream(
+                        stream_id, attached=False, last_contact=time.time(), delivered_seq=max(cursor, 0)
+                    )
+                logger.debug("stream %s: connection detached (%s) at %s", stream_id, reason, cursor)
+
+    async def _serve_loop(
+        self,
+        stream_id: str,
+        client: Client,
+        meta: StreamMeta,
+        generation: int,
+        prefix: bytes,
+        cursor: int,
+        policy: Policy,
+        at_will: bool,
+    ) -> tuple[str, int]:
+        started = last_event = last_write = last_beat = time.monotonic()
+        heartbeat = min(max(policy.max_wait_s / 3, 0.05), 10.0)
+        id_head = b"id: " + prefix
+        while True:
+            try:
+                events = await self.store.read(stream_id, cursor, READ_BATCH)
+            except GapError as gap:
+                await client.write(self._gap_frame(meta, gap))
+                return "gap", cursor
+            if events:
+                parts = []
+                for seq, payload in events:
+                    parts.append(id_head + str(seq).encode() + b"\n" + payload)
+                if not await client.write(b"".join(parts)):
+                    return "gone", cursor
+                previous, cursor = cursor, events[-1][0]
+                last_event = last_write = time.monotonic()
+            meta_now = await self.store.get_stream(stream_id)
+            if meta_now is None:
+                return "deleted", cursor
+            meta = meta_now
+            if meta.attach_gen != generation:
+                return "replaced", cursor
+            if meta.final_seq is not None and cursor >= meta.final_seq:
+                return "complete", cursor
+            if meta.state is not StreamState.RUNNING and cursor >= meta.last_seq:
+                return "ended", cursor
+            if events:
+                if (
+                    at_will
+                    and policy.disconnect_on_input_request
+                    and any(previous < seq <= cursor for _, seq in meta.pending_inputs)
+                ):
+                    return "input", cursor
+                if cursor < meta.last_seq:
+                    continue
+            now = time.monotonic()
+            if now - last_beat >= heartbeat:
+                await self.store.update_stream(stream_id, last_contact=time.time(), delivered_seq=cursor)
+                last_beat = now
+            timeout = heartbeat - (now - last_beat)
+            if at_will and policy.max_connection_s is not None:
+                left = started + policy.max_connection_s - now
+                if left <= 0:
+                    return "max_connection", cursor
+                timeout = min(timeout, left)
+            if at_will and policy.idle_disconnect_s is not None:
+                left = last_event + policy.idle_disconnect_s - now
+                if left <= 0:
+                    return "idle", cursor
+                timeout = min(timeout, left)
+            if policy.keepalive_s is not None:
+                left = last_write + policy.keepalive_s - now
+                if left <= 0:
+                    if not await client.write(KEEPALIVE):
+                        return "gone", cursor
+                    last_write = now
+                    left = policy.keepalive_s
+                timeout = min(timeout, left)
+            await self.store.wait(stream_id, cursor, within_s=max(timeout, 0.001))
+
+    @staticmethod
+    def _gap_frame(meta: StreamMeta, gap: GapError) -> bytes:
+        text = (
+            f"cannot resume: events {gap.after_seq + 1}..{gap.first_seq - 1} of this stream were dropped "
+            "to stay within the server's buffer limits"
+        )
+        error = p.error_message(meta.request_id, p.STREAM_ERROR, text)
+        return encode_payload(p.dumps(error), b"message")
+
+    # ------------------------------------------------------------------ resuming
+    async def handle_resume(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        stream_id: str,
+        after_seq: int | None,
+        *,
+        via_link: bool,
+    ) -> None:
+        meta = await self.store.get_stream(stream_id)
+        if meta is None or not self.may_access(meta, scope):
+            await send_json(send, 404, p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream"))
+            return
+        if after_seq is None:
+            after_seq = meta.delivered_seq
+        if after_seq > meta.last_seq:
+            await send_json(
+                send, 400, p.error_message(None, p.INVALID_REQUEST, "Last-Event-ID is ahead of the stream")
+            )
+            return
+        if via_link and _nothing_to_send(meta, after_seq):
+            await send_bytes(send, 204)
+            return
+        await self._serve_resumed(scope, receive, send, meta, after_seq)
+
+    async def _serve_resumed(
+        self, scope: Scope, receive: Receive, send: Send, meta: StreamMeta, after_seq: int
+    ) -> None:
+        if after_seq + 1 < meta.first_seq:
+            if meta.kind is StreamKind.STANDALONE:
+                await send_json(
+                    send,
+                    410,
+                    p.error_message(
+                        None, p.STREAM_ERROR, "cannot resume: events after Last-Event-ID were dropped"
+                    ),
+                )
+                return
+            headers = self._sse_headers(scope, meta)
+            gap = GapError(meta.stream_id, after_seq, meta.first_seq)
+            await send_bytes(send, 200, self._gap_frame(meta, gap), headers)
+            return
+        client = Client(send, receive)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.watch)
+            await self.serve(
+                meta.stream_id,
+                client,
+                scope=scope,
+                after_seq=after_seq,
+                headers=self._sse_headers(scope, meta),
+                priming=p.at_least(meta.protocol_version, p.RESUMABLE_VERSION),
+                policy=self.routes.by_index(meta.route),
+                version=meta.protocol_version,
+            )
+            tg.cancel_scope.cancel()
+
+    # ------------------------------------------------------------------ client answers
+    async def deliver_answers(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        stream_id: str,
+        answers: list[dict[str, Any]],
+        after_seq: int | None,
+    ) -> None:
+        """SEP-1335: answers POSTed to the Link URL go to the app; the reply continues the stream."""
+        meta = await self.store.get_stream(stream_id)
+        if meta is None or not self.may_access(meta, scope):
+            await send_json(send, 404, p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream"))
+            return
+        issued = meta.issued_inputs
+        stray = [a["id"] for a in answers if a["id"] not in issued]
+        if stray:
+            await send_json(
+                send,
+                400,
+                p.error_message(None, p.INVALID_PARAMS, "the body answers requests this stream never sent"),
+            )
+            return
+        pending_ids = [entry[0] for entry in meta.pending_inputs]
+        for answer in answers:
+            if answer["id"] not in pending_ids:
+                continue  # already delivered (a retried POST): answering twice would confuse the app
+            status, body = await self.call_app(
+                scope, meta.path, meta.session_id, meta.protocol_version, p.dumps(answer)
+            )
+            if status >= 300:
+                logger.warning("stream %s: the app refused a client answer with HTTP %s", stream_id, status)
+                await send_bytes(send, status, body, content_type=b"application/json")
+                return
+            await self.answered(meta.session_id, answer["id"], stream_id)
+        updated = await self.store.update_stream(stream_id, turn=meta.turn + 1)
+        if updated is None:
+            await send_json(send, 404, p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream"))
+            return
+        start = updated.delivered_seq if after_seq is None else after_seq
+        if start > updated.last_seq:
+            await send_json(
+                send, 400, p.error_message(None, p.INVALID_REQUEST, "Last-Event-ID is ahead of the stream")
+            )
+            return
+        await self._serve_resumed(scope, receive, send, updated, start)
+
+    async def answered(self, session_id: str | None, message_id: Any, stream_id: str | None = None) -> None:
+        """Note that a server-to-client request was answered (by any route)."""
+        if stream_id is None:
+            if session_id is None:
+                return
+            stream_id = await self.store.get_key(_input_key(session_id, message_id))
+            if stream_id is None:
+                return
+        meta = await self.store.get_stream(stream_id)
+        if meta is None:
+            return
+        pending = [entry for entry in meta.pending_inputs if entry[0] != message_id]
+        if len(pending) != len(meta.pending_inputs):
+            await self.store.update_stream(stream_id, pending_inputs=pending)
+        if session_id is not None:
+            await self.store.delete_key(_input_key(session_id, message_id))
+
+    # ------------------------------------------------------------------ sessions
+    async def end_session(self, session_id: str) -> None:
+        stream_ids = await self.store.delete_session(session_id)
+        await self.store.delete_key(f"standalone:{session_id}")
+        for stream_id in stream_ids:
+            live = self.live.get(stream_id)
+            if live is not None:
+                live.expired = True
+                live.app_disconnect.set()
+            await self.store.delete_stream(stream_id)
+
+
+def _nothing_to_send(meta: StreamMeta, after_seq: int) -> bool:
+    """SEP-1335's 204: the stream is over for this client, or it waits for the client's input."""
+    if meta.final_seq is not None and after_seq >= meta.final_seq:
+        return True
+    if meta.state is not StreamState.RUNNING and after_seq >= meta.last_seq:
+        return True
+    return meta.waiting_for_input and after_seq >= meta.last_seq
+
+
+def _input_key(session_id: str, message_id: Any) -> str:
+    return f"input:{session_id}:{json.dumps(message_id)}"

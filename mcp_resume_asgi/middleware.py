@@ -1,0 +1,319 @@
+"""`ResumeMiddleware`: the stream engine as one pure-ASGI middleware.
+
+It decides, per HTTP request on the MCP path, whether the engine takes over (a
+JSON-RPC request that may be answered with SSE, a resume, a stream URL, the
+standalone GET stream) or the app sees the request exactly as it was sent.
+Whatever it cannot classify goes to the app untouched, so error behaviour stays
+the app's own.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mcp_resume_asgi import protocol as p
+from mcp_resume_asgi._http import (
+    BodyTooLarge,
+    ClientGone,
+    accepts_sse,
+    header,
+    header_count,
+    is_json,
+    read_body,
+    replay_receive,
+    send_bytes,
+    send_jsonrpc_error,
+)
+from mcp_resume_asgi.engine import STREAM_SEGMENT, Engine
+from mcp_resume_asgi.policy import Policy, RoutesSpec, RouteTable
+from mcp_resume_asgi.store.base import Store
+from mcp_resume_asgi.store.memory import MemoryStore, StoreFullError
+from mcp_resume_asgi.tokens import TokenSigner
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+def default_principal(scope: Scope) -> str | None:
+    """Who is calling, as far as an authentication middleware in front of us said.
+
+    Streams are bound to it, so a leaked stream URL is useless to another user.
+    Reads Starlette's `scope["user"]` (also what the `mcp` SDK's auth sets).
+    """
+    user = scope.get("user")
+    if user is None or not getattr(user, "is_authenticated", False):
+        return None
+    for attribute in ("identity", "username", "client_id", "display_name"):
+        value = getattr(user, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    access_token = getattr(user, "access_token", None)
+    client_id = getattr(access_token, "client_id", None)
+    return client_id if isinstance(client_id, str) else None
+
+
+class ResumeMiddleware:
+    """Makes the Streamable HTTP traffic of the wrapped MCP app resumable.
+
+    Usable as `Starlette(middleware=[Middleware(ResumeMiddleware, ...)])` or
+    directly: `ResumeMiddleware(app, ...)`.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        policy: Policy | None = None,
+        routes: RoutesSpec | None = None,
+        store: Store | None = None,
+        secret: str | bytes | None = None,
+        path: str | Sequence[str] = "/mcp",
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        principal: Callable[[Scope], str | None] = default_principal,
+        session_ttl_s: float = 24 * 3600,
+    ) -> None:
+        paths = [path] if isinstance(path, str) else list(path)
+        if not paths or not all(isinstance(x, str) and x.startswith("/") for x in paths):
+            raise ValueError("path must be one or more absolute paths such as '/mcp'")
+        if max_body_bytes <= 0:
+            raise ValueError("max_body_bytes must be positive")
+        self.app = app
+        self.paths = {x.rstrip("/") or "/" for x in paths}
+        self.max_body_bytes = max_body_bytes
+        self.routes = RouteTable(policy or Policy(), routes)
+        self.store = store if store is not None else MemoryStore()
+        self.engine = Engine(
+            app,
+            routes=self.routes,
+            store=self.store,
+            signer=TokenSigner(secret),
+            principal=principal,
+            session_ttl_s=session_ttl_s,
+            node_id=secrets.token_hex(6),
+        )
+
+    # ------------------------------------------------------------------ routing
+    def _local_path(self, scope: Scope) -> str:
+        path: str = scope.get("path", "")
+        root: str = scope.get("root_path", "") or ""
+        if root and path.startswith(root):
+            path = path[len(root) :] or "/"
+        return path
+
+    def _classify_path(self, scope: Scope) -> tuple[str, str | None] | None:
+        """('endpoint', None) for the MCP endpoint, ('stream', token) for a stream URL."""
+        path = self._local_path(scope)
+        trimmed = path.rstrip("/") or "/"
+        if trimmed in self.paths:
+            return "endpoint", None
+        for base in self.paths:
+            prefix = base.rstrip("/") + STREAM_SEGMENT
+            if path.startswith(prefix):
+                return "stream", path[len(prefix) :]
+        return None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        where = self._classify_path(scope)
+        if where is None:
+            await self.app(scope, receive, send)
+            return
+        try:
+            if where[0] == "stream":
+                await self._stream_url(scope, receive, send, where[1] or "")
+                return
+            method = scope["method"]
+            if method == "POST":
+                await self._post(scope, receive, send)
+            elif method == "GET":
+                await self._get(scope, receive, send)
+            elif method == "DELETE":
+                await self._delete(scope, receive, send)
+            else:
+                await self.app(scope, receive, send)
+        except StoreFullError:
+            logger.warning("store full: refusing a new stream")
+            await send_bytes(
+                send,
+                503,
+                b'{"error":"the server is at its stream capacity"}',
+                [(b"retry-after", b"5")],
+                b"application/json",
+            )
+
+    # ------------------------------------------------------------------ POST /mcp
+    async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not is_json(scope):
+            await self.app(scope, receive, send)
+            return
+        try:
+            body = await read_body(receive, self.max_body_bytes)
+        except BodyTooLarge:
+            await send_jsonrpc_error(
+                send, 413, p.INVALID_REQUEST, f"request body exceeds {self.max_body_bytes} bytes"
+            )
+            return
+        except ClientGone:
+            return
+        try:
+            message = json.loads(body)
+        except (ValueError, RecursionError):
+            message = None
+        if (
+            isinstance(message, dict)
+            and isinstance(message.get("method"), str)
+            and "id" in message
+            and p.valid_id(message["id"])
+            and accepts_sse(scope)
+        ):
+            await self._request(scope, receive, send, body, message)
+            return
+        await self.app(scope, replay_receive(body, receive), send)
+        # A stock client answers a server-to-client request by POSTing it to the endpoint.
+        answers = message if isinstance(message, list) else [message]
+        session_id = header(scope, b"mcp-session-id")
+        for answer in answers:
+            if p.is_response(answer):
+                await self.engine.answered(session_id, answer["id"])
+
+    async def _request(
+        self, scope: Scope, receive: Receive, send: Send, body: bytes, message: dict[str, Any]
+    ) -> None:
+        method: str = message["method"]
+        params = message.get("params")
+        tool = params.get("name") if method == "tools/call" and isinstance(params, dict) else None
+        route, policy = self.routes.choose(
+            self._local_path(scope), method, tool if isinstance(tool, str) else None
+        )
+        session_id = header(scope, b"mcp-session-id")
+        if method == "initialize":
+            requested = params.get("protocolVersion") if isinstance(params, dict) else None
+            version = p.valid_version(requested if isinstance(requested, str) else None) or p.DEFAULT_VERSION
+        else:
+            version = await self.engine.version_for(scope, session_id)
+        await self.engine.handle_request(
+            scope,
+            receive,
+            send,
+            body=body,
+            message=message,
+            route=route,
+            policy=policy,
+            version=version,
+            session_id=session_id,
+            accepts_sse=True,
+        )
+
+    # ------------------------------------------------------------------ GET /mcp
+    async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not accepts_sse(scope):
+            await self.app(scope, receive, send)
+            return
+        last_event_id = header(scope, b"last-event-id")
+        if last_event_id is not None:
+            if header_count(scope, b"last-event-id") > 1:
+                await send_jsonrpc_error(send, 400, p.INVALID_REQUEST, "more than one Last-Event-ID header")
+                return
+            parsed = self.engine.signer.parse_event_id(last_event_id.strip())
+            if parsed is None:
+                await send_jsonrpc_error(
+                    send, 400, p.INVALID_REQUEST, "Last-Event-ID is not an event id of this server"
+                )
+                return
+            await self.engine.handle_resume(scope, receive, send, parsed[0], parsed[1], via_link=False)
+            return
+        session_id = header(scope, b"mcp-session-id")
+        if session_id is None or not session_id.isprintable() or len(session_id) > 256:
+            await self.app(scope, receive, send)
+            return
+        await self.engine.handle_standalone(scope, receive, send, session_id)
+
+    # ------------------------------------------------------------------ DELETE /mcp
+    async def _delete(self, scope: Scope, receive: Receive, send: Send) -> None:
+        status = 0
+
+        async def watch_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        await self.app(scope, receive, watch_status)
+        session_id = header(scope, b"mcp-session-id")
+        if 200 <= status < 300 and session_id is not None:
+            await self.engine.end_session(session_id)
+
+    # ------------------------------------------------------------------ <mcp>/streams/<token>
+    async def _stream_url(self, scope: Scope, receive: Receive, send: Send, token: str) -> None:
+        method = scope["method"]
+        if method not in ("GET", "POST"):
+            await send_bytes(send, 405, b"", [(b"allow", b"GET, POST")])
+            return
+        parsed = self.engine.signer.parse_link_token(token)
+        if parsed is None:
+            await send_jsonrpc_error(send, 404, p.INVALID_REQUEST, "unknown or expired stream")
+            return
+        stream_id = parsed[0]
+        after: int | None = None
+        last_event_id = header(scope, b"last-event-id")
+        if last_event_id is not None:
+            event = self.engine.signer.parse_event_id(last_event_id.strip())
+            if event is None or event[0] != stream_id:
+                await send_jsonrpc_error(
+                    send, 400, p.INVALID_REQUEST, "Last-Event-ID does not belong to this stream"
+                )
+                return
+            after = event[1]
+        if method == "GET":
+            await self.engine.handle_resume(scope, receive, send, stream_id, after, via_link=True)
+            return
+        if not is_json(scope):
+            await send_jsonrpc_error(send, 415, p.INVALID_REQUEST, "Content-Type must be application/json")
+            return
+        try:
+            body = await read_body(receive, self.max_body_bytes)
+        except BodyTooLarge:
+            await send_jsonrpc_error(
+                send, 413, p.INVALID_REQUEST, f"request body exceeds {self.max_body_bytes} bytes"
+            )
+            return
+        except ClientGone:
+            return
+        try:
+            answers = json.loads(body)
+        except (ValueError, RecursionError):
+            await send_jsonrpc_error(send, 400, p.PARSE_ERROR, "the body is not JSON")
+            return
+        if (
+            not isinstance(answers, list)
+            or not answers
+            or len(answers) > 100
+            or not all(map(p.is_response, answers))
+        ):
+            await send_jsonrpc_error(
+                send, 400, p.INVALID_REQUEST, "the body must be a JSON array of JSON-RPC responses (SEP-1335)"
+            )
+            return
+        await self.engine.deliver_answers(scope, receive, send, stream_id, answers, after)
+
+
+def resumable(
+    app: ASGIApp,
+    *,
+    policy: Policy | None = None,
+    routes: RoutesSpec | None = None,
+    store: Store | None = None,
+    secret: str | bytes | None = None,
+    **options: Any,
+) -> ResumeMiddleware:
+    """Wrap an ASGI MCP app so its Streamable HTTP traffic becomes resumable."""
+    return ResumeMiddleware(app, policy=policy, routes=routes, store=store, secret=secret, **options)

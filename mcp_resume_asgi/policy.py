@@ -1,0 +1,162 @@
+"""Policies: the knobs that decide how each stream behaves, as plain validated data.
+
+Different calls want different treatment - a 10-minute report tool should be cut
+loose from its connection early and kept resumable long; a quick `tools/list`
+should not be touched - so a policy is chosen per request by `Route`s (path,
+JSON-RPC method, tool name; first match wins, the middleware's `policy` is the
+default). A policy is immutable and checked when it is built, so a typo fails at
+start-up, not on the first request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+def _check_positive(
+    name: str, value: float | None, *, allow_none: bool = True, allow_zero: bool = False
+) -> None:
+    if value is None:
+        if not allow_none:
+            raise ValueError(f"{name} is required")
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{name} must be a {'non-negative' if allow_zero else 'positive'} finite number")
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """How one stream is recorded, disconnected and kept.
+
+    Times are in seconds unless the name says otherwise. `None` switches a feature off.
+    """
+
+    retry_ms: int | None = 1000
+    """Sent as the SSE `retry:` field in priming events and before every at-will close."""
+    max_connection_s: float | None = None
+    """Close a client connection this long after it attached (the client resumes)."""
+    idle_disconnect_s: float | None = None
+    """Close a client connection after this long without an event."""
+    disconnect_on_input_request: bool = True
+    """Close right after a server-to-client request (SEP-1335: the server waits for input
+    by disconnecting). Clients following the `Link` URL rely on it."""
+    max_wait_s: float = 60.0
+    """Resume window: how long a stream with no client attached lives before the app's
+    work is cancelled and everything is freed."""
+    max_events_per_stream: int = 10_000
+    max_bytes_per_stream: int = 8 * 1024 * 1024
+    """Per-stream retention caps; older events are dropped beyond them and a client
+    resuming from before the gap is told so."""
+    upgrade_json_after_s: float | None = None
+    """Turn a JSON response that has not started after this long into a resumable SSE
+    stream (only when the client accepts `text/event-stream`)."""
+    keepalive_s: float | None = 15.0
+    """Send an SSE comment to an attached client after this long without events."""
+    retain_completed_s: float = 60.0
+    """How long a finished stream stays replayable for a client that missed its end."""
+    max_event_bytes: int = 16 * 1024 * 1024
+    """Largest single event accepted from the app."""
+
+    def __post_init__(self) -> None:
+        if self.retry_ms is not None and (
+            isinstance(self.retry_ms, bool) or not isinstance(self.retry_ms, int) or self.retry_ms < 0
+        ):
+            raise ValueError("retry_ms must be a non-negative int or None")
+        _check_positive("max_connection_s", self.max_connection_s)
+        _check_positive("idle_disconnect_s", self.idle_disconnect_s)
+        _check_positive("max_wait_s", self.max_wait_s, allow_none=False)
+        _check_positive("upgrade_json_after_s", self.upgrade_json_after_s, allow_zero=True)
+        _check_positive("keepalive_s", self.keepalive_s)
+        _check_positive("retain_completed_s", self.retain_completed_s, allow_none=False, allow_zero=True)
+        if not isinstance(self.disconnect_on_input_request, bool):
+            raise TypeError("disconnect_on_input_request must be a bool")
+        for name in ("max_events_per_stream", "max_bytes_per_stream", "max_event_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive int")
+
+    def replace(self, **changes: Any) -> Policy:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Chooses `policy` for requests matching every given pattern (shell-style globs).
+
+    `path` matches the HTTP path, `method` the JSON-RPC method, `tool` the name in a
+    `tools/call`. A route naming `tool` matches only `tools/call` requests.
+    """
+
+    policy: Policy
+    path: str | None = None
+    method: str | None = None
+    tool: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.policy, Policy):
+            raise TypeError("Route.policy must be a Policy")
+        if self.path is None and self.method is None and self.tool is None:
+            raise ValueError("a Route needs at least one of path, method, tool")
+
+    def matches(self, path: str, method: str | None, tool: str | None) -> bool:
+        if self.path is not None and not fnmatch.fnmatchcase(path, self.path):
+            return False
+        if self.method is not None and (method is None or not fnmatch.fnmatchcase(method, self.method)):
+            return False
+        return not (self.tool is not None and (tool is None or not fnmatch.fnmatchcase(tool, self.tool)))
+
+
+RoutesSpec = Sequence[Route] | Mapping[str, Policy]
+
+
+class RouteTable:
+    """First matching route wins; `default` answers everything else.
+
+    A mapping is accepted as shorthand: keys `"tool:<glob>"`, `"method:<glob>"`,
+    `"path:<glob>"` (a bare key is a method glob), in insertion order.
+    """
+
+    def __init__(self, default: Policy, routes: RoutesSpec | None = None) -> None:
+        if not isinstance(default, Policy):
+            raise TypeError("policy must be a Policy")
+        self.default = default
+        self.routes: tuple[Route, ...] = self._normalise(routes or ())
+
+    @staticmethod
+    def _normalise(routes: RoutesSpec) -> tuple[Route, ...]:
+        if isinstance(routes, Mapping):
+            out = []
+            for key, policy in routes.items():
+                if not isinstance(key, str):
+                    raise TypeError("route keys must be strings")
+                kind, colon, pattern = key.partition(":")
+                if not colon:
+                    kind, pattern = "method", key
+                if kind not in ("tool", "method", "path") or not pattern:
+                    raise ValueError(
+                        f"route key {key!r} must look like 'tool:<glob>', 'method:<glob>' or 'path:<glob>'"
+                    )
+                out.append(Route(policy=policy, **{kind: pattern}))
+            return tuple(out)
+        result = tuple(routes)
+        for route in result:
+            if not isinstance(route, Route):
+                raise TypeError("routes must be Route objects or a mapping of patterns to Policy")
+        return result
+
+    def choose(self, path: str, method: str | None = None, tool: str | None = None) -> tuple[int, Policy]:
+        """The index of the first matching route (-1 for the default) and its policy."""
+        for index, route in enumerate(self.routes):
+            if route.matches(path, method, tool):
+                return index, route.policy
+        return -1, self.default
+
+    def by_index(self, index: int) -> Policy:
+        return self.routes[index].policy if 0 <= index < len(self.routes) else self.default

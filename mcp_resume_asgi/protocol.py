@@ -1,0 +1,100 @@
+"""What the middleware needs to know about MCP and JSON-RPC, and nothing more.
+
+The middleware speaks the wire protocol itself (it must not need the `mcp` SDK),
+so the few facts it relies on live here: header names, how protocol revisions
+compare, how to tell a final response or a server-to-client request from the
+other messages on a stream, and how to word an error.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from typing import Any
+
+SESSION_HEADER = "mcp-session-id"
+VERSION_HEADER = "mcp-protocol-version"
+LAST_EVENT_ID_HEADER = "last-event-id"
+
+#: Priming events and at-will closes need clients of this revision or later (SEP-1699).
+RESUMABLE_VERSION = "2025-11-25"
+#: From this revision on there are no sessions and closing the response stream cancels.
+SINGLE_EXCHANGE_VERSION = "2026-07-28"
+#: The revision a server assumes when a request names none (spec, "Protocol Version Header").
+DEFAULT_VERSION = "2025-03-26"
+
+_VERSION = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+#: Implementation-defined server error: the stream cannot be continued.
+STREAM_ERROR = -32000
+
+
+def valid_version(value: str | None) -> str | None:
+    return value if value is not None and _VERSION.match(value) else None
+
+
+def at_least(version: str | None, minimum: str) -> bool:
+    """Revisions are ISO dates, so they order as strings; anything else counts as old."""
+    return valid_version(version) is not None and version is not None and version >= minimum
+
+
+class Kind(enum.Enum):
+    NOTIFICATION = 1
+    SERVER_REQUEST = 2
+    RESPONSE = 3
+    OTHER = 4
+
+
+def classify(data: bytes) -> tuple[Kind, Any]:
+    """The kind of JSON-RPC message an SSE event carries, and its id.
+
+    Most events on a busy stream are notifications; they carry no `"id"` member,
+    so they are recognised without decoding the JSON.
+    """
+    if b'"id"' not in data:
+        return Kind.NOTIFICATION, None
+    try:
+        message = json.loads(data)
+    except (ValueError, RecursionError):
+        return Kind.OTHER, None
+    if not isinstance(message, dict) or "id" not in message:
+        return Kind.NOTIFICATION if isinstance(message, dict) else Kind.OTHER, None
+    if "method" in message:
+        return Kind.SERVER_REQUEST, message["id"]
+    if "result" in message or "error" in message:
+        return Kind.RESPONSE, message["id"]
+    return Kind.OTHER, None
+
+
+def valid_id(value: Any) -> bool:
+    return (isinstance(value, str) and len(value) <= 256) or (
+        isinstance(value, int) and not isinstance(value, bool)
+    )
+
+
+def error_message(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def dumps(message: Any) -> bytes:
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def is_response(message: Any) -> bool:
+    """A JSON-RPC response or error object (what a client answers a server request with)."""
+    return (
+        isinstance(message, dict)
+        and message.get("jsonrpc") == "2.0"
+        and "method" not in message
+        and "id" in message
+        and valid_id(message["id"])
+        and (("result" in message) != ("error" in message))
+    )

@@ -1,0 +1,270 @@
+"""The default store: one process, bounded, with expiry.
+
+Bounded three ways, because a resumable stream is memory a disconnected client
+makes us hold: per stream (events and bytes, set by the stream's policy), across
+all streams (`max_bytes`, the oldest events of the least recently active streams
+go first), and in the number of streams (`max_streams`; finished streams are
+dropped first, and when every stream is still running `StoreFullError` tells the
+engine to refuse new work instead of growing).
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+import time
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+from cachetools import TLRUCache
+
+from mcp_resume_asgi.store.base import GapError, SessionInfo, Store, StreamMeta, StreamState
+
+
+class StoreFullError(Exception):
+    """The store holds `max_streams` running streams; new streams are refused."""
+
+
+class _Entry:
+    __slots__ = ("events", "expires_at", "meta", "nbytes", "notify")
+
+    def __init__(self, meta: StreamMeta, expires_at: float) -> None:
+        self.meta = meta
+        self.events: deque[tuple[int, bytes]] = deque()
+        self.nbytes = 0
+        self.expires_at = expires_at
+        self.notify: anyio.Event | None = None
+
+    def wake(self) -> None:
+        if self.notify is not None:
+            self.notify.set()
+            self.notify = None
+
+
+def _ttu(_key: str, value: tuple[Any, float], _now: float) -> float:
+    return value[1]
+
+
+class MemoryStore(Store):
+    def __init__(
+        self,
+        *,
+        max_bytes: int = 256 * 1024 * 1024,
+        max_streams: int = 100_000,
+        max_sessions: int = 100_000,
+        max_keys: int = 100_000,
+    ) -> None:
+        if max_bytes <= 0 or max_streams <= 0 or max_sessions <= 0 or max_keys <= 0:
+            raise ValueError("MemoryStore bounds must be positive")
+        self.max_bytes = max_bytes
+        self.max_streams = max_streams
+        self._streams: OrderedDict[str, _Entry] = OrderedDict()  # least recently active first
+        self._expiry: list[tuple[float, str]] = []
+        self._total_bytes = 0
+        self._sessions: TLRUCache[str, tuple[SessionInfo, float]] = TLRUCache(
+            maxsize=max_sessions, ttu=_ttu, timer=time.monotonic
+        )
+        self._session_streams: dict[str, set[str]] = {}
+        self._keys: TLRUCache[str, tuple[str, float]] = TLRUCache(
+            maxsize=max_keys, ttu=_ttu, timer=time.monotonic
+        )
+
+    # -- introspection (tests, metrics) --------------------------------------------------
+    @property
+    def total_bytes(self) -> int:
+        return self._total_bytes
+
+    @property
+    def stream_count(self) -> int:
+        return len(self._streams)
+
+    # -- expiry ------------------------------------------------------------------------
+    def _sweep(self, now: float) -> None:
+        while self._expiry and self._expiry[0][0] <= now:
+            _, stream_id = heapq.heappop(self._expiry)
+            entry = self._streams.get(stream_id)
+            if entry is not None and entry.expires_at <= now:
+                self._drop(stream_id)
+
+    def _set_expiry(self, stream_id: str, entry: _Entry, ttl_s: float) -> None:
+        entry.expires_at = time.monotonic() + ttl_s
+        heapq.heappush(self._expiry, (entry.expires_at, stream_id))
+        if len(self._expiry) > 4 * len(self._streams) + 1024:  # drop stale heap rows
+            self._expiry = [(e.expires_at, sid) for sid, e in self._streams.items()]
+            heapq.heapify(self._expiry)
+
+    def _drop(self, stream_id: str) -> None:
+        entry = self._streams.pop(stream_id, None)
+        if entry is None:
+            return
+        self._total_bytes -= entry.nbytes
+        sid = entry.meta.session_id
+        if sid is not None and sid in self._session_streams:
+            self._session_streams[sid].discard(stream_id)
+            if not self._session_streams[sid]:
+                del self._session_streams[sid]
+        entry.wake()
+
+    # -- streams -----------------------------------------------------------------------
+    async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None:
+        now = time.monotonic()
+        self._sweep(now)
+        if len(self._streams) >= self.max_streams:
+            for stream_id, entry in list(self._streams.items()):
+                if entry.meta.state is not StreamState.RUNNING:
+                    self._drop(stream_id)
+                    break
+            else:
+                raise StoreFullError(f"{self.max_streams} streams are running")
+        entry = _Entry(copy.copy(meta), now + ttl_s)
+        entry.meta.pending_inputs = list(meta.pending_inputs)
+        entry.meta.issued_inputs = list(meta.issued_inputs)
+        self._streams[meta.stream_id] = entry
+        heapq.heappush(self._expiry, (entry.expires_at, meta.stream_id))
+        if meta.session_id is not None:
+            self._session_streams.setdefault(meta.session_id, set()).add(meta.stream_id)
+
+    def _entry(self, stream_id: str) -> _Entry | None:
+        entry = self._streams.get(stream_id)
+        if entry is not None and entry.expires_at <= time.monotonic():
+            self._drop(stream_id)
+            return None
+        return entry
+
+    async def get_stream(self, stream_id: str) -> StreamMeta | None:
+        entry = self._entry(stream_id)
+        if entry is None:
+            return None
+        meta = copy.copy(entry.meta)
+        meta.pending_inputs = list(meta.pending_inputs)
+        meta.issued_inputs = list(meta.issued_inputs)
+        return meta
+
+    async def update_stream(
+        self, stream_id: str, ttl_s: float | None = None, **changes: Any
+    ) -> StreamMeta | None:
+        entry = self._entry(stream_id)
+        if entry is None:
+            return None
+        for name, value in changes.items():
+            setattr(entry.meta, name, list(value) if isinstance(value, list) else value)
+        if ttl_s is not None:
+            self._set_expiry(stream_id, entry, ttl_s)
+        entry.wake()
+        return await self.get_stream(stream_id)
+
+    async def attach(self, stream_id: str, now: float) -> StreamMeta | None:
+        entry = self._entry(stream_id)
+        if entry is None:
+            return None
+        entry.meta.attach_gen += 1
+        entry.meta.attached = True
+        entry.meta.last_contact = now
+        entry.wake()
+        return await self.get_stream(stream_id)
+
+    async def delete_stream(self, stream_id: str) -> None:
+        self._drop(stream_id)
+
+    async def append(
+        self, stream_id: str, events: Sequence[tuple[int, bytes]], *, max_events: int, max_bytes: int
+    ) -> None:
+        entry = self._streams.get(stream_id)
+        if entry is None:
+            return
+        queue = entry.events
+        added = 0
+        for event in events:
+            queue.append(event)
+            added += len(event[1])
+        entry.nbytes += added
+        self._total_bytes += added
+        meta = entry.meta
+        meta.last_seq = events[-1][0]
+        while queue and (len(queue) > max_events or entry.nbytes > max_bytes):
+            seq, payload = queue.popleft()
+            entry.nbytes -= len(payload)
+            self._total_bytes -= len(payload)
+            meta.first_seq = seq + 1
+        self._streams.move_to_end(stream_id)
+        if self._total_bytes > self.max_bytes:
+            self._enforce_budget(stream_id)
+        entry.wake()
+
+    def _enforce_budget(self, current: str) -> None:
+        for stream_id, entry in list(self._streams.items()):
+            if self._total_bytes <= self.max_bytes:
+                return
+            if stream_id == current and len(self._streams) > 1:
+                continue
+            while entry.events and self._total_bytes > self.max_bytes:
+                seq, payload = entry.events.popleft()
+                entry.nbytes -= len(payload)
+                self._total_bytes -= len(payload)
+                entry.meta.first_seq = seq + 1
+            entry.wake()
+        if self._total_bytes > self.max_bytes:  # only the current stream is left to trim
+            self._enforce_budget_on(current)
+
+    def _enforce_budget_on(self, stream_id: str) -> None:
+        entry = self._streams[stream_id]
+        while entry.events and self._total_bytes > self.max_bytes:
+            seq, payload = entry.events.popleft()
+            entry.nbytes -= len(payload)
+            self._total_bytes -= len(payload)
+            entry.meta.first_seq = seq + 1
+
+    async def read(self, stream_id: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
+        entry = self._entry(stream_id)
+        if entry is None:
+            return []
+        if after_seq + 1 < entry.meta.first_seq:
+            raise GapError(stream_id, after_seq, entry.meta.first_seq)
+        queue = entry.events
+        if not queue or queue[-1][0] <= after_seq:
+            return []
+        # seqs are dense inside the deque, so the start index is arithmetic, not a search.
+        start = after_seq + 1 - queue[0][0]
+        if start <= 0:
+            start = 0
+        if start == 0 and len(queue) <= limit:
+            return list(queue)
+        out: list[tuple[int, bytes]] = []
+        stop = min(len(queue), start + limit)
+        for i in range(start, stop):
+            out.append(queue[i])
+        return out
+
+    async def wait(self, stream_id: str, after_seq: int, within_s: float) -> None:
+        entry = self._entry(stream_id)
+        if entry is None or entry.meta.last_seq > after_seq:
+            return
+        if entry.notify is None:
+            entry.notify = anyio.Event()
+        notify = entry.notify
+        with anyio.move_on_after(within_s):
+            await notify.wait()
+
+    # -- sessions and keys -------------------------------------------------------------
+    async def put_session(self, info: SessionInfo, ttl_s: float) -> None:
+        self._sessions[info.session_id] = (info, time.monotonic() + ttl_s)
+
+    async def get_session(self, session_id: str) -> SessionInfo | None:
+        item = self._sessions.get(session_id)
+        return None if item is None else item[0]
+
+    async def delete_session(self, session_id: str) -> list[str]:
+        self._sessions.pop(session_id, None)
+        return sorted(self._session_streams.pop(session_id, set()))
+
+    async def set_key(self, key: str, value: str, ttl_s: float) -> None:
+        self._keys[key] = (value, time.monotonic() + ttl_s)
+
+    async def get_key(self, key: str) -> str | None:
+        item = self._keys.get(key)
+        return None if item is None else item[0]
+
+    async def delete_key(self, key: str) -> None:
+        self._keys.pop(key, None)
