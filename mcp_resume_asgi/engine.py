@@ -359,10 +359,12 @@ class Engine:
                         await self._record(live, live.parser.feed(b"\n\n"))
                 if live.kind is StreamKind.REQUEST and live.final_seq is None and not live.expired:
                     await self._record_error(live, "the server ended the stream without a response")
-                state = StreamState.EXPIRED if live.expired else StreamState.COMPLETED
-                await self.store.update_stream(
-                    live.stream_id, ttl_s=live.policy.retain_completed_s, state=state
-                )
+                if live.expired:
+                    await self.store.delete_stream(live.stream_id)  # nobody is coming back for it
+                else:
+                    await self.store.update_stream(
+                        live.stream_id, ttl_s=live.policy.retain_completed_s, state=StreamState.COMPLETED
+                    )
             elif live.mode is None and not client.started and not client.gone.is_set():
                 await send_bytes(
                     client.send_message, 500, b"Internal Server Error", content_type=b"text/plain"
@@ -392,9 +394,10 @@ class Engine:
                 live.mode = Mode.STREAM
                 await self._create_meta(live)
                 extra = [(k, v) for k, v in headers if k.lower() not in _SKIP_APP_HEADERS]
+                if not any(k.lower() == b"x-accel-buffering" for k, _ in extra):
+                    extra.append((b"x-accel-buffering", b"no"))
                 live.client_headers = [
                     *extra,
-                    (b"x-accel-buffering", b"no"),
                     self.link_header(live.path, live.stream_id, 0),
                 ]
                 live.decided.set()
@@ -755,7 +758,9 @@ class Engine:
         meta = await self.store.attach(stream_id, time.time())
         if meta is None:
             await send_json(
-                client.send_message, 404, p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream")
+                client.send_message,
+                404,
+                p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream"),
             )
             return
         generation = meta.attach_gen
@@ -976,6 +981,9 @@ class Engine:
             await send_json(
                 send, 400, p.error_message(None, p.INVALID_REQUEST, "Last-Event-ID is ahead of the stream")
             )
+            return
+        if _nothing_to_send(updated, start):
+            await send_bytes(send, 204)
             return
         await self._serve_resumed(scope, receive, send, updated, start)
 

@@ -462,10 +462,10 @@ class _LogicalStream:
                             return
                         self._attempts += 1
                         flush = False
-                    # On a flush the old stream stays open until the answers are delivered:
-                    # a server may treat a closed stream as a cancelled request.
-                    if not flush:
-                        await self._close_current()
+                    # Also on a flush: the interrupted read has left that connection unusable
+                    # (httpcore closes a connection whose read is cancelled), and the answers'
+                    # POST carries Last-Event-ID, so the continuation starts where we are.
+                    await self._close_current()
                     response = await self._reconnect(flush=flush)
                 except _GiveUp as exc:
                     logger.warning("giving up on the stream of request %r: %s", self.request_id, exc)
@@ -703,7 +703,6 @@ class _LogicalStream:
                 response = response_or_error
                 status = response.status_code
                 if 200 <= status < 300:
-                    await self._close_current()  # the stream the answers were for, if still open
                     del self._buffer[: len(batch)]
                     for key, _ in batch:
                         self._pending.pop(key, None)

@@ -1,0 +1,34 @@
+"""Client side of mcp-resume-asgi: make MCP clients ride out dropped streams.
+
+A server behind the middleware may close an SSE response stream at any time -
+to free a connection, to ask the client for input (SEP-1335), or because a
+proxy cut it - and expects the client to resume. Clients that do not, lose the
+answer. This package supplies that behaviour where it is cheapest to add:
+
+* :class:`ResumableTransport` - an ``httpx`` transport; any httpx-based MCP
+  client that uses it sees each request's answer as one uninterrupted stream.
+* :class:`ResumableSession` - a minimal MCP client on top of it, with no
+  dependency beyond ``httpx``.
+* :func:`sdk_http_client` - an ``httpx2`` client for the official ``mcp`` SDK
+  (optional; ``mcp``/``httpx2`` are imported only when it is called).
+"""
+
+from .sdk import sdk_http_client
+from .session import McpError, ResumableSession, SessionError
+from .sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEEvent, SSEEventTooLarge, SSEParser, encode_event
+from .transport import STREAM_ERROR_CODE, ResumableTransport
+
+__all__ = [
+    "DEFAULT_MAX_EVENT_BYTES",
+    "STREAM_ERROR_CODE",
+    "McpError",
+    "ResumableSession",
+    "ResumableTransport",
+    "SSEError",
+    "SSEEvent",
+    "SSEEventTooLarge",
+    "SSEParser",
+    "SessionError",
+    "encode_event",
+    "sdk_http_client",
+]

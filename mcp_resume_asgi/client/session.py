@@ -1,0 +1,399 @@
+"""`ResumableSession`: a small MCP client that needs nothing but httpx.
+
+Why it exists next to the SDK adapter: the `mcp` SDK is a large, optional
+dependency; scripts, tests, health checks and other languages' reference ports
+want a client whose whole behaviour fits in one file. It is deliberately
+minimal: JSON-RPC requests over Streamable HTTP, answers to server-to-client
+requests, notifications and progress. Resuming is not its business: it sends
+everything through a :class:`~mcp_resume_asgi.client.transport.ResumableTransport`,
+so a dropped connection, a server closing a stream at will, or a multi-turn
+exchange (SEP-1335) is invisible here - the answer to a server request is
+POSTed to the MCP URL like any client would, and the transport decides whether
+it belongs in a stream's answer buffer.
+
+Not covered: the standalone GET stream for server messages unrelated to a
+request, batching, and cancellation of server requests.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from types import TracebackType
+from typing import Any, Final, Self
+
+import anyio
+import anyio.abc
+import httpx
+
+from .sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEParser
+from .transport import ResumableTransport
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PROTOCOL_VERSION: Final = "2025-11-25"
+#: The stock SDK's timeouts: 30 s for connect/write/pool, 5 min between bytes of a stream.
+DEFAULT_TIMEOUT: Final = httpx.Timeout(30.0, read=300.0)
+DEFAULT_MAX_JSON_BYTES: Final = 16 * 1024 * 1024
+
+METHOD_NOT_FOUND: Final = -32601
+INTERNAL_ERROR: Final = -32603
+
+JSONObject = dict[str, Any]
+RequestHandler = Callable[[str, JSONObject], Awaitable[JSONObject] | JSONObject]
+NotificationHandler = Callable[[str, JSONObject], Awaitable[None] | None]
+ProgressHandler = Callable[[float, float | None, str | None], Awaitable[None] | None]
+
+
+class McpError(Exception):
+    """The server (or the transport, code -32000, when a stream was lost) answered with an error."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"{message} (code {code})")
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class SessionError(Exception):
+    """The exchange broke at the HTTP level or the server broke the protocol."""
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+class ResumableSession:
+    """An initialised MCP session over Streamable HTTP; use ``async with``.
+
+    Args:
+        url: the MCP endpoint.
+        http_client: an ``httpx.AsyncClient``, best with a ``ResumableTransport``; by
+            default one is created with the SDK's timeouts (and closed with the session).
+        protocol_version: the revision asked for in ``initialize``.
+        on_request: ``(method, params) -> result`` (sync or async) for server-to-client
+            requests; raise :class:`McpError` to answer with an error. Without it every
+            request but ``ping`` is answered "method not found".
+        on_notification: ``(method, params)`` (sync or async) for notifications.
+        capabilities: client capabilities to announce (default: elicitation and
+            sampling when ``on_request`` is given, none otherwise).
+        client_info: ``{"name": ..., "version": ...}``.
+        max_event_bytes / max_json_bytes: bounds on one SSE event / one JSON body.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        http_client: httpx.AsyncClient | None = None,
+        protocol_version: str = DEFAULT_PROTOCOL_VERSION,
+        on_request: RequestHandler | None = None,
+        on_notification: NotificationHandler | None = None,
+        capabilities: JSONObject | None = None,
+        client_info: JSONObject | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    ) -> None:
+        self.url = url
+        self._owns_client = http_client is None
+        self._client = http_client or httpx.AsyncClient(
+            transport=ResumableTransport(), timeout=DEFAULT_TIMEOUT
+        )
+        self._requested_version = protocol_version
+        self._on_request = on_request
+        self._on_notification = on_notification
+        if capabilities is None:
+            capabilities = {"elicitation": {}, "sampling": {}} if on_request is not None else {}
+        self._capabilities = capabilities
+        self._client_info = client_info or {"name": "mcp-resume-asgi", "version": "0.1.0"}
+        self._max_event_bytes = max_event_bytes
+        self._max_json_bytes = max_json_bytes
+        self._ids = itertools.count(1)
+        self._tokens = itertools.count(1)
+        self._progress: dict[str, ProgressHandler] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._closed = False
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+        self.initialize_result: JSONObject = {}
+
+    @property
+    def server_info(self) -> JSONObject:
+        info = self.initialize_result.get("serverInfo")
+        return info if isinstance(info, dict) else {}
+
+    @property
+    def server_capabilities(self) -> JSONObject:
+        caps = self.initialize_result.get("capabilities")
+        return caps if isinstance(caps, dict) else {}
+
+    async def __aenter__(self) -> Self:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        try:
+            await self.initialize()
+        except BaseException as exc:
+            await self.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            await self.aclose()
+        finally:
+            tg, self._tg = self._tg, None
+            if tg is not None:
+                tg.cancel_scope.cancel()
+                await tg.__aexit__(exc_type, exc, tb)
+
+    async def initialize(self) -> JSONObject:
+        """``initialize`` + ``notifications/initialized``; done by ``async with``."""
+        params = {
+            "protocolVersion": self._requested_version,
+            "capabilities": self._capabilities,
+            "clientInfo": self._client_info,
+        }
+        result = await self.request("initialize", params)
+        version = result.get("protocolVersion")
+        if not isinstance(version, str) or not version:
+            raise SessionError("initialize result has no protocolVersion")
+        self.protocol_version = version
+        self.initialize_result = result
+        await self.notify("notifications/initialized")
+        logger.info("MCP session %s initialised, protocol %s", self.session_id or "(stateless)", version)
+        return result
+
+    async def aclose(self) -> None:
+        """End the session on the server (DELETE) and release the HTTP client if we made it."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.session_id is not None:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        response = await self._client.delete(self.url, headers=self._headers(json_body=False))
+                        if response.status_code not in (200, 202, 204, 404, 405):
+                            logger.warning("session termination answered HTTP %d", response.status_code)
+                    except httpx.HTTPError as exc:
+                        logger.warning("session termination failed: %r", exc)
+        finally:
+            if self._owns_client:
+                with anyio.CancelScope(shield=True):
+                    await self._client.aclose()
+
+    # -- outgoing ---------------------------------------------------------------------------------
+
+    def _headers(self, *, json_body: bool = True) -> dict[str, str]:
+        headers = {"accept": "application/json, text/event-stream"}
+        if json_body:
+            headers["content-type"] = "application/json"
+        if self.session_id is not None:
+            headers["mcp-session-id"] = self.session_id
+        if self.protocol_version is not None:
+            headers["mcp-protocol-version"] = self.protocol_version
+        return headers
+
+    async def notify(self, method: str, params: JSONObject | None = None) -> None:
+        message: JSONObject = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self._post_no_answer(message)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        on_progress: ProgressHandler | None = None,
+    ) -> JSONObject:
+        """``tools/call``; ``on_progress(progress, total, message)`` gets its progress notifications."""
+        params: JSONObject = {"name": name, "arguments": dict(arguments or {})}
+        if on_progress is None:
+            return await self.request("tools/call", params)
+        token = f"mcp-resume-asgi-{next(self._tokens)}"
+        params["_meta"] = {"progressToken": token}
+        self._progress[token] = on_progress
+        try:
+            return await self.request("tools/call", params)
+        finally:
+            self._progress.pop(token, None)
+
+    async def request(self, method: str, params: JSONObject | None = None) -> JSONObject:
+        """Send a request and return its result; raise :class:`McpError` for an error answer."""
+        if self._closed:
+            raise SessionError("the session is closed")
+        request_id = next(self._ids)
+        message: JSONObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        body = json.dumps(message, separators=(",", ":")).encode()
+        async with self._client.stream("POST", self.url, content=body, headers=self._headers()) as response:
+            if method == "initialize":
+                self.session_id = response.headers.get("mcp-session-id") or None
+            status = response.status_code
+            media = str(response.headers.get("content-type", "")).partition(";")[0].strip().lower()
+            if status == 202:
+                raise SessionError(f"server accepted {method!r} without answering it", status)
+            if status >= 400:
+                await self._raise_for_error_body(response, media)
+            if media == "application/json":
+                answer = await self._from_json(response, request_id)
+            elif media == "text/event-stream":
+                answer = await self._from_sse(response, request_id)
+            else:
+                raise SessionError(f"unexpected content type {media!r} for {method!r}", status)
+        if answer is None:
+            raise SessionError(f"the answer to {method!r} ended without a response")
+        return self._result(answer)
+
+    async def _post_no_answer(self, message: JSONObject) -> None:
+        body = json.dumps(message, separators=(",", ":")).encode()
+        response = await self._client.post(self.url, content=body, headers=self._headers())
+        if response.status_code >= 400:
+            raise SessionError(
+                f"server refused a message with HTTP {response.status_code}", response.status_code
+            )
+
+    async def _read_bounded(self, response: httpx.Response) -> bytes:
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > self._max_json_bytes:
+                raise SessionError(
+                    f"JSON answer larger than {self._max_json_bytes} bytes", response.status_code
+                )
+        return bytes(body)
+
+    async def _raise_for_error_body(self, response: httpx.Response, media: str) -> None:
+        status = response.status_code
+        if media == "application/json":
+            try:
+                message = json.loads(await self._read_bounded(response))
+            except (ValueError, RecursionError):
+                message = None
+            if isinstance(message, dict) and isinstance(message.get("error"), dict):
+                self._result(message)
+        if status == 404 and self.session_id is not None:
+            raise SessionError("the session is unknown to the server (HTTP 404); it may have expired", status)
+        raise SessionError(f"server answered HTTP {status}", status)
+
+    @staticmethod
+    def _result(answer: JSONObject) -> JSONObject:
+        error = answer.get("error")
+        if isinstance(error, dict):
+            code = error.get("code")
+            raise McpError(
+                code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR,
+                str(error.get("message", "error without a message")),
+                error.get("data"),
+            )
+        result = answer.get("result")
+        if not isinstance(result, dict):
+            raise SessionError("response has no result object")
+        return result
+
+    # -- incoming ---------------------------------------------------------------------------------
+
+    async def _from_json(self, response: httpx.Response, request_id: int) -> JSONObject | None:
+        try:
+            message = json.loads(await self._read_bounded(response))
+        except (ValueError, RecursionError) as exc:
+            raise SessionError("server answered with malformed JSON") from exc
+        answer = None
+        for item in message if isinstance(message, list) else [message]:
+            answer = await self._dispatch(item, request_id) or answer
+        return answer
+
+    async def _from_sse(self, response: httpx.Response, request_id: int) -> JSONObject | None:
+        parser = SSEParser(self._max_event_bytes)
+        try:
+            async for chunk in response.aiter_bytes():
+                for event in parser.feed(chunk):
+                    if not event.data or (event.event or "message") != "message":
+                        continue
+                    try:
+                        message = json.loads(event.data)
+                    except (ValueError, RecursionError) as exc:
+                        raise SessionError("server sent an event that is not JSON") from exc
+                    for item in message if isinstance(message, list) else [message]:
+                        answer = await self._dispatch(item, request_id)
+                        if answer is not None:
+                            return answer
+        except SSEError as exc:
+            raise SessionError(str(exc)) from exc
+        return None
+
+    async def _dispatch(self, message: Any, request_id: int) -> JSONObject | None:
+        """Route one incoming message; return it if it is the answer to ``request_id``."""
+        if not isinstance(message, dict):
+            logger.warning("ignoring a message that is not a JSON object")
+            return None
+        method = message.get("method")
+        if isinstance(method, str):
+            params = message.get("params")
+            params = params if isinstance(params, dict) else {}
+            if "id" in message:
+                if self._tg is None:
+                    logger.warning("server request %r outside the session context: not answered", method)
+                else:
+                    self._tg.start_soon(self._answer, message["id"], method, params)
+            else:
+                await self._notification(method, params)
+            return None
+        if message.get("id") == request_id and not isinstance(message.get("id"), bool):
+            return message
+        logger.debug("ignoring a response to another request (id %r)", message.get("id"))
+        return None
+
+    async def _notification(self, method: str, params: JSONObject) -> None:
+        try:
+            if method == "notifications/progress":
+                handler = self._progress.get(str(params.get("progressToken")))
+                progress = params.get("progress")
+                if handler is not None and isinstance(progress, int | float):
+                    total = params.get("total")
+                    text = params.get("message")
+                    await _maybe_await(
+                        handler(
+                            float(progress),
+                            float(total) if isinstance(total, int | float) else None,
+                            text if isinstance(text, str) else None,
+                        )
+                    )
+            if self._on_notification is not None:
+                await _maybe_await(self._on_notification(method, params))
+        except Exception:
+            logger.exception("notification handler failed for %r", method)
+
+    async def _answer(self, server_request_id: Any, method: str, params: JSONObject) -> None:
+        reply: JSONObject = {"jsonrpc": "2.0", "id": server_request_id}
+        try:
+            if method == "ping":
+                reply["result"] = {}
+            elif self._on_request is None:
+                reply["error"] = {"code": METHOD_NOT_FOUND, "message": f"client does not handle {method!r}"}
+            else:
+                result = await _maybe_await(self._on_request(method, params))
+                if not isinstance(result, dict):
+                    raise TypeError(f"on_request returned {type(result).__name__}, not a dict")
+                reply["result"] = result
+        except McpError as exc:
+            reply["error"] = {"code": exc.code, "message": exc.message}
+            if exc.data is not None:
+                reply["error"]["data"] = exc.data
+        except Exception as exc:
+            logger.exception("on_request failed for %r", method)
+            reply["error"] = {"code": INTERNAL_ERROR, "message": f"client failed to handle {method!r}: {exc}"}
+        try:
+            await self._post_no_answer(reply)
+        except (SessionError, httpx.HTTPError) as exc:
+            logger.warning("could not deliver the answer to server request %r: %r", server_request_id, exc)

@@ -1,0 +1,1 @@
+"""Test support: running ASGI apps under uvicorn, a cutting TCP proxy, stock-client helpers."""

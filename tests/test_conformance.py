@@ -1,0 +1,108 @@
+"""MCP conformance suite (@modelcontextprotocol/conformance 0.1.16) against conformance/server.py.
+
+The test server is a stock ``mcp`` SDK server that does nothing for SEP-1699; wrapped by
+``mcp_resume_asgi.resumable`` it must pass the suite's SEP-1699 checks and must not
+lose anything the bare server passes.  Needs npm (the suite + a Node 22 are installed
+into .cache/conformance on first use; later runs are offline).  Without npm, or while
+the middleware is missing, the tests skip -- unless CI=true, where they fail instead.
+
+Run only these:  pytest -m conformance tests/test_conformance.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conformance import run
+
+pytestmark = [pytest.mark.conformance, pytest.mark.timeout(600)]
+
+
+def _skip_or_fail(reason: str) -> None:
+    if os.environ.get("CI", "").strip().lower() == "true":
+        pytest.fail(f"{reason} (CI=true: not skipping)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def suite() -> run.Suite:
+    if run.find_suite() is None and not run.npm_available():
+        _skip_or_fail(
+            "npm is not installed: the MCP conformance suite (npm @modelcontextprotocol/conformance) "
+            "cannot be fetched"
+        )
+    try:
+        return run.ensure_suite(quiet=True)
+    except run.ConformanceError as exc:
+        pytest.fail(f"could not install the conformance suite: {exc}")
+
+
+@pytest.fixture(scope="module")
+def work_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("conformance")
+
+
+def _require_middleware() -> None:
+    try:
+        import mcp_resume_asgi
+    except ImportError as exc:  # pragma: no cover - the package is the project itself
+        _skip_or_fail(f"mcp_resume_asgi not importable: {exc}")
+        return
+    missing = [name for name in ("resumable", "Policy") if not hasattr(mcp_resume_asgi, name)]
+    if missing:
+        _skip_or_fail(f"mcp_resume_asgi.{'/'.join(missing)} not implemented yet")
+
+
+def _run(suite: run.Suite, work_dir: Path, *, wrapped: bool, scenario: str | None = None) -> run.RunResult:
+    if wrapped:
+        _require_middleware()
+    try:
+        return run.run_suite(
+            suite, wrapped=wrapped, scenario=scenario, work_dir=work_dir / (scenario or "active")
+        )
+    except run.ConformanceError as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="module")
+def bare_active(suite: run.Suite, work_dir: Path) -> run.RunResult:
+    return _run(suite, work_dir, wrapped=False)
+
+
+def test_bare_server_passes_active_suite(bare_active: run.RunResult) -> None:
+    """Sanity of the harness itself: the plain SDK test server fails nothing in the active suite."""
+    assert len(bare_active.statuses) >= 30, sorted(bare_active.statuses)
+    assert bare_active.failures() == [], "\n".join(run.problem_lines(bare_active, verbose=True))
+
+
+def test_wrapped_sse_polling_priming_retry_resume(suite: run.Suite, work_dir: Path) -> None:
+    """SEP-1699 via the suite's server-sse-polling: priming event, retry field, disconnect + resume."""
+    result = _run(suite, work_dir, wrapped=True, scenario=run.SSE_POLLING_SCENARIO)
+    statuses = result.statuses[run.SSE_POLLING_SCENARIO]
+    unmet = run.check_expectations(result, run.SSE_POLLING_CHECKS)
+    assert not unmet, (
+        "server-sse-polling checks not SUCCESS on the wrapped server:\n"
+        + "\n".join(unmet)
+        + f"\nall statuses: {json.dumps(statuses)}\n"
+        + "\n".join(run.problem_lines(result, verbose=True))
+        + f"\nraw checks / suite output: {result.stdout_path.parent}"
+    )
+    assert result.failures() == [], run.problem_lines(result, verbose=True)
+
+
+def test_wrapped_has_no_failure_bare_does_not_have(
+    suite: run.Suite, work_dir: Path, bare_active: run.RunResult
+) -> None:
+    """Full active suite: wrapping must not turn any check into a FAILURE (or drop a passing one)."""
+    wrapped = _run(suite, work_dir, wrapped=True)
+    regressions, degradations = run.compare(bare_active, wrapped)
+    assert not regressions, (
+        "checks that fail behind mcp_resume_asgi but not on the bare server:\n"
+        + "\n".join(regressions)
+        + ("\n(degraded, SUCCESS -> WARNING/INFO:\n" + "\n".join(degradations) + ")" if degradations else "")
+        + f"\nsuite output: {wrapped.stdout_path}"
+    )

@@ -1,0 +1,422 @@
+"""The stream engine at the protocol level: every byte a client sees, against a real app under uvicorn."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from mcp_resume_asgi import MemoryStore, Policy, resumable
+from tests.apps.probe_app import PROBE, create_app
+from tests.support.raw import RawSession, Reply
+from tests.support.server import serve
+
+pytestmark = pytest.mark.anyio
+
+FAST = Policy(retry_ms=20, max_wait_s=5.0)
+
+
+@contextlib.asynccontextmanager
+async def wrapped(
+    policy: Policy = FAST, *, store: MemoryStore | None = None, json_response: bool = False, **options: Any
+) -> AsyncIterator[tuple[httpx.AsyncClient, MemoryStore]]:
+    store = store or MemoryStore()
+    app = resumable(create_app(json_response=json_response), policy=policy, store=store, **options)
+    async with serve(app) as info, httpx.AsyncClient(base_url=info.base_url, timeout=10) as client:
+        yield client, store
+
+
+async def session(client: httpx.AsyncClient, version: str = "2025-11-25") -> RawSession:
+    s = RawSession(client, version=version)
+    await s.initialize()
+    assert s.session_id
+    return s
+
+
+def final(reply: Reply) -> Any:
+    return reply.messages()[-1]
+
+
+def seq_of(event_id: str) -> int:
+    return int(event_id.rsplit(":", 1)[1])
+
+
+async def test_priming_event_ids_link_and_result() -> None:
+    async with wrapped() as (client, _):
+        s = await session(client)
+        call = s.tool_call("progress", {"steps": 3, "seconds": 0.2}, progress=True)
+        reply = await s.exchange("POST", "/mcp", call)
+        assert reply.status == 200
+        assert reply.headers["content-type"].startswith("text/event-stream")
+        assert reply.headers["mcp-session-id"] == s.session_id
+        assert reply.link is not None and reply.link.startswith("/mcp/streams/")
+        priming = reply.events[0]
+        assert priming.id and priming.data == "" and priming.retry == 20
+        assert all(e.id for e in reply.events)
+        seqs = [seq_of(e.id) for e in reply.events if e.id]
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+        messages = reply.messages()
+        assert [m["params"]["progress"] for m in messages[:-1]] == [1, 2, 3]
+        assert final(reply)["id"] == call["id"] and final(reply)["result"]["content"][0]["text"] == "done 3"
+
+
+async def test_resume_with_last_event_id_on_the_endpoint_replays_exactly_the_rest() -> None:
+    async with wrapped() as (client, _):
+        s = await session(client)
+        call = s.tool_call("progress", {"steps": 10, "seconds": 1.0}, progress=True)
+        first = await s.exchange("POST", "/mcp", call, stop_after=3)
+        seen = [m["params"]["progress"] for m in first.messages()]
+        assert seen == [1, 2, 3]
+        await anyio.sleep(0.5)  # the app keeps working while nobody listens
+        rest = await s.exchange("GET", "/mcp", headers=s.headers(last_event_id=first.last_id))
+        assert rest.status == 200
+        messages = rest.messages()
+        assert [m["params"]["progress"] for m in messages[:-1]] == list(range(4, 11))
+        assert final(rest)["result"]["content"][0]["text"] == "done 10"
+        assert rest.events[0].data == "" and rest.events[0].id == first.last_id  # primed at the resume point
+
+
+async def test_resume_through_the_link_url_and_204_once_delivered() -> None:
+    async with wrapped() as (client, _):
+        s = await session(client)
+        call = s.tool_call("progress", {"steps": 4, "seconds": 0.4}, progress=True)
+        first = await s.exchange("POST", "/mcp", call, stop_after=1)
+        assert first.link
+        rest = await s.exchange("GET", first.link, headers=s.headers(last_event_id=first.last_id))
+        assert [m.get("params", {}).get("progress") for m in rest.messages()][:3] == [2, 3, 4]
+        assert final(rest)["id"] == call["id"]
+        again = await s.exchange("GET", first.link, headers=s.headers(last_event_id=rest.last_id))
+        assert again.status == 204
+        without_id = await s.exchange("GET", first.link, headers=s.headers())
+        assert without_id.status == 204
+        # A client that lost the final event can still fetch it.
+        replay = await s.exchange("GET", first.link, headers=s.headers(last_event_id=first.last_id))
+        assert final(replay)["id"] == call["id"]
+
+
+async def test_clients_before_2025_11_25_get_ids_but_no_priming_and_no_at_will_close() -> None:
+    policy = FAST.replace(max_connection_s=0.05, idle_disconnect_s=0.05)
+    async with wrapped(policy) as (client, _):
+        s = await session(client, version="2025-06-18")
+        call = s.tool_call("progress", {"steps": 4, "seconds": 0.4}, progress=True)
+        reply = await s.exchange("POST", "/mcp", call)
+        assert all(e.data for e in reply.events), "no empty priming event for old clients"
+        assert all(e.id for e in reply.events)
+        assert final(reply)["id"] == call["id"], "an old client's stream is never cut at will"
+        assert b"retry:" not in reply.raw
+
+
+async def test_the_sessions_version_wins_over_an_older_header() -> None:
+    async with wrapped() as (client, _):
+        s = await session(client, version="2025-11-25")
+        s.header_version = "2025-03-26"  # what the conformance suite's raw POST sends
+        reply = await s.exchange("POST", "/mcp", s.tool_call("echo", {"text": "hi"}))
+        assert reply.events[0].data == "" and reply.events[0].id
+
+
+async def test_at_will_disconnects_send_retry_first_and_the_result_still_arrives() -> None:
+    policy = FAST.replace(max_connection_s=0.15)
+    async with wrapped(policy) as (client, _):
+        s = await session(client)
+        call = s.tool_call("progress", {"steps": 10, "seconds": 1.0}, progress=True)
+        reply = await s.exchange("POST", "/mcp", call)
+        assert reply.closed_by_server
+        assert reply.raw.endswith(b"retry: 20\n\n"), reply.raw[-60:]
+        progress = [m["params"]["progress"] for m in reply.messages() if "params" in m]
+        last = reply.last_id
+        connections = 1
+        while True:
+            more = await s.exchange("GET", "/mcp", headers=s.headers(last_event_id=last))
+            connections += 1
+            progress += [m["params"]["progress"] for m in more.messages() if "params" in m]
+            last = more.last_id or last
+            if more.messages() and "result" in more.messages()[-1]:
+                break
+            assert connections < 50
+        assert progress == list(range(1, 11))
+        assert connections >= 4
+
+
+async def test_idle_disconnect() -> None:
+    async with wrapped(FAST.replace(idle_disconnect_s=0.2)) as (client, _):
+        s = await session(client)
+        start = anyio.current_time()
+        reply = await s.exchange("POST", "/mcp", s.tool_call("sleep", {"seconds": 2}))
+        assert reply.closed_by_server and anyio.current_time() - start < 1.5
+        assert reply.raw.endswith(b"retry: 20\n\n")
+
+
+async def test_multi_turn_through_the_link_url() -> None:
+    async with wrapped() as (client, _):
+        s = await session(client)
+        call = s.tool_call("ask")
+        first = await s.exchange("POST", "/mcp", call)
+        assert first.closed_by_server  # the server waits for input by disconnecting
+        elicit = first.messages()[-1]
+        assert elicit["method"] == "elicitation/create"
+        waiting = await s.exchange("GET", first.link, headers=s.headers(last_event_id=first.last_id))
+        assert waiting.status == 204
+        answer = {
+            "jsonrpc": "2.0",
+            "id": elicit["id"],
+            "result": {"action": "accept", "content": {"name": "bob"}},
+        }
+        second = await s.exchange(
+            "POST", first.link, [answer], headers=s.headers(last_event_id=first.last_id)
+        )
+        assert second.status == 200 and second.link and second.link != first.link
+        assert final(second)["result"]["content"][0]["text"] == "hello bob"
+        # Posting the same answers again does not deliver them twice.
+        again = await s.exchange(
+            "POST", second.link, [answer], headers=s.headers(last_event_id=second.last_id)
+        )
+        assert again.status == 204
+
+
+async def test_stock_style_answer_on_the_endpoint_still_works() -> None:
+    async with wrapped() as (client, _):
+        s = await session(client)
+        call = s.tool_call("ask")
+        first = await s.exchange("POST", "/mcp", call)
+        elicit = first.messages()[-1]
+        answer = {
+            "jsonrpc": "2.0",
+            "id": elicit["id"],
+            "result": {"action": "accept", "content": {"name": "eve"}},
+        }
+        posted = await client.post("/mcp", json=answer, headers=s.headers())
+        assert posted.status_code == 202
+        rest = await s.exchange("GET", "/mcp", headers=s.headers(last_event_id=first.last_id))
+        assert final(rest)["result"]["content"][0]["text"] == "hello eve"
+
+
+async def test_hostile_resume_inputs_get_clear_4xx_and_never_foreign_events() -> None:
+    async with wrapped() as (client, _):
+        alice = await session(client)
+        mallory = await session(client)
+        first = await alice.exchange(
+            "POST",
+            "/mcp",
+            alice.tool_call("progress", {"steps": 3, "seconds": 0.3}, progress=True),
+            stop_after=1,
+        )
+        assert first.last_id and first.link
+        cases = [
+            ("GET", "/mcp", mallory.headers(last_event_id=first.last_id), 404),  # another session's id
+            ("GET", first.link, mallory.headers(last_event_id=first.last_id), 404),  # another session's link
+            ("GET", first.link, mallory.headers(), 404),
+            ("GET", "/mcp", alice.headers(last_event_id="garbage"), 400),
+            ("GET", "/mcp", alice.headers(last_event_id=first.last_id.replace(".", ".x", 1)), 400),  # forged
+            ("GET", "/mcp", alice.headers(last_event_id=first.last_id[:-1] + "9999999"), 400),  # ahead
+            ("GET", "/mcp", alice.headers(last_event_id="x" * 10_000), 400),
+            ("GET", "/mcp/streams/not-a-token", alice.headers(), 404),
+            ("GET", first.link + "x", alice.headers(), 404),
+            ("DELETE", first.link, alice.headers(), 405),
+            ("POST", first.link, alice.headers(), 400),
+        ]
+        for method, url, headers, status in cases:
+            response = await client.request(
+                method, url, headers=headers, content=b"{}" if method == "POST" else None
+            )
+            assert response.status_code == status, (method, url, response.status_code, response.text)
+            assert alice.session_id not in response.text
+        bad_bodies = [b"not json", b"[]", b'[{"jsonrpc":"2.0","id":1}]', b'{"a":1}', b"[" * 100_000]
+        for body in bad_bodies:
+            response = await client.post(first.link, content=body, headers=alice.headers())
+            assert response.status_code == 400, (body[:20], response.text)
+        stray = [{"jsonrpc": "2.0", "id": 999, "result": {}}]
+        response = await client.post(first.link, json=stray, headers=alice.headers())
+        assert response.status_code == 400
+        huge = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"x":"' + b"a" * 5_000_000 + b'"}}'
+        response = await client.post("/mcp", content=huge, headers=alice.headers())
+        assert response.status_code == 413 and response.json()["error"]["code"] == -32600
+
+
+async def test_malformed_json_reaches_the_app_as_it_would_unwrapped() -> None:
+    async with wrapped() as (client, _):
+        s = await session(client)
+        wrapped_reply = await client.post("/mcp", content=b"{nope", headers=s.headers())
+    async with serve(create_app()) as info, httpx.AsyncClient(base_url=info.base_url) as bare:
+        b = RawSession(bare)
+        await b.initialize()
+        bare_reply = await bare.post("/mcp", content=b"{nope", headers=b.headers())
+    assert wrapped_reply.status_code == bare_reply.status_code == 400
+    assert wrapped_reply.json()["error"]["code"] == bare_reply.json()["error"]["code"]
+
+
+async def test_non_mcp_traffic_passes_through() -> None:
+    async with wrapped() as (client, _):
+        assert (await client.get("/elsewhere")).status_code == 404
+        s = await session(client)
+        plain = await client.get(
+            "/mcp", headers={"accept": "application/json", "mcp-session-id": s.session_id or ""}
+        )
+        async with serve(create_app()) as info, httpx.AsyncClient(base_url=info.base_url) as bare:
+            b = RawSession(bare)
+            await b.initialize()
+            bare_plain = await bare.get(
+                "/mcp", headers={"accept": "application/json", "mcp-session-id": b.session_id or ""}
+            )
+        assert plain.status_code == bare_plain.status_code
+
+
+async def test_standalone_stream_is_resumable_and_a_second_get_is_not_409() -> None:
+    async with wrapped() as (client, _):
+        s = await session(client)
+        async with s.open("GET", "/mcp", headers=s.headers()) as (response, reader):
+            assert response.status_code == 200
+            events = reader.__aiter__()
+            priming = await events.__anext__()
+            assert priming.data == "" and priming.id
+            # A second GET without Last-Event-ID takes over instead of the app's 409.
+            second = await s.exchange("GET", "/mcp", headers=s.headers(), stop_after=0, timeout=2)
+            assert second.status == 200
+        await anyio.sleep(0.1)
+        assert second.last_id
+        resumed = await s.exchange(
+            "GET", "/mcp", headers=s.headers(last_event_id=second.last_id), stop_after=0, timeout=2
+        )
+        assert resumed.status == 200 and resumed.events[0].id == second.last_id
+
+
+async def test_delete_frees_the_sessions_streams() -> None:
+    async with wrapped(FAST.replace(max_connection_s=0.1)) as (client, store):
+        s = await session(client)
+        first = await s.exchange("POST", "/mcp", s.tool_call("sleep", {"seconds": 3}))
+        assert store.stream_count >= 1
+        deleted = await client.delete("/mcp", headers=s.headers())
+        assert deleted.status_code in (200, 204)
+        gone = await client.get(first.link or "", headers=s.headers())
+        assert gone.status_code == 404
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18"])
+async def test_expiry_cancels_the_apps_work_with_notifications_cancelled(version: str) -> None:
+    PROBE.clear()
+    async with wrapped(FAST.replace(max_wait_s=0.3)) as (client, store):
+        s = await session(client, version=version)
+        tag = f"expire-{version}"
+        async with s.open("POST", "/mcp", s.tool_call("sleep", {"seconds": 30, "tag": tag})) as (response, _):
+            assert response.status_code == 200  # headers only: then the client drops
+            first = Reply(response.status_code, response.headers)
+        with anyio.move_on_after(8):
+            while tag not in PROBE.cancelled:
+                await anyio.sleep(0.05)
+        assert tag in PROBE.cancelled, PROBE
+        assert tag not in PROBE.finished
+        assert first.link
+        with anyio.fail_after(3):
+            while (await client.get(first.link, headers=s.headers())).status_code != 404:
+                await anyio.sleep(0.05)
+        assert store.stream_count == 1  # only the finished initialize stream, kept for late readers
+
+
+async def test_expiry_of_a_2026_single_exchange_request_disconnects_the_app() -> None:
+    PROBE.clear()
+    async with wrapped(FAST.replace(max_wait_s=0.3)) as (client, store):
+        s = RawSession(client, version="2026-07-28")
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "progressToken": "t1",
+        }
+        body = {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": "progress", "arguments": {"steps": 50, "seconds": 30}, "_meta": meta},
+        }
+        headers = s.headers(mcp_method="tools/call", mcp_name="progress")
+        first = await s.exchange("POST", "/mcp", body, headers=headers, stop_after=1, timeout=5)
+        assert first.status == 200, first.raw
+        assert first.link and first.events[0].data == ""
+        with anyio.fail_after(8):
+            while store.stream_count:
+                await anyio.sleep(0.05)
+
+
+async def test_per_stream_caps_drop_old_events_and_a_resume_into_the_gap_is_an_error() -> None:
+    async with wrapped(FAST.replace(max_events_per_stream=5)) as (client, store):
+        s = await session(client)
+        call = s.tool_call("burst", {"count": 50, "size": 10, "delay": 0.002})
+        first = await s.exchange("POST", "/mcp", call, stop_after=1)
+        await anyio.sleep(0.5)
+        assert store.total_bytes < 5 * 400
+        rest = await s.exchange("GET", "/mcp", headers=s.headers(last_event_id=first.last_id))
+        error = rest.messages()[-1]
+        assert error["id"] == call["id"] and error["error"]["code"] == -32000
+        assert "dropped" in error["error"]["message"]
+
+
+async def test_the_global_byte_budget_holds_across_streams() -> None:
+    store = MemoryStore(max_bytes=20_000)
+    async with wrapped(FAST, store=store) as (client, _):
+        s = await session(client)
+        for i in range(4):
+            await s.exchange(
+                "POST",
+                "/mcp",
+                s.tool_call("burst", {"count": 40, "size": 300, "tag": str(i)}),
+                stop_after=0,
+                timeout=2,
+            )
+        await anyio.sleep(0.5)
+        assert 0 < store.total_bytes <= 20_000
+
+
+async def test_json_responses_pass_through_unchanged() -> None:
+    async with wrapped(json_response=True) as (client, _):
+        s = await session(client)
+        wrapped_reply = await client.post(
+            "/mcp", json=s.tool_call("echo", {"text": "hi"}), headers=s.headers()
+        )
+    async with (
+        serve(create_app(json_response=True)) as info,
+        httpx.AsyncClient(base_url=info.base_url) as bare,
+    ):
+        b = RawSession(bare)
+        await b.initialize()
+        bare_reply = await bare.post("/mcp", json=b.tool_call("echo", {"text": "hi"}), headers=b.headers())
+    assert wrapped_reply.status_code == bare_reply.status_code == 200
+    assert wrapped_reply.headers["content-type"] == bare_reply.headers["content-type"]
+    assert "link" not in wrapped_reply.headers
+    assert wrapped_reply.json()["result"] == bare_reply.json()["result"]
+
+
+async def test_a_slow_json_answer_is_upgraded_to_a_resumable_stream() -> None:
+    async with wrapped(FAST.replace(upgrade_json_after_s=0.1), json_response=True) as (client, _):
+        s = await session(client)
+        call = s.tool_call("sleep", {"seconds": 0.6})
+        first = await s.exchange("POST", "/mcp", call, stop_after=0, timeout=2)
+        assert first.headers["content-type"].startswith("text/event-stream") and first.link
+        assert first.events[0].data == ""
+        rest = await s.exchange("GET", first.link, headers=s.headers(last_event_id=first.last_id))
+        assert final(rest)["result"]["content"][0]["text"].startswith("slept")
+        quick = await client.post("/mcp", json=s.tool_call("echo", {"text": "q"}), headers=s.headers())
+        assert quick.headers["content-type"].startswith("application/json")
+
+
+async def test_policy_routes_pick_per_tool() -> None:
+    routes = {"tool:progress": FAST.replace(retry_ms=777)}
+    async with wrapped(FAST, routes=routes) as (client, _):
+        s = await session(client)
+        slow = await s.exchange("POST", "/mcp", s.tool_call("progress", {"steps": 1, "seconds": 0.01}))
+        quick = await s.exchange("POST", "/mcp", s.tool_call("echo", {"text": "x"}))
+        assert slow.events[0].retry == 777 and quick.events[0].retry == 20
+
+
+def test_policy_validation() -> None:
+    with pytest.raises(ValueError):
+        Policy(max_wait_s=0)
+    with pytest.raises(ValueError):
+        Policy(retry_ms=-1)
+    with pytest.raises(TypeError):
+        Policy(max_connection_s="3")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        resumable(create_app(), routes={"bogus:x": Policy()})
+    assert json.dumps(Policy().replace(retry_ms=5).retry_ms) == "5"
