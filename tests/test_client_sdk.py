@@ -52,8 +52,8 @@ async def test_stock_sdk_client_rides_out_disconnects_and_multi_turn(server: Liv
         Seg(link="/mcp/streams/t1", chunks=[prime("e0", retry=10), sse(ELICIT, id="e1")]),
         Seg(204),  # GET t1: waiting for the answer
         Seg(link="/mcp/streams/t2", chunks=[prime("e2", retry=10)]),  # POST t1 (the answer)
-        Seg(chunks=[sse(tool_result(1, "hello Ada"), id="e3")]),  # GET t2
-        Seg(json_body=result(2, {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]})),  # tools/list
+        Seg(chunks=[sse(tool_result(2, "hello Ada"), id="e3")]),  # GET t2
+        Seg(json_body=result(3, {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]})),  # tools/list
     )
     asked: list[str] = []
 

@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 #: Default bound on the bytes of one event (its field lines, without comments).
 DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
 
+_MAX_RETRY_DIGITS = 12
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
 
@@ -136,7 +137,8 @@ class SSEParser:
             self._event = text
             self._pending = True
         elif name == b"retry" and text.isascii() and text.isdigit():
-            self._retry = int(text)
+            # A huge digit string would make int() raise (or take long): saturate instead.
+            self._retry = int(text) if len(text) <= _MAX_RETRY_DIGITS else 10**_MAX_RETRY_DIGITS
             self._pending = True
         # any other field name is ignored, as the spec requires
         return None

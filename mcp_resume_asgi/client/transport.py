@@ -62,6 +62,8 @@ STREAM_ERROR_CODE: Final = -32000
 
 #: How many event ids are remembered per stream to drop replayed duplicates.
 _DEDUP_WINDOW: Final = 4096
+#: Longer event ids are refused: they are stored (dedup window) and sent back as a header.
+MAX_EVENT_ID_LENGTH: Final = 1024
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _RETRYABLE_STATUS: Final = frozenset({408, 425, 429, 500, 502, 503, 504})
 # Headers of the original POST that must not be copied onto the requests this transport makes.
@@ -567,6 +569,8 @@ class _LogicalStream:
             self.retry_ms = event.retry
         is_new = False
         if event.id:
+            if len(event.id) > MAX_EVENT_ID_LENGTH:
+                raise _GiveUp(f"server sent an event id longer than {MAX_EVENT_ID_LENGTH} characters")
             if event.id in self._seen:
                 logger.debug("dropping replayed event %r", event.id)
                 return None, False, False
@@ -674,8 +678,11 @@ class _LogicalStream:
                 continue
             response = response_or_error
             status = response.status_code
-            if status == 204 or not (200 <= status < 300):
-                await response.aclose()
+            media = _media_type(response)
+            if status != 204 and 200 <= status < 300 and media in ("text/event-stream", "application/json"):
+                self._follow_link(response, url)
+                return response
+            await response.aclose()
             if status == 204:
                 if self.link is None:
                     raise _GiveUp("server has no more events for this stream, but the response never came")
@@ -685,9 +692,8 @@ class _LogicalStream:
                 await self._wait_answered()
                 flush = True
                 continue
-            if 200 <= status < 300 and _media_type(response) in ("text/event-stream", "application/json"):
-                self._follow_link(response, url)
-                return response
+            if 200 <= status < 300:
+                raise _GiveUp(f"server answered the resume request with content type {media!r}")
             self._check_status(response)
             self._failed(f"HTTP {status}")
 
@@ -696,6 +702,8 @@ class _LogicalStream:
         assert self.link is not None
         while True:
             batch = list(self._buffer)
+            if not batch:
+                return None
             body = json.dumps([message for _, message in batch], separators=(",", ":")).encode()
             logger.debug("sending %d answer(s) of request %r to the stream Link", len(batch), self.request_id)
             response_or_error = await self._send("POST", self.link, body)

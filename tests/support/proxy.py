@@ -85,6 +85,8 @@ class ConnectionRecord:
     cut_reason: str | None = None
     """``"bytes"``, ``"delay"`` or ``"cut_all"``."""
     finished: bool = False
+    method: bytes | None = None
+    """The method of the first HTTP request on the connection, once seen."""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope, repr=False)
 
 
@@ -107,7 +109,10 @@ class CutProxy:
         max_cuts: int | None = None,
         seed: int = 0,
         rst: bool = False,
+        cut_methods: Sequence[str] | None = None,
     ) -> None:
+        """``cut_methods``: cut only connections whose first HTTP request uses one of these methods."""
+        self.cut_methods = None if cut_methods is None else {m.encode() for m in cut_methods}
         self.backend_ports: list[int] = (
             [backend_port] if isinstance(backend_port, int) else list(backend_port)
         )
@@ -262,6 +267,8 @@ class CutProxy:
     ) -> None:
         try:
             async for chunk in client:
+                if record.method is None:
+                    record.method = chunk.split(b" ", 1)[0]
                 await backend.send(chunk)
                 record.bytes_up += len(chunk)
                 self.stats.bytes_up += len(chunk)
@@ -279,6 +286,12 @@ class CutProxy:
     ) -> None:
         try:
             async for chunk in backend:
+                if (
+                    limit is not None
+                    and self.cut_methods is not None
+                    and record.method not in self.cut_methods
+                ):
+                    limit = None
                 if limit is not None and record.bytes_down + len(chunk) >= limit:
                     part = chunk[: limit - record.bytes_down]
                     if part:
