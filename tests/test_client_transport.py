@@ -26,7 +26,7 @@ import pytest
 import uvicorn
 
 from mcp_resume_asgi.client import ResumableTransport
-from mcp_resume_asgi.client.sse import SSEEvent, SSEParser
+from mcp_resume_asgi.client.sse import SSEEvent, SSEParser, closing_iterator
 
 pytestmark = pytest.mark.anyio
 
@@ -694,8 +694,11 @@ async def test_closing_the_response_early_frees_the_stream(
     server.app.queue(
         Seg(link="/mcp/streams/a", chunks=[prime("e0"), sse(server_request("s1"), id="e1")], hold=True)
     )
-    async with client.stream("POST", server.url, json=CALL, headers=HEADERS) as response:
-        async for chunk in response.aiter_bytes():
+    async with (
+        client.stream("POST", server.url, json=CALL, headers=HEADERS) as response,
+        closing_iterator(response.aiter_bytes()) as chunks,
+    ):
+        async for chunk in chunks:
             assert b"elicitation/create" in chunk
             assert transport.live_streams == 1
             break

@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 
+from .sse import closing_iterator
 from .transport import ResumableTransport
 
 if TYPE_CHECKING:
@@ -125,15 +126,27 @@ def _bridge_class() -> Callable[[ResumableTransport], httpx2.AsyncBaseTransport]
         def __init__(self, response: httpx.Response, request: httpx2.Request) -> None:
             self._response = response
             self._request = request
+            self._iterator: AsyncGenerator[bytes, None] | None = None
 
-        async def __aiter__(self) -> AsyncIterator[bytes]:
+        def __aiter__(self) -> AsyncIterator[bytes]:
+            self._iterator = self._chunks()
+            return self._iterator
+
+        async def _chunks(self) -> AsyncGenerator[bytes, None]:
             try:
-                async for chunk in self._response.aiter_raw():
-                    yield chunk
+                async with closing_iterator(self._response.aiter_raw()) as chunks:
+                    async for chunk in chunks:
+                        yield chunk
             except httpx.HTTPError as exc:
                 raise convert(exc, self._request) from exc
 
         async def aclose(self) -> None:
+            iterator, self._iterator = self._iterator, None
+            if iterator is not None:
+                try:
+                    await iterator.aclose()
+                except RuntimeError:  # being iterated by another task right now
+                    logger.debug("response stream closed while being read", exc_info=True)
             await self._response.aclose()
 
     class Httpx2Bridge(httpx2.AsyncBaseTransport):

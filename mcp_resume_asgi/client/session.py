@@ -29,7 +29,7 @@ import anyio
 import anyio.abc
 import httpx
 
-from .sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEParser
+from .sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEParser, closing_iterator
 from .transport import ResumableTransport
 
 logger = logging.getLogger(__name__)
@@ -265,12 +265,12 @@ class ResumableSession:
 
     async def _read_bounded(self, response: httpx.Response) -> bytes:
         body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > self._max_json_bytes:
-                raise SessionError(
-                    f"JSON answer larger than {self._max_json_bytes} bytes", response.status_code
-                )
+        limit = self._max_json_bytes
+        async with closing_iterator(response.aiter_bytes()) as chunks:
+            async for chunk in chunks:
+                body += chunk
+                if len(body) > limit:
+                    raise SessionError(f"JSON answer larger than {limit} bytes", response.status_code)
         return bytes(body)
 
     async def _raise_for_error_body(self, response: httpx.Response, media: str) -> None:
@@ -316,18 +316,19 @@ class ResumableSession:
     async def _from_sse(self, response: httpx.Response, request_id: int) -> JSONObject | None:
         parser = SSEParser(self._max_event_bytes)
         try:
-            async for chunk in response.aiter_bytes():
-                for event in parser.feed(chunk):
-                    if not event.data or (event.event or "message") != "message":
-                        continue
-                    try:
-                        message = json.loads(event.data)
-                    except (ValueError, RecursionError) as exc:
-                        raise SessionError("server sent an event that is not JSON") from exc
-                    for item in message if isinstance(message, list) else [message]:
-                        answer = await self._dispatch(item, request_id)
-                        if answer is not None:
-                            return answer
+            async with closing_iterator(response.aiter_bytes()) as chunks:
+                async for chunk in chunks:
+                    for event in parser.feed(chunk):
+                        if not event.data or (event.event or "message") != "message":
+                            continue
+                        try:
+                            message = json.loads(event.data)
+                        except (ValueError, RecursionError) as exc:
+                            raise SessionError("server sent an event that is not JSON") from exc
+                        for item in message if isinstance(message, list) else [message]:
+                            answer = await self._dispatch(item, request_id)
+                            if answer is not None:
+                                return answer
         except SSEError as exc:
             raise SessionError(str(exc)) from exc
         return None

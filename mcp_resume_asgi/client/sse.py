@@ -22,7 +22,12 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TypeVar
+
+import anyio
 
 logger = logging.getLogger(__name__)
 
@@ -169,3 +174,23 @@ def _single_line(value: str) -> str:
     if "\n" in value or "\r" in value or "\0" in value:
         raise ValueError("SSE field values must not contain CR, LF or NUL")
     return value
+
+
+_T = TypeVar("_T")
+
+
+@asynccontextmanager
+async def closing_iterator(iterator: AsyncIterator[_T]) -> AsyncGenerator[AsyncIterator[_T], None]:
+    """Close an async generator we stop reading early (httpx's ``aiter_*`` are generators).
+
+    Left to the garbage collector, an unfinished generator is finalised at some
+    arbitrary later point (and trio warns about it); its ``finally`` blocks, which
+    release connections, should run now.
+    """
+    try:
+        yield iterator
+    finally:
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            with anyio.CancelScope(shield=True):
+                await aclose()

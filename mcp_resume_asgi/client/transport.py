@@ -48,7 +48,7 @@ from typing import Any, Final
 import anyio
 import httpx
 
-from .sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEEvent, SSEParser, encode_event
+from .sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEEvent, SSEParser, closing_iterator, encode_event
 
 logger = logging.getLogger(__name__)
 
@@ -493,39 +493,41 @@ class _LogicalStream:
     async def _read_sse(self, response: httpx.Response) -> AsyncGenerator[tuple[bytes, str], None]:
         """Yield ``(sse bytes, outcome)``; the last outcome is final / closed / flush."""
         parser = SSEParser(self._t.max_event_bytes)
-        chunks = response.aiter_bytes()
         progressed = False
         try:
-            while True:
-                with anyio.CancelScope() as scope:
-                    self._read_scope = scope
-                    if self._complete_at is not None and self.link is not None:
-                        scope.deadline = self._complete_at + self._t.flush_after_s
-                    try:
-                        chunk: bytes | None = await chunks.__anext__()
-                    except StopAsyncIteration:
-                        chunk = None
-                    finally:
-                        self._read_scope = None
-                if scope.cancelled_caught:
-                    logger.info("server kept the stream open with all answers buffered: sending them")
-                    yield b"", "flush"
-                    return
-                if chunk is None:
-                    break
-                out: list[bytes] = []
-                final = False
-                for event in parser.feed(chunk):
-                    encoded, is_new, final = self._on_event(event)
-                    progressed = progressed or is_new
-                    if encoded:
-                        out.append(encoded)
-                    if final:
+            async with closing_iterator(response.aiter_bytes()) as chunks:
+                while True:
+                    # The only place we wait for the server: the flush safety net may
+                    # interrupt it (from the task capturing the last answer, see capture()).
+                    with anyio.CancelScope() as scope:
+                        self._read_scope = scope
+                        if self._complete_at is not None and self.link is not None:
+                            scope.deadline = self._complete_at + self._t.flush_after_s
+                        try:
+                            chunk: bytes | None = await chunks.__anext__()
+                        except StopAsyncIteration:
+                            chunk = None
+                        finally:
+                            self._read_scope = None
+                    if scope.cancelled_caught:
+                        logger.info("server kept the stream open with all answers buffered: sending them")
+                        yield b"", "flush"
+                        return
+                    if chunk is None:
                         break
-                if out or final:
-                    yield b"".join(out), "final" if final else "more"
-                if final:
-                    return
+                    out: list[bytes] = []
+                    final = False
+                    for event in parser.feed(chunk):
+                        encoded, is_new, final = self._on_event(event)
+                        progressed = progressed or is_new
+                        if encoded:
+                            out.append(encoded)
+                        if final:
+                            break
+                    if out or final:
+                        yield b"".join(out), "final" if final else "more"
+                    if final:
+                        return
         except SSEError as exc:
             raise _GiveUp(str(exc)) from exc
         except httpx.TransportError as exc:
@@ -540,10 +542,11 @@ class _LogicalStream:
         limit = self._t.max_event_bytes
         body = bytearray()
         try:
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > limit:
-                    raise _GiveUp(f"JSON answer larger than the limit of {limit} bytes")
+            async with closing_iterator(response.aiter_bytes()) as chunks:
+                async for chunk in chunks:
+                    body += chunk
+                    if len(body) > limit:
+                        raise _GiveUp(f"JSON answer larger than the limit of {limit} bytes")
         except httpx.TransportError as exc:
             logger.info("JSON answer of request %r broke: %r", self.request_id, exc)
             return b"", False

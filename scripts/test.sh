@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The whole test suite: lint, types, then pytest (unit, end-to-end under uvicorn,
+# real peers: the stock mcp client and the MCP conformance suite via npm).
+set -euo pipefail
+source "$(dirname "$0")/_venv.sh" "test,client,redis"
+
+# Redis-backed tests use the server on 127.0.0.1:6379; in CI it must be there.
+if command -v redis-cli >/dev/null 2>&1 && ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+    if [ "${CI:-}" = "true" ] && command -v redis-server >/dev/null 2>&1; then
+        redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no
+        for _ in $(seq 1 50); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break; sleep 0.1; done
+    fi
+fi
+
+# The conformance suite (npm) is installed into .cache/conformance once.
+if command -v npm >/dev/null 2>&1; then
+    .venv/bin/python -m conformance.run --install-only >/dev/null
+fi
+
+.venv/bin/ruff check mcp_resume_asgi tests examples conformance
+.venv/bin/ruff format --check mcp_resume_asgi tests examples conformance
+.venv/bin/mypy mcp_resume_asgi
+exec .venv/bin/pytest -q "$@"
