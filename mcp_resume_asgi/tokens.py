@@ -14,7 +14,7 @@ import logging
 import re
 import secrets
 
-from itsdangerous import BadSignature, Signer, URLSafeSerializer
+from itsdangerous import BadData, Signer, URLSafeSerializer
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class TokenSigner:
             return None
         try:
             stream_id = self._events.unsign(signed.encode()).decode()
-        except BadSignature:
+        except BadData:
             return None
         if not _STREAM_ID.match(stream_id):
             return None
@@ -66,7 +66,7 @@ class TokenSigner:
             return None
         try:
             payload = self._links.loads(token)
-        except (BadSignature, ValueError, UnicodeDecodeError):
+        except (BadData, ValueError, UnicodeDecodeError):
             return None
         if (
             not isinstance(payload, list)

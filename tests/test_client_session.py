@@ -166,3 +166,27 @@ async def test_default_client_is_owned_and_closed(server: LiveServer) -> None:
     assert session._client.is_closed
     with pytest.raises(SessionError):
         await session.request("ping")
+
+
+async def test_failed_initialize_raises_and_cleans_up(server: LiveServer, http: httpx.AsyncClient) -> None:
+    server.app.initialize_result = {"capabilities": {}}  # no protocolVersion
+    with pytest.raises(SessionError, match="protocolVersion"):
+        async with ResumableSession(server.url, http_client=http):
+            pytest.fail("must not get here")
+    assert [h.method for h in server.app.hits] == ["POST", "DELETE"]
+
+
+async def test_unreachable_server_raises_session_error() -> None:
+    async with httpx.AsyncClient(transport=ResumableTransport()) as http:
+        with pytest.raises(SessionError, match="ConnectError"):
+            async with ResumableSession("http://127.0.0.1:1/mcp", http_client=http):
+                pass
+
+
+async def test_exceptions_in_the_body_propagate_unwrapped(
+    server: LiveServer, http: httpx.AsyncClient
+) -> None:
+    with pytest.raises(KeyError):
+        async with ResumableSession(server.url, http_client=http):
+            raise KeyError("mine")
+    assert server.app.hits[-1].method == "DELETE"

@@ -256,6 +256,42 @@ HEADERS = {
 }
 
 
+class _CutStream(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream, limit: int) -> None:
+        self.inner = inner
+        self.limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        sent = 0
+        async for chunk in self.inner:
+            if sent + len(chunk) >= self.limit:
+                yield chunk[: self.limit - sent]
+                raise httpx.ReadError("cut (test)")
+            sent += len(chunk)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class Cutting(httpx.AsyncBaseTransport):
+    """An inner transport whose GET responses break after `limit` body bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.limit = limit
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.method == "GET":
+            assert isinstance(response.stream, httpx.AsyncByteStream)
+            response.stream = _CutStream(response.stream, self.limit)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 class Recording(httpx.AsyncBaseTransport):
     """An inner transport that records URLs and can fail the first `fail` internal GETs."""
 
@@ -552,6 +588,47 @@ async def test_attempt_counter_resets_when_events_flow_again(
     )
     run = await call(client, server.url)
     assert run.messages == [notification(1), result(1)]
+
+
+async def test_resumes_that_only_replay_the_priming_event_are_not_failures(
+    server: LiveServer, client_factory: Callable[..., httpx.AsyncClient]
+) -> None:
+    """A server closing at will while the request is silent (polling) must not exhaust the attempts."""
+    client = client_factory(max_attempts=2)
+    polls = [Seg(link="/mcp/streams/a", chunks=[prime("e0", retry=5)]) for _ in range(6)]
+    server.app.queue(
+        Seg(link="/mcp/streams/a", chunks=[prime("e0", retry=5)]),
+        *polls,
+        Seg(chunks=[sse(result(1), id="e1")]),
+    )
+    run = await call(client, server.url)
+    assert run.messages == [result(1)]
+    assert len(server.app.hits) == 8
+
+
+async def test_streams_closing_without_any_event_are_failed_attempts(
+    server: LiveServer, client_factory: Callable[..., httpx.AsyncClient]
+) -> None:
+    client = client_factory(max_attempts=3)
+    server.app.queue(Seg(link="/mcp/streams/a", chunks=[prime("e0")]), *[Seg() for _ in range(5)])
+    run = await call(client, server.url)
+    assert "3 reconnect attempts brought no new events" in stream_error(run)["message"]
+    assert len(server.app.hits) == 4
+
+
+async def test_resumes_cut_inside_an_event_every_time_are_bounded(
+    server: LiveServer, client_factory: Callable[..., httpx.AsyncClient]
+) -> None:
+    """Each resume replays the priming event, then breaks inside the next one: no progress, no loop."""
+    big = sse(result(1, {"blob": "x" * 500}), id="e1")
+    resume = [Seg(chunks=[prime("e0", retry=5), big]) for _ in range(3)]
+    server.app.queue(Seg(link="/mcp/streams/a", chunks=[prime("e0", retry=5)]), *resume)
+    client = client_factory(
+        ResumableTransport(Cutting(limit=len(prime("e0", retry=5)) + 100), max_attempts=3)
+    )
+    run = await call(client, server.url)
+    assert "3 reconnect attempts brought no new events" in stream_error(run)["message"]
+    assert len(server.app.hits) == 4
 
 
 @pytest.mark.parametrize("status", [404, 400])

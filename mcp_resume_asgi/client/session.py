@@ -152,8 +152,10 @@ class ResumableSession:
         finally:
             tg, self._tg = self._tg, None
             if tg is not None:
+                # Our tasks never raise; the body's exception is not the task group's business
+                # (handing it over would come back wrapped in an ExceptionGroup).
                 tg.cancel_scope.cancel()
-                await tg.__aexit__(exc_type, exc, tb)
+                await tg.__aexit__(None, None, None)
 
     async def initialize(self) -> JSONObject:
         """``initialize`` + ``notifications/initialized``; done by ``async with``."""
@@ -236,6 +238,15 @@ class ResumableSession:
         if params is not None:
             message["params"] = params
         body = json.dumps(message, separators=(",", ":")).encode()
+        try:
+            answer = await self._exchange(method, request_id, body)
+        except httpx.HTTPError as exc:
+            raise SessionError(f"{method!r} failed: {exc!r}") from exc
+        if answer is None:
+            raise SessionError(f"the answer to {method!r} ended without a response")
+        return self._result(answer)
+
+    async def _exchange(self, method: str, request_id: int, body: bytes) -> JSONObject | None:
         async with self._client.stream("POST", self.url, content=body, headers=self._headers()) as response:
             if method == "initialize":
                 self.session_id = response.headers.get("mcp-session-id") or None
@@ -251,13 +262,14 @@ class ResumableSession:
                 answer = await self._from_sse(response, request_id)
             else:
                 raise SessionError(f"unexpected content type {media!r} for {method!r}", status)
-        if answer is None:
-            raise SessionError(f"the answer to {method!r} ended without a response")
-        return self._result(answer)
+        return answer
 
     async def _post_no_answer(self, message: JSONObject) -> None:
         body = json.dumps(message, separators=(",", ":")).encode()
-        response = await self._client.post(self.url, content=body, headers=self._headers())
+        try:
+            response = await self._client.post(self.url, content=body, headers=self._headers())
+        except httpx.HTTPError as exc:
+            raise SessionError(f"sending {message.get('method', 'an answer')!r} failed: {exc!r}") from exc
         if response.status_code >= 400:
             raise SessionError(
                 f"server refused a message with HTTP {response.status_code}", response.status_code

@@ -228,8 +228,11 @@ class ResumableTransport(httpx.AsyncBaseTransport):
         inner: the transport that does the actual HTTP; default ``httpx.AsyncHTTPTransport()``.
         default_retry_ms: wait before a reconnect when the server never sent ``retry:``.
         max_retry_ms: upper bound on any wait, whatever the server asks for.
-        max_attempts: consecutive failed reconnect attempts before giving up; the
-            count restarts whenever an event with a new id arrives.
+        max_attempts: consecutive failed reconnect attempts before giving up. An attempt
+            fails on a network error, a retryable status (408, 425, 429, 5xx), or a stream
+            that breaks, or ends without any event, before a new event came; the count
+            restarts whenever an event with a new id arrives (or a server polling by closing
+            cleanly after its priming event answers).
         max_event_bytes: bound on one SSE event (and on a JSON body read internally).
         flush_after_s: how long a server may keep a stream open once every pending
             server-to-client request has its answer before the answers are POSTed anyway.
@@ -380,6 +383,7 @@ class _LogicalStream:
         self.last_event_id: str | None = None
         self.retry_ms: int | None = None
         self._attempts = 0
+        self._new_events = 0  # events with an id not seen before: progress
         self._seen: set[str] = set()
         self._seen_order: deque[str] = deque()
         # Server requests seen on a Link stream: id key -> answered? Answers in arrival order.
@@ -493,7 +497,8 @@ class _LogicalStream:
     async def _read_sse(self, response: httpx.Response) -> AsyncGenerator[tuple[bytes, str], None]:
         """Yield ``(sse bytes, outcome)``; the last outcome is final / closed / flush."""
         parser = SSEParser(self._t.max_event_bytes)
-        progressed = False
+        got_events = broke = False
+        new_before = self._new_events
         try:
             async with closing_iterator(response.aiter_bytes()) as chunks:
                 while True:
@@ -518,8 +523,8 @@ class _LogicalStream:
                     out: list[bytes] = []
                     final = False
                     for event in parser.feed(chunk):
-                        encoded, is_new, final = self._on_event(event)
-                        progressed = progressed or is_new
+                        got_events = True
+                        encoded, final = self._on_event(event)
                         if encoded:
                             out.append(encoded)
                         if final:
@@ -532,8 +537,14 @@ class _LogicalStream:
             raise _GiveUp(str(exc)) from exc
         except httpx.TransportError as exc:
             logger.info("stream of request %r broke: %r", self.request_id, exc)
-        if not progressed:
-            self._attempts += 1
+            broke = True
+        if self._new_events == new_before:
+            # No new event. A server that ends the response cleanly after (re)sending only
+            # its priming event is polling - closing at will while the request is silent -
+            # and the reconnect succeeded. A connection that broke, or a response without
+            # any event, is a failed attempt: bounded, so a stream cut in the middle of an
+            # event that never fits cannot loop forever.
+            self._attempts = 0 if got_events and not broke else self._attempts + 1
         logger.debug("stream of request %r closed by the server before its response", self.request_id)
         yield b"", "closed"
 
@@ -566,25 +577,24 @@ class _LogicalStream:
                 break
         return b"".join(out), final
 
-    def _on_event(self, event: SSEEvent) -> tuple[bytes | None, bool, bool]:
-        """Return ``(bytes to emit, event had a new id, event completes the request)``."""
+    def _on_event(self, event: SSEEvent) -> tuple[bytes | None, bool]:
+        """Return ``(bytes to emit, event completes the request)``."""
         if event.retry is not None:
             self.retry_ms = event.retry
-        is_new = False
         if event.id:
             if len(event.id) > MAX_EVENT_ID_LENGTH:
                 raise _GiveUp(f"server sent an event id longer than {MAX_EVENT_ID_LENGTH} characters")
             if event.id in self._seen:
                 logger.debug("dropping replayed event %r", event.id)
-                return None, False, False
+                return None, False
             self._remember(event.id)
             self.last_event_id = event.id
+            self._new_events += 1
             self._attempts = 0
-            is_new = True
         elif event.id == "":
             self.last_event_id = None  # the SSE spec's way to reset the last event id
         if not event.data:
-            return None, is_new, False  # priming event
+            return None, False  # priming event
         final = False
         if (event.event or "message") == "message":
             try:
@@ -593,7 +603,7 @@ class _LogicalStream:
                 raise _GiveUp("server sent an event whose data is not JSON") from exc
             for item in message if isinstance(message, list) else [message]:
                 final = self._inspect(item) or final
-        return encode_event(event.data, id=event.id or None, event=event.event), is_new, final
+        return encode_event(event.data, id=event.id or None, event=event.event), final
 
     def _remember(self, event_id: str) -> None:
         self._seen.add(event_id)
@@ -659,7 +669,7 @@ class _LogicalStream:
     async def _reconnect(self, *, flush: bool) -> httpx.Response:
         """Get the next physical response of the logical stream (2xx, SSE or JSON)."""
         if self._attempts >= self._t.max_attempts:
-            raise _GiveUp(f"stream lost: {self._attempts} reconnect attempts without progress")
+            raise _GiveUp(f"stream lost: {self._attempts} reconnect attempts brought no new events")
         while True:
             if flush:
                 response = await self._flush()

@@ -1,0 +1,89 @@
+"""The apps under test: one stock `MCPServer` with an `echo` tool, served three ways.
+
+* ``bare``    - ``server.streamable_http_app()`` as it comes (SSE answers, no event store);
+* ``wrapped`` - the same app inside ``resumable(app, policy=Policy())`` (default ``MemoryStore``);
+* ``sdk_es``  - the SDK's own resumability: an in-memory ``EventStore`` and ``retry_interval``.
+
+Each factory builds a fresh server, so the three never share state.
+"""
+
+from collections import deque
+from dataclasses import dataclass
+from uuid import uuid4
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
+from mcp_types import JSONRPCMessage
+from starlette.types import ASGIApp
+
+from mcp_resume_asgi import Policy, resumable
+
+VARIANTS = ("bare", "wrapped", "sdk_es")
+RETRY_INTERVAL_MS = 1000
+
+
+async def echo(text: str) -> str:
+    """Return the given text."""
+    return text
+
+
+def _server() -> MCPServer:
+    server = MCPServer("bench", version="0.0.1", log_level="WARNING")
+    server.add_tool(echo, structured_output=False)
+    return server
+
+
+@dataclass(slots=True)
+class _Entry:
+    event_id: EventId
+    stream_id: StreamId
+    message: JSONRPCMessage | None
+
+
+class InMemoryEventStore(EventStore):
+    """The simplest correct event store, after the SDK's own example
+    (examples/servers/simple-streamablehttp): a bounded deque per stream and an
+    index by event id; replay walks the stream's deque after the given id."""
+
+    def __init__(self, max_events_per_stream: int = 100) -> None:
+        self.max_events_per_stream = max_events_per_stream
+        self.streams: dict[StreamId, deque[_Entry]] = {}
+        self.event_index: dict[EventId, _Entry] = {}
+
+    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
+        event_id = str(uuid4())
+        entry = _Entry(event_id, stream_id, message)
+        events = self.streams.get(stream_id)
+        if events is None:
+            events = self.streams[stream_id] = deque(maxlen=self.max_events_per_stream)
+        if len(events) == self.max_events_per_stream:
+            self.event_index.pop(events[0].event_id, None)
+        events.append(entry)
+        self.event_index[event_id] = entry
+        return event_id
+
+    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+        last = self.event_index.get(last_event_id)
+        if last is None:
+            return None
+        found = False
+        for entry in self.streams.get(last.stream_id, ()):
+            if found:
+                if entry.message is not None:  # priming events carry nothing to replay
+                    await send_callback(EventMessage(entry.message, entry.event_id))
+            elif entry.event_id == last_event_id:
+                found = True
+        return last.stream_id
+
+
+def create_app(variant: str = "bare") -> ASGIApp:
+    server = _server()
+    if variant == "bare":
+        return server.streamable_http_app(host="127.0.0.1")
+    if variant == "wrapped":
+        return resumable(server.streamable_http_app(host="127.0.0.1"), policy=Policy())
+    if variant == "sdk_es":
+        return server.streamable_http_app(
+            host="127.0.0.1", event_store=InMemoryEventStore(), retry_interval=RETRY_INTERVAL_MS
+        )
+    raise ValueError(f"unknown variant {variant!r}; one of {VARIANTS}")

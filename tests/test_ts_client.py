@@ -1,0 +1,244 @@
+"""A second real client: the official TypeScript MCP SDK against a wrapped stock ``mcp`` server.
+
+``tests/ts_client/client.mjs`` (``@modelcontextprotocol/sdk``, the exact version pinned in
+``tests/ts_client/package.json`` and its lock) connects with ``StreamableHTTPClientTransport``
+and its stock reconnection behaviour (it honours ``retry:`` and resumes with ``GET /mcp`` +
+``Last-Event-ID``), calls the tools and prints one JSON summary line.  The server is the
+stock ``MCPServer`` app, which does nothing for resumability; every resume is the
+middleware's doing.
+
+The npm packages are installed into ``tests/ts_client/node_modules`` with ``npm ci`` the
+first time (skipped while the installed tree matches ``package-lock.json``).  Without
+``node``/``npm`` the tests skip -- unless ``CI=true``, where they fail instead.
+
+Run only these:  pytest tests/test_ts_client.py
+Debug by hand:   node tests/ts_client/client.mjs http://127.0.0.1:PORT/mcp --trace trace.jsonl
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mcp_resume_asgi import Policy, resumable
+from tests.support.server import load_app, serve_in_thread
+
+pytestmark = pytest.mark.timeout(300)  # the first run includes `npm ci`
+
+TS_DIR = Path(__file__).resolve().parent / "ts_client"
+CLIENT_SCRIPT = TS_DIR / "client.mjs"
+SDK_PACKAGE = "@modelcontextprotocol/sdk"
+STAMP_NAME = ".mcp-resume-asgi-install-stamp"
+MIN_NODE_MAJOR = 18  # the SDK's "engines"
+APP = "tests.apps.mcpserver_app:create_app"
+CLIENT_TIMEOUT_S = 60.0
+NPM_TIMEOUT_S = 240.0
+
+
+def _skip_or_fail(reason: str) -> None:
+    if os.environ.get("CI", "").strip().lower() == "true":
+        pytest.fail(f"{reason} (CI=true: not skipping)")
+    pytest.skip(reason)
+
+
+def _node_major(node: str) -> int | None:
+    try:
+        out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.match(r"v(\d+)\.", out.strip())
+    return int(m.group(1)) if m else None
+
+
+def _pinned_sdk_version() -> str:
+    lock = json.loads((TS_DIR / "package-lock.json").read_text())
+    return str(lock["packages"][f"node_modules/{SDK_PACKAGE}"]["version"])
+
+
+def _install_fingerprint() -> str:
+    digest = hashlib.sha256()
+    for name in ("package.json", "package-lock.json"):
+        digest.update((TS_DIR / name).read_bytes())
+    return digest.hexdigest()
+
+
+def _installed(fingerprint: str) -> bool:
+    modules = TS_DIR / "node_modules"
+    try:
+        stamp = (modules / STAMP_NAME).read_text().strip()
+        sdk = json.loads((modules / SDK_PACKAGE / "package.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return stamp == fingerprint and sdk.get("version") == _pinned_sdk_version()
+
+
+@dataclass(frozen=True)
+class TsClient:
+    node: str
+    sdk_version: str
+    npm_install_s: float | None  # None: already installed
+
+
+@pytest.fixture(scope="module")
+def ts_client() -> TsClient:
+    node = shutil.which("node")
+    if node is None:
+        _skip_or_fail("node is not installed: the TypeScript MCP SDK client cannot run")
+        raise AssertionError("unreachable")
+    major = _node_major(node)
+    if major is None or major < MIN_NODE_MAJOR:
+        _skip_or_fail(f"node {major} is too old for {SDK_PACKAGE} (needs >= {MIN_NODE_MAJOR})")
+    fingerprint = _install_fingerprint()
+    install_s: float | None = None
+    if not _installed(fingerprint):
+        npm = shutil.which("npm")
+        if npm is None:
+            _skip_or_fail(f"npm is not installed: {SDK_PACKAGE} cannot be installed into {TS_DIR}")
+            raise AssertionError("unreachable")
+        cmd = [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error", "--prefer-offline"]
+        started = time.monotonic()
+        try:
+            proc = subprocess.run(cmd, cwd=TS_DIR, capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{' '.join(cmd)} did not finish within {NPM_TIMEOUT_S}s (in {TS_DIR})")
+        install_s = time.monotonic() - started
+        if proc.returncode != 0:
+            pytest.fail(
+                f"{' '.join(cmd)} failed ({proc.returncode}) in {TS_DIR}:\n{proc.stdout}\n{proc.stderr}"
+            )
+        (TS_DIR / "node_modules" / STAMP_NAME).write_text(fingerprint + "\n")
+        if not _installed(fingerprint):
+            pytest.fail(f"npm ci succeeded but {SDK_PACKAGE} {_pinned_sdk_version()} is not in {TS_DIR}")
+        print(f"[ts_client] npm ci: {install_s:.1f}s", file=sys.stderr)
+    return TsClient(node, _pinned_sdk_version(), install_s)
+
+
+class RequestLog:
+    """An outer ASGI layer recording every HTTP request that reaches the middleware."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Last-Event-ID)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            last = headers.get(b"last-event-id")
+            self.requests.append((scope["method"], scope["path"], last.decode("latin-1") if last else None))
+        await self.app(scope, receive, send)
+
+    def resumes(self) -> list[tuple[str, str]]:
+        """``(path, Last-Event-ID)`` of every GET that carried a Last-Event-ID."""
+        return [(path, last) for method, path, last in self.requests if method == "GET" and last]
+
+
+@dataclass
+class Run:
+    summary: dict[str, Any]
+    returncode: int
+    stderr: str
+    trace: Path
+    elapsed_s: float
+    problems: list[str] = field(default_factory=list)
+
+    def explain(self) -> str:
+        """Everything needed to see what the TS client expected and what it got."""
+        lines = self.trace.read_text().splitlines() if self.trace.exists() else []
+        return (
+            f"exit {self.returncode}; summary: {json.dumps(self.summary, indent=1)}\n"
+            f"stderr:\n{self.stderr[-4000:]}\n"
+            f"raw HTTP exchange ({self.trace}, last 80 of {len(lines)} records):\n" + "\n".join(lines[-80:])
+        )
+
+
+def run_client(client: TsClient, url: str, trace: Path, *args: str) -> Run:
+    cmd = [client.node, str(CLIENT_SCRIPT), url, "--trace", str(trace), *args]
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, cwd=TS_DIR, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        tail = trace.read_text().splitlines()[-80:] if trace.exists() else []
+        pytest.fail(f"the TS client did not exit within {CLIENT_TIMEOUT_S}s: {exc}\n" + "\n".join(tail))
+    elapsed = time.monotonic() - started
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        pytest.fail(
+            f"the TS client printed no JSON summary (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
+    return Run(json.loads(lines[-1]), proc.returncode, proc.stderr, trace, elapsed)
+
+
+def _assert_common(run: Run, client: TsClient, log: RequestLog) -> None:
+    s = run.summary
+    assert run.returncode == 0 and s["ok"], run.explain()
+    assert s["sdkVersion"] == client.sdk_version
+    # The TS SDK 1.x offers 2025-11-25 (its LATEST_PROTOCOL_VERSION), so it gets priming events.
+    assert s["protocolVersion"] == "2025-11-25", run.explain()
+    assert s["stats"]["primingEvents"] >= 1, run.explain()
+    assert s["stats"]["retryValues"] == [50], run.explain()
+    # Every resume is a plain GET on the endpoint with Last-Event-ID: the TS client ignores Link.
+    assert all(path == "/mcp" for path, _ in log.resumes()), log.requests
+    assert not [r for r in log.requests if "/streams/" in r[1]], log.requests
+    # Every resume the client sent reached the server (none was refused or lost).
+    assert s["stats"]["statuses"].get("GET resume 200", 0) == s["reconnections"]["total"], run.explain()
+
+
+def test_ts_sdk_client_gets_every_progress_notification_across_at_will_disconnects(
+    ts_client: TsClient, tmp_path: Path
+) -> None:
+    policy = Policy(retry_ms=50, max_connection_s=0.3)
+    log = RequestLog(resumable(load_app(APP), policy=policy))
+    with serve_in_thread(log) as info:
+        run = run_client(ts_client, info.mcp_url, tmp_path / "trace.jsonl", "--scenario", "progress")
+    s = run.summary
+    print(
+        f"TS SDK {s['sdkVersion']} (node {s['node']}): protocol {s['protocolVersion']}, "
+        f"client {run.elapsed_s:.2f}s, reconnections {json.dumps(s['reconnections'])}, "
+        f"server saw {len(log.resumes())} GET resumes"
+    )
+    _assert_common(run, ts_client, log)
+    assert s["result"] == "done 30", run.explain()
+    assert s["progress"] == list(range(1, 31)), "lost, duplicated or reordered progress\n" + run.explain()
+    assert s["progressMessages"] == [f"step {i}" for i in range(1, 31)], run.explain()
+    assert s["progressTotals"] == [30] * 30, run.explain()
+    # 3 s of work, a connection lasts 0.3 s: the tool call's stream must have been resumed often,
+    # and the server must have seen exactly those Last-Event-IDs on GET /mcp.
+    tool_resumes = s["resumeIds"]["tools/call#1"]
+    assert len(tool_resumes) >= 5, run.explain()
+    server_ids = {last for _, last in log.resumes()}
+    assert set(tool_resumes) <= server_ids, (tool_resumes, log.resumes())
+    # The at-will closes are graceful (retry: then end of stream), never a broken connection.
+    assert s["stats"]["streamEnds"]["errored"] == 0, run.explain()
+
+
+def test_ts_sdk_client_answers_an_elicitation_across_the_input_request_disconnect(
+    ts_client: TsClient, tmp_path: Path
+) -> None:
+    policy = Policy(retry_ms=50, disconnect_on_input_request=True)
+    log = RequestLog(resumable(load_app(APP), policy=policy))
+    with serve_in_thread(log) as info:
+        run = run_client(
+            ts_client, info.mcp_url, tmp_path / "trace.jsonl", "--scenario", "elicit", "--name", "carol"
+        )
+    s = run.summary
+    print(f"elicitation: client {run.elapsed_s:.2f}s, reconnections {json.dumps(s['reconnections'])}")
+    _assert_common(run, ts_client, log)
+    assert s["elicitResult"] == "hello carol", run.explain()
+    assert s["elicitations"] == 1, run.explain()
+    # The middleware closed the tool call's stream right after elicitation/create; the client
+    # answered with a POST and resumed the stream with GET /mcp + Last-Event-ID for the result.
+    tool_resumes = s["resumeIds"]["tools/call#1"]
+    assert len(tool_resumes) >= 1, run.explain()
+    assert set(tool_resumes) <= {last for _, last in log.resumes()}, (tool_resumes, log.resumes())
