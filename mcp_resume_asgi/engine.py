@@ -902,6 +902,11 @@ class Engine:
         if via_link and _nothing_to_send(meta, after_seq):
             await send_bytes(send, 204)
             return
+        if meta.final_seq is not None and after_seq >= meta.final_seq:
+            # A client that already holds the final response is told the stream is over
+            # (some clients, e.g. the TypeScript SDK's, resume even after an error response).
+            await send_bytes(send, 204)
+            return
         await self._serve_resumed(scope, receive, send, meta, after_seq)
 
     async def _serve_resumed(

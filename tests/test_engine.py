@@ -420,3 +420,12 @@ def test_policy_validation() -> None:
     with pytest.raises(ValueError):
         resumable(create_app(), routes={"bogus:x": Policy()})
     assert json.dumps(Policy().replace(retry_ms=5).retry_ms) == "5"
+
+
+async def test_a_resume_after_the_final_response_is_told_the_stream_is_over() -> None:
+    async with wrapped() as (client, _):
+        s = await session(client)
+        reply = await s.exchange("POST", "/mcp", s.tool_call("nope"))
+        assert "error" in final(reply) or final(reply)["result"].get("isError")
+        again = await s.exchange("GET", "/mcp", headers=s.headers(last_event_id=reply.last_id))
+        assert again.status == 204

@@ -242,3 +242,25 @@ def test_ts_sdk_client_answers_an_elicitation_across_the_input_request_disconnec
     tool_resumes = s["resumeIds"]["tools/call#1"]
     assert len(tool_resumes) >= 1, run.explain()
     assert set(tool_resumes) <= {last for _, last in log.resumes()}, (tool_resumes, log.resumes())
+
+
+def test_ts_sdk_client_stops_resuming_a_stream_that_ended_in_an_error(
+    ts_client: TsClient, tmp_path: Path
+) -> None:
+    """SDK 1.x treats only a *result* as the end of a stream and resumes after an error;
+    the middleware answers such a resume with 204, so the client stops instead of polling."""
+    policy = Policy(retry_ms=50, max_connection_s=0.3)
+    log = RequestLog(resumable(load_app(APP), policy=policy))
+    with serve_in_thread(log) as info:
+        run = run_client(
+            ts_client,
+            info.mcp_url,
+            tmp_path / "trace.jsonl",
+            "--scenario",
+            "rpc-error",
+            "--linger-ms",
+            "1000",
+        )
+    by_stream = run.summary["reconnections"]["byStream"]
+    print(f"rpc-error: reconnections {json.dumps(run.summary['reconnections'])}")
+    assert by_stream.get("prompts/get#1", 0) <= 1, run.explain()
