@@ -46,6 +46,9 @@ FINAL = (
     b'"isError":false}}\n\n'
 )
 
+#: Frames kept per allocation: enough to reach the engine line behind an anyio/asyncio allocation.
+TRACE_FRAMES = 10
+
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
 
@@ -298,7 +301,7 @@ async def _memory(n_streams: int, variant: str, events_per_stream: int, traced: 
         if sent == target:
             all_sent.set()
 
-    app = stream_app(bodies, checkpoint=True, idle=True, on_sent=on_sent)
+    app = stream_app(bodies, checkpoint=False, idle=True, on_sent=on_sent)
     store = MemoryStore()
     # a long resume window: nothing may expire while we measure
     middleware = ResumeMiddleware(app, policy=Policy(max_wait_s=3600, keepalive_s=3600), store=store)
@@ -362,7 +365,8 @@ async def _memory(n_streams: int, variant: str, events_per_stream: int, traced: 
 
     target = n_streams
     if traced:
-        tracemalloc.start(1)
+        types0 = _type_counts()
+        tracemalloc.start(TRACE_FRAMES)
         snap0 = tracemalloc.take_snapshot()
     rss0 = rss_bytes()
     t0 = time.perf_counter()
@@ -386,20 +390,47 @@ async def _memory(n_streams: int, variant: str, events_per_stream: int, traced: 
     if traced:
         snap1 = tracemalloc.take_snapshot()
         tracemalloc.stop()
-        diff = snap1.compare_to(snap0, "lineno")
-        result["traced_delta_per_stream"] = sum(d.size_diff for d in diff) / n_streams
-        top = sorted(diff, key=lambda d: d.size_diff, reverse=True)[:25]
-        result["top_sites"] = [
-            {
-                "where": _short(d.traceback[0].filename) + f":{d.traceback[0].lineno}",
-                "bytes_per_stream": d.size_diff / n_streams,
-                "blocks_per_stream": d.count_diff / n_streams,
-            }
-            for d in top
-        ]
-    # report before the (slow) teardown
-    await stop(tasks)
-    return result
+        result.update(_attribute(snap0, snap1, n_streams))
+        types1 = _type_counts()
+        grown = {name: (types1[name] - types0.get(name, 0)) / n_streams for name in types1}
+        result["objects_per_stream"] = dict(sorted(grown.items(), key=lambda kv: kv[1], reverse=True)[:20])
+    return result  # the streams are left running: the process exits right after reporting
+
+
+def _type_counts() -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for obj in gc.get_objects():
+        t = type(obj)
+        name = f"{t.__module__}.{t.__qualname__}"
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _attribute(snap0: tracemalloc.Snapshot, snap1: tracemalloc.Snapshot, n: int) -> dict[str, Any]:
+    """Bytes per stream by allocation site, and by the innermost mcp_resume_asgi line responsible."""
+    diff = snap1.compare_to(snap0, "traceback")
+    total = sum(d.size_diff for d in diff)
+    by_site: dict[str, list[float]] = {}
+    by_engine: dict[str, list[float]] = {}
+    for d in diff:
+        if d.size_diff <= 0:
+            continue
+        frames = list(d.traceback)[::-1]  # a Traceback runs oldest first; most recent first here
+        site = f"{_short(frames[0].filename)}:{frames[0].lineno}"
+        owner = next(
+            (f"{_short(f.filename)}:{f.lineno}" for f in frames if "mcp_resume_asgi" in f.filename),
+            "(outside mcp_resume_asgi) " + site,
+        )
+        for table, key in ((by_site, site), (by_engine, owner)):
+            row = table.setdefault(key, [0.0, 0.0])
+            row[0] += d.size_diff
+            row[1] += d.count_diff
+
+    def top(table: dict[str, list[float]]) -> list[dict[str, Any]]:
+        rows = sorted(table.items(), key=lambda kv: kv[1][0], reverse=True)[:25]
+        return [{"where": k, "bytes_per_stream": v[0] / n, "blocks_per_stream": v[1] / n} for k, v in rows]
+
+    return {"traced_delta_per_stream": total / n, "top_sites": top(by_site), "top_engine_lines": top(by_engine)}
 
 
 def _short(path: str) -> str:
@@ -431,6 +462,9 @@ def main(argv: list[str] | None = None) -> None:
         result = asyncio.run(_memory(args.streams, args.variant, args.events_per_stream, args.tracemalloc))
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
+    sys.stdout.flush()
+    if args.mode == "memory":
+        os._exit(0)  # skip tearing down thousands of idle streams: not what is measured
 
 
 if __name__ == "__main__":

@@ -150,19 +150,25 @@ class ResumeMiddleware:
                 b"application/json",
             )
 
+    async def _read_body(self, receive: Receive, send: Send) -> bytes | None:
+        """The request body, or None once a 413 was sent (or the client left)."""
+        try:
+            return await read_body(receive, self.max_body_bytes)
+        except BodyTooLarge:
+            await send_jsonrpc_error(
+                send, 413, p.INVALID_REQUEST, f"request body exceeds {self.max_body_bytes} bytes"
+            )
+        except ClientGone:
+            pass
+        return None
+
     # ------------------------------------------------------------------ POST /mcp
     async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not is_json(scope):
             await self.app(scope, receive, send)
             return
-        try:
-            body = await read_body(receive, self.max_body_bytes)
-        except BodyTooLarge:
-            await send_jsonrpc_error(
-                send, 413, p.INVALID_REQUEST, f"request body exceeds {self.max_body_bytes} bytes"
-            )
-            return
-        except ClientGone:
+        body = await self._read_body(receive, send)
+        if body is None:
             return
         try:
             message = json.loads(body)
@@ -279,14 +285,8 @@ class ResumeMiddleware:
         if not is_json(scope):
             await send_jsonrpc_error(send, 415, p.INVALID_REQUEST, "Content-Type must be application/json")
             return
-        try:
-            body = await read_body(receive, self.max_body_bytes)
-        except BodyTooLarge:
-            await send_jsonrpc_error(
-                send, 413, p.INVALID_REQUEST, f"request body exceeds {self.max_body_bytes} bytes"
-            )
-            return
-        except ClientGone:
+        body = await self._read_body(receive, send)
+        if body is None:
             return
         try:
             answers = json.loads(body)
