@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import hashlib
 import json
 import logging
 import time
@@ -268,6 +269,7 @@ class Engine:
         version: str,
         session_id: str | None,
         accepts_sse: bool,
+        idempotency_key: str | None = None,
     ) -> None:
         method = message["method"]
         live = Live(
@@ -283,19 +285,71 @@ class Engine:
             method=method,
             path=scope["path"],
         )
-        client = Client(send, receive)
-        await self._host(live, client, upgrade=accepts_sse and method != "initialize")
+        upgrade_after = policy.upgrade_json_after_s if accepts_sse and method != "initialize" else None
+        if idempotency_key is not None and accepts_sse and method != "initialize":
+            scope_name = session_id or live.principal or "-"
+            key = f"idem:{scope_name}:{idempotency_key}"
+            digest = hashlib.sha256(body).hexdigest()
+            existing = await self.store.add_key(key, f"{live.stream_id} {digest}", self._running_ttl(policy))
+            if existing is not None:
+                await self._retry_of(scope, receive, send, existing, digest)
+                return
+            # The stream must exist before the client can lose its answer: open it at once.
+            upgrade_after = 0.0
+        await self._host(live, Client(send, receive), upgrade_after=upgrade_after)
 
-    async def _host(self, live: Live, client: Client, *, upgrade: bool) -> None:
+    async def _retry_of(self, scope: Scope, receive: Receive, send: Send, existing: str, digest: str) -> None:
+        """A POST repeating an Idempotency-Key attaches to the request already running."""
+        stream_id, _, first_digest = existing.partition(" ")
+        if first_digest != digest:
+            await send_json(
+                send,
+                422,
+                p.error_message(
+                    None, p.INVALID_REQUEST, "this Idempotency-Key was used for a different request"
+                ),
+            )
+            return
+        meta = await self.store.get_stream(stream_id)
+        with anyio.move_on_after(2.0):  # the first attempt may still be opening its stream
+            while meta is None and stream_id in self.live:
+                await anyio.sleep(0.02)
+                meta = await self.store.get_stream(stream_id)
+        if meta is None or not self.may_access(meta, scope):
+            await send_json(
+                send,
+                409,
+                p.error_message(
+                    None, p.INVALID_REQUEST, "the request with this Idempotency-Key is no longer available"
+                ),
+            )
+            return
+        after = 0
+        last_event_id = header(scope, b"last-event-id")
+        if last_event_id is not None:
+            parsed = self.signer.parse_event_id(last_event_id.strip())
+            if parsed is None or parsed[0] != stream_id or parsed[1] > meta.last_seq:
+                await send_json(
+                    send,
+                    400,
+                    p.error_message(None, p.INVALID_REQUEST, "Last-Event-ID does not belong to this request"),
+                )
+                return
+            after = parsed[1]
+        logger.debug("stream %s: a retried POST attaches after %s", stream_id, after)
+        await self._serve_resumed(scope, receive, send, meta, after)
+
+    async def _host(self, live: Live, client: Client, *, upgrade_after: float | None) -> None:
         self.live[live.stream_id] = live
         try:
+            if upgrade_after == 0:
+                await self._upgrade(live)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(client.watch)
                 tg.start_soon(self._run_app, live, client)
                 tg.start_soon(self._watch_expiry, live, client)
-                after = live.policy.upgrade_json_after_s
-                if upgrade and after is not None:
-                    with anyio.move_on_after(after):
+                if upgrade_after is not None and not live.decided.is_set():
+                    with anyio.move_on_after(upgrade_after):
                         await live.decided.wait()
                     if not live.decided.is_set():
                         await self._upgrade(live)
@@ -731,7 +785,7 @@ class Engine:
         )
         await self.store.set_key(key, live.stream_id, self._running_ttl(policy))
         try:
-            await self._host(live, Client(send, receive), upgrade=False)
+            await self._host(live, Client(send, receive), upgrade_after=None)
         finally:
             if await self.store.get_key(key) == live.stream_id:
                 await self.store.delete_key(key)

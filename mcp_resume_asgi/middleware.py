@@ -206,6 +206,17 @@ class ResumeMiddleware:
             version = p.valid_version(requested if isinstance(requested, str) else None) or p.DEFAULT_VERSION
         else:
             version = await self.engine.version_for(scope, session_id)
+        idempotency_key = header(scope, b"idempotency-key")
+        if idempotency_key is not None and (
+            header_count(scope, b"idempotency-key") > 1
+            or not 0 < len(idempotency_key) <= 255
+            or not idempotency_key.isascii()
+            or not idempotency_key.isprintable()
+        ):
+            await send_jsonrpc_error(
+                send, 400, p.INVALID_REQUEST, "Idempotency-Key must be 1-255 printable ASCII characters"
+            )
+            return
         await self.engine.handle_request(
             scope,
             receive,
@@ -217,6 +228,7 @@ class ResumeMiddleware:
             version=version,
             session_id=session_id,
             accepts_sse=True,
+            idempotency_key=idempotency_key,
         )
 
     # ------------------------------------------------------------------ GET /mcp

@@ -429,3 +429,47 @@ async def test_a_resume_after_the_final_response_is_told_the_stream_is_over() ->
         assert "error" in final(reply) or final(reply)["result"].get("isError")
         again = await s.exchange("GET", "/mcp", headers=s.headers(last_event_id=reply.last_id))
         assert again.status == 204
+
+
+async def _post_and_vanish(port: int, path: str, headers: dict[str, str], body: dict[str, Any]) -> None:
+    """Send a POST and close the socket before reading a byte of the answer."""
+    payload = json.dumps(body).encode()
+    lines = [f"POST {path} HTTP/1.1", f"host: 127.0.0.1:{port}", f"content-length: {len(payload)}"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    raw = ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
+    async with await anyio.connect_tcp("127.0.0.1", port) as sock:
+        await sock.send(raw)
+
+
+async def test_a_retried_post_with_the_same_idempotency_key_attaches_instead_of_running_twice() -> None:
+    PROBE.clear()
+    async with wrapped() as (client, _):
+        s = await session(client)
+        port = int(str(client.base_url).rsplit(":", 1)[1].strip("/"))
+        call = s.tool_call("sleep", {"seconds": 0.5, "tag": "idem"})
+        headers = s.headers(idempotency_key="k-123")
+        await _post_and_vanish(port, "/mcp", headers, call)  # lost before any header came back
+        await anyio.sleep(0.1)
+        retry = await s.exchange("POST", "/mcp", call, headers=headers)
+        assert retry.status == 200 and retry.link
+        assert final(retry)["id"] == call["id"] and final(retry)["result"]["content"][0]["text"] == "slept idem"
+        assert PROBE.started.count("idem") == 1, "the tool ran once"
+        other = dict(call, params={"name": "sleep", "arguments": {"seconds": 0.1, "tag": "other"}})
+        conflict = await client.post("/mcp", json=other, headers=headers)
+        assert conflict.status_code == 422
+        bad = await client.post("/mcp", json=call, headers=s.headers(idempotency_key="x" * 300))
+        assert bad.status_code == 400
+        # Another session cannot use the key to reach this session's request.
+        mallory = await session(client)
+        theirs = await mallory.exchange("POST", "/mcp", call, headers=mallory.headers(idempotency_key="k-123"))
+        alice_stream = (retry.last_id or "").rsplit(":", 1)[0]
+        assert theirs.last_id and not theirs.last_id.startswith(alice_stream)
+        assert PROBE.started.count("idem") == 2, "mallory's request ran as her own"
+
+
+async def test_an_idempotent_request_to_a_json_app_is_answered_as_a_resumable_stream() -> None:
+    async with wrapped(json_response=True) as (client, _):
+        s = await session(client)
+        reply = await s.exchange("POST", "/mcp", s.tool_call("echo", {"text": "j"}), headers=s.headers(idempotency_key="j1"))
+        assert reply.headers["content-type"].startswith("text/event-stream") and reply.link
+        assert final(reply)["result"]["content"][0]["text"] == "j"

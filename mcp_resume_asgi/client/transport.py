@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 import weakref
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -249,6 +250,7 @@ class ResumableTransport(httpx.AsyncBaseTransport):
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         flush_after_s: float = DEFAULT_FLUSH_AFTER_S,
         max_pending_requests: int = DEFAULT_MAX_PENDING_REQUESTS,
+        idempotency_keys: bool = True,
     ) -> None:
         if default_retry_ms < 0 or max_retry_ms < 0:
             raise ValueError("retry times must not be negative")
@@ -267,6 +269,7 @@ class ResumableTransport(httpx.AsyncBaseTransport):
         self.max_event_bytes = max_event_bytes
         self.flush_after_s = flush_after_s
         self.max_pending_requests = max_pending_requests
+        self.idempotency_keys = idempotency_keys
         # Weak: a response the consumer drops without closing must not keep its state alive.
         self._live: weakref.WeakSet[_LogicalStream] = weakref.WeakSet()
 
@@ -294,7 +297,7 @@ class ResumableTransport(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
     async def _post_request(self, request: httpx.Request, request_id: str | int) -> httpx.Response:
-        response = await self.inner.handle_async_request(request)
+        response = await self._send_post(request)
         if not (200 <= response.status_code < 300 and _media_type(response) == "text/event-stream"):
             return response
         stream = _LogicalStream(self, request, request_id, response)
@@ -308,6 +311,29 @@ class ResumableTransport(httpx.AsyncBaseTransport):
             request=request,
             extensions={k: v for k, v in response.extensions.items() if k in _FORWARDED_EXTENSIONS},
         )
+
+    async def _send_post(self, request: httpx.Request) -> httpx.Response:
+        """POST a JSON-RPC request; with an Idempotency-Key, retry it when the answer never came.
+
+        A connection lost before the response headers leaves no Link and no event id to
+        resume from. The key makes a retry safe: a server that honours it (mcp-resume-asgi
+        does) attaches the retry to the request already running instead of running it again.
+        Without keys only failures to connect are retried (nothing was sent).
+        """
+        if self.idempotency_keys and "idempotency-key" not in request.headers:
+            request.headers["idempotency-key"] = uuid.uuid4().hex
+        keyed = "idempotency-key" in request.headers
+        attempt = 0
+        while True:
+            try:
+                return await self.inner.handle_async_request(request)
+            except httpx.TransportError as exc:
+                attempt += 1
+                if attempt >= self.max_attempts or not (keyed or isinstance(exc, httpx.ConnectError)):
+                    raise
+                delay_ms = min(self.default_retry_ms, self.max_retry_ms)
+                logger.info("POST failed before an answer (%r); retrying in %d ms", exc, delay_ms)
+                await anyio.sleep(delay_ms / 1000)
 
     def _capture(self, request: httpx.Request, message: object) -> bool:
         """Buffer answers to server requests of live Link streams; True if all were taken."""

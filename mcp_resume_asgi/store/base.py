@@ -162,5 +162,9 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def delete_key(self, key: str) -> None: ...
 
+    @abc.abstractmethod
+    async def add_key(self, key: str, value: str, ttl_s: float) -> str | None:
+        """Set `key` only if it is absent (atomically); return the value already there, if any."""
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the memory store has none."""

@@ -268,3 +268,10 @@ class MemoryStore(Store):
 
     async def delete_key(self, key: str) -> None:
         self._keys.pop(key, None)
+
+    async def add_key(self, key: str, value: str, ttl_s: float) -> str | None:
+        item = self._keys.get(key)
+        if item is not None:
+            return item[0]
+        self._keys[key] = (value, time.monotonic() + ttl_s)
+        return None
