@@ -47,6 +47,7 @@ from mcp_resume_asgi.tokens import TokenSigner, new_stream_id
 logger = logging.getLogger(__name__)
 
 READ_BATCH = 512
+CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 #: Stream URLs are `<mcp path>/streams/<token>`.
 STREAM_SEGMENT = "/streams/"
 #: Grace given to an app to wind a cancelled request down before the next, harder step.
@@ -87,6 +88,8 @@ class Client:
         self.gone_at = 0.0
         self.started = False
         self.finished = False
+        self.cursor = 0
+        """The seq of the last event written to this connection."""
 
     async def watch(self) -> None:
         """Wait for `http.disconnect` (run as a task once the request body is read)."""
@@ -147,6 +150,7 @@ class Live:
     def __init__(
         self,
         *,
+        stream_id: str | None = None,
         kind: StreamKind,
         scope: Scope,
         body: bytes,
@@ -170,7 +174,8 @@ class Live:
         self.request_id = request_id
         self.method = method
         self.path = path
-        self.stream_id = new_stream_id()
+        self.stream_id = stream_id or new_stream_id()
+        self.first_messages: list[dict[str, Any]] = []
         self.mode: Mode | None = None
         self.decided = anyio.Event()
         self.done = anyio.Event()
@@ -235,6 +240,20 @@ class Engine:
             return False
         return meta.principal == self.principal(scope)
 
+    async def client_capabilities(self, session_id: str | None, message: dict[str, Any]) -> dict[str, Any]:
+        """Per-request capabilities (2026-07-28 `_meta`) or those the session declared."""
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if isinstance(meta, dict):
+            declared = meta.get(CLIENT_CAPABILITIES_META)
+            if isinstance(declared, dict):
+                return declared
+        if session_id is not None:
+            info = await self.store.get_session(session_id)
+            if info is not None:
+                return info.capabilities
+        return {}
+
     async def version_for(self, scope: Scope, session_id: str | None) -> str:
         """The revision that governs a request: the session's, else the header's.
 
@@ -270,9 +289,12 @@ class Engine:
         session_id: str | None,
         accepts_sse: bool,
         idempotency_key: str | None = None,
+        stream_id: str | None = None,
+        first_messages: list[dict[str, Any]] | None = None,
     ) -> None:
         method = message["method"]
         live = Live(
+            stream_id=stream_id,
             kind=StreamKind.REQUEST,
             scope=scope,
             body=body,
@@ -296,6 +318,9 @@ class Engine:
                 return
             # The stream must exist before the client can lose its answer: open it at once.
             upgrade_after = 0.0
+        if first_messages:
+            upgrade_after = 0.0
+            live.first_messages = first_messages
         await self._host(live, Client(send, receive), upgrade_after=upgrade_after)
 
     async def _retry_of(self, scope: Scope, receive: Receive, send: Send, existing: str, digest: str) -> None:
@@ -337,13 +362,17 @@ class Engine:
                 return
             after = parsed[1]
         logger.debug("stream %s: a retried POST attaches after %s", stream_id, after)
-        await self._serve_resumed(scope, receive, send, meta, after)
+        await self.serve_stream(scope, receive, send, meta, after)
 
     async def _host(self, live: Live, client: Client, *, upgrade_after: float | None) -> None:
         self.live[live.stream_id] = live
         try:
             if upgrade_after == 0:
                 await self._upgrade(live)
+                if live.first_messages:
+                    await self._record(
+                        live, [SSEEvent(data=p.dumps(m), event=b"message") for m in live.first_messages]
+                    )
             async with anyio.create_task_group() as tg:
                 tg.start_soon(client.watch)
                 tg.start_soon(self._run_app, live, client)
@@ -509,7 +538,18 @@ class Engine:
         version = p.valid_version(version) if isinstance(version, str) else None
         if version is None:
             return
-        info = SessionInfo(session_id=live.session_id, protocol_version=version, principal=live.principal)
+        capabilities: dict[str, Any] = {}
+        with contextlib.suppress(ValueError):
+            request = json.loads(live.body)
+            requested = request.get("params", {}).get("capabilities") if isinstance(request, dict) else None
+            if isinstance(requested, dict):
+                capabilities = requested
+        info = SessionInfo(
+            session_id=live.session_id,
+            protocol_version=version,
+            principal=live.principal,
+            capabilities=capabilities,
+        )
         await self.store.put_session(info, self.session_ttl_s)
         logger.debug("session %s negotiated %s", live.session_id, version)
 
@@ -830,6 +870,7 @@ class Engine:
                     tg.cancel_scope.cancel()
 
                 tg.start_soon(_cancel_when_gone)
+                client.cursor = cursor
                 if await client.send({"type": "http.response.start", "status": 200, "headers": headers}):
                     if priming:
                         await client.write(priming_frame(prefix + str(cursor).encode(), policy.retry_ms))
@@ -846,9 +887,12 @@ class Engine:
                 current = await self.store.get_stream(stream_id)
                 if current is not None and current.attach_gen == generation:
                     await self.store.update_stream(
-                        stream_id, attached=False, last_contact=time.time(), delivered_seq=max(cursor, 0)
+                        stream_id,
+                        attached=False,
+                        last_contact=time.time(),
+                        delivered_seq=max(client.cursor, 0),
                     )
-                logger.debug("stream %s: connection detached (%s) at %s", stream_id, reason, cursor)
+                logger.debug("stream %s: connection detached (%s) at %s", stream_id, reason, client.cursor)
 
     async def _serve_loop(
         self,
@@ -877,6 +921,7 @@ class Engine:
                 if not await client.write(b"".join(parts)):
                     return "gone", cursor
                 previous, cursor = cursor, events[-1][0]
+                client.cursor = cursor  # survives this loop being cancelled when the client leaves
                 last_event = last_write = time.monotonic()
             meta_now = await self.store.get_stream(stream_id)
             if meta_now is None:
@@ -961,9 +1006,9 @@ class Engine:
             # (some clients, e.g. the TypeScript SDK's, resume even after an error response).
             await send_bytes(send, 204)
             return
-        await self._serve_resumed(scope, receive, send, meta, after_seq)
+        await self.serve_stream(scope, receive, send, meta, after_seq)
 
-    async def _serve_resumed(
+    async def serve_stream(
         self, scope: Scope, receive: Receive, send: Send, meta: StreamMeta, after_seq: int
     ) -> None:
         if after_seq + 1 < meta.first_seq:
@@ -1044,7 +1089,7 @@ class Engine:
         if _nothing_to_send(updated, start):
             await send_bytes(send, 204)
             return
-        await self._serve_resumed(scope, receive, send, updated, start)
+        await self.serve_stream(scope, receive, send, updated, start)
 
     async def answered(self, session_id: str | None, message_id: Any, stream_id: str | None = None) -> None:
         """Note that a server-to-client request was answered (by any route)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -31,10 +31,11 @@ from mcp_resume_asgi._http import (
     send_jsonrpc_error,
 )
 from mcp_resume_asgi.engine import STREAM_SEGMENT, Engine
+from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestContext
 from mcp_resume_asgi.policy import Policy, RoutesSpec, RouteTable
 from mcp_resume_asgi.store.base import Store
 from mcp_resume_asgi.store.memory import MemoryStore, StoreFullError
-from mcp_resume_asgi.tokens import TokenSigner
+from mcp_resume_asgi.tokens import TokenSigner, new_stream_id
 
 logger = logging.getLogger(__name__)
 
@@ -217,6 +218,30 @@ class ResumeMiddleware:
                 send, 400, p.INVALID_REQUEST, "Idempotency-Key must be 1-255 printable ASCII characters"
             )
             return
+        stream_id = new_stream_id()
+        first_messages: list[dict[str, Any]] = []
+        features: tuple[FeatureMiddleware, ...] = scope.get(FEATURES_KEY, ())
+        if features:
+            ctx = RequestContext(
+                engine=self.engine,
+                scope=scope,
+                body=body,
+                message=message,
+                method=method,
+                tool=tool if isinstance(tool, str) else None,
+                session_id=session_id,
+                version=version,
+                principal=self.engine.principal(scope),
+                route=route,
+                policy=policy,
+                stream_id=stream_id,
+                capabilities=await self.engine.client_capabilities(session_id, message),
+            )
+            for feature in features:
+                if await feature.intercept(ctx, receive, send):
+                    return
+            for feature in features:
+                first_messages += await feature.first_messages(ctx)
         await self.engine.handle_request(
             scope,
             receive,
@@ -229,6 +254,8 @@ class ResumeMiddleware:
             session_id=session_id,
             accepts_sse=True,
             idempotency_key=idempotency_key,
+            stream_id=stream_id,
+            first_messages=first_messages,
         )
 
     # ------------------------------------------------------------------ GET /mcp
@@ -325,7 +352,20 @@ def resumable(
     routes: RoutesSpec | None = None,
     store: Store | None = None,
     secret: str | bytes | None = None,
+    resumable_requests: bool | Mapping[str, Any] = False,
     **options: Any,
-) -> ResumeMiddleware:
-    """Wrap an ASGI MCP app so its Streamable HTTP traffic becomes resumable."""
-    return ResumeMiddleware(app, policy=policy, routes=routes, store=store, secret=secret, **options)
+) -> ASGIApp:
+    """Wrap an ASGI MCP app so its Streamable HTTP traffic becomes resumable.
+
+    `resumable_requests=True` (or a dict of `ResumableRequestsMiddleware` options)
+    adds SEP-975 on top of the stream engine.
+    """
+    wrapped: ASGIApp = ResumeMiddleware(
+        app, policy=policy, routes=routes, store=store, secret=secret, **options
+    )
+    if resumable_requests:
+        from mcp_resume_asgi.resumable_requests import ResumableRequestsMiddleware
+
+        layer_options = dict(resumable_requests) if isinstance(resumable_requests, Mapping) else {}
+        wrapped = ResumableRequestsMiddleware(wrapped, **layer_options)
+    return wrapped

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import re
 import secrets
+from typing import Any
 
 from itsdangerous import BadData, Signer, URLSafeSerializer
 
@@ -34,10 +35,36 @@ class TokenSigner:
             logger.info("no secret configured: stream URLs and event ids are valid in this process only")
         elif len(secret) < 16:
             raise ValueError("the secret must be at least 16 characters or bytes")
+        self._secret = secret
+        self._purposes: dict[str, URLSafeSerializer] = {}
         self._events = Signer(secret, salt="mcp-resume-asgi/event-id", digest_method=hashlib.sha256)
         self._links = URLSafeSerializer(
             secret, salt="mcp-resume-asgi/link", signer_kwargs={"digest_method": hashlib.sha256}
         )
+
+    def sign(self, purpose: str, payload: Any) -> str:
+        """An opaque, URL-safe token for `payload`; valid only for the same `purpose`."""
+        return self._serializer(purpose).dumps(payload)
+
+    def unsign(self, purpose: str, token: str, max_length: int = MAX_LINK_TOKEN_LENGTH) -> Any:
+        """The payload of a genuine token for `purpose`; None for anything else."""
+        if not isinstance(token, str) or len(token) > max_length or not token.isascii():
+            return None
+        try:
+            return self._serializer(purpose).loads(token)
+        except (BadData, ValueError, UnicodeDecodeError):
+            return None
+
+    def _serializer(self, purpose: str) -> URLSafeSerializer:
+        serializer = self._purposes.get(purpose)
+        if serializer is None:
+            serializer = URLSafeSerializer(
+                self._secret,
+                salt=f"mcp-resume-asgi/{purpose}",
+                signer_kwargs={"digest_method": hashlib.sha256},
+            )
+            self._purposes[purpose] = serializer
+        return serializer
 
     def event_prefix(self, stream_id: str) -> bytes:
         """`<stream_id>.<sig>:`; append a seq to get an event id."""

@@ -17,6 +17,7 @@ import mcp.types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
 from starlette.applications import Starlette
 from starlette.routing import Route
 
@@ -51,7 +52,7 @@ async def _list_tools(
     ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
     schema: dict[str, Any] = {"type": "object"}
-    names = ["sleep", "burst", "ask", "progress", "echo"]
+    names = ["sleep", "burst", "ask", "progress", "echo", "fail"]
     return types.ListToolsResult(tools=[types.Tool(name=n, input_schema=schema) for n in names])
 
 
@@ -63,6 +64,9 @@ async def _call_tool(
     match params.name:
         case "echo":
             return _text(str(args.get("text", "")))
+        case "fail":
+            await anyio.sleep(float(args.get("seconds", 0.0)))
+            raise MCPError(code=types.INTERNAL_ERROR, message="probe failure")
         case "sleep":
             PROBE.started.append(tag)
             try:

@@ -1,0 +1,78 @@
+"""The seam between feature layers (SEP-975, resume tokens, ...) and the stream engine.
+
+A feature layer is a thin ASGI middleware placed *outside* `ResumeMiddleware`.
+It does not parse the request again nor run an engine of its own: it adds itself
+to the ASGI scope, and the engine - which has already read and classified the
+JSON-RPC request - asks each layer, in order, whether it answers the request
+itself (`intercept`) and which messages a new stream starts with (`first_messages`).
+So every layer is usable alone in a `middleware=[...]` list, as long as it comes
+before `ResumeMiddleware`, and all layers share one engine and one store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mcp_resume_asgi.policy import Policy
+
+if TYPE_CHECKING:
+    from mcp_resume_asgi.engine import Engine
+
+FEATURES_KEY = "mcp_resume_asgi.features"
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """A JSON-RPC request on its way into the engine, as the layers see it."""
+
+    engine: Engine
+    scope: Scope
+    body: bytes
+    message: dict[str, Any]
+    method: str
+    tool: str | None
+    session_id: str | None
+    version: str
+    principal: str | None
+    route: int
+    policy: Policy
+    stream_id: str
+    """The id the request's stream will have if the engine runs it."""
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    """The client's capabilities: per request (`_meta`, 2026-07-28) or from the session's `initialize`."""
+
+    @property
+    def request_id(self) -> Any:
+        return self.message["id"]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        params = self.message.get("params")
+        return params if isinstance(params, dict) else {}
+
+
+class FeatureMiddleware:
+    """Base class of feature layers: registers itself in the scope, then calls inward."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope = dict(scope)
+            scope[FEATURES_KEY] = (*scope.get(FEATURES_KEY, ()), self)
+        await self.app(scope, receive, send)
+
+    async def intercept(self, ctx: RequestContext, receive: Receive, send: Send) -> bool:
+        """Answer the request without the app (return True), or leave it to the engine."""
+        return False
+
+    async def first_messages(self, ctx: RequestContext) -> list[dict[str, Any]]:
+        """JSON-RPC messages recorded at the start of the request's stream, before the app's.
+
+        Any message makes the engine open the SSE stream at once.
+        """
+        return []
