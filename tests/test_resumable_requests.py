@@ -263,3 +263,33 @@ async def test_a_stock_client_without_the_capability_works_exactly_as_before() -
         result, progress = await call_with_progress(stock, "slow_progress", {"seconds": 1.0, "steps": 10})
         assert result_text(result) == "done 10"
         assert [int(p[0]) for p in progress] == list(range(1, 11))
+
+
+async def test_the_client_helper_advertises_resumes_with_requests_resume_and_asks_for_status() -> None:
+    from mcp_resume_asgi.client import ResumableSession
+    from tests.support.counting import Counting
+
+    counting = Counting(resumable(create_app(), policy=FAST.replace(max_connection_s=0.2), resumable_requests=True))
+    async with serve(counting) as info, ResumableSession(info.mcp_url) as client:
+        seen: list[float] = []
+        statuses: list[dict[str, Any]] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append(progress)
+
+        async def watch() -> None:
+            while not client.in_flight:
+                await anyio.sleep(0.01)
+            await anyio.sleep(0.3)
+            (request_id,) = client.in_flight
+            statuses.append(await client.request_status(request_id))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            result = await client.call_tool("progress", {"steps": 10, "seconds": 1.2}, on_progress=on_progress)
+        assert result["content"][0]["text"] == "done 10"
+        assert seen == [float(i) for i in range(1, 11)]
+        assert statuses and statuses[0]["status"] == "processing" and statuses[0]["hasInputRequest"] is False
+        # Resumed by POSTing requests/resume (SEP-975), not by GET.
+        assert counting.counts["GET resume"] == 0 and counting.counts["GET resume link"] == 0, counting.counts
+        assert counting.counts["POST resume"] >= 3, counting.counts

@@ -120,6 +120,8 @@ class ResumableSession:
         self._progress: dict[str, ProgressHandler] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._closed = False
+        self.in_flight: dict[int, str] = {}
+        """Requests waiting for their answer: id -> method (see `request_status`)."""
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self.initialize_result: JSONObject = {}
@@ -229,6 +231,21 @@ class ResumableSession:
         finally:
             self._progress.pop(token, None)
 
+    async def request_status(self, request_id: int) -> JSONObject:
+        """SEP-975 `requests/getStatus` of one of this session's requests, without draining it.
+
+        `{"status": "processing" | "completed" | "failed", "hasPendingMessage": bool,
+        "hasInputRequest": bool}`. Needs a server that sent a resume policy for the
+        request (the transport advertises `resumableRequests` at `initialize`).
+        """
+        transport = self._client._transport
+        if not isinstance(transport, ResumableTransport):
+            raise SessionError("request_status needs the client's transport to be a ResumableTransport")
+        try:
+            return await transport.request_status(self.url, request_id, session_id=self.session_id)
+        except (LookupError, RuntimeError) as exc:
+            raise SessionError(str(exc)) from exc
+
     async def request(self, method: str, params: JSONObject | None = None) -> JSONObject:
         """Send a request and return its result; raise :class:`McpError` for an error answer."""
         if self._closed:
@@ -238,10 +255,13 @@ class ResumableSession:
         if params is not None:
             message["params"] = params
         body = json.dumps(message, separators=(",", ":")).encode()
+        self.in_flight[request_id] = method
         try:
             answer = await self._exchange(method, request_id, body)
         except httpx.HTTPError as exc:
             raise SessionError(f"{method!r} failed: {exc!r}") from exc
+        finally:
+            self.in_flight.pop(request_id, None)
         if answer is None:
             raise SessionError(f"the answer to {method!r} ended without a response")
         return self._result(answer)

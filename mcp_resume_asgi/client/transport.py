@@ -41,7 +41,7 @@ import json
 import logging
 import uuid
 import weakref
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any, Final
@@ -58,6 +58,8 @@ DEFAULT_MAX_RETRY_MS: Final = 30_000
 DEFAULT_MAX_ATTEMPTS: Final = 5
 DEFAULT_FLUSH_AFTER_S: Final = 1.0
 DEFAULT_MAX_PENDING_REQUESTS: Final = 1024
+MAX_REMEMBERED_TOKENS: Final = 1024
+RESUME_POLICY: Final = "notifications/requests/resumePolicy"
 #: JSON-RPC code of the error event emitted when the stream cannot be continued.
 STREAM_ERROR_CODE: Final = -32000
 
@@ -251,6 +253,7 @@ class ResumableTransport(httpx.AsyncBaseTransport):
         flush_after_s: float = DEFAULT_FLUSH_AFTER_S,
         max_pending_requests: int = DEFAULT_MAX_PENDING_REQUESTS,
         idempotency_keys: bool = True,
+        resumable_requests: bool = True,
     ) -> None:
         if default_retry_ms < 0 or max_retry_ms < 0:
             raise ValueError("retry times must not be negative")
@@ -270,6 +273,11 @@ class ResumableTransport(httpx.AsyncBaseTransport):
         self.flush_after_s = flush_after_s
         self.max_pending_requests = max_pending_requests
         self.idempotency_keys = idempotency_keys
+        self.resumable_requests = resumable_requests
+        # SEP-975 tokens by (endpoint, session, request id): a bounded, most-recent-last map.
+        self._tokens: OrderedDict[
+            tuple[str, str | None, IdKey | None], tuple[str, list[tuple[bytes, bytes]]]
+        ] = OrderedDict()
         # Weak: a response the consumer drops without closing must not keep its state alive.
         self._live: weakref.WeakSet[_LogicalStream] = weakref.WeakSet()
 
@@ -288,6 +296,8 @@ class ResumableTransport(httpx.AsyncBaseTransport):
             message = None
         if _is_request(message):
             assert isinstance(message, dict)
+            if self.resumable_requests and message.get("method") == "initialize":
+                request = _advertise_resumable_requests(request, message)
             return await self._post_request(request, message["id"])
         if self._capture(request, message):
             return httpx.Response(202, request=request)
@@ -311,6 +321,65 @@ class ResumableTransport(httpx.AsyncBaseTransport):
             request=request,
             extensions={k: v for k, v in response.extensions.items() if k in _FORWARDED_EXTENSIONS},
         )
+
+    def _remember_token(
+        self,
+        url: httpx.URL,
+        session_id: str | None,
+        request_id: str | int,
+        token: str,
+        headers: list[tuple[bytes, bytes]],
+    ) -> None:
+        key = (str(url), session_id, _id_key(request_id))
+        self._tokens[key] = (token, headers)
+        self._tokens.move_to_end(key)
+        while len(self._tokens) > MAX_REMEMBERED_TOKENS:
+            self._tokens.popitem(last=False)
+
+    async def request_status(
+        self, url: str | httpx.URL, request_id: str | int, *, session_id: str | None = None
+    ) -> dict[str, Any]:
+        """SEP-975 `requests/getStatus` for a request this transport carried.
+
+        Returns the result (`status`: processing/completed/failed, `hasPendingMessage`,
+        `hasInputRequest`); raises `LookupError` when the server sent no resume token for
+        the request, `RuntimeError` with the server's message when it refuses.
+        """
+        entry = self._tokens.get((str(httpx.URL(url)), session_id, _id_key(request_id)))
+        if entry is None:
+            raise LookupError(f"no resume token is known for request {request_id!r}")
+        token, headers = entry
+        body = {
+            "jsonrpc": "2.0",
+            "id": f"status-{uuid.uuid4().hex[:12]}",
+            "method": "requests/getStatus",
+            "params": {"requestId": request_id, "resumeToken": token},
+        }
+        request = httpx.Request(
+            "POST",
+            url,
+            headers=[
+                *headers,
+                (b"content-type", b"application/json"),
+                (b"accept", b"application/json, text/event-stream"),
+            ],
+            content=json.dumps(body).encode(),
+        )
+        response = await self.inner.handle_async_request(request)
+        try:
+            raw = await response.aread()
+        finally:
+            await response.aclose()
+        try:
+            answer = _loads(raw)
+        except ValueError as exc:
+            raise RuntimeError(f"requests/getStatus: HTTP {response.status_code}, not JSON") from exc
+        if isinstance(answer, dict) and isinstance(answer.get("result"), dict):
+            result: dict[str, Any] = answer["result"]
+            return result
+        error = answer.get("error") if isinstance(answer, dict) else None
+        message = error.get("message") if isinstance(error, dict) else f"HTTP {response.status_code}"
+        raise RuntimeError(f"requests/getStatus refused: {message}")
 
     async def _send_post(self, request: httpx.Request) -> httpx.Response:
         """POST a JSON-RPC request; with an Idempotency-Key, retry it when the answer never came.
@@ -419,6 +488,8 @@ class _LogicalStream:
         self._answered: anyio.Event | None = None
         self._read_scope: anyio.CancelScope | None = None
         self.closed = False
+        self.resume_token: str | None = None
+        """SEP-975: the token of `notifications/requests/resumePolicy` for this request, once sent."""
 
     # -- answers from the application (called from other tasks) ---------------------------------
 
@@ -641,6 +712,19 @@ class _LogicalStream:
         """Note server requests; True if ``message`` is the response to our request."""
         if not isinstance(message, dict):
             return False
+        if message.get("method") == RESUME_POLICY and isinstance(message.get("params"), dict):
+            params = message["params"]
+            token = params.get("resumeToken")
+            if (
+                _id_key(params.get("requestId")) == self._request_key
+                and isinstance(token, str)
+                and len(token) <= 4096
+            ):
+                self.resume_token = token
+                self._t._remember_token(
+                    self.mcp_url, self.session_id, self.request_id, token, self._base_headers
+                )
+            return False
         if _is_request(message):
             if self.link is not None:
                 key = _id_key(message["id"])
@@ -704,6 +788,31 @@ class _LogicalStream:
                 flush = False
                 continue
             await anyio.sleep(self._delay())
+            if self.resume_token is not None and not self._pending:
+                # SEP-975: resume the request itself; the server may drop what Last-Event-ID confirms.
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": self.request_id,
+                    "method": "requests/resume",
+                    "params": {"resumeToken": self.resume_token},
+                }
+                logger.debug(
+                    "requests/resume of request %r after event %r", self.request_id, self.last_event_id
+                )
+                resumed = await self._send("POST", self.mcp_url, json.dumps(body).encode())
+                if isinstance(resumed, str):
+                    self._failed(resumed)
+                    continue
+                if 200 <= resumed.status_code < 300 and _media_type(resumed) in (
+                    "text/event-stream",
+                    "application/json",
+                ):
+                    self._follow_link(resumed, self.mcp_url)
+                    return resumed
+                await resumed.aclose()
+                self._check_status(resumed)
+                self._failed(f"HTTP {resumed.status_code}")
+                continue
             if self.link is not None:
                 url = self.link
             elif self.last_event_id:
@@ -782,3 +891,21 @@ class _LogicalStream:
         link = stream_link(response, base)
         if link is not None:
             self.link = link
+
+
+def _advertise_resumable_requests(request: httpx.Request, message: dict[str, Any]) -> httpx.Request:
+    """The `initialize` request with `capabilities.resumableRequests` added (SEP-975).
+
+    The transport resumes requests itself, so it may tell the server it can; the
+    client library above it need not know the capability exists.
+    """
+    params = message.get("params")
+    capabilities = params.get("capabilities") if isinstance(params, dict) else None
+    if not isinstance(capabilities, dict) or "resumableRequests" in capabilities:
+        return request
+    capabilities["resumableRequests"] = {}
+    content = json.dumps(message, separators=(",", ":")).encode()
+    headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"content-length"]
+    return httpx.Request(
+        request.method, request.url, headers=headers, content=content, extensions=request.extensions
+    )
