@@ -8,6 +8,7 @@ URL, survive dropped connections and can be closed by the server at will.
 from mcp_resume_asgi.middleware import ResumeMiddleware, default_principal, resumable
 from mcp_resume_asgi.policy import Policy, Route
 from mcp_resume_asgi.resumable_requests import ResumableRequestsMiddleware
+from mcp_resume_asgi.resume_tokens import ResumeTokenMiddleware
 from mcp_resume_asgi.store import (
     GapError,
     MemoryStore,
@@ -24,6 +25,7 @@ __all__ = [
     "Policy",
     "ResumableRequestsMiddleware",
     "ResumeMiddleware",
+    "ResumeTokenMiddleware",
     "Route",
     "SessionInfo",
     "Store",

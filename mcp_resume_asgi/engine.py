@@ -23,7 +23,8 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -76,6 +77,22 @@ class Mode(enum.Enum):
     """The app answered with SSE; the engine records and relays it."""
     UPGRADED = 3
     """The app was slow to answer, so the engine opened an SSE stream itself (`upgrade_json_after_s`)."""
+
+
+@dataclass(slots=True)
+class Delivery:
+    """How one client connection is served, where a feature layer needs more than the default.
+
+    `deadline_s`: end the connection this long after it attached, writing the frame
+    `on_deadline(cursor)` returns (the resume-token layer's interim result).
+    `transform(seq, payload)`: rewrite an event on its way out (not in the store).
+    `at_will`: allow the policy's at-will closes (they would cut a deadline-driven answer short).
+    """
+
+    deadline_s: float | None = None
+    on_deadline: Callable[[int], Awaitable[bytes]] | None = None
+    transform: Callable[[int, bytes], bytes] | None = None
+    at_will: bool = True
 
 
 class Client:
@@ -176,6 +193,8 @@ class Live:
         self.path = path
         self.stream_id = stream_id or new_stream_id()
         self.first_messages: list[dict[str, Any]] = []
+        self.delivery: Delivery | None = None
+        self.first_outcome: tuple[str, int] | None = None
         self.mode: Mode | None = None
         self.decided = anyio.Event()
         self.done = anyio.Event()
@@ -291,7 +310,13 @@ class Engine:
         idempotency_key: str | None = None,
         stream_id: str | None = None,
         first_messages: list[dict[str, Any]] | None = None,
-    ) -> None:
+        delivery: Delivery | None = None,
+    ) -> tuple[str, int] | None:
+        """Run a JSON-RPC request of the app detached from `send`'s connection.
+
+        Returns how the first client connection ended (see `serve`), None when it was
+        not served from the stream (a JSON answer passed through, or a retried POST).
+        """
         method = message["method"]
         live = Live(
             stream_id=stream_id,
@@ -315,13 +340,16 @@ class Engine:
             existing = await self.store.add_key(key, f"{live.stream_id} {digest}", self._running_ttl(policy))
             if existing is not None:
                 await self._retry_of(scope, receive, send, existing, digest)
-                return
+                return None
             # The stream must exist before the client can lose its answer: open it at once.
             upgrade_after = 0.0
         if first_messages:
             upgrade_after = 0.0
             live.first_messages = first_messages
-        await self._host(live, Client(send, receive), upgrade_after=upgrade_after)
+        if delivery is not None:
+            upgrade_after = 0.0
+            live.delivery = delivery
+        return await self._host(live, Client(send, receive), upgrade_after=upgrade_after)
 
     async def _retry_of(self, scope: Scope, receive: Receive, send: Send, existing: str, digest: str) -> None:
         """A POST repeating an Idempotency-Key attaches to the request already running."""
@@ -364,8 +392,11 @@ class Engine:
         logger.debug("stream %s: a retried POST attaches after %s", stream_id, after)
         await self.serve_stream(scope, receive, send, meta, after)
 
-    async def _host(self, live: Live, client: Client, *, upgrade_after: float | None) -> None:
+    async def _host(
+        self, live: Live, client: Client, *, upgrade_after: float | None
+    ) -> tuple[str, int] | None:
         self.live[live.stream_id] = live
+        outcome = None
         try:
             if upgrade_after == 0:
                 await self._upgrade(live)
@@ -388,7 +419,7 @@ class Engine:
                     and live.meta_created
                     and not client.gone.is_set()
                 ):
-                    await self.serve(
+                    outcome = await self.serve(
                         live.stream_id,
                         client,
                         scope=live.scope,
@@ -397,9 +428,12 @@ class Engine:
                         priming=live.can_close_at_will,
                         policy=live.policy,
                         version=live.version,
+                        delivery=live.delivery,
                     )
+                    live.first_outcome = outcome
                 await live.done.wait()
                 tg.cancel_scope.cancel()
+            return outcome
         finally:
             self.live.pop(live.stream_id, None)
 
@@ -843,12 +877,15 @@ class Engine:
         priming: bool,
         policy: Policy,
         version: str,
-    ) -> None:
+        delivery: Delivery | None = None,
+    ) -> tuple[str, int]:
         """Attach `client` to the stream and send it everything after `after_seq`, then live events.
 
         Returns when the client leaves, the stream ends, a newer connection replaces
-        this one, or a policy closes the connection at will (after a `retry:` field).
+        this one, or a policy closes the connection at will (after a `retry:` field):
+        why (`"complete"`, `"gone"`, `"deadline"`, ...) and the seq of the last event written.
         """
+        delivery = delivery or Delivery()
         meta = await self.store.attach(stream_id, time.time())
         if meta is None:
             await send_json(
@@ -856,10 +893,10 @@ class Engine:
                 404,
                 p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream"),
             )
-            return
+            return "deleted", after_seq
         generation = meta.attach_gen
         prefix = self.signer.event_prefix(stream_id)
-        at_will = p.at_least(version, p.RESUMABLE_VERSION)
+        at_will = delivery.at_will and p.at_least(version, p.RESUMABLE_VERSION)
         cursor = after_seq
         reason = "gone"
         try:
@@ -875,12 +912,16 @@ class Engine:
                     if priming:
                         await client.write(priming_frame(prefix + str(cursor).encode(), policy.retry_ms))
                     reason, cursor = await self._serve_loop(
-                        stream_id, client, meta, generation, prefix, cursor, policy, at_will
+                        stream_id, client, meta, generation, prefix, cursor, policy, at_will, delivery
                     )
                 tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
-                if reason in ("max_connection", "idle", "input", "replaced") and policy.retry_ms is not None:
+                if reason == "deadline" and delivery.on_deadline is not None:
+                    await client.finish(await delivery.on_deadline(client.cursor))
+                elif (
+                    reason in ("max_connection", "idle", "input", "replaced") and policy.retry_ms is not None
+                ):
                     await client.finish(retry_frame(policy.retry_ms))
                 else:
                     await client.finish()
@@ -893,6 +934,7 @@ class Engine:
                         delivered_seq=max(client.cursor, 0),
                     )
                 logger.debug("stream %s: connection detached (%s) at %s", stream_id, reason, client.cursor)
+        return reason, client.cursor
 
     async def _serve_loop(
         self,
@@ -904,8 +946,11 @@ class Engine:
         cursor: int,
         policy: Policy,
         at_will: bool,
+        delivery: Delivery,
     ) -> tuple[str, int]:
         started = last_event = last_write = last_beat = time.monotonic()
+        deadline = None if delivery.deadline_s is None else started + delivery.deadline_s
+        transform = delivery.transform
         heartbeat = min(max(policy.max_wait_s / 3, 0.05), 10.0)
         id_head = b"id: " + prefix
         while True:
@@ -917,6 +962,8 @@ class Engine:
             if events:
                 parts = []
                 for seq, payload in events:
+                    if transform is not None:
+                        payload = transform(seq, payload)
                     parts.append(id_head + str(seq).encode() + b"\n" + payload)
                 if not await client.write(b"".join(parts)):
                     return "gone", cursor
@@ -947,6 +994,10 @@ class Engine:
                 await self.store.update_stream(stream_id, last_contact=time.time(), delivered_seq=cursor)
                 last_beat = now
             timeout = heartbeat - (now - last_beat)
+            if deadline is not None:
+                if now >= deadline:
+                    return "deadline", cursor
+                timeout = min(timeout, deadline - now)
             if at_will and policy.max_connection_s is not None:
                 left = started + policy.max_connection_s - now
                 if left <= 0:
@@ -1009,8 +1060,15 @@ class Engine:
         await self.serve_stream(scope, receive, send, meta, after_seq)
 
     async def serve_stream(
-        self, scope: Scope, receive: Receive, send: Send, meta: StreamMeta, after_seq: int
-    ) -> None:
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        meta: StreamMeta,
+        after_seq: int,
+        delivery: Delivery | None = None,
+    ) -> tuple[str, int] | None:
+        """Answer a resuming client with the stream after `after_seq` (see `serve`)."""
         if after_seq + 1 < meta.first_seq:
             if meta.kind is StreamKind.STANDALONE:
                 await send_json(
@@ -1020,15 +1078,15 @@ class Engine:
                         None, p.STREAM_ERROR, "cannot resume: events after Last-Event-ID were dropped"
                     ),
                 )
-                return
+                return None
             headers = self._sse_headers(scope, meta)
             gap = GapError(meta.stream_id, after_seq, meta.first_seq)
             await send_bytes(send, 200, self._gap_frame(meta, gap), headers)
-            return
+            return None
         client = Client(send, receive)
         async with anyio.create_task_group() as tg:
             tg.start_soon(client.watch)
-            await self.serve(
+            outcome = await self.serve(
                 meta.stream_id,
                 client,
                 scope=scope,
@@ -1037,8 +1095,10 @@ class Engine:
                 priming=p.at_least(meta.protocol_version, p.RESUMABLE_VERSION),
                 policy=self.routes.by_index(meta.route),
                 version=meta.protocol_version,
+                delivery=delivery,
             )
             tg.cancel_scope.cancel()
+        return outcome
 
     # ------------------------------------------------------------------ client answers
     async def deliver_answers(

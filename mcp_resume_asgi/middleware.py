@@ -353,12 +353,14 @@ def resumable(
     store: Store | None = None,
     secret: str | bytes | None = None,
     resumable_requests: bool | Mapping[str, Any] = False,
+    resume_tokens: bool | Mapping[str, Any] = False,
     **options: Any,
 ) -> ASGIApp:
     """Wrap an ASGI MCP app so its Streamable HTTP traffic becomes resumable.
 
     `resumable_requests=True` (or a dict of `ResumableRequestsMiddleware` options)
-    adds SEP-975 on top of the stream engine.
+    adds SEP-975 on top of the stream engine; `resume_tokens=True` (or a dict of
+    `ResumeTokenMiddleware` options) adds `_meta.nextResumeToken` interim results.
     """
     wrapped: ASGIApp = ResumeMiddleware(
         app, policy=policy, routes=routes, store=store, secret=secret, **options
@@ -368,4 +370,9 @@ def resumable(
 
         layer_options = dict(resumable_requests) if isinstance(resumable_requests, Mapping) else {}
         wrapped = ResumableRequestsMiddleware(wrapped, **layer_options)
+    if resume_tokens:
+        from mcp_resume_asgi.resume_tokens import ResumeTokenMiddleware
+
+        token_options = dict(resume_tokens) if isinstance(resume_tokens, Mapping) else {}
+        wrapped = ResumeTokenMiddleware(wrapped, **token_options)
     return wrapped

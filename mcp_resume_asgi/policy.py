@@ -63,6 +63,9 @@ class Policy:
     """How long a finished stream stays replayable for a client that missed its end."""
     max_event_bytes: int = 16 * 1024 * 1024
     """Largest single event accepted from the app."""
+    soft_deadline_s: float | None = None
+    """Resume-token layer: answer a request still running after this long with an interim
+    result carrying `_meta.nextResumeToken` (only for clients that opted in)."""
 
     def __post_init__(self) -> None:
         if self.retry_ms is not None and (
@@ -74,6 +77,7 @@ class Policy:
         _check_positive("max_wait_s", self.max_wait_s, allow_none=False)
         _check_positive("upgrade_json_after_s", self.upgrade_json_after_s, allow_zero=True)
         _check_positive("keepalive_s", self.keepalive_s)
+        _check_positive("soft_deadline_s", self.soft_deadline_s)
         _check_positive("retain_completed_s", self.retain_completed_s, allow_none=False, allow_zero=True)
         if not isinstance(self.disconnect_on_input_request, bool):
             raise TypeError("disconnect_on_input_request must be a bool")

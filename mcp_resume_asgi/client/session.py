@@ -32,6 +32,10 @@ import httpx
 from .sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEParser, closing_iterator
 from .transport import ResumableTransport
 
+#: The resume-token layer's experimental capability and interim marker (see `mcp_resume_asgi.resume_tokens`).
+RESUME_TOKENS_CAPABILITY: Final = "resumeTokens"
+INTERIM_META: Final = "io.github.mcp-resume-asgi/interim"
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_PROTOCOL_VERSION: Final = "2025-11-25"
@@ -100,6 +104,9 @@ class ResumableSession:
         client_info: JSONObject | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+        resume_tokens: bool = True,
+        resume_poll_s: float | None = None,
+        max_resume_polls: int = 10_000,
     ) -> None:
         self.url = url
         self._owns_client = http_client is None
@@ -111,6 +118,11 @@ class ResumableSession:
         self._on_notification = on_notification
         if capabilities is None:
             capabilities = {"elicitation": {}, "sampling": {}} if on_request is not None else {}
+            if resume_tokens:
+                capabilities["experimental"] = {RESUME_TOKENS_CAPABILITY: {}}
+        self._resume_tokens = resume_tokens
+        self._resume_poll_s = resume_poll_s
+        self._max_resume_polls = max_resume_polls
         self._capabilities = capabilities
         self._client_info = client_info or {"name": "mcp-resume-asgi", "version": "0.1.0"}
         self._max_event_bytes = max_event_bytes
@@ -247,7 +259,39 @@ class ResumableSession:
             raise SessionError(str(exc)) from exc
 
     async def request(self, method: str, params: JSONObject | None = None) -> JSONObject:
-        """Send a request and return its result; raise :class:`McpError` for an error answer."""
+        """Send a request and return its result; raise :class:`McpError` for an error answer.
+
+        An interim result (the server's resume-token layer: `_meta.nextResumeToken`
+        marked interim) is not returned: the request is re-issued with
+        `_meta.resumeToken` after the server's `resumeAfterMs` hint (or
+        `resume_poll_s`) until the final result comes. A `nextResumeToken` the app
+        itself returns (pagination, say) is left for the caller.
+        """
+        result = await self._request_once(method, params)
+        polls = 0
+        while self._resume_tokens:
+            meta = result.get("_meta")
+            token = meta.get("nextResumeToken") if isinstance(meta, dict) else None
+            if not (isinstance(meta, dict) and meta.get(INTERIM_META) is True and isinstance(token, str)):
+                return result
+            polls += 1
+            if polls > self._max_resume_polls:
+                raise SessionError(f"{method!r} still unfinished after {polls - 1} resumes")
+            hint = meta.get("resumeAfterMs")
+            wait_s = 0.0
+            if self._resume_poll_s is not None:
+                wait_s = self._resume_poll_s
+            elif isinstance(hint, int | float) and not isinstance(hint, bool) and 0 <= hint <= 60_000:
+                wait_s = hint / 1000
+            await anyio.sleep(wait_s)
+            again: JSONObject = dict(params or {})
+            again_meta = dict(again.get("_meta") or {})
+            again_meta["resumeToken"] = token
+            again["_meta"] = again_meta
+            result = await self._request_once(method, again)
+        return result
+
+    async def _request_once(self, method: str, params: JSONObject | None = None) -> JSONObject:
         if self._closed:
             raise SessionError("the session is closed")
         request_id = next(self._ids)

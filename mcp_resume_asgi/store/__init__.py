@@ -1,15 +1,51 @@
-"""Stores: where recorded events and stream state live."""
+"""Stores: where recorded events and stream state live.
 
-from mcp_resume_asgi.store.base import GapError, SessionInfo, Store, StreamKind, StreamMeta, StreamState
-from mcp_resume_asgi.store.memory import MemoryStore, StoreFullError
+`RedisStore` is imported on first use (`from mcp_resume_asgi.store import RedisStore`),
+so the core never imports `redis`; it needs `pip install mcp-resume-asgi[redis]`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mcp_resume_asgi.store.base import (
+    GapError,
+    SessionInfo,
+    Store,
+    StoreFullError,
+    StoreUsage,
+    StreamKind,
+    StreamMeta,
+    StreamState,
+)
+from mcp_resume_asgi.store.memory import MemoryStore
+
+if TYPE_CHECKING:
+    from mcp_resume_asgi.store.redis import RedisStore
 
 __all__ = [
     "GapError",
     "MemoryStore",
+    "RedisStore",
     "SessionInfo",
     "Store",
     "StoreFullError",
+    "StoreUsage",
     "StreamKind",
     "StreamMeta",
     "StreamState",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RedisStore":
+        try:
+            from mcp_resume_asgi.store.redis import RedisStore
+        except ModuleNotFoundError as exc:
+            if exc.name != "redis":
+                raise
+            raise ImportError(
+                "RedisStore needs the redis client: pip install 'mcp-resume-asgi[redis]'"
+            ) from exc
+        return RedisStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

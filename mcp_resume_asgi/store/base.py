@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,11 @@ class StreamMeta:
     """Node that runs the app's side of the stream."""
     route: int = -1
     """Index of the route whose policy governs the stream (-1: the default policy)."""
+    version: int = 0
+    """Kept by the store, not the caller: bumped by every change to the stream (events
+    appended or dropped, metadata updated, an attach). A waiter passes the version it
+    last saw to `Store.wait`, so a change made between its read and its wait - on
+    another node, say - wakes it at once instead of being missed."""
 
     @property
     def waiting_for_input(self) -> bool:
@@ -85,6 +91,8 @@ class SessionInfo:
     session_id: str
     protocol_version: str
     principal: str | None = None
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    """The client capabilities sent in `initialize`."""
 
 
 class GapError(Exception):
@@ -95,6 +103,20 @@ class GapError(Exception):
         self.stream_id = stream_id
         self.after_seq = after_seq
         self.first_seq = first_seq
+
+
+class StoreFullError(Exception):
+    """The store holds its maximum number of running streams; new streams are refused."""
+
+
+@dataclass(slots=True)
+class StoreUsage:
+    """What a store holds right now (metrics, tests)."""
+
+    streams: int
+    """Streams not yet expired or deleted."""
+    bytes: int
+    """Event payload bytes retained, across all streams (what the global budget bounds)."""
 
 
 class Store(abc.ABC):
@@ -119,6 +141,23 @@ class Store(abc.ABC):
         """Apply `changes` to the stream's metadata, optionally reset its TTL, wake waiters."""
 
     @abc.abstractmethod
+    async def update_stream_if(
+        self,
+        stream_id: str,
+        expect: Mapping[str, Any],
+        ttl_s: float | None = None,
+        **changes: Any,
+    ) -> tuple[bool, StreamMeta | None]:
+        """Compare-and-set: apply `changes` (as `update_stream`) only if every field named in
+        `expect` currently equals its value, atomically across processes.
+
+        Returns `(applied, meta)`: the metadata after the change, or as it is when the
+        expectation failed; `(False, None)` when the stream does not exist. Lets a node
+        do a read-modify-write (detach only if `attach_gen` is still ours, `turn + 1`,
+        `pending_inputs` edits) without losing another node's concurrent change.
+        """
+
+    @abc.abstractmethod
     async def attach(self, stream_id: str, now: float) -> StreamMeta | None:
         """Atomically make a new client connection the stream's only one: bump
         `attach_gen`, set `attached` and `last_contact`; return the updated metadata."""
@@ -140,8 +179,15 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def wait(self, stream_id: str, after_seq: int, within_s: float) -> None:
-        """Return when the stream has an event after `after_seq`, its metadata changed, or `within_s` seconds passed."""
+    async def wait(
+        self, stream_id: str, after_seq: int, within_s: float, *, version: int | None = None
+    ) -> None:
+        """Return when the stream has an event after `after_seq`, its metadata changed, or `within_s` seconds passed.
+
+        With `version` (the `StreamMeta.version` the caller last saw), also return at
+        once if the stream changed since then; without it, only changes made after the
+        call started are noticed. Returns at once for a stream that does not exist.
+        """
 
     @abc.abstractmethod
     async def put_session(self, info: SessionInfo, ttl_s: float) -> None: ...
@@ -160,7 +206,30 @@ class Store(abc.ABC):
     async def get_key(self, key: str) -> str | None: ...
 
     @abc.abstractmethod
-    async def delete_key(self, key: str) -> None: ...
+    async def delete_key(self, key: str, value: str | None = None) -> bool:
+        """Delete the key; with `value`, only if it still holds that value (atomically).
+        True if a key was deleted."""
+
+    # -- between nodes ------------------------------------------------------------------
+    @abc.abstractmethod
+    async def publish(self, channel: str, message: bytes) -> int:
+        """Send a small message to the current subscribers of `channel` (fire and forget:
+        no persistence, at most once). Returns how many subscribers received it (for Redis:
+        subscribed connections, across all nodes)."""
+
+    @abc.abstractmethod
+    def subscribe(self, channel: str) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
+        """`async with store.subscribe(ch) as messages: async for m in messages: ...`
+
+        The subscription is active once the `async with` body starts: every message
+        published after that point is delivered, in order. Leaving the block (or
+        cancelling the iteration) unsubscribes. For nodes to reach each other, e.g. the
+        stream's `owner` node listening on a channel named after itself.
+        """
+
+    @abc.abstractmethod
+    async def usage(self) -> StoreUsage:
+        """How many streams and event bytes the store holds (the whole store, all nodes)."""
 
     @abc.abstractmethod
     async def add_key(self, key: str, value: str, ttl_s: float) -> str | None:

@@ -10,21 +10,32 @@ engine to refuse new work instead of growing).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import heapq
 import time
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import anyio
+from anyio.streams.memory import MemoryObjectSendStream
 from cachetools import TLRUCache
 
-from mcp_resume_asgi.store.base import GapError, SessionInfo, Store, StreamMeta, StreamState
+from mcp_resume_asgi.store.base import (
+    GapError,
+    SessionInfo,
+    Store,
+    StoreFullError,
+    StoreUsage,
+    StreamMeta,
+    StreamState,
+)
 
+__all__ = ["MemoryStore", "StoreFullError"]
 
-class StoreFullError(Exception):
-    """The store holds `max_streams` running streams; new streams are refused."""
+#: Messages a slow subscriber may have queued before newer ones are dropped for it.
+SUBSCRIBER_BUFFER = 1024
 
 
 class _Entry:
@@ -38,6 +49,7 @@ class _Entry:
         self.notify: anyio.Event | None = None
 
     def wake(self) -> None:
+        self.meta.version += 1
         if self.notify is not None:
             self.notify.set()
             self.notify = None
@@ -70,6 +82,7 @@ class MemoryStore(Store):
         self._keys: TLRUCache[str, tuple[str, float]] = TLRUCache(
             maxsize=max_keys, ttu=_ttu, timer=time.monotonic
         )
+        self._channels: dict[str, set[MemoryObjectSendStream[bytes]]] = {}
 
     # -- introspection (tests, metrics) --------------------------------------------------
     @property
@@ -79,6 +92,10 @@ class MemoryStore(Store):
     @property
     def stream_count(self) -> int:
         return len(self._streams)
+
+    async def usage(self) -> StoreUsage:
+        self._sweep(time.monotonic())
+        return StoreUsage(streams=len(self._streams), bytes=self._total_bytes)
 
     # -- expiry ------------------------------------------------------------------------
     def _sweep(self, now: float) -> None:
@@ -121,6 +138,7 @@ class MemoryStore(Store):
         entry = _Entry(copy.copy(meta), now + ttl_s)
         entry.meta.pending_inputs = list(meta.pending_inputs)
         entry.meta.issued_inputs = list(meta.issued_inputs)
+        entry.meta.version = 0
         self._streams[meta.stream_id] = entry
         heapq.heappush(self._expiry, (entry.expires_at, meta.stream_id))
         if meta.session_id is not None:
@@ -149,11 +167,28 @@ class MemoryStore(Store):
         if entry is None:
             return None
         for name, value in changes.items():
+            if name == "version":
+                raise ValueError("StreamMeta.version is kept by the store")
             setattr(entry.meta, name, list(value) if isinstance(value, list) else value)
         if ttl_s is not None:
             self._set_expiry(stream_id, entry, ttl_s)
         entry.wake()
         return await self.get_stream(stream_id)
+
+    async def update_stream_if(
+        self,
+        stream_id: str,
+        expect: Mapping[str, Any],
+        ttl_s: float | None = None,
+        **changes: Any,
+    ) -> tuple[bool, StreamMeta | None]:
+        # No await between the check and the change: atomic on the event loop.
+        entry = self._entry(stream_id)
+        if entry is None:
+            return False, None
+        if any(getattr(entry.meta, name) != value for name, value in expect.items()):
+            return False, await self.get_stream(stream_id)
+        return True, await self.update_stream(stream_id, ttl_s, **changes)
 
     async def attach(self, stream_id: str, now: float) -> StreamMeta | None:
         entry = self._entry(stream_id)
@@ -237,9 +272,13 @@ class MemoryStore(Store):
             out.append(queue[i])
         return out
 
-    async def wait(self, stream_id: str, after_seq: int, within_s: float) -> None:
+    async def wait(
+        self, stream_id: str, after_seq: int, within_s: float, *, version: int | None = None
+    ) -> None:
         entry = self._entry(stream_id)
         if entry is None or entry.meta.last_seq > after_seq:
+            return
+        if version is not None and entry.meta.version != version:
             return
         if entry.notify is None:
             entry.notify = anyio.Event()
@@ -266,8 +305,12 @@ class MemoryStore(Store):
         item = self._keys.get(key)
         return None if item is None else item[0]
 
-    async def delete_key(self, key: str) -> None:
-        self._keys.pop(key, None)
+    async def delete_key(self, key: str, value: str | None = None) -> bool:
+        if value is not None:
+            item = self._keys.get(key)
+            if item is None or item[0] != value:
+                return False
+        return self._keys.pop(key, None) is not None
 
     async def add_key(self, key: str, value: str, ttl_s: float) -> str | None:
         item = self._keys.get(key)
@@ -275,3 +318,30 @@ class MemoryStore(Store):
             return item[0]
         self._keys[key] = (value, time.monotonic() + ttl_s)
         return None
+
+    # -- between nodes (one process: between tasks) ---------------------------------------
+    async def publish(self, channel: str, message: bytes) -> int:
+        delivered = 0
+        for send in list(self._channels.get(channel, ())):
+            try:
+                send.send_nowait(message)
+            except anyio.WouldBlock:
+                continue  # a subscriber this far behind loses messages, as a Redis one would
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                continue
+            delivered += 1
+        return delivered
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, channel: str) -> AsyncIterator[AsyncIterator[bytes]]:
+        send, receive = anyio.create_memory_object_stream[bytes](SUBSCRIBER_BUFFER)
+        subscribers = self._channels.setdefault(channel, set())
+        subscribers.add(send)
+        try:
+            with receive:
+                yield receive
+        finally:
+            subscribers.discard(send)
+            if not subscribers and self._channels.get(channel) is subscribers:
+                del self._channels[channel]
+            send.close()

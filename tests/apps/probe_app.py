@@ -52,7 +52,7 @@ async def _list_tools(
     ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
     schema: dict[str, Any] = {"type": "object"}
-    names = ["sleep", "burst", "ask", "progress", "echo", "fail"]
+    names = ["sleep", "burst", "ask", "progress", "echo", "fail", "pages"]
     return types.ListToolsResult(tools=[types.Tool(name=n, input_schema=schema) for n in names])
 
 
@@ -64,6 +64,16 @@ async def _call_tool(
     match params.name:
         case "echo":
             return _text(str(args.get("text", "")))
+        case "pages":
+            # The app's own use of resume tokens (pagination): must pass through the middleware untouched.
+            meta: Any = params.meta
+            token = meta.get("resumeToken") if isinstance(meta, dict) else getattr(meta, "resumeToken", None)
+            if token is None:
+                return types.CallToolResult(
+                    content=[types.TextContent(type="text", text="page 1")],
+                    _meta={"nextResumeToken": "app-2"},
+                )
+            return _text(f"page after {token}")
         case "fail":
             await anyio.sleep(float(args.get("seconds", 0.0)))
             raise MCPError(code=types.INTERNAL_ERROR, message="probe failure")
