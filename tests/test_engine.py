@@ -452,7 +452,9 @@ async def test_a_retried_post_with_the_same_idempotency_key_attaches_instead_of_
         await anyio.sleep(0.1)
         retry = await s.exchange("POST", "/mcp", call, headers=headers)
         assert retry.status == 200 and retry.link
-        assert final(retry)["id"] == call["id"] and final(retry)["result"]["content"][0]["text"] == "slept idem"
+        assert (
+            final(retry)["id"] == call["id"] and final(retry)["result"]["content"][0]["text"] == "slept idem"
+        )
         assert PROBE.started.count("idem") == 1, "the tool ran once"
         other = dict(call, params={"name": "sleep", "arguments": {"seconds": 0.1, "tag": "other"}})
         conflict = await client.post("/mcp", json=other, headers=headers)
@@ -461,7 +463,9 @@ async def test_a_retried_post_with_the_same_idempotency_key_attaches_instead_of_
         assert bad.status_code == 400
         # Another session cannot use the key to reach this session's request.
         mallory = await session(client)
-        theirs = await mallory.exchange("POST", "/mcp", call, headers=mallory.headers(idempotency_key="k-123"))
+        theirs = await mallory.exchange(
+            "POST", "/mcp", call, headers=mallory.headers(idempotency_key="k-123")
+        )
         alice_stream = (retry.last_id or "").rsplit(":", 1)[0]
         assert theirs.last_id and not theirs.last_id.startswith(alice_stream)
         assert PROBE.started.count("idem") == 2, "mallory's request ran as her own"
@@ -470,6 +474,8 @@ async def test_a_retried_post_with_the_same_idempotency_key_attaches_instead_of_
 async def test_an_idempotent_request_to_a_json_app_is_answered_as_a_resumable_stream() -> None:
     async with wrapped(json_response=True) as (client, _):
         s = await session(client)
-        reply = await s.exchange("POST", "/mcp", s.tool_call("echo", {"text": "j"}), headers=s.headers(idempotency_key="j1"))
+        reply = await s.exchange(
+            "POST", "/mcp", s.tool_call("echo", {"text": "j"}), headers=s.headers(idempotency_key="j1")
+        )
         assert reply.headers["content-type"].startswith("text/event-stream") and reply.link
         assert final(reply)["result"]["content"][0]["text"] == "j"

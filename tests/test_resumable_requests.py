@@ -269,7 +269,9 @@ async def test_the_client_helper_advertises_resumes_with_requests_resume_and_ask
     from mcp_resume_asgi.client import ResumableSession
     from tests.support.counting import Counting
 
-    counting = Counting(resumable(create_app(), policy=FAST.replace(max_connection_s=0.2), resumable_requests=True))
+    counting = Counting(
+        resumable(create_app(), policy=FAST.replace(max_connection_s=0.2), resumable_requests=True)
+    )
     async with serve(counting) as info, ResumableSession(info.mcp_url) as client:
         seen: list[float] = []
         statuses: list[dict[str, Any]] = []
@@ -286,7 +288,9 @@ async def test_the_client_helper_advertises_resumes_with_requests_resume_and_ask
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch)
-            result = await client.call_tool("progress", {"steps": 10, "seconds": 1.2}, on_progress=on_progress)
+            result = await client.call_tool(
+                "progress", {"steps": 10, "seconds": 1.2}, on_progress=on_progress
+            )
         assert result["content"][0]["text"] == "done 10"
         assert seen == [float(i) for i in range(1, 11)]
         assert statuses and statuses[0]["status"] == "processing" and statuses[0]["hasInputRequest"] is False
