@@ -62,7 +62,9 @@ class InMemoryEventStore(EventStore):
         self.event_index[event_id] = entry
         return event_id
 
-    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+    async def replay_events_after(
+        self, last_event_id: EventId, send_callback: EventCallback
+    ) -> StreamId | None:
         last = self.event_index.get(last_event_id)
         if last is None:
             return None

@@ -12,6 +12,7 @@ bottleneck; `server_cpu` in the results checks that.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -38,12 +39,12 @@ class Connection:
     async def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-            try:
+            with contextlib.suppress(OSError):
                 await self.writer.wait_closed()
-            except OSError:
-                pass
 
-    async def post(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
+    async def post(
+        self, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
         assert self.reader is not None and self.writer is not None
         head = [b"POST ", path.encode(), b" HTTP/1.1\r\nhost: ", self._host_header, b"\r\n"]
         for key, value in headers.items():
@@ -150,7 +151,13 @@ class LoadResult:
 
 
 async def run_load(
-    host: str, port: int, *, concurrency: int, warmup_s: float, duration_s: float, max_requests: int = 10_000_000
+    host: str,
+    port: int,
+    *,
+    concurrency: int,
+    warmup_s: float,
+    duration_s: float,
+    max_requests: int = 10_000_000,
 ) -> LoadResult:
     """`concurrency` sessions calling `echo` back to back; count what completes inside the window."""
     sessions = []

@@ -31,13 +31,27 @@ def record_pid(pid: int, out: Path, seconds: float, rate: int = 250) -> bool:
     exe = py_spy()
     if exe is None:
         return False
-    cmd = [exe, "record", "-r", str(rate), "-d", str(max(1, round(seconds))), "-F", "-f", "raw", "-o", str(out)]
+    cmd = [
+        exe,
+        "record",
+        "-r",
+        str(rate),
+        "-d",
+        str(max(1, round(seconds))),
+        "-F",
+        "-f",
+        "raw",
+        "-o",
+        str(out),
+    ]
     cmd += ["--nonblocking", "--pid", str(pid)]
     done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=seconds + 60)
     return done.returncode == 0 and out.exists()
 
 
-def record_command(argv: list[str], out: Path, rate: int = 1000, cpu: int | None = None) -> bool:
+def record_command(
+    argv: list[str], out: Path, rate: int = 1000, cpu: int | None = None, cwd: Path | None = None
+) -> bool:
     exe = py_spy()
     if exe is None:
         return False
@@ -49,7 +63,7 @@ def record_command(argv: list[str], out: Path, rate: int = 1000, cpu: int | None
             os.sched_setaffinity(0, {cpu})
 
     done = subprocess.run(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600, preexec_fn=preexec
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600, preexec_fn=preexec, cwd=cwd
     )
     return done.returncode == 0 and out.exists()
 
@@ -63,6 +77,9 @@ class Row:
 
 
 def _short(path: str) -> str:
+    for package in ("mcp_resume_asgi/", "bench/"):
+        if package in path:
+            return package + path.rsplit(package, 1)[1]
     for marker in ("site-packages/", "/work/main/"):
         if marker in path:
             return path.split(marker, 1)[1]
@@ -98,7 +115,9 @@ def summarise(path: Path) -> tuple[int, list[Row]]:
     return samples, rows
 
 
-def table(rows: list[Row], *, key: str, limit: int, only: str | None = None, skip_runtime: bool = True) -> str:
+def table(
+    rows: list[Row], *, key: str, limit: int, only: str | None = None, skip_runtime: bool = True
+) -> str:
     picked = [r for r in rows if only is None or only in r.where]
     if skip_runtime:
         picked = [

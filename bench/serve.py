@@ -51,7 +51,7 @@ async def _main(variant: str) -> None:
     server = uvicorn.Server(config)
 
     async def announce() -> None:
-        while not server.started:
+        while not server.started:  # uvicorn offers no event for it  # noqa: ASYNC110
             await asyncio.sleep(0.01)
         sys.stdout.write(f"READY {port}\n")
         sys.stdout.flush()

@@ -95,7 +95,10 @@ def bind_socket(host: str = HOST, port: int = 0, *, reuse_port: bool = False) ->
     ``reuse_port`` also sets SO_REUSEPORT, so several servers (e.g. subprocesses)
     can listen on the same port and the kernel spreads connections over them.
     """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY on accepted sockets only when the
+    # listening socket names its protocol, and without it every SSE answer waits ~40 ms
+    # for Nagle/delayed-ACK.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if reuse_port:

@@ -1,0 +1,148 @@
+"""What one `tools/call` costs in calls, bare vs wrapped: deterministic counts, in process.
+
+`python -m bench.callcounts [--requests 200]` drives the benchmark's `MCPServer`
+app (bare and wrapped) through plain ASGI calls - initialize once, then
+`tools/call echo` N times, each read to its end - under cProfile, and prints per
+request: tasks spawned, cancel scopes, events, event-loop iterations, copies, store
+calls, and the cumulative time per `mcp_resume_asgi` function (inflated by the
+profiler, but comparable). Prints JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import pstats
+import sys
+from typing import Any
+
+from bench.apps import create_app
+
+HEADERS = [
+    (b"host", b"127.0.0.1:8000"),
+    (b"accept", b"application/json, text/event-stream"),
+    (b"content-type", b"application/json"),
+    (b"mcp-protocol-version", b"2025-11-25"),
+]
+WATCH = {
+    "tasks spawned (asyncio create_task)": ("base_events.py", "create_task"),
+    "anyio task-group tasks": ("_backends/_asyncio.py", "_spawn"),
+    "anyio cancel scopes": ("_backends/_asyncio.py", "__enter__"),  # CancelScope.__enter__ (and TaskGroup's)
+    "asyncio.Event created": ("asyncio/locks.py", "__init__"),
+    "event-loop iterations (_run_once)": ("base_events.py", "_run_once"),
+    "timers scheduled (call_at)": ("base_events.py", "call_at"),
+    "copy.copy": ("copy.py", "copy"),
+    "MemoryStore.get_stream": ("store/memory.py", "get_stream"),
+    "MemoryStore.update_stream": ("store/memory.py", "update_stream"),
+}
+
+
+async def _call(app: Any, body: bytes, session: bytes | None) -> tuple[int, dict[bytes, bytes], bytes]:
+    headers = [*HEADERS, (b"content-length", str(len(body)).encode())]
+    if session:
+        headers.append((b"mcp-session-id", session))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+    done = asyncio.Event()
+    sent = False
+    status = 0
+    out_headers: dict[bytes, bytes] = {}
+    chunks: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            out_headers.update(message.get("headers", []))
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                done.set()
+
+    task = asyncio.ensure_future(app(scope, receive, send))
+    await asyncio.wait_for(done.wait(), 10)
+    await asyncio.wait_for(task, 10)
+    return status, out_headers, b"".join(chunks)
+
+
+async def _run(variant: str, requests: int) -> dict[str, Any]:
+    app = create_app(variant)
+    inner = getattr(app, "app", app)
+    async with inner.router.lifespan_context(inner):
+        init = (
+            b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+            b'"capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}'
+        )
+        status, headers, _ = await _call(app, init, None)
+        assert status == 200, status
+        session = headers[b"mcp-session-id"]
+        await _call(app, b'{"jsonrpc":"2.0","method":"notifications/initialized"}', session)
+
+        def body(i: int) -> bytes:
+            return (
+                b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}'
+                % i
+            )
+
+        for i in range(1, 21):  # warm-up
+            await _call(app, body(i), session)
+        profile = cProfile.Profile()
+        profile.enable()
+        for i in range(100, 100 + requests):
+            status, _, payload = await _call(app, body(i), session)
+            assert status == 200 and b'"result"' in payload, payload[:200]
+        profile.disable()
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    counts = {name: 0.0 for name in WATCH}
+    engine: dict[str, float] = {}
+    total = 0.0
+    for (filename, _line, func), (_cc, ncalls, tottime, cumtime, _callers) in stats.items():
+        total += tottime
+        for name, (suffix, fname) in WATCH.items():
+            if filename.endswith(suffix) and func == fname:
+                counts[name] += ncalls / requests
+        if "mcp_resume_asgi" in filename:
+            key = f"{filename.split('mcp_resume_asgi/')[-1]}:{func}"
+            engine[key] = engine.get(key, 0.0) + 1e6 * cumtime / requests
+    return {
+        "variant": variant,
+        "requests": requests,
+        "profiled_us_per_request": 1e6 * total / requests,
+        "per_request": counts,
+        "engine_cumulative_us": dict(sorted(engine.items(), key=lambda kv: kv[1], reverse=True)[:20]),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.callcounts")
+    parser.add_argument("--requests", type=int, default=200)
+    args = parser.parse_args(argv)
+    result = {v: asyncio.run(_run(v, args.requests)) for v in ("bare", "wrapped", "sdk_es")}
+    json.dump(result, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
