@@ -22,6 +22,7 @@ import enum
 import hashlib
 import json
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -98,6 +99,18 @@ class Delivery:
 class Client:
     """One client HTTP connection: how to write to it and whether it is still there."""
 
+    __slots__ = (
+        "_receive",
+        "_send",
+        "cancel_scope",
+        "cursor",
+        "finished",
+        "gone",
+        "gone_at",
+        "on_gone",
+        "started",
+    )
+
     def __init__(self, send: Send, receive: Receive) -> None:
         self._send = send
         self._receive = receive
@@ -107,6 +120,9 @@ class Client:
         self.finished = False
         self.cursor = 0
         """The seq of the last event written to this connection."""
+        self.on_gone: Callable[[], None] | None = None
+        self.cancel_scope: anyio.CancelScope | None = None
+        """Cancelled when the client leaves: what is serving it stops at once."""
 
     async def watch(self) -> None:
         """Wait for `http.disconnect` (run as a task once the request body is read)."""
@@ -120,6 +136,10 @@ class Client:
         if not self.gone.is_set():
             self.gone_at = time.time()
             self.gone.set()
+            if self.cancel_scope is not None:
+                self.cancel_scope.cancel()
+            if self.on_gone is not None:
+                self.on_gone()
 
     async def send(self, message: Message) -> bool:
         if self.gone.is_set() or self.finished:
@@ -146,19 +166,6 @@ class Client:
     async def finish(self, data: bytes = b"") -> None:
         if self.started and not self.finished:
             await self.send({"type": "http.response.body", "body": data, "more_body": False})
-
-
-async def wait_any(*events: anyio.Event) -> None:
-    if any(event.is_set() for event in events):
-        return
-    async with anyio.create_task_group() as tg:
-
-        async def _one(event: anyio.Event) -> None:
-            await event.wait()
-            tg.cancel_scope.cancel()
-
-        for event in events:
-            tg.start_soon(_one, event)
 
 
 class Live:
@@ -192,6 +199,7 @@ class Live:
         self.method = method
         self.path = path
         self.stream_id = stream_id or new_stream_id()
+        self._wake: anyio.Event | None = None
         self.first_messages: list[dict[str, Any]] = []
         self.delivery: Delivery | None = None
         self.first_outcome: tuple[str, int] | None = None
@@ -213,6 +221,17 @@ class Live:
         self.json_size = 0
         self.passthrough_body: list[bytes] = []
         self.expired = False
+
+    def poke(self) -> None:
+        """Wake the hosting task: the app decided, finished, or the client left."""
+        if self._wake is not None:
+            self._wake.set()
+
+    async def wait_wake(self, within_s: float) -> None:
+        self._wake = anyio.Event()
+        with anyio.move_on_after(within_s):
+            await self._wake.wait()
+        self._wake = None
 
     @property
     def can_close_at_will(self) -> bool:
@@ -404,20 +423,21 @@ class Engine:
                     await self._record(
                         live, [SSEEvent(data=p.dumps(m), event=b"message") for m in live.first_messages]
                     )
+            client.on_gone = live.poke
             async with anyio.create_task_group() as tg:
                 tg.start_soon(client.watch)
                 tg.start_soon(self._run_app, live, client)
-                tg.start_soon(self._watch_expiry, live, client)
                 if upgrade_after is not None and not live.decided.is_set():
                     with anyio.move_on_after(upgrade_after):
                         await live.decided.wait()
                     if not live.decided.is_set():
                         await self._upgrade(live)
-                await live.decided.wait()
+                await self._await_decision(live, client)
                 if (
                     live.mode in (Mode.STREAM, Mode.UPGRADED)
                     and live.meta_created
                     and not client.gone.is_set()
+                    and not live.expired
                 ):
                     outcome = await self.serve(
                         live.stream_id,
@@ -431,7 +451,7 @@ class Engine:
                         delivery=live.delivery,
                     )
                     live.first_outcome = outcome
-                await live.done.wait()
+                await self._await_done(live, client)
                 tg.cancel_scope.cancel()
             return outcome
         finally:
@@ -489,6 +509,7 @@ class Engine:
         finally:
             live.done.set()
             live.decided.set()
+            live.poke()
 
     async def _on_app_send(self, live: Live, client: Client, message: Message) -> None:
         kind = message["type"]
@@ -518,9 +539,11 @@ class Engine:
                     self.link_header(live.path, live.stream_id, 0),
                 ]
                 live.decided.set()
+                live.poke()
                 return
             live.mode = Mode.PASSTHROUGH
             live.decided.set()
+            live.poke()
             await client.send(message)
             return
         if kind != "http.response.body":
@@ -621,6 +644,7 @@ class Engine:
         headers.append(self.link_header(live.path, live.stream_id, 0))
         live.client_headers = headers
         live.decided.set()
+        live.poke()
 
     async def _record_json_answer(self, live: Live) -> None:
         body = b"".join(live.json_chunks)
@@ -694,37 +718,48 @@ class Engine:
                     await self._remember_session(live, json.loads(final_data))
 
     # ------------------------------------------------------------------ expiry
-    async def _watch_expiry(self, live: Live, client: Client) -> None:
+    async def _await_decision(self, live: Live, client: Client) -> None:
+        """Wait for the app's answer to start; expire if the client left and nobody came back."""
+        while not live.decided.is_set():
+            timeout = math.inf
+            if client.gone.is_set():
+                timeout = client.gone_at + live.policy.max_wait_s - time.time()
+                if timeout <= 0:
+                    await self._expire(live)
+                    return
+            await live.wait_wake(timeout)
+
+    async def _await_done(self, live: Live, client: Client) -> None:
+        """Host the app until it is done, expiring the stream when nobody is in contact.
+
+        This runs in the ASGI call that brought the request, after its client left:
+        one task per detached stream, sleeping until the next moment expiry is possible.
+        """
         max_wait = live.policy.max_wait_s
         while not live.done.is_set():
             if live.mode is Mode.PASSTHROUGH:
                 # An answer already on its way as JSON: the client leaving means what it does unwrapped.
-                await wait_any(client.gone, live.done)
                 if client.gone.is_set():
                     live.app_disconnect.set()
-                return
-            if live.mode is None:
-                if not client.gone.is_set():
-                    await wait_any(client.gone, live.decided)
-                    continue
-                remaining = client.gone_at + max_wait - time.time()
-                if remaining <= 0:
-                    await self._expire(live)
+                    await live.done.wait()
                     return
-                with anyio.move_on_after(remaining):
-                    await live.decided.wait()
+                await live.wait_wake(math.inf)
                 continue
-            meta = await self.store.get_stream(live.stream_id)
+            if live.expired:
+                await live.done.wait()
+                return
+            meta = await self.store.get_stream(live.stream_id) if live.meta_created else None
             if meta is None:
                 await self._cancel_app(live, "the stream was deleted")
-                return
+                continue
             if meta.state is not StreamState.RUNNING:
+                await live.done.wait()
                 return
             remaining = meta.last_contact + max_wait - time.time()
             if remaining <= 0:
                 await self._expire(live)
-                return
-            await anyio.sleep(remaining)
+                continue
+            await live.wait_wake(remaining)
 
     async def _expire(self, live: Live) -> None:
         logger.info(
@@ -900,13 +935,10 @@ class Engine:
         cursor = after_seq
         reason = "gone"
         try:
-            async with anyio.create_task_group() as tg:
-
-                async def _cancel_when_gone() -> None:
-                    await client.gone.wait()
-                    tg.cancel_scope.cancel()
-
-                tg.start_soon(_cancel_when_gone)
+            with anyio.CancelScope() as serving:
+                client.cancel_scope = serving
+                if client.gone.is_set():
+                    serving.cancel()
                 client.cursor = cursor
                 if await client.send({"type": "http.response.start", "status": 200, "headers": headers}):
                     if priming:
@@ -914,8 +946,8 @@ class Engine:
                     reason, cursor = await self._serve_loop(
                         stream_id, client, meta, generation, prefix, cursor, policy, at_will, delivery
                     )
-                tg.cancel_scope.cancel()
         finally:
+            client.cancel_scope = None
             with anyio.CancelScope(shield=True):
                 if reason == "deadline" and delivery.on_deadline is not None:
                     await client.finish(await delivery.on_deadline(client.cursor))
