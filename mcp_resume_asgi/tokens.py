@@ -13,9 +13,10 @@ import hashlib
 import logging
 import re
 import secrets
-from typing import Any
+from typing import Any, ClassVar
 
 from itsdangerous import BadData, Signer, URLSafeSerializer
+from itsdangerous.encoding import want_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +29,23 @@ def new_stream_id() -> str:
     return secrets.token_urlsafe(16)
 
 
+class _CachedKeySigner(Signer):
+    """itsdangerous derives the signing key from the secret on every call (and a
+    serializer makes a new signer per call); derive each (secret, salt) key once."""
+
+    _keys: ClassVar[dict[tuple[bytes, bytes], bytes]] = {}
+
+    def derive_key(self, secret_key: str | bytes | None = None) -> bytes:
+        secret = self.secret_keys[-1] if secret_key is None else want_bytes(secret_key)
+        cache_key = (secret, self.salt)
+        key = self._keys.get(cache_key)
+        if key is None:
+            if len(self._keys) > 64:
+                self._keys.clear()
+            key = self._keys[cache_key] = super().derive_key(secret_key)
+        return key
+
+
 class TokenSigner:
     def __init__(self, secret: str | bytes | None) -> None:
         if secret is None:
@@ -37,10 +55,8 @@ class TokenSigner:
             raise ValueError("the secret must be at least 16 characters or bytes")
         self._secret = secret
         self._purposes: dict[str, URLSafeSerializer] = {}
-        self._events = Signer(secret, salt="mcp-resume-asgi/event-id", digest_method=hashlib.sha256)
-        self._links = URLSafeSerializer(
-            secret, salt="mcp-resume-asgi/link", signer_kwargs={"digest_method": hashlib.sha256}
-        )
+        self._events = _CachedKeySigner(secret, salt="mcp-resume-asgi/event-id", digest_method=hashlib.sha256)
+        self._links = _CachedKeySigner(secret, salt="mcp-resume-asgi/link", digest_method=hashlib.sha256)
 
     def sign(self, purpose: str, payload: Any) -> str:
         """An opaque, URL-safe token for `payload`; valid only for the same `purpose`."""
@@ -61,6 +77,7 @@ class TokenSigner:
             serializer = URLSafeSerializer(
                 self._secret,
                 salt=f"mcp-resume-asgi/{purpose}",
+                signer=_CachedKeySigner,
                 signer_kwargs={"digest_method": hashlib.sha256},
             )
             self._purposes[purpose] = serializer
@@ -86,21 +103,17 @@ class TokenSigner:
         return stream_id, int(seq_text)
 
     def link_token(self, stream_id: str, turn: int) -> str:
-        return self._links.dumps([stream_id, turn])
+        """`<stream_id>~<turn>.<sig>`: URL-safe, signed, minted on every request, so kept cheap."""
+        return str(self._links.sign(f"{stream_id}~{turn}".encode()).decode())
 
     def parse_link_token(self, token: str) -> tuple[str, int] | None:
         if len(token) > MAX_LINK_TOKEN_LENGTH or not token.isascii():
             return None
         try:
-            payload = self._links.loads(token)
-        except (BadData, ValueError, UnicodeDecodeError):
+            value = self._links.unsign(token.encode()).decode()
+        except (BadData, UnicodeDecodeError):
             return None
-        if (
-            not isinstance(payload, list)
-            or len(payload) != 2
-            or not isinstance(payload[0], str)
-            or not _STREAM_ID.match(payload[0])
-            or not isinstance(payload[1], int)
-        ):
+        stream_id, tilde, turn = value.partition("~")
+        if not tilde or not _STREAM_ID.match(stream_id) or not turn.isdigit() or len(turn) > 9:
             return None
-        return payload[0], payload[1]
+        return stream_id, int(turn)

@@ -61,7 +61,7 @@ async def test_progress_survives_at_will_disconnects_with_the_helper() -> None:
 
 async def test_the_sdk_client_through_the_adapter_survives_every_connection_being_cut() -> None:
     app = resumable(load_app(APP_FACTORIES["lowlevel"]), policy=Policy(retry_ms=10))
-    async with serve(app) as info, CutProxy(info.port, cut_after_bytes=(900, 3000), seed=7) as proxy:
+    async with serve(app) as info, CutProxy(info.port, cut_after_bytes=(700, 1900), seed=7) as proxy:
         # One TCP connection per request: a byte offset is an offset into one response, and
         # every cut lands after the response's headers (a cut before them is Idempotency-Key work).
         # The upper bound lets the largest single event (the SDK's tools/list answer, ~1.6 kB with

@@ -77,7 +77,8 @@ class StreamMeta:
     """Kept by the store, not the caller: bumped by every change to the stream (events
     appended or dropped, metadata updated, an attach). A waiter passes the version it
     last saw to `Store.wait`, so a change made between its read and its wait - on
-    another node, say - wakes it at once instead of being missed."""
+    another node, say - wakes it at once instead of being missed. (Keep the number,
+    not the object: `get_stream` may hand out the store's live record.)"""
 
     @property
     def waiting_for_input(self) -> bool:
@@ -132,7 +133,11 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def get_stream(self, stream_id: str) -> StreamMeta | None:
-        """A copy of the stream's metadata (callers may not mutate store state through it)."""
+        """The stream's metadata, to be treated as read-only: change it with `update_stream`.
+
+        It may be a snapshot (Redis) or the store's own record (memory), so a caller
+        that keeps it may see later changes, or may not.
+        """
 
     @abc.abstractmethod
     async def update_stream(

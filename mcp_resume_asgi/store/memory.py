@@ -155,10 +155,9 @@ class MemoryStore(Store):
         entry = self._entry(stream_id)
         if entry is None:
             return None
-        meta = copy.copy(entry.meta)
-        meta.pending_inputs = list(meta.pending_inputs)
-        meta.issued_inputs = list(meta.issued_inputs)
-        return meta
+        # The record itself, not a copy: this is on every hot path, and callers treat
+        # metadata as read-only (changes go through `update_stream`).
+        return entry.meta
 
     async def update_stream(
         self, stream_id: str, ttl_s: float | None = None, **changes: Any
