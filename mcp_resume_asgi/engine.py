@@ -42,6 +42,7 @@ from mcp_resume_asgi.sse import (
     encode_payload,
     priming_frame,
     retry_frame,
+    single_event_frame,
 )
 from mcp_resume_asgi.store.base import GapError, SessionInfo, Store, StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.tokens import TokenSigner, new_stream_id
@@ -553,6 +554,10 @@ class Engine:
         body: bytes = message.get("body", b"")
         more = bool(message.get("more_body", False))
         if live.mode is Mode.STREAM or (live.mode is Mode.UPGRADED and live.upgraded_sse):
+            frame = None if live.parser.pending else single_event_frame(body)
+            if frame is not None:  # the usual shape, one whole event per chunk: no parsing, no copy
+                await self._record_frames(live, [frame])
+                return
             try:
                 events = live.parser.feed(body) if body else []
             except SSEError:
@@ -669,19 +674,24 @@ class Engine:
 
     async def _record(self, live: Live, events: list[SSEEvent]) -> None:
         """Give the app's events ids and store them; notice inputs and the final response."""
+        await self._record_frames(
+            live, [(encode_payload(event.data, event.event), event.data) for event in events if event.data]
+        )
+
+    async def _record_frames(self, live: Live, frames: list[tuple[bytes, bytes]]) -> None:
+        """Record `(frame without id, data)` pairs; empty data (an app's own priming) is skipped."""
         batch: list[tuple[int, bytes]] = []
         inputs: list[list[Any]] = []
         final: int | None = None
         final_data: bytes | None = None
-        for event in events:
-            data = event.data
+        for payload, data in frames:
             if not data:  # the app's own priming events and empty frames carry nothing to deliver
                 continue
             if final is not None or live.final_seq is not None:
                 break  # nothing after the final response belongs to this stream
             live.seq += 1
             seq = live.seq
-            batch.append((seq, encode_payload(data, event.event)))
+            batch.append((seq, payload))
             kind, message_id = p.classify(data)
             if kind is p.Kind.SERVER_REQUEST and p.valid_id(message_id):
                 inputs.append([message_id, seq])

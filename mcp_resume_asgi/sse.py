@@ -97,6 +97,33 @@ def _parse_blocks(blocks: list[bytes]) -> list[SSEEvent]:
     return out
 
 
+def single_event_frame(chunk: bytes) -> tuple[bytes, bytes] | None:
+    """`(chunk, data)` when `chunk` is exactly one `event:` + one `data:` line event, else None.
+
+    That is what SSE libraries write per message (sse-starlette: `event: message\\r\\n
+    data: {...}\\r\\n\\r\\n`), and such a chunk is already a valid frame without an id:
+    it can be stored as it is. Anything else (ids, retry, comments, several data lines,
+    events split across chunks) goes through the full parser.
+    """
+    if chunk.endswith(b"\r\n\r\n"):
+        eol = b"\r\n"
+    elif chunk.endswith(b"\n\n") and b"\r" not in chunk:
+        eol = b"\n"
+    else:
+        return None
+    if not chunk.startswith(b"event: "):
+        return None
+    first = chunk.find(eol)
+    data_start = first + len(eol)
+    if chunk[data_start : data_start + 6] != b"data: ":
+        return None
+    end = len(chunk) - 2 * len(eol)
+    data = chunk[data_start + 6 : end]
+    if b"\n" in data or b"\r" in data or b"\n" in chunk[:first] or b"\r" in chunk[7:first]:
+        return None
+    return chunk, data
+
+
 def encode_payload(data: bytes, event: bytes | None = b"message") -> bytes:
     """The SSE frame for one event, without the `id:` line the engine prepends."""
     head = b"event: " + event + b"\n" if event else b""
