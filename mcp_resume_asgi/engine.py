@@ -995,6 +995,7 @@ class Engine:
         transform = delivery.transform
         heartbeat = min(max(policy.max_wait_s / 3, 0.05), 10.0)
         id_head = b"id: " + prefix
+        start_cursor = cursor
         while True:
             try:
                 events = await self.store.read(stream_id, cursor, READ_BATCH)
@@ -1009,7 +1010,7 @@ class Engine:
                     parts.append(id_head + str(seq).encode() + b"\n" + payload)
                 if not await client.write(b"".join(parts)):
                     return "gone", cursor
-                previous, cursor = cursor, events[-1][0]
+                cursor = events[-1][0]
                 client.cursor = cursor  # survives this loop being cancelled when the client leaves
                 last_event = last_write = time.monotonic()
             meta_now = await self.store.get_stream(stream_id)
@@ -1022,15 +1023,15 @@ class Engine:
                 return "complete", cursor
             if meta.state is not StreamState.RUNNING and cursor >= meta.last_seq:
                 return "ended", cursor
-            if events:
-                if (
-                    at_will
-                    and policy.disconnect_on_input_request
-                    and any(previous < seq <= cursor for _, seq in meta.pending_inputs)
-                ):
-                    return "input", cursor
-                if cursor < meta.last_seq:
-                    continue
+            seen_version = meta.version
+            if (
+                at_will
+                and policy.disconnect_on_input_request
+                and any(start_cursor < seq <= cursor for _, seq in meta.pending_inputs)
+            ):
+                return "input", cursor
+            if events and cursor < meta.last_seq:
+                continue
             now = time.monotonic()
             if now - last_beat >= heartbeat:
                 await self.store.update_stream(stream_id, last_contact=time.time(), delivered_seq=cursor)
@@ -1058,7 +1059,7 @@ class Engine:
                     last_write = now
                     left = policy.keepalive_s
                 timeout = min(timeout, left)
-            await self.store.wait(stream_id, cursor, within_s=max(timeout, 0.001))
+            await self.store.wait(stream_id, cursor, within_s=max(timeout, 0.001), version=seen_version)
 
     @staticmethod
     def _gap_frame(meta: StreamMeta, gap: GapError) -> bytes:

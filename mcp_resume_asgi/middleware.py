@@ -286,16 +286,23 @@ class ResumeMiddleware:
     async def _delete(self, scope: Scope, receive: Receive, send: Send) -> None:
         status = 0
 
+        held: list[Message] = []
+
         async def watch_status(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                held.append(message)  # answered once the session's streams are gone
+                return
             await send(message)
 
         await self.app(scope, receive, watch_status)
         session_id = header(scope, b"mcp-session-id")
         if 200 <= status < 300 and session_id is not None:
             await self.engine.end_session(session_id)
+        for message in held:
+            await send(message)
 
     # ------------------------------------------------------------------ <mcp>/streams/<token>
     async def _stream_url(self, scope: Scope, receive: Receive, send: Send, token: str) -> None:

@@ -1,7 +1,7 @@
 """A store shared by many processes: Redis (`pip install mcp-resume-asgi[redis]`).
 
 Layout, for a key prefix `P` (all keys of one store live under it, so several
-stores can share a Redis database):
+stores can share a Redis database; every node of one deployment uses the same):
 
 * `P s:<stream>:m` - hash, the stream's `StreamMeta`, one field per attribute,
   each value JSON text (so `HINCRBY attach_gen` and `HINCRBY version` work on it).
@@ -11,25 +11,33 @@ stores can share a Redis database):
   notification that the stream changed (see `wait`).
 * `P ss:<session>` - set of the session's stream ids.
 * `P sess:<session>`, `P k:<key>` - strings (JSON / the value) with a TTL.
-* `P g:total` (bytes held), `P g:nb` (hash stream -> bytes), `P g:lru` (zset
-  stream -> activity tick), `P g:exp` (zset stream -> expiry in ms), `P g:tick`,
-  `P g:sess` and `P g:keys` (zsets id -> expiry, to bound their number).
+* `P g:total` (payload bytes held), `P g:nb` (hash stream -> bytes), `P g:lru`
+  (zset stream -> activity tick), `P g:hold` (the same, only streams holding
+  events), `P g:exp` (zset stream -> expiry in ms), `P g:tick`, and `P g:sess`,
+  `P g:keys` (zsets id -> expiry, to bound how many there are).
+* Pub/sub channel `P ch:<channel>` for `publish` / `subscribe`.
 
 Every write is one Lua script, so each is atomic across processes and costs one
 round trip: an `append` of a batch of any size is one `EVALSHA` (it adds the
 events, trims by the stream's caps, keeps the global byte budget, bumps the
-version and wakes waiters). The stream's three keys share its TTL; when Redis
-expires a stream by TTL the global counters still count its bytes until a sweep
-(run by `create_stream`, `usage` and the budget itself) notices and forgets them.
+version and wakes waiters). Reads are one round trip each (`read` is a script
+that checks for a gap and runs `XRANGE`; `get_stream` is `HGETALL`). The stream's
+three keys share its TTL; when Redis expires a stream by TTL the global counters
+still count its bytes until a sweep (run by `create_stream`, `usage` and the
+budget itself) notices and forgets them.
 
-`wait` blocks in `XREAD BLOCK` on two streams at once: the events stream (after
-`after_seq`) and the notification stream (after the version the caller saw).
-Every change bumps `version` and adds entry `<version>-0` to the notification
-stream, so nothing that happens between a caller's read and its wait is missed
-when it passes `version=`. A blocked wait holds a connection of a separate
-pool (`max_waiters`); cancelling it (anyio cancel scopes on asyncio) closes that
-connection, which the pool reopens on next use. asyncio only: the redis client
-does not run on trio.
+`wait` reads `last_seq` and `version` (`HMGET`), then blocks in `XREAD BLOCK` on
+two streams at once: the events stream (after `after_seq`) and the notification
+stream (after the version the caller saw). Every change bumps `version` and adds
+entry `<version>-0` to the notification stream, so nothing that happens between
+a caller's read and its wait is missed when it passes `version=`. A blocked wait
+holds a connection of a separate pool (`max_waiters`); cancelling it (anyio
+cancel scopes on asyncio) closes that connection, which the pool reopens on next
+use.
+
+A `RedisStore` belongs to one asyncio event loop (its connections do): create it
+in, or first use it from, the loop that serves the app. asyncio only: the redis
+client does not run on trio.
 
 Use a Redis whose `maxmemory-policy` is `noeviction` (or no `maxmemory`): Redis
 evicting these keys on its own would break the byte accounting. Redis Cluster is
@@ -38,6 +46,7 @@ not supported (scripts touch one stream's keys and the shared `g:` keys).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import json
@@ -76,6 +85,15 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+def _on_asyncio() -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        raise RuntimeError(
+            "RedisStore runs on asyncio only: the redis client does not support trio"
+        ) from None
+
+
 def _ms(seconds: float) -> int:
     return max(1, math.ceil(seconds * 1000))
 
@@ -89,6 +107,7 @@ local function ekey(s) return P .. 's:' .. s .. ':e' end
 local function nkey(s) return P .. 's:' .. s .. ':n' end
 local function sskey(sess) return P .. 'ss:' .. sess end
 local TOTAL, NB, LRU, EXP, TICK = P .. 'g:total', P .. 'g:nb', P .. 'g:lru', P .. 'g:exp', P .. 'g:tick'
+local HOLD = P .. 'g:hold'
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -120,6 +139,7 @@ local function forget_bytes(s)
   local nb = tonumber(redis.call('HGET', NB, s) or '0')
   if nb ~= 0 then redis.call('DECRBY', TOTAL, nb) end
   redis.call('HDEL', NB, s)
+  redis.call('ZREM', HOLD, s)
 end
 
 local function session_of(m)
@@ -168,7 +188,7 @@ end
 
 -- Drop the oldest events of stream s while it has more than maxev events, more than
 -- maxb bytes, or the store more than budget bytes (nil: no such limit). Advances
--- first_seq; returns the bytes freed.
+-- first_seq; returns whether any event was dropped.
 local function trim(s, maxev, maxb, budget)
   local e = ekey(s)
   local n = redis.call('XLEN', e)
@@ -201,33 +221,31 @@ local function trim(s, maxev, maxb, budget)
       redis.call('DECRBY', TOTAL, freed)
     end
   end
+  if n <= 0 then forget_bytes(s) end  -- holds nothing now: out of the budget's scan
   return last ~= nil
 end
 
 -- The global budget: oldest events of the least recently active streams go first,
--- the stream being appended to last (as MemoryStore does).
+-- the stream being appended to last (as MemoryStore does). HOLD lists only streams
+-- that hold events, in activity order, so the scan never walks empty streams.
 local function enforce(current, budget)
-  if total() <= budget then return end
-  local alone = redis.call('ZCARD', LRU) <= 1
-  local offset = 0
-  local stale = {}
+  local alone = redis.call('ZCARD', HOLD) <= 1
   while total() > budget do
-    local batch = redis.call('ZRANGE', LRU, offset, offset + 127)
-    if #batch == 0 then break end
-    for _, s in ipairs(batch) do
+    local progress = false
+    for _, s in ipairs(redis.call('ZRANGE', HOLD, 0, 127)) do
       if total() <= budget then break end
       if s ~= current or alone then
+        local before = total()
         if redis.call('EXISTS', mkey(s)) == 0 then
-          forget_bytes(s)
-          table.insert(stale, s)
-        elseif tonumber(redis.call('HGET', NB, s) or '0') > 0 then
-          if trim(s, nil, nil, budget) and s ~= current then bump(s) end
+          forget_expired(s)
+        elseif trim(s, nil, nil, budget) and s ~= current then
+          bump(s)
         end
+        if total() < before or not redis.call('ZSCORE', HOLD, s) then progress = true end
       end
     end
-    offset = offset + 128
+    if not progress then break end  -- nothing left to trim but the current stream
   end
-  for _, s in ipairs(stale) do forget_expired(s) end
   if total() > budget then trim(current, nil, nil, budget) end
 end
 
@@ -367,8 +385,10 @@ if ttl > 0 then redis.call('PEXPIRE', e, ttl) end
 redis.call('HSET', m, 'last_seq', ARGV[#ARGV - 1])
 redis.call('HINCRBY', NB, s, added)
 redis.call('INCRBY', TOTAL, added)
+local tick = redis.call('INCR', TICK)
+redis.call('ZADD', LRU, tick, s)
+redis.call('ZADD', HOLD, tick, s)
 trim(s, maxev, maxb, nil)
-redis.call('ZADD', LRU, redis.call('INCR', TICK), s)
 enforce(s, budget)
 bump(s)
 return 1
@@ -542,6 +562,7 @@ class RedisStore(Store):
 
     # -- streams -----------------------------------------------------------------------
     async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None:
+        _on_asyncio()
         fields: list[str] = []
         for name in _FIELDS:
             if name != "version":
@@ -564,6 +585,7 @@ class RedisStore(Store):
             raise
 
     async def get_stream(self, stream_id: str) -> StreamMeta | None:
+        _on_asyncio()
         raw = await self._client.hgetall(self._m(stream_id))
         return self._decode_meta(raw) if raw else None
 
@@ -598,6 +620,7 @@ class RedisStore(Store):
         return reply[0] == 1, self._decode_meta(reply[1])
 
     async def attach(self, stream_id: str, now: float) -> StreamMeta | None:
+        _on_asyncio()
         reply = await self._attach(args=[self.prefix, stream_id, _dumps(float(now))])
         return self._decode_meta(reply[1]) if reply[0] == 1 else None
 
@@ -652,12 +675,14 @@ class RedisStore(Store):
 
     # -- sessions and keys -------------------------------------------------------------
     async def put_session(self, info: SessionInfo, ttl_s: float) -> None:
+        _on_asyncio()
         value = _dumps(dataclasses.asdict(info))
         await self._put(
             args=[self.prefix, "sess", info.session_id, value, _ms(ttl_s), self.max_sessions, "0"]
         )
 
     async def get_session(self, session_id: str) -> SessionInfo | None:
+        _on_asyncio()
         raw = await self._client.get(f"{self.prefix}sess:{session_id}")
         return None if raw is None else SessionInfo(**json.loads(raw))
 
@@ -666,13 +691,16 @@ class RedisStore(Store):
         return sorted(x.decode() for x in reply)
 
     async def set_key(self, key: str, value: str, ttl_s: float) -> None:
+        _on_asyncio()
         await self._put(args=[self.prefix, "k", key, value, _ms(ttl_s), self.max_keys, "0"])
 
     async def add_key(self, key: str, value: str, ttl_s: float) -> str | None:
+        _on_asyncio()
         existing = await self._put(args=[self.prefix, "k", key, value, _ms(ttl_s), self.max_keys, "1"])
         return None if existing is None else cast(bytes, existing).decode()
 
     async def get_key(self, key: str) -> str | None:
+        _on_asyncio()
         raw = await self._client.get(f"{self.prefix}k:{key}")
         return None if raw is None else cast(bytes, raw).decode()
 
@@ -682,10 +710,12 @@ class RedisStore(Store):
 
     # -- between nodes -----------------------------------------------------------------
     async def publish(self, channel: str, message: bytes) -> int:
+        _on_asyncio()
         return int(await self._client.publish(f"{self.prefix}ch:{channel}", message))
 
     @contextlib.asynccontextmanager
     async def subscribe(self, channel: str) -> AsyncIterator[AsyncIterator[bytes]]:
+        _on_asyncio()
         pubsub: PubSub = self._waiter.pubsub()
         name = f"{self.prefix}ch:{channel}".encode()
         try:
@@ -708,6 +738,7 @@ class RedisStore(Store):
 
     # -- introspection and lifecycle ----------------------------------------------------
     async def usage(self) -> StoreUsage:
+        _on_asyncio()
         streams, nbytes = await self._usage(args=[self.prefix])
         return StoreUsage(streams=int(streams), bytes=int(nbytes))
 

@@ -1,0 +1,631 @@
+"""The `Store` contract, one suite over every implementation (`MemoryStore`, `RedisStore`).
+
+The Redis variant runs against a real server on 127.0.0.1:6379 (env `REDIS_URL`
+overrides). Without one the Redis cases are skipped, except under `CI=true`, where
+they fail instead. Each test uses a key prefix of its own and deletes it afterwards.
+Where a test says "peer" it talks to the same store through a second instance (for
+Redis: other connections, as another node would).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from mcp_resume_asgi.store import (
+    GapError,
+    MemoryStore,
+    SessionInfo,
+    Store,
+    StoreFullError,
+    StreamKind,
+    StreamMeta,
+    StreamState,
+)
+
+pytestmark = pytest.mark.anyio
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+IN_CI = os.environ.get("CI") == "true"
+
+
+@functools.cache
+def _redis_unavailable() -> str | None:
+    """Why the Redis cases cannot run here, or None when they can."""
+    try:
+        import redis
+    except ImportError:
+        return "the redis client is not installed (pip install 'mcp-resume-asgi[redis]')"
+    try:
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except Exception as exc:
+        return f"no Redis answering at {REDIS_URL}: {exc}"
+    return None
+
+
+Factory = Callable[..., Awaitable[Store]]
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def make(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
+    """`await make(**bounds)`: a fresh, empty store of the parametrised kind.
+
+    `await make(peer=store)`: a second handle on the same store (another node's view).
+    """
+    kind = request.param
+    if kind == "redis":
+        reason = _redis_unavailable()
+        if reason is not None:
+            if IN_CI:
+                pytest.fail(f"CI=true but {reason}")
+            pytest.skip(reason)
+    prefix = f"test-store:{uuid.uuid4().hex}:"
+    opened: list[Any] = []
+
+    async def factory(peer: Store | None = None, **bounds: Any) -> Store:
+        if kind == "memory":
+            return peer if peer is not None else MemoryStore(**bounds)
+        from mcp_resume_asgi.store import RedisStore
+
+        if peer is not None:
+            assert isinstance(peer, RedisStore)
+            bounds = {
+                "max_bytes": peer.max_bytes,
+                "max_streams": peer.max_streams,
+                "max_sessions": peer.max_sessions,
+                "max_keys": peer.max_keys,
+            }
+        store = RedisStore(REDIS_URL, prefix=prefix, **bounds)
+        opened.append(store)
+        return store
+
+    try:
+        yield factory
+    finally:
+        with anyio.CancelScope(shield=True):
+            if opened:
+                await opened[0].clear()
+            for store in opened:
+                await store.aclose()
+
+
+@pytest.fixture
+async def store(make: Factory) -> Store:
+    return await make()
+
+
+def meta(stream_id: str = "s1", session_id: str | None = "sess", **fields: Any) -> StreamMeta:
+    return StreamMeta(
+        stream_id=stream_id,
+        kind=StreamKind.REQUEST,
+        session_id=session_id,
+        principal="alice",
+        protocol_version="2025-11-25",
+        path="/mcp",
+        **fields,
+    )
+
+
+def events(first: int, last: int, size: int = 10) -> list[tuple[int, bytes]]:
+    return [(seq, f"{seq:0{size}d}".encode()[-size:]) for seq in range(first, last + 1)]
+
+
+BIG = 1 << 30  # a cap that never binds
+
+
+async def append(store: Store, stream_id: str, batch: list[tuple[int, bytes]], **caps: int) -> None:
+    await store.append(
+        stream_id, batch, max_events=caps.get("max_events", BIG), max_bytes=caps.get("max_bytes", BIG)
+    )
+
+
+# ----------------------------------------------------------------------------- streams
+async def test_create_get_round_trips_every_field(store: Store) -> None:
+    original = meta(
+        request_id="req-1",
+        method="tools/call",
+        final_seq=None,
+        pending_inputs=[["elicit-1", 3], [7, 4]],
+        issued_inputs=["elicit-1", 7],
+        last_contact=1700000000.25,
+        owner="node-a",
+        route=2,
+    )
+    await store.create_stream(original, ttl_s=60)
+    got = await store.get_stream("s1")
+    assert got is not None
+    for name in StreamMeta.__dataclass_fields__:
+        if name != "version":
+            assert getattr(got, name) == getattr(original, name), name
+    assert got.kind is StreamKind.REQUEST and got.state is StreamState.RUNNING
+    assert got.version == 0
+    assert await store.get_stream("missing") is None
+    assert (await store.usage()).streams == 1
+
+
+async def test_int_and_null_request_ids_and_no_session(store: Store) -> None:
+    await store.create_stream(meta("a", session_id=None, request_id=7), ttl_s=60)
+    await store.create_stream(meta("b", request_id=None), ttl_s=60)
+    a, b = await store.get_stream("a"), await store.get_stream("b")
+    assert a is not None and a.request_id == 7 and a.session_id is None
+    assert b is not None and b.request_id is None
+
+
+async def test_update_applies_changes_bumps_version_and_rejects_unknown_fields(store: Store) -> None:
+    await store.create_stream(meta(), ttl_s=60)
+    updated = await store.update_stream(
+        "s1", state=StreamState.COMPLETED, final_seq=5, pending_inputs=[["q", 1]], attached=True
+    )
+    assert updated is not None
+    assert updated.state is StreamState.COMPLETED and updated.final_seq == 5
+    assert updated.pending_inputs == [["q", 1]] and updated.attached is True
+    assert updated.version == 1
+    assert await store.get_stream("s1") == updated
+    assert await store.update_stream("missing", turn=1) is None
+    with pytest.raises(AttributeError):
+        await store.update_stream("s1", no_such_field=1)
+    with pytest.raises(ValueError):
+        await store.update_stream("s1", version=42)
+
+
+async def test_update_stream_if_is_a_compare_and_set(store: Store) -> None:
+    await store.create_stream(meta(), ttl_s=60)
+    applied, after = await store.update_stream_if("s1", {"turn": 0, "state": StreamState.RUNNING}, turn=1)
+    assert applied and after is not None and after.turn == 1
+    applied, current = await store.update_stream_if("s1", {"turn": 0}, turn=5)
+    assert not applied and current is not None and current.turn == 1
+    assert (await store.get_stream("s1")).turn == 1  # type: ignore[union-attr]
+    assert await store.update_stream_if("missing", {"turn": 0}, turn=1) == (False, None)
+    await store.update_stream("s1", pending_inputs=[["a", 1], [2, 3]])
+    applied, _ = await store.update_stream_if("s1", {"pending_inputs": [["a", 1], [2, 3]]}, pending_inputs=[])
+    assert applied
+
+
+async def test_update_stream_if_serialises_concurrent_read_modify_writes(make: Factory) -> None:
+    first = await make()
+    await first.create_stream(meta(), ttl_s=60)
+    handles = [first, await make(peer=first), await make(peer=first)]
+
+    async def increment(store: Store) -> None:
+        while True:
+            current = await store.get_stream("s1")
+            assert current is not None
+            applied, _ = await store.update_stream_if("s1", {"turn": current.turn}, turn=current.turn + 1)
+            if applied:
+                return
+
+    async with anyio.create_task_group() as tg:
+        for i in range(30):
+            tg.start_soon(increment, handles[i % len(handles)])
+    assert (await first.get_stream("s1")).turn == 30  # type: ignore[union-attr]
+
+
+async def test_ttl_expiry_and_update_extends_it(store: Store) -> None:
+    await store.create_stream(meta("short"), ttl_s=0.15)
+    await store.create_stream(meta("kept"), ttl_s=0.15)
+    await append(store, "short", events(1, 3))
+    await append(store, "kept", events(1, 3))
+    assert await store.update_stream("kept", ttl_s=30, turn=1) is not None
+    await anyio.sleep(0.3)
+    assert await store.get_stream("short") is None
+    assert await store.read("short", 0) == []
+    assert await store.update_stream("short", turn=1) is None
+    assert await store.attach("short", time.time()) is None
+    with anyio.fail_after(1):
+        await store.wait("short", 0, within_s=5)  # a stream that is gone does not block
+    kept = await store.get_stream("kept")
+    assert kept is not None and kept.turn == 1
+    assert [seq for seq, _ in await store.read("kept", 0)] == [1, 2, 3]
+    usage = await store.usage()
+    assert usage.streams == 1 and usage.bytes == 30  # the expired stream's bytes are no longer counted
+
+
+async def test_delete_stream(store: Store) -> None:
+    await store.create_stream(meta(), ttl_s=60)
+    await append(store, "s1", events(1, 4))
+    await store.delete_stream("s1")
+    await store.delete_stream("s1")  # idempotent
+    await store.delete_stream("never-existed")
+    assert await store.get_stream("s1") is None
+    assert await store.read("s1", 0) == []
+    assert await store.usage() == type(await store.usage())(streams=0, bytes=0)
+
+
+async def test_recreating_a_stream_id_starts_afresh(store: Store) -> None:
+    await store.create_stream(meta(), ttl_s=60)
+    await append(store, "s1", events(1, 4))
+    await store.delete_stream("s1")
+    await store.create_stream(meta(), ttl_s=60)
+    fresh = await store.get_stream("s1")
+    assert fresh is not None and fresh.last_seq == 0 and fresh.version == 0
+    assert await store.read("s1", 0) == []
+    await append(store, "s1", events(1, 2))
+    assert [seq for seq, _ in await store.read("s1", 0)] == [1, 2]
+
+
+# ----------------------------------------------------------------------------- events
+async def test_append_then_read_in_order_with_limits(store: Store) -> None:
+    await store.create_stream(meta(), ttl_s=60)
+    assert await store.read("s1", 0) == []
+    await append(store, "s1", [(1, b"one")])
+    await append(store, "s1", [(2, b"two"), (3, b"three"), (4, b""), (5, b"\x00\xffbin\n")])
+    assert await store.read("s1", 0) == [
+        (1, b"one"),
+        (2, b"two"),
+        (3, b"three"),
+        (4, b""),
+        (5, b"\x00\xffbin\n"),
+    ]
+    assert await store.read("s1", 2) == [(3, b"three"), (4, b""), (5, b"\x00\xffbin\n")]
+    assert await store.read("s1", 0, limit=2) == [(1, b"one"), (2, b"two")]
+    assert await store.read("s1", 3, limit=1) == [(4, b"")]
+    assert await store.read("s1", 5) == []
+    assert await store.read("missing", 0) == []
+    got = await store.get_stream("s1")
+    assert got is not None and got.last_seq == 5 and got.first_seq == 1
+    assert (await store.usage()).bytes == len(b"onetwothree\x00\xffbin\n")
+
+
+async def test_appending_to_a_missing_stream_is_ignored(store: Store) -> None:
+    await append(store, "missing", events(1, 3))
+    assert await store.read("missing", 0) == []
+    assert (await store.usage()).bytes == 0
+
+
+async def test_event_cap_drops_oldest_and_read_into_the_gap_raises(store: Store) -> None:
+    await store.create_stream(meta(), ttl_s=60)
+    for seq in range(1, 11):
+        await append(store, "s1", events(seq, seq), max_events=3)
+    got = await store.get_stream("s1")
+    assert got is not None and got.first_seq == 8 and got.last_seq == 10
+    assert [seq for seq, _ in await store.read("s1", 7)] == [8, 9, 10]
+    for after in (0, 5, 6):
+        with pytest.raises(GapError) as info:
+            await store.read("s1", after)
+        assert (info.value.stream_id, info.value.after_seq, info.value.first_seq) == ("s1", after, 8)
+    assert (await store.usage()).bytes == 30
+    # A batch larger than the cap keeps only its newest events.
+    await append(store, "s1", events(11, 20), max_events=3)
+    assert [seq for seq, _ in await store.read("s1", 17)] == [18, 19, 20]
+
+
+async def test_byte_cap_drops_oldest_and_advances_first_seq(store: Store) -> None:
+    await store.create_stream(meta(), ttl_s=60)
+    await append(store, "s1", events(1, 5, size=10), max_bytes=25)
+    got = await store.get_stream("s1")
+    assert got is not None and got.first_seq == 4
+    assert [seq for seq, _ in await store.read("s1", 3)] == [4, 5]
+    with pytest.raises(GapError):
+        await store.read("s1", 2)
+    # An event larger than the cap on its own is dropped too: first_seq passes last_seq.
+    await append(store, "s1", [(6, b"x" * 40)], max_bytes=25)
+    got = await store.get_stream("s1")
+    assert got is not None and got.first_seq == 7 and got.last_seq == 6
+    assert await store.read("s1", 6) == []
+    with pytest.raises(GapError):
+        await store.read("s1", 5)
+    assert (await store.usage()).bytes == 0
+
+
+async def test_global_budget_trims_least_recently_active_streams_first(make: Factory) -> None:
+    store = await make(max_bytes=1000)
+    for name in ("old", "mid", "new"):
+        await store.create_stream(meta(name), ttl_s=60)
+    await append(store, "old", events(1, 4, size=100))
+    await append(store, "mid", events(1, 4, size=100))
+    assert (await store.usage()).bytes == 800
+    await append(store, "new", events(1, 4, size=100))  # 1200 > 1000: 200 bytes must go
+    usage = await store.usage()
+    assert 0 < usage.bytes <= 1000
+    old = await store.get_stream("old")
+    assert old is not None and old.first_seq == 3
+    with pytest.raises(GapError):
+        await store.read("old", 0)
+    assert [seq for seq, _ in await store.read("mid", 0)] == [1, 2, 3, 4]
+    assert [seq for seq, _ in await store.read("new", 0)] == [1, 2, 3, 4]
+    # One stream alone over the budget trims itself.
+    await store.delete_stream("old")
+    await store.delete_stream("mid")
+    await append(store, "new", events(5, 20, size=100))
+    usage = await store.usage()
+    assert usage.bytes == 1000
+    new = await store.get_stream("new")
+    assert new is not None and new.first_seq == 11 and new.last_seq == 20
+
+
+async def test_global_budget_is_shared_between_handles(make: Factory) -> None:
+    store = await make(max_bytes=500)
+    peer = await make(peer=store)
+    await store.create_stream(meta("a"), ttl_s=60)
+    await peer.create_stream(meta("b"), ttl_s=60)
+    await append(store, "a", events(1, 4, size=100))
+    await append(peer, "b", events(1, 4, size=100))
+    assert 0 < (await store.usage()).bytes <= 500
+    assert (await peer.usage()).bytes == (await store.usage()).bytes
+    with pytest.raises(GapError):
+        await peer.read("a", 0)
+
+
+async def test_max_streams_drops_finished_streams_then_refuses(make: Factory) -> None:
+    store = await make(max_streams=3)
+    for name in ("a", "b", "c"):
+        await store.create_stream(meta(name), ttl_s=60)
+    await store.update_stream("b", state=StreamState.COMPLETED)
+    await store.create_stream(meta("d"), ttl_s=60)  # room made by dropping the finished "b"
+    assert await store.get_stream("b") is None
+    assert {await store.get_stream(x) is not None for x in ("a", "c", "d")} == {True}
+    with pytest.raises(StoreFullError):
+        await store.create_stream(meta("e"), ttl_s=60)
+    assert (await store.usage()).streams == 3
+
+
+# ----------------------------------------------------------------------------- wait
+async def _wakes(store: Store, stream_id: str, action: Callable[[], Awaitable[Any]], **kw: Any) -> float:
+    """Seconds a `wait` took when `action` ran 50 ms after it started."""
+    got = await store.get_stream(stream_id)
+    after = got.last_seq if got is not None else 0
+
+    async def later() -> None:
+        await anyio.sleep(0.05)
+        await action()
+
+    start = time.monotonic()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(later)
+        await store.wait(stream_id, after, within_s=5, **kw)
+        elapsed = time.monotonic() - start
+    return elapsed
+
+
+async def test_wait_wakes_on_append_from_another_handle(make: Factory) -> None:
+    store = await make()
+    peer = await make(peer=store)
+    await store.create_stream(meta(), ttl_s=60)
+    elapsed = await _wakes(store, "s1", lambda: append(peer, "s1", events(1, 1)))
+    assert elapsed < 2
+
+
+async def test_wait_wakes_on_metadata_changes(make: Factory) -> None:
+    store = await make()
+    peer = await make(peer=store)
+    await store.create_stream(meta(), ttl_s=60)
+    assert await _wakes(store, "s1", lambda: peer.update_stream("s1", delivered_seq=0)) < 2
+    assert await _wakes(store, "s1", lambda: peer.attach("s1", time.time())) < 2
+    assert await _wakes(store, "s1", lambda: peer.update_stream_if("s1", {}, turn=3)) < 2
+    assert await _wakes(store, "s1", lambda: peer.delete_stream("s1")) < 2
+
+
+async def test_wait_wakes_when_the_global_budget_trims_the_stream(make: Factory) -> None:
+    store = await make(max_bytes=300)
+    await store.create_stream(meta("victim"), ttl_s=60)
+    await store.create_stream(meta("other"), ttl_s=60)
+    await append(store, "victim", events(1, 3, size=100))
+    elapsed = await _wakes(store, "victim", lambda: append(store, "other", events(1, 2, size=100)))
+    assert elapsed < 2
+    assert (await store.get_stream("victim")).first_seq > 1  # type: ignore[union-attr]
+
+
+async def test_wait_times_out(store: Store) -> None:
+    await store.create_stream(meta(), ttl_s=60)
+    start = time.monotonic()
+    await store.wait("s1", 0, within_s=0.2)
+    assert 0.15 <= time.monotonic() - start < 1.5
+
+
+async def test_wait_returns_at_once_when_there_is_something_to_see(store: Store) -> None:
+    await store.create_stream(meta(), ttl_s=60)
+    await append(store, "s1", events(1, 2))
+    seen = await store.get_stream("s1")
+    assert seen is not None
+    seen_version = seen.version  # get_stream may return a live record: keep the number
+    with anyio.fail_after(1):
+        await store.wait("s1", 1, within_s=10)  # an event after 1 exists
+        await store.wait("missing", 0, within_s=10)  # no such stream
+        await store.update_stream("s1", turn=1)  # a change the waiter has not seen yet
+        await store.wait("s1", 2, within_s=10, version=seen_version)
+    current = await store.get_stream("s1")
+    assert current is not None and current.version > seen_version
+    start = time.monotonic()
+    await store.wait("s1", 2, within_s=0.1, version=current.version)  # nothing new: times out
+    assert time.monotonic() - start >= 0.08
+
+
+async def test_wait_is_cancellable_and_the_store_still_works(store: Store) -> None:
+    await store.create_stream(meta(), ttl_s=60)
+    start = time.monotonic()
+    with anyio.move_on_after(0.1):
+        await store.wait("s1", 0, within_s=30)
+    assert time.monotonic() - start < 1
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await store.wait("s1", 0, within_s=30)
+    await append(store, "s1", events(1, 1))
+    assert [seq for seq, _ in await store.read("s1", 0)] == [1]
+    assert await _wakes(store, "s1", lambda: append(store, "s1", events(2, 2))) < 2
+
+
+# ----------------------------------------------------------------------------- attach
+async def test_attach_bumps_the_generation_atomically_under_concurrency(make: Factory) -> None:
+    store = await make()
+    await store.create_stream(meta(), ttl_s=60)
+    handles = [store, await make(peer=store), await make(peer=store)]
+    generations: list[int] = []
+
+    async def attach(i: int) -> None:
+        got = await handles[i % len(handles)].attach("s1", 1000.0 + i)
+        assert got is not None and got.attached
+        generations.append(got.attach_gen)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(30):
+            tg.start_soon(attach, i)
+    assert sorted(generations) == list(range(1, 31))
+    final = await store.get_stream("s1")
+    assert final is not None and final.attach_gen == 30 and final.attached
+    assert 1000.0 <= final.last_contact < 1030.0
+    assert await store.attach("missing", 1.0) is None
+
+
+# ----------------------------------------------------------------------------- sessions
+async def test_sessions_put_get_delete_returns_their_streams(store: Store) -> None:
+    info = SessionInfo(session_id="sess", protocol_version="2025-11-25", principal="alice")
+    await store.put_session(info, ttl_s=60)
+    assert await store.get_session("sess") == info
+    assert await store.get_session("other") is None
+    await store.create_stream(meta("a"), ttl_s=60)
+    await store.create_stream(meta("b"), ttl_s=60)
+    await store.create_stream(meta("gone"), ttl_s=60)
+    await store.create_stream(meta("foreign", session_id="other"), ttl_s=60)
+    await store.create_stream(meta("none", session_id=None), ttl_s=60)
+    await store.delete_stream("gone")
+    assert await store.delete_session("sess") == ["a", "b"]
+    assert await store.get_session("sess") is None
+    assert await store.delete_session("sess") == []
+    assert await store.delete_session("other") == ["foreign"]
+
+
+async def test_sessions_expire(store: Store) -> None:
+    await store.put_session(SessionInfo("short", "2025-06-18"), ttl_s=0.1)
+    await store.put_session(SessionInfo("long", "2025-06-18"), ttl_s=60)
+    await anyio.sleep(0.25)
+    assert await store.get_session("short") is None
+    assert await store.get_session("long") is not None
+
+
+async def test_session_count_is_bounded(make: Factory) -> None:
+    store = await make(max_sessions=5)
+    for i in range(12):
+        await store.put_session(SessionInfo(f"s{i}", "2025-11-25"), ttl_s=60 + i)
+    kept = [i for i in range(12) if await store.get_session(f"s{i}") is not None]
+    assert len(kept) <= 5 and 11 in kept
+
+
+# ----------------------------------------------------------------------------- keys
+async def test_keys_set_get_delete_and_ttl(store: Store) -> None:
+    await store.set_key("k", "v1", ttl_s=60)
+    assert await store.get_key("k") == "v1"
+    await store.set_key("k", "v2", ttl_s=60)
+    assert await store.get_key("k") == "v2"
+    assert await store.delete_key("k") is True
+    assert await store.get_key("k") is None
+    assert await store.delete_key("k") is False
+    await store.set_key("short", "x", ttl_s=0.1)
+    await anyio.sleep(0.25)
+    assert await store.get_key("short") is None
+
+
+async def test_add_key_only_if_absent_and_conditional_delete(make: Factory) -> None:
+    store = await make()
+    peer = await make(peer=store)
+    results = []
+
+    async def race(i: int) -> None:
+        results.append(await (store if i % 2 else peer).add_key("once", f"v{i}", ttl_s=60))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(10):
+            tg.start_soon(race, i)
+    winners = [r for r in results if r is None]
+    assert len(winners) == 1
+    value = await store.get_key("once")
+    assert value is not None and all(r == value for r in results if r is not None)
+    assert await store.delete_key("once", "not-it") is False
+    assert await store.get_key("once") == value
+    assert await peer.delete_key("once", value) is True
+    assert await store.add_key("once", "again", ttl_s=60) is None
+
+
+async def test_key_count_is_bounded(make: Factory) -> None:
+    store = await make(max_keys=5)
+    for i in range(12):
+        await store.set_key(f"k{i}", str(i), ttl_s=60 + i)
+    kept = [i for i in range(12) if await store.get_key(f"k{i}") is not None]
+    assert len(kept) <= 5 and 11 in kept
+
+
+# ----------------------------------------------------------------------------- between nodes
+async def test_publish_reaches_subscribers_in_order(make: Factory) -> None:
+    store = await make()
+    peer = await make(peer=store)
+    assert await store.publish("node-a", b"nobody") == 0
+    async with peer.subscribe("node-a") as messages:
+        assert await store.publish("node-a", b"one") == 1
+        assert await store.publish("node-a", b"two") == 1
+        assert await store.publish("node-b", b"elsewhere") == 0
+        got = []
+        with anyio.fail_after(2):
+            async for message in messages:
+                got.append(message)
+                if len(got) == 2:
+                    break
+        assert got == [b"one", b"two"]
+    assert await store.publish("node-a", b"after") == 0
+
+
+async def test_subscribe_is_cancellable(store: Store) -> None:
+    with anyio.move_on_after(0.1):
+        async with store.subscribe("quiet") as messages:
+            async for _ in messages:
+                pytest.fail("nothing was published")
+    assert await store.publish("quiet", b"x") == 0
+
+
+# ----------------------------------------------------------------------------- differential
+@pytest.mark.parametrize("seed", range(3))
+async def test_redis_matches_memory_on_random_workloads(make: Factory, seed: int) -> None:
+    """Random appends, caps, budget trims, deletes and reads: every answer as MemoryStore's."""
+    import random
+
+    store = await make(max_bytes=3000)
+    reference = MemoryStore(max_bytes=3000)
+    trimmed_by_budget = 0
+    rng = random.Random(seed)
+    next_seq: dict[str, int] = {}
+    for step in range(300):
+        action = rng.random()
+        stream_id = f"s{rng.randrange(6)}"
+        if stream_id not in next_seq:
+            for s in (store, reference):
+                await s.create_stream(meta(stream_id), ttl_s=60)
+            next_seq[stream_id] = 1
+        elif action < 0.55:
+            first = next_seq[stream_id]
+            batch = [(first + i, bytes([65 + i]) * rng.randrange(0, 200)) for i in range(rng.randrange(1, 6))]
+            next_seq[stream_id] = first + len(batch)
+            caps = {"max_events": rng.choice([3, 8, BIG]), "max_bytes": rng.choice([150, 600, BIG])}
+            for s in (store, reference):
+                await append(s, stream_id, batch, **caps)
+        elif action < 0.95:
+            after = rng.randrange(0, next_seq[stream_id])
+            limit = rng.choice([1, 3, 1000])
+            outcomes: list[object] = []
+            for s in (store, reference):
+                try:
+                    outcomes.append(await s.read(stream_id, after, limit))
+                except GapError as gap:
+                    outcomes.append(("gap", gap.first_seq))
+            assert outcomes[0] == outcomes[1], (step, stream_id, after)
+        else:
+            for s in (store, reference):
+                await s.delete_stream(stream_id)
+            del next_seq[stream_id]
+        if step % 20 == 0:
+            usage = await store.usage()
+            assert usage == await reference.usage(), step
+            trimmed_by_budget += usage.bytes > 2500
+            for stream_id in next_seq:
+                a, b = await store.get_stream(stream_id), await reference.get_stream(stream_id)
+                assert a is not None and b is not None
+                assert (a.first_seq, a.last_seq) == (b.first_seq, b.last_seq), (step, stream_id)
+    assert trimmed_by_budget, "the workload never came near the global budget"
