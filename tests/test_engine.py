@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,24 +12,55 @@ import anyio
 import httpx
 import pytest
 
-from mcp_resume_asgi import MemoryStore, Policy, resumable
+from mcp_resume_asgi import MemoryStore, Policy, Store, resumable
 from tests.apps.probe_app import PROBE, create_app
 from tests.support.raw import RawSession, Reply
-from tests.support.server import serve
+from tests.support.server import serve, serve_in_loop
+from tests.support.stores import REDIS_URL, require_redis
 
 pytestmark = pytest.mark.anyio
 
 FAST = Policy(retry_ms=20, max_wait_s=5.0)
 
 
+STORE_KIND = "memory"
+
+
+@pytest.fixture(autouse=True, params=["memory", "redis"])
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """Every engine test runs against both stores (issue: one parametrised suite)."""
+    global STORE_KIND
+    if request.param == "redis":
+        require_redis()
+    STORE_KIND = request.param
+    return STORE_KIND
+
+
 @contextlib.asynccontextmanager
 async def wrapped(
-    policy: Policy = FAST, *, store: MemoryStore | None = None, json_response: bool = False, **options: Any
-) -> AsyncIterator[tuple[httpx.AsyncClient, MemoryStore]]:
-    store = store or MemoryStore()
-    app = resumable(create_app(json_response=json_response), policy=policy, store=store, **options)
-    async with serve(app) as info, httpx.AsyncClient(base_url=info.base_url, timeout=10) as client:
-        yield client, store
+    policy: Policy = FAST, *, max_bytes: int | None = None, json_response: bool = False, **options: Any
+) -> AsyncIterator[tuple[httpx.AsyncClient, Store]]:
+    bounds = {} if max_bytes is None else {"max_bytes": max_bytes}
+    if STORE_KIND == "memory":
+        store: Store = MemoryStore(**bounds)
+        app = resumable(create_app(json_response=json_response), policy=policy, store=store, **options)
+        async with serve(app) as info, httpx.AsyncClient(base_url=info.base_url, timeout=10) as client:
+            yield client, store
+        return
+    from mcp_resume_asgi.store import RedisStore
+
+    redis_store = RedisStore(REDIS_URL, prefix=f"test-engine:{uuid.uuid4().hex}:", **bounds)
+    app = resumable(create_app(json_response=json_response), policy=policy, store=redis_store, **options)
+    try:
+        # The Redis client belongs to one event loop: serve in the test's own loop.
+        async with (
+            serve_in_loop(app) as info,
+            httpx.AsyncClient(base_url=info.base_url, timeout=10) as client,
+        ):
+            yield client, redis_store
+    finally:
+        await redis_store.clear()
+        await redis_store.aclose()
 
 
 async def session(client: httpx.AsyncClient, version: str = "2025-11-25") -> RawSession:
@@ -288,7 +320,7 @@ async def test_delete_frees_the_sessions_streams() -> None:
     async with wrapped(FAST.replace(max_connection_s=0.1)) as (client, store):
         s = await session(client)
         first = await s.exchange("POST", "/mcp", s.tool_call("sleep", {"seconds": 3}))
-        assert store.stream_count >= 1
+        assert (await store.usage()).streams >= 1
         deleted = await client.delete("/mcp", headers=s.headers())
         assert deleted.status_code in (200, 204)
         gone = await client.get(first.link or "", headers=s.headers())
@@ -313,7 +345,9 @@ async def test_expiry_cancels_the_apps_work_with_notifications_cancelled(version
         with anyio.fail_after(3):
             while (await client.get(first.link, headers=s.headers())).status_code != 404:
                 await anyio.sleep(0.05)
-        assert store.stream_count == 1  # only the finished initialize stream, kept for late readers
+        assert (
+            await store.usage()
+        ).streams == 1  # only the finished initialize stream, kept for late readers
 
 
 async def test_expiry_of_a_2026_single_exchange_request_disconnects_the_app() -> None:
@@ -336,7 +370,7 @@ async def test_expiry_of_a_2026_single_exchange_request_disconnects_the_app() ->
         assert first.status == 200, first.raw
         assert first.link and first.events[0].data == ""
         with anyio.fail_after(8):
-            while store.stream_count:
+            while (await store.usage()).streams:
                 await anyio.sleep(0.05)
 
 
@@ -346,7 +380,7 @@ async def test_per_stream_caps_drop_old_events_and_a_resume_into_the_gap_is_an_e
         call = s.tool_call("burst", {"count": 50, "size": 10, "delay": 0.002})
         first = await s.exchange("POST", "/mcp", call, stop_after=1)
         await anyio.sleep(0.5)
-        assert store.total_bytes < 5 * 400
+        assert (await store.usage()).bytes < 5 * 400
         rest = await s.exchange("GET", "/mcp", headers=s.headers(last_event_id=first.last_id))
         error = rest.messages()[-1]
         assert error["id"] == call["id"] and error["error"]["code"] == -32000
@@ -354,8 +388,7 @@ async def test_per_stream_caps_drop_old_events_and_a_resume_into_the_gap_is_an_e
 
 
 async def test_the_global_byte_budget_holds_across_streams() -> None:
-    store = MemoryStore(max_bytes=20_000)
-    async with wrapped(FAST, store=store) as (client, _):
+    async with wrapped(FAST, max_bytes=20_000) as (client, store):
         s = await session(client)
         for i in range(4):
             await s.exchange(
@@ -366,7 +399,7 @@ async def test_the_global_byte_budget_holds_across_streams() -> None:
                 timeout=2,
             )
         await anyio.sleep(0.5)
-        assert 0 < store.total_bytes <= 20_000
+        assert 0 < (await store.usage()).bytes <= 20_000
 
 
 async def test_json_responses_pass_through_unchanged() -> None:

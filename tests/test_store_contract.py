@@ -9,8 +9,6 @@ Redis: other connections, as another node would).
 
 from __future__ import annotations
 
-import functools
-import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,30 +27,9 @@ from mcp_resume_asgi.store import (
     StreamMeta,
     StreamState,
 )
+from tests.support.stores import REDIS_URL, require_redis
 
 pytestmark = pytest.mark.anyio
-
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-IN_CI = os.environ.get("CI") == "true"
-
-
-@functools.cache
-def _redis_unavailable() -> str | None:
-    """Why the Redis cases cannot run here, or None when they can."""
-    try:
-        import redis
-    except ImportError:
-        return "the redis client is not installed (pip install 'mcp-resume-asgi[redis]')"
-    try:
-        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
-        try:
-            client.ping()
-        finally:
-            client.close()
-    except Exception as exc:
-        return f"no Redis answering at {REDIS_URL}: {exc}"
-    return None
-
 
 Factory = Callable[..., Awaitable[Store]]
 
@@ -65,11 +42,7 @@ async def make(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
     """
     kind = request.param
     if kind == "redis":
-        reason = _redis_unavailable()
-        if reason is not None:
-            if IN_CI:
-                pytest.fail(f"CI=true but {reason}")
-            pytest.skip(reason)
+        require_redis()
     prefix = f"test-store:{uuid.uuid4().hex}:"
     opened: list[Any] = []
 
