@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import Headers, header, send_bytes, send_json
+from mcp_resume_asgi.cluster import Node, owner_key
 from mcp_resume_asgi.policy import Policy, RouteTable
 from mcp_resume_asgi.sse import (
     KEEPALIVE,
@@ -252,6 +253,7 @@ class Engine:
         principal: Callable[[Scope], str | None],
         session_ttl_s: float,
         node_id: str,
+        node: Node | None = None,
     ) -> None:
         self.app = app
         self.routes = routes
@@ -260,6 +262,9 @@ class Engine:
         self.principal = principal
         self.session_ttl_s = session_ttl_s
         self.node_id = node_id
+        self.node = node
+        self.known_features: Any = ()
+        """The feature layers in front of this engine, as last seen (relayed requests get them too)."""
         self.live: dict[str, Live] = {}
         self._standalone_locks: dict[str, anyio.Lock] = {}
 
@@ -613,6 +618,8 @@ class Engine:
             capabilities=capabilities,
         )
         await self.store.put_session(info, self.session_ttl_s)
+        if self.node is not None:
+            await self.store.set_key(owner_key(live.session_id), self.node_id, self.session_ttl_s)
         logger.debug("session %s negotiated %s", live.session_id, version)
 
     async def _create_meta(self, live: Live) -> None:
@@ -862,6 +869,11 @@ class Engine:
         return status, b"".join(chunks)
 
     # ------------------------------------------------------------------ standalone GET stream
+    async def standalone_running(self, session_id: str) -> bool:
+        stream_id = await self.store.get_key(f"standalone:{session_id}")
+        meta = await self.store.get_stream(stream_id) if stream_id else None
+        return meta is not None and meta.state is StreamState.RUNNING
+
     async def handle_standalone(self, scope: Scope, receive: Receive, send: Send, session_id: str) -> None:
         key = f"standalone:{session_id}"
         lock = self._standalone_locks.setdefault(session_id, anyio.Lock())
@@ -994,6 +1006,8 @@ class Engine:
         deadline = None if delivery.deadline_s is None else started + delivery.deadline_s
         transform = delivery.transform
         heartbeat = min(max(policy.max_wait_s / 3, 0.05), 10.0)
+        owner_check = self.node.timeout_s / 2 if self.node is not None else math.inf
+        next_owner_check = started + owner_check
         id_head = b"id: " + prefix
         start_cursor = cursor
         while True:
@@ -1033,10 +1047,22 @@ class Engine:
             if events and cursor < meta.last_seq:
                 continue
             now = time.monotonic()
+            if self.node is not None and meta.owner != self.node_id and now >= next_owner_check:
+                next_owner_check = now + owner_check
+                if cursor >= meta.last_seq and not await self.node.alive(meta.owner):
+                    # Everything the dead owner recorded was delivered; nothing more will come.
+                    logger.warning("stream %s: its owner %s stopped", stream_id, meta.owner)
+                    await self.store.update_stream(stream_id, state=StreamState.EXPIRED)
+                    if meta.kind is StreamKind.REQUEST:
+                        error = p.error_message(
+                            meta.request_id, p.STREAM_ERROR, "the server running this request stopped"
+                        )
+                        await client.write(encode_payload(p.dumps(error), b"message"))
+                    return "owner_dead", cursor
             if now - last_beat >= heartbeat:
                 await self.store.update_stream(stream_id, last_contact=time.time(), delivered_seq=cursor)
                 last_beat = now
-            timeout = heartbeat - (now - last_beat)
+            timeout = min(heartbeat - (now - last_beat), max(next_owner_check - now, 0.01))
             if deadline is not None:
                 if now >= deadline:
                     return "deadline", cursor

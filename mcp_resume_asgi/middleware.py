@@ -15,6 +15,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_resume_asgi import protocol as p
@@ -30,6 +31,7 @@ from mcp_resume_asgi._http import (
     send_bytes,
     send_jsonrpc_error,
 )
+from mcp_resume_asgi.cluster import Node, owner_key
 from mcp_resume_asgi.engine import STREAM_SEGMENT, Engine
 from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestContext
 from mcp_resume_asgi.policy import Policy, RoutesSpec, RouteTable
@@ -79,6 +81,7 @@ class ResumeMiddleware:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         principal: Callable[[Scope], str | None] = default_principal,
         session_ttl_s: float = 24 * 3600,
+        node_timeout_s: float = 5.0,
     ) -> None:
         paths = [path] if isinstance(path, str) else list(path)
         if not paths or not all(isinstance(x, str) and x.startswith("/") for x in paths):
@@ -90,6 +93,12 @@ class ResumeMiddleware:
         self.max_body_bytes = max_body_bytes
         self.routes = RouteTable(policy or Policy(), routes)
         self.store = store if store is not None else MemoryStore()
+        if self.store.shared and secret is None:
+            raise ValueError(
+                "a store shared by several processes needs a shared `secret`: a stream URL or event id "
+                "minted by one process must verify in the others"
+            )
+        self.node = Node(self.store, timeout_s=node_timeout_s) if self.store.shared else None
         self.engine = Engine(
             app,
             routes=self.routes,
@@ -97,7 +106,8 @@ class ResumeMiddleware:
             signer=TokenSigner(secret),
             principal=principal,
             session_ttl_s=session_ttl_s,
-            node_id=secrets.token_hex(6),
+            node_id=self.node.node_id if self.node is not None else secrets.token_hex(6),
+            node=self.node,
         )
 
     # ------------------------------------------------------------------ routing
@@ -121,9 +131,15 @@ class ResumeMiddleware:
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" and self.node is not None:
+            await self._lifespan_with_node(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        features = scope.get(FEATURES_KEY)
+        if features:
+            self.engine.known_features = features
         where = self._classify_path(scope)
         if where is None:
             await self.app(scope, receive, send)
@@ -151,6 +167,52 @@ class ResumeMiddleware:
                 b"application/json",
             )
 
+    # ------------------------------------------------------------------ cluster
+    async def _lifespan_with_node(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The app's lifespan, with this node's heartbeat and inbox running alongside."""
+        assert self.node is not None
+        node = self.node
+        async with anyio.create_task_group() as tg:
+
+            async def run_node() -> None:
+                try:
+                    await node.run(self._relayed)
+                except Exception:
+                    logger.exception(
+                        "node %s stopped: this process no longer takes relayed requests", node.node_id
+                    )
+
+            tg.start_soon(run_node)
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _relayed(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A request another node relayed to us: through the same layers as our own traffic."""
+        scope[FEATURES_KEY] = self.engine.known_features
+        await self(scope, receive, send)
+
+    async def _owner_elsewhere(self, scope: Scope, send: Send) -> str | None:
+        """The live node that holds this request's session, if not us; answers 404 if it died.
+
+        Returns "" when a 404 was sent.
+        """
+        if self.node is None or not self.node.running or "mcp_resume_asgi.relayed_from" in scope:
+            return None
+        session_id = header(scope, b"mcp-session-id")
+        if session_id is None:
+            return None
+        owner = await self.store.get_key(owner_key(session_id))
+        if owner is None or owner == self.node.node_id:
+            return None
+        if not await self.node.alive(owner):
+            await send_jsonrpc_error(
+                send, 404, p.INVALID_REQUEST, "session not found: the server holding it is gone"
+            )
+            return ""
+        return owner
+
     async def _read_body(self, receive: Receive, send: Send) -> bytes | None:
         """The request body, or None once a 413 was sent (or the client left)."""
         try:
@@ -170,6 +232,11 @@ class ResumeMiddleware:
             return
         body = await self._read_body(receive, send)
         if body is None:
+            return
+        owner = await self._owner_elsewhere(scope, send)
+        if owner is not None:
+            if owner and self.node is not None:
+                await self.node.relay(owner, scope, receive, send, body)
             return
         try:
             message = json.loads(body)
@@ -280,10 +347,21 @@ class ResumeMiddleware:
         if session_id is None or not session_id.isprintable() or len(session_id) > 256:
             await self.app(scope, receive, send)
             return
+        if not await self.engine.standalone_running(session_id):
+            owner = await self._owner_elsewhere(scope, send)
+            if owner is not None:
+                if owner and self.node is not None:
+                    await self.node.relay(owner, scope, receive, send, b"")
+                return
         await self.engine.handle_standalone(scope, receive, send, session_id)
 
     # ------------------------------------------------------------------ DELETE /mcp
     async def _delete(self, scope: Scope, receive: Receive, send: Send) -> None:
+        owner = await self._owner_elsewhere(scope, send)
+        if owner is not None:
+            if owner and self.node is not None:
+                await self.node.relay(owner, scope, receive, send, b"")
+            return
         status = 0
 
         held: list[Message] = []
@@ -334,6 +412,11 @@ class ResumeMiddleware:
         body = await self._read_body(receive, send)
         if body is None:
             return
+        if self.node is not None and self.node.running and "mcp_resume_asgi.relayed_from" not in scope:
+            meta = await self.store.get_stream(stream_id)
+            if meta is not None and meta.owner != self.node.node_id and await self.node.alive(meta.owner):
+                await self.node.relay(meta.owner, scope, receive, send, body)
+                return
         try:
             answers = json.loads(body)
         except (ValueError, RecursionError):

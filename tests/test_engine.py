@@ -50,7 +50,13 @@ async def wrapped(
     from mcp_resume_asgi.store import RedisStore
 
     redis_store = RedisStore(REDIS_URL, prefix=f"test-engine:{uuid.uuid4().hex}:", **bounds)
-    app = resumable(create_app(json_response=json_response), policy=policy, store=redis_store, **options)
+    app = resumable(
+        create_app(json_response=json_response),
+        policy=policy,
+        store=redis_store,
+        secret="engine-tests-shared-secret",
+        **options,
+    )
     try:
         # The Redis client belongs to one event loop: serve in the test's own loop.
         async with (

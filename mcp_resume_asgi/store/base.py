@@ -128,6 +128,10 @@ class Store(abc.ABC):
     `first_seq`) and keeps the store's global byte budget.
     """
 
+    shared: bool = False
+    """True when other processes see the same data (the middleware then runs as a node
+    of a cluster: heartbeats, session owners, relays)."""
+
     @abc.abstractmethod
     async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None: ...
 

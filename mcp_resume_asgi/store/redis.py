@@ -465,6 +465,8 @@ class RedisStore(Store):
     `max_bytes` of event payloads, `max_streams`, `max_sessions`, `max_keys`.
     """
 
+    shared = True
+
     def __init__(
         self,
         url: str | None = None,

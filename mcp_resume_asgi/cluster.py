@@ -1,0 +1,291 @@
+"""Several processes, one service: relaying a session's requests to the process that holds it.
+
+An MCP app keeps each session in the memory of the process that answered its
+`initialize`. Behind a load balancer without session affinity, the session's next
+request may land anywhere; unwrapped, that process answers 404. With a shared store
+every process (a *node*) records which node owns each session, keeps a heartbeat,
+and listens on a channel named after itself. A request of a session owned by
+another live node is relayed there over the store's pub/sub and its answer relayed
+back, byte for byte; resumes need no relay at all, since every node reads the same
+recorded events.
+
+Relay messages are JSON: `req` (the HTTP request: method, path, headers, body),
+`start` and `body` (the answer, in order), `gone` (the client left). Pub/sub is at
+most once: a lost message ends the relayed answer early, which a resumable client
+treats like any dropped connection.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+from starlette.types import Message, Receive, Scope, Send
+
+from mcp_resume_asgi._http import send_json
+from mcp_resume_asgi.protocol import STREAM_ERROR, error_message
+from mcp_resume_asgi.store.base import Store
+
+logger = logging.getLogger(__name__)
+
+ASGIHandler = Callable[[Scope, Receive, Send], Awaitable[None]]
+_HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"upgrade"}
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _unb64(text: Any) -> bytes:
+    return base64.b64decode(text) if isinstance(text, str) else b""
+
+
+def node_key(node_id: str) -> str:
+    return f"node:{node_id}"
+
+
+def owner_key(session_id: str) -> str:
+    return f"owner:{session_id}"
+
+
+class Node:
+    """This process's membership in the cluster: heartbeat, inbox, and the relays through it."""
+
+    def __init__(self, store: Store, *, node_id: str | None = None, timeout_s: float = 5.0) -> None:
+        if timeout_s <= 0:
+            raise ValueError("node_timeout_s must be positive")
+        self.store = store
+        self.node_id = node_id or secrets.token_hex(6)
+        self.timeout_s = timeout_s
+        self.running = False
+        self._handler: ASGIHandler | None = None
+        self._replies: dict[str, MemoryObjectSendStream[dict[str, Any]]] = {}
+        self._served: dict[str, anyio.Event] = {}
+        self._task_group: anyio.abc.TaskGroup | None = None
+
+    @property
+    def channel(self) -> str:
+        return node_key(self.node_id)
+
+    async def run(self, handler: ASGIHandler) -> None:
+        """Heartbeat and inbox, until cancelled (run for the lifetime of the app, from its lifespan)."""
+        self._handler = handler
+        async with anyio.create_task_group() as tg, self.store.subscribe(self.channel) as inbox:
+            self._task_group = tg
+            await self.store.set_key(self.channel, "alive", self.timeout_s)
+            self.running = True
+            tg.start_soon(self._heartbeat)
+            try:
+                async for raw in inbox:
+                    self._dispatch(raw)
+            finally:
+                self.running = False
+                tg.cancel_scope.cancel()
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await anyio.sleep(self.timeout_s / 3)
+            try:
+                await self.store.set_key(self.channel, "alive", self.timeout_s)
+            except Exception:
+                logger.warning("node %s: heartbeat failed", self.node_id, exc_info=True)
+
+    async def alive(self, node_id: str) -> bool:
+        return node_id == self.node_id or await self.store.get_key(node_key(node_id)) is not None
+
+    def _dispatch(self, raw: bytes) -> None:
+        try:
+            message = json.loads(raw)
+        except ValueError:
+            return
+        if not isinstance(message, dict) or not isinstance(message.get("id"), str):
+            return
+        kind = message.get("t")
+        if kind == "req" and self._task_group is not None:
+            self._task_group.start_soon(self._serve_relayed, message)
+        elif kind == "gone":
+            gone = self._served.get(message["id"])
+            if gone is not None:
+                gone.set()
+        elif kind in ("ack", "start", "body"):
+            reply = self._replies.get(message["id"])
+            if reply is not None:
+                try:
+                    reply.send_nowait(message)
+                except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    logger.warning("relay %s: reader is behind; dropping the relay", message["id"])
+                    self._replies.pop(message["id"], None)
+                    reply.close()
+
+    # -- the owner's side ------------------------------------------------------------------
+    async def _serve_relayed(self, message: dict[str, Any]) -> None:
+        """Run a request relayed from another node as if it had arrived here."""
+        relay_id: str = message["id"]
+        reply_to = message.get("reply")
+        request = message.get("req")
+        if not isinstance(reply_to, str) or not isinstance(request, dict) or self._handler is None:
+            return
+        gone = anyio.Event()
+        self._served[relay_id] = gone
+        try:
+            await self.store.publish(reply_to, json.dumps({"t": "ack", "id": relay_id}).encode())
+        except Exception:
+            logger.warning("relay %s: cannot acknowledge", relay_id, exc_info=True)
+            return
+        body = _unb64(request.get("body"))
+        sent = False
+        seq = 0
+
+        async def receive() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(out: Message) -> None:
+            nonlocal seq
+            if out["type"] == "http.response.start":
+                payload = {
+                    "t": "start",
+                    "id": relay_id,
+                    "status": out["status"],
+                    "headers": [[_b64(k), _b64(v)] for k, v in out.get("headers", [])],
+                }
+            elif out["type"] == "http.response.body":
+                seq += 1
+                payload = {
+                    "t": "body",
+                    "id": relay_id,
+                    "seq": seq,
+                    "body": _b64(out.get("body", b"")),
+                    "more": bool(out.get("more_body", False)),
+                }
+            else:
+                return
+            if gone.is_set():
+                return
+            try:
+                await self.store.publish(reply_to, json.dumps(payload).encode())
+            except Exception:
+                logger.warning("relay %s: cannot answer", relay_id, exc_info=True)
+                gone.set()
+
+        scope: Scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": "1.1",
+            "method": str(request.get("method", "GET")),
+            "scheme": str(request.get("scheme", "http")),
+            "path": str(request.get("path", "/")),
+            "raw_path": str(request.get("path", "/")).encode(),
+            "query_string": _unb64(request.get("query")),
+            "root_path": "",
+            "headers": [(_unb64(k), _unb64(v)) for k, v in request.get("headers", [])],
+            "server": None,
+            "client": None,
+            "state": {},
+            "mcp_resume_asgi.relayed_from": reply_to,
+        }
+        try:
+            await self._handler(scope, receive, send)
+        except Exception:
+            logger.exception("relay %s: the relayed request failed", relay_id)
+        finally:
+            self._served.pop(relay_id, None)
+
+    # -- the receiving node's side ---------------------------------------------------------
+    async def relay(self, owner: str, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
+        """Send this request to `owner` and stream its answer back to our client."""
+        relay_id = secrets.token_hex(8)
+        replies_in, replies = anyio.create_memory_object_stream[dict[str, Any]](1024)
+        self._replies[relay_id] = replies_in
+        headers = [[_b64(k), _b64(v)] for k, v in scope["headers"] if k not in _HOP_BY_HOP]
+        request = {
+            "method": scope["method"],
+            "scheme": scope.get("scheme", "http"),
+            "path": scope["path"],
+            "query": _b64(scope.get("query_string", b"")),
+            "headers": headers,
+            "body": _b64(body),
+        }
+        message = {"t": "req", "id": relay_id, "reply": self.channel, "req": request}
+        started = False
+        try:
+            if await self.store.publish(node_key(owner), json.dumps(message).encode()) == 0:
+                raise LookupError("nobody listens")
+            async with anyio.create_task_group() as tg:
+
+                async def tell_owner_when_gone() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    await self.store.publish(
+                        node_key(owner), json.dumps({"t": "gone", "id": relay_id}).encode()
+                    )
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(tell_owner_when_gone)
+                expected = 1
+                acknowledged = False
+                while True:
+                    reply: dict[str, Any] | None = None
+                    if not acknowledged:
+                        with anyio.fail_after(self.timeout_s):
+                            reply = await replies.receive()
+                    else:
+                        # The owner may take long to start its answer (a JSON answer comes at the
+                        # end); keep waiting while it is alive.
+                        with anyio.move_on_after(self.timeout_s):
+                            reply = await replies.receive()
+                    if reply is None:
+                        if not await self.alive(owner):
+                            raise LookupError("the owner died")
+                        continue
+                    if reply["t"] == "ack":
+                        acknowledged = True
+                        continue
+                    if reply["t"] == "start" and not started:
+                        started = True
+                        await send(
+                            {
+                                "type": "http.response.start",
+                                "status": int(reply.get("status", 502)),
+                                "headers": [(_unb64(k), _unb64(v)) for k, v in reply.get("headers", [])],
+                            }
+                        )
+                        continue
+                    if reply["t"] != "body" or not started:
+                        continue
+                    if reply.get("seq") != expected:
+                        logger.warning("relay %s: a part of the answer was lost; ending it", relay_id)
+                        await send({"type": "http.response.body", "body": b"", "more_body": False})
+                        break
+                    expected += 1
+                    more = bool(reply.get("more"))
+                    await send(
+                        {"type": "http.response.body", "body": _unb64(reply.get("body")), "more_body": more}
+                    )
+                    if not more:
+                        break
+                tg.cancel_scope.cancel()
+        except (TimeoutError, LookupError):
+            if started:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            else:
+                logger.warning("relay %s: node %s did not answer", relay_id, owner)
+                await send_json(
+                    send,
+                    503,
+                    error_message(None, STREAM_ERROR, "the server holding this session is not answering"),
+                    [(b"retry-after", b"1")],
+                )
+        finally:
+            self._replies.pop(relay_id, None)
+            replies_in.close()
