@@ -269,13 +269,13 @@ class Engine:
         self._standalone_locks: dict[str, anyio.Lock] = {}
 
     # ------------------------------------------------------------------ helpers
-    def link_header(self, mcp_path: str, stream_id: str, turn: int) -> tuple[bytes, bytes]:
-        """`Link: </mcp/streams/<token>>; rel="stream"`.
+    def link_header(self, mcp_path: str, stream_id: str, after_seq: int) -> tuple[bytes, bytes]:
+        """`Link: </mcp/streams/<token>>; rel="stream"` for a response that starts after `after_seq`.
 
         An absolute path, not a URL: it is same-origin by construction, whatever
         Host header a client (or an attacker) sent.
         """
-        url = f"{mcp_path.rstrip('/')}{STREAM_SEGMENT}{self.signer.link_token(stream_id, turn)}"
+        url = f"{mcp_path.rstrip('/')}{STREAM_SEGMENT}{self.signer.link_token(stream_id, after_seq)}"
         return b"link", f'<{url}>; rel="stream"'.encode()
 
     def may_access(self, meta: StreamMeta, scope: Scope) -> bool:
@@ -311,11 +311,11 @@ class Engine:
                 return info.protocol_version
         return p.valid_version(header(scope, b"mcp-protocol-version")) or p.DEFAULT_VERSION
 
-    def _sse_headers(self, scope: Scope, meta: StreamMeta) -> Headers:
+    def _sse_headers(self, scope: Scope, meta: StreamMeta, after_seq: int) -> Headers:
         headers = list(_SSE_HEADERS)
         if meta.session_id is not None:
             headers.append((b"mcp-session-id", meta.session_id.encode()))
-        headers.append(self.link_header(meta.path, meta.stream_id, meta.turn))
+        headers.append(self.link_header(meta.path, meta.stream_id, after_seq))
         return headers
 
     # ------------------------------------------------------------------ requests (POST)
@@ -893,7 +893,7 @@ class Engine:
                     client,
                     scope=scope,
                     after_seq=meta.last_seq,
-                    headers=self._sse_headers(scope, meta),
+                    headers=self._sse_headers(scope, meta, meta.last_seq),
                     priming=p.at_least(meta.protocol_version, p.RESUMABLE_VERSION),
                     policy=self.routes.by_index(meta.route),
                     version=meta.protocol_version,
@@ -1148,7 +1148,7 @@ class Engine:
                     ),
                 )
                 return None
-            headers = self._sse_headers(scope, meta)
+            headers = self._sse_headers(scope, meta, after_seq)
             gap = GapError(meta.stream_id, after_seq, meta.first_seq)
             await send_bytes(send, 200, self._gap_frame(meta, gap), headers)
             return None
@@ -1160,7 +1160,7 @@ class Engine:
                 client,
                 scope=scope,
                 after_seq=after_seq,
-                headers=self._sse_headers(scope, meta),
+                headers=self._sse_headers(scope, meta, after_seq),
                 priming=p.at_least(meta.protocol_version, p.RESUMABLE_VERSION),
                 policy=self.routes.by_index(meta.route),
                 version=meta.protocol_version,

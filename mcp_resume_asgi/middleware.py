@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -42,6 +43,9 @@ from mcp_resume_asgi.tokens import TokenSigner, new_stream_id
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+#: After the store failed, how long requests skip it before trying again.
+STORE_RETRY_S = 2.0
+UNAVAILABLE_HEADER = (b"mcp-resume", b"unavailable")
 
 
 def default_principal(scope: Scope) -> str | None:
@@ -99,6 +103,7 @@ class ResumeMiddleware:
                 "minted by one process must verify in the others"
             )
         self.node = Node(self.store, timeout_s=node_timeout_s) if self.store.shared else None
+        self._store_down_until = 0.0
         self.engine = Engine(
             app,
             routes=self.routes,
@@ -144,19 +149,18 @@ class ResumeMiddleware:
         if where is None:
             await self.app(scope, receive, send)
             return
+        if self._store_down_until > time.monotonic():
+            await self._without_store(scope, receive, send, where[0] == "stream")
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
         try:
-            if where[0] == "stream":
-                await self._stream_url(scope, receive, send, where[1] or "")
-                return
-            method = scope["method"]
-            if method == "POST":
-                await self._post(scope, receive, send)
-            elif method == "GET":
-                await self._get(scope, receive, send)
-            elif method == "DELETE":
-                await self._delete(scope, receive, send)
-            else:
-                await self.app(scope, receive, send)
+            await self._dispatch(scope, receive, tracked, where)
         except StoreFullError:
             logger.warning("store full: refusing a new stream")
             await send_bytes(
@@ -166,6 +170,57 @@ class ResumeMiddleware:
                 [(b"retry-after", b"5")],
                 b"application/json",
             )
+        except Exception as exc:
+            if not self.store.is_unavailable_error(exc):
+                raise
+            self._store_down_until = time.monotonic() + STORE_RETRY_S
+            logger.error("the store is unavailable (%s); serving without resumability for now", exc)
+            if not started:
+                await send_jsonrpc_error(
+                    send,
+                    503,
+                    p.STREAM_ERROR,
+                    "resumability is unavailable right now; retry",
+                    headers=[UNAVAILABLE_HEADER, (b"retry-after", b"1")],
+                )
+
+    async def _without_store(self, scope: Scope, receive: Receive, send: Send, stream_url: bool) -> None:
+        """The store is down: the app answers as it would unwrapped, and says so in a header.
+
+        Resumes and stream URLs cannot be served without the store: 503, retry later.
+        """
+        if stream_url or (scope["method"] == "GET" and header(scope, b"last-event-id") is not None):
+            await send_jsonrpc_error(
+                send,
+                503,
+                p.STREAM_ERROR,
+                "resumability is unavailable right now; retry",
+                headers=[UNAVAILABLE_HEADER, (b"retry-after", b"1")],
+            )
+            return
+
+        async def tagged(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = dict(message, headers=[*message.get("headers", []), UNAVAILABLE_HEADER])
+            await send(message)
+
+        await self.app(scope, receive, tagged)
+
+    async def _dispatch(
+        self, scope: Scope, receive: Receive, send: Send, where: tuple[str, str | None]
+    ) -> None:
+        if where[0] == "stream":
+            await self._stream_url(scope, receive, send, where[1] or "")
+            return
+        method = scope["method"]
+        if method == "POST":
+            await self._post(scope, receive, send)
+        elif method == "GET":
+            await self._get(scope, receive, send)
+        elif method == "DELETE":
+            await self._delete(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
     # ------------------------------------------------------------------ cluster
     async def _lifespan_with_node(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -175,12 +230,12 @@ class ResumeMiddleware:
         async with anyio.create_task_group() as tg:
 
             async def run_node() -> None:
-                try:
-                    await node.run(self._relayed)
-                except Exception:
-                    logger.exception(
-                        "node %s stopped: this process no longer takes relayed requests", node.node_id
-                    )
+                while True:  # through store outages: rejoin when it is back
+                    try:
+                        await node.run(self._relayed)
+                    except Exception as exc:
+                        logger.error("node %s: cluster link lost (%s); retrying", node.node_id, exc)
+                    await anyio.sleep(1.0)
 
             tg.start_soon(run_node)
             try:
@@ -233,6 +288,23 @@ class ResumeMiddleware:
         body = await self._read_body(receive, send)
         if body is None:
             return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self._post_body(scope, receive, tracked, body)
+        except Exception as exc:
+            if started or not self.store.is_unavailable_error(exc):
+                raise
+            self._store_down_until = time.monotonic() + STORE_RETRY_S
+            logger.error("the store is unavailable (%s); serving without resumability for now", exc)
+            await self._without_store(scope, replay_receive(body, receive), send, False)
+
+    async def _post_body(self, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
         owner = await self._owner_elsewhere(scope, send)
         if owner is not None:
             if owner and self.node is not None:
@@ -404,7 +476,9 @@ class ResumeMiddleware:
                 return
             after = event[1]
         if method == "GET":
-            await self.engine.handle_resume(scope, receive, send, stream_id, after, via_link=True)
+            # Without Last-Event-ID the client holds none of this response's events.
+            start = parsed[1] if after is None else after
+            await self.engine.handle_resume(scope, receive, send, stream_id, start, via_link=True)
             return
         if not is_json(scope):
             await send_jsonrpc_error(send, 415, p.INVALID_REQUEST, "Content-Type must be application/json")

@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 MAX_EVENT_ID_LENGTH = 256
 MAX_LINK_TOKEN_LENGTH = 512
 _STREAM_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+#: `str.isdigit()` also accepts superscripts and other digits that `int()` refuses.
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def new_stream_id() -> str:
@@ -92,7 +94,7 @@ class TokenSigner:
         if len(value) > MAX_EVENT_ID_LENGTH:
             return None
         signed, colon, seq_text = value.rpartition(":")
-        if not colon or not seq_text.isdigit() or len(seq_text) > 18 or not signed.isascii():
+        if not colon or not _DIGITS.fullmatch(seq_text) or len(seq_text) > 18 or not signed.isascii():
             return None
         try:
             stream_id = self._events.unsign(signed.encode()).decode()
@@ -102,9 +104,16 @@ class TokenSigner:
             return None
         return stream_id, int(seq_text)
 
-    def link_token(self, stream_id: str, turn: int) -> str:
-        """`<stream_id>~<turn>.<sig>`: URL-safe, signed, minted on every request, so kept cheap."""
-        return str(self._links.sign(f"{stream_id}~{turn}".encode()).decode())
+    def link_token(self, stream_id: str, after_seq: int) -> str:
+        """`<stream_id>~<after_seq>.<sig>`: URL-safe, signed, minted on every request, so kept cheap.
+
+        `after_seq` is where the response that carries the Link starts: a client that
+        resumes through it without `Last-Event-ID` has seen none of that response's
+        events (SEP-1335: the URL resumes "regardless of having received an initial
+        event"), so it is replayed from there, not from what the server believes it
+        wrote (bytes written to a connection that then broke never arrived).
+        """
+        return str(self._links.sign(f"{stream_id}~{after_seq}".encode()).decode())
 
     def parse_link_token(self, token: str) -> tuple[str, int] | None:
         if len(token) > MAX_LINK_TOKEN_LENGTH or not token.isascii():
@@ -113,7 +122,7 @@ class TokenSigner:
             value = self._links.unsign(token.encode()).decode()
         except (BadData, UnicodeDecodeError):
             return None
-        stream_id, tilde, turn = value.partition("~")
-        if not tilde or not _STREAM_ID.match(stream_id) or not turn.isdigit() or len(turn) > 9:
+        stream_id, tilde, after = value.partition("~")
+        if not tilde or not _STREAM_ID.match(stream_id) or not _DIGITS.fullmatch(after) or len(after) > 18:
             return None
-        return stream_id, int(turn)
+        return stream_id, int(after)

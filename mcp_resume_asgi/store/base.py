@@ -132,6 +132,11 @@ class Store(abc.ABC):
     """True when other processes see the same data (the middleware then runs as a node
     of a cluster: heartbeats, session owners, relays)."""
 
+    def is_unavailable_error(self, exc: BaseException) -> bool:
+        """Whether `exc`, raised by this store, means the store cannot be reached right now
+        (the middleware then serves requests without resumability until it recovers)."""
+        return False
+
     @abc.abstractmethod
     async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None: ...
 

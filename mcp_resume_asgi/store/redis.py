@@ -57,6 +57,7 @@ from typing import Any, cast
 import anyio
 import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -466,6 +467,9 @@ class RedisStore(Store):
     """
 
     shared = True
+
+    def is_unavailable_error(self, exc: BaseException) -> bool:
+        return isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError)
 
     def __init__(
         self,

@@ -1,0 +1,138 @@
+"""One node of a multi-process deployment: the low-level app, wrapped, on a shared Redis store.
+
+Run several of these (``tests.apps.multinode_app:create_app`` in
+`SubprocessServer`s) with the same environment and they form one service:
+
+* ``MCP_RESUME_PREFIX`` (required): the Redis key prefix, unique per test;
+* ``MCP_RESUME_SECRET`` (required): the shared signing secret (>= 16 chars);
+* ``MCP_RESUME_REDIS_URL`` (optional): the Redis to use, default ``tests.support.stores.REDIS_URL``;
+* ``MCP_RESUME_POLICY_JSON`` (optional): keyword arguments of `Policy`;
+* ``MCP_RESUME_OPTIONS_JSON`` (optional): further keyword arguments of `resumable`
+  (e.g. ``{"node_timeout_s": 2}``).
+
+``node_timeout_s`` may be given in either JSON: it goes to `Policy` if `Policy` has
+such a field, else to the middleware if it takes it, else it is dropped with a
+warning on stderr (so the harness still starts against a build without it).
+
+The outermost layer, :class:`NodeTag`, adds ``x-node: <pid>`` to every HTTP
+response, so a test can tell which process answered a connection, and counts
+what reached this process; ``GET /__node__`` (answered by that layer, never by
+the app) returns ``{"pid": ..., "counts": {"<METHOD> <kind> <status>": n}}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import os
+import sys
+from collections import Counter
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mcp_resume_asgi import Policy, ResumeMiddleware, resumable
+from mcp_resume_asgi.store import RedisStore
+from tests.apps.lowlevel_app import create_app as create_lowlevel_app
+from tests.support.stores import REDIS_URL
+
+STATS_PATH = "/__node__"
+NODE_HEADER = b"x-node"
+
+
+def request_kind(scope: Scope) -> str:
+    """``"<METHOD>"`` plus ``" resume"`` (Last-Event-ID sent) and ``" link"`` (a stream URL)."""
+    kind = str(scope["method"])
+    if any(name == b"last-event-id" for name, _ in scope["headers"]):
+        kind += " resume"
+    if "/streams/" in scope["path"]:
+        kind += " link"
+    return kind
+
+
+class NodeTag:
+    """Outermost ASGI layer: ``x-node: <pid>`` on every response, per-kind counts, ``GET /__node__``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.pid = os.getpid()
+        self.counts: Counter[str] = Counter()
+        self._pid_header = str(self.pid).encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)  # lifespan: the middleware's node runs from it
+            return
+        if scope["path"] == STATS_PATH:
+            body = json.dumps({"pid": self.pid, "counts": dict(self.counts)}).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                        (NODE_HEADER, self._pid_header),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        kind = request_kind(scope)
+
+        async def tagged_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self.counts[f"{kind} {message['status']}"] += 1
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), (NODE_HEADER, self._pid_header)],
+                }
+            await send(message)
+
+        await self.app(scope, receive, tagged_send)
+
+
+def _json_env(name: str) -> dict[str, Any]:
+    raw = os.environ.get(name)
+    if not raw:
+        return {}
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} must be a JSON object, got {raw!r}")
+    return value
+
+
+def _place_node_timeout(policy_kwargs: dict[str, Any], options: dict[str, Any]) -> None:
+    """Move ``node_timeout_s`` to wherever this build accepts it (see the module docstring)."""
+    value = policy_kwargs.pop("node_timeout_s", options.pop("node_timeout_s", None))
+    if value is None:
+        return
+    if "node_timeout_s" in {f.name for f in dataclasses.fields(Policy)}:
+        policy_kwargs["node_timeout_s"] = value
+    elif "node_timeout_s" in inspect.signature(ResumeMiddleware.__init__).parameters:
+        options["node_timeout_s"] = value
+    else:
+        print(
+            f"multinode_app: this build takes no node_timeout_s; ignoring node_timeout_s={value}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def create_app() -> NodeTag:
+    """The low-level test app, wrapped with a `RedisStore` shared through the environment (see above)."""
+    prefix = os.environ["MCP_RESUME_PREFIX"]
+    secret = os.environ["MCP_RESUME_SECRET"]
+    url = os.environ.get("MCP_RESUME_REDIS_URL") or REDIS_URL
+    policy_kwargs = _json_env("MCP_RESUME_POLICY_JSON")
+    options = _json_env("MCP_RESUME_OPTIONS_JSON")
+    _place_node_timeout(policy_kwargs, options)
+    app = resumable(
+        create_lowlevel_app(),
+        policy=Policy(**policy_kwargs),
+        store=RedisStore(url, prefix=prefix),
+        secret=secret,
+        **options,
+    )
+    return NodeTag(app)
