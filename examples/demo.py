@@ -100,8 +100,9 @@ async def raw_demo(base: str) -> None:
             async for chunk in response.aiter_raw():
                 for event in parser.feed(chunk):
                     show("event", describe(event.id, event.data))
-        after = await http.get(link, headers=headers)
-        show("then", f"GET <Link URL> again -> HTTP {after.status_code} (the stream is over)")
+                    last_id = event.id or last_id
+        after = await http.get(link, headers={**headers, "last-event-id": last_id.decode()})
+        show("then", f"GET <Link URL> after the result -> HTTP {after.status_code} (the stream is over)")
 
 
 async def stock_client_demo(base: str) -> None:
