@@ -218,6 +218,8 @@ class Node:
         }
         message = {"t": "req", "id": relay_id, "reply": self.channel, "req": request}
         started = False
+        # Set instead of raised inside the task group, which would wrap it in an ExceptionGroup.
+        owner_lost = False
         try:
             if await self.store.publish(node_key(owner), json.dumps(message).encode()) == 0:
                 raise LookupError("nobody listens")
@@ -236,17 +238,15 @@ class Node:
                 acknowledged = False
                 while True:
                     reply: dict[str, Any] | None = None
-                    if not acknowledged:
-                        with anyio.fail_after(self.timeout_s):
-                            reply = await replies.receive()
-                    else:
-                        # The owner may take long to start its answer (a JSON answer comes at the
-                        # end); keep waiting while it is alive.
-                        with anyio.move_on_after(self.timeout_s):
-                            reply = await replies.receive()
+                    with anyio.move_on_after(self.timeout_s):
+                        reply = await replies.receive()
                     if reply is None:
-                        if not await self.alive(owner):
-                            raise LookupError("the owner died")
+                        # Not acknowledged in time: the owner did not take the request. Once
+                        # acknowledged, it may take long to start its answer (a JSON answer
+                        # comes at the end): keep waiting while it is alive.
+                        if not acknowledged or not await self.alive(owner):
+                            owner_lost = True
+                            break
                         continue
                     if reply["t"] == "ack":
                         acknowledged = True
@@ -275,7 +275,9 @@ class Node:
                     if not more:
                         break
                 tg.cancel_scope.cancel()
-        except (TimeoutError, LookupError):
+            if owner_lost:
+                raise LookupError("the owner died")
+        except LookupError:
             if started:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             else:

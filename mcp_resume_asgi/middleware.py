@@ -9,6 +9,7 @@ the app's own.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import secrets
@@ -171,7 +172,7 @@ class ResumeMiddleware:
                 b"application/json",
             )
         except Exception as exc:
-            if not self.store.is_unavailable_error(exc):
+            if not self._is_store_outage(exc):
                 raise
             self._store_down_until = time.monotonic() + STORE_RETRY_S
             logger.error("the store is unavailable (%s); serving without resumability for now", exc)
@@ -183,6 +184,16 @@ class ResumeMiddleware:
                     "resumability is unavailable right now; retry",
                     headers=[UNAVAILABLE_HEADER, (b"retry-after", b"1")],
                 )
+            else:
+                # Mid-stream: end the answer cleanly; the client resumes (and meets the 503 above).
+                with contextlib.suppress(Exception):
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _is_store_outage(self, exc: BaseException) -> bool:
+        """The store cannot be reached: `exc` is its error, or a task group's group of only such errors."""
+        if isinstance(exc, BaseExceptionGroup):
+            return all(self._is_store_outage(inner) for inner in exc.exceptions)
+        return self.store.is_unavailable_error(exc)
 
     async def _without_store(self, scope: Scope, receive: Receive, send: Send, stream_url: bool) -> None:
         """The store is down: the app answers as it would unwrapped, and says so in a header.
@@ -298,7 +309,7 @@ class ResumeMiddleware:
         try:
             await self._post_body(scope, receive, tracked, body)
         except Exception as exc:
-            if started or not self.store.is_unavailable_error(exc):
+            if started or not self._is_store_outage(exc):
                 raise
             self._store_down_until = time.monotonic() + STORE_RETRY_S
             logger.error("the store is unavailable (%s); serving without resumability for now", exc)

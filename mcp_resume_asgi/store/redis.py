@@ -57,6 +57,8 @@ from typing import Any, cast
 import anyio
 import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -453,6 +455,16 @@ return out
 """
 
 
+#: After Redis restarted, every pooled connection is dead: a command that meets one is
+#: sent once more on a fresh connection instead of failing a healthy request. (A
+#: command that did run before its connection broke is not at risk of running twice
+#: unnoticed: every append names its entry ids, so a repeat is refused by Redis.)
+_RECONNECT: dict[str, Any] = {
+    "retry": Retry(NoBackoff(), 1),
+    "retry_on_error": [RedisConnectionError],
+}
+
+
 class RedisStore(Store):
     """`Store` on Redis, shared by every process that uses the same Redis and prefix.
 
@@ -502,14 +514,14 @@ class RedisStore(Store):
         if url is not None:
             client = aioredis.Redis(
                 connection_pool=aioredis.BlockingConnectionPool.from_url(
-                    url, max_connections=max_connections, timeout=None
+                    url, max_connections=max_connections, timeout=None, **_RECONNECT
                 )
             )
             self._owned.append(client)
             if wait_client is None:
                 wait_client = aioredis.Redis(
                     connection_pool=aioredis.BlockingConnectionPool.from_url(
-                        url, max_connections=max_waiters, timeout=None
+                        url, max_connections=max_waiters, timeout=None, **_RECONNECT
                     )
                 )
                 self._owned.append(wait_client)
