@@ -51,6 +51,10 @@ from mcp_resume_asgi.tokens import TokenSigner, new_stream_id
 logger = logging.getLogger(__name__)
 
 READ_BATCH = 512
+#: Write-behind (stores with `write_behind`): how much the app may send ahead of the
+#: store before its `send` waits for the write in flight.
+WRITE_BEHIND_FRAMES = 512
+WRITE_BEHIND_BYTES = 1024 * 1024
 CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 #: Stream URLs are `<mcp path>/streams/<token>`.
 STREAM_SEGMENT = "/streams/"
@@ -223,6 +227,22 @@ class Live:
         self.json_size = 0
         self.passthrough_body: list[bytes] = []
         self.expired = False
+        # Write-behind: frames sent by the app and not yet handed to the store, in order.
+        self.writers: anyio.abc.TaskGroup | None = None
+        self.backlog: list[tuple[bytes, bytes]] = []
+        self.backlog_bytes = 0
+        self.writing = False
+        self._written: anyio.Event | None = None
+
+    def signal_written(self) -> None:
+        if self._written is not None:
+            self._written.set()
+            self._written = None
+
+    async def wait_written(self) -> None:
+        if self._written is None:
+            self._written = anyio.Event()
+        await self._written.wait()
 
     def poke(self) -> None:
         """Wake the hosting task: the app decided, finished, or the client left."""
@@ -431,6 +451,8 @@ class Engine:
                     )
             client.on_gone = live.poke
             async with anyio.create_task_group() as tg:
+                if self.store.write_behind:
+                    live.writers = tg
                 tg.start_soon(client.watch)
                 tg.start_soon(self._run_app, live, client)
                 if upgrade_after is not None and not live.decided.is_set():
@@ -493,6 +515,8 @@ class Engine:
 
     async def _app_finished(self, live: Live, client: Client) -> None:
         try:
+            await self._flush_backlog(live)
+            live.writers = None
             if live.mode is Mode.UPGRADED and live.json_chunks is not None and not live.final_seq:
                 await self._record_json_answer(live)
             if live.mode in (Mode.STREAM, Mode.UPGRADED) and live.meta_created:
@@ -686,6 +710,46 @@ class Engine:
         )
 
     async def _record_frames(self, live: Live, frames: list[tuple[bytes, bytes]]) -> None:
+        """Record `(frame without id, data)` pairs, at once or (write-behind) in order soon.
+
+        With a store that pays a round trip per write, an app sending events one by
+        one would otherwise wait a round trip per event: while a write is in flight,
+        what the app sends queues up (bounded) and goes to the store as one batch.
+        """
+        writers = live.writers
+        if writers is None:
+            await self._write_frames(live, frames)
+            return
+        live.backlog.extend(frames)
+        live.backlog_bytes += sum(len(payload) for payload, _ in frames)
+        if not live.writing:
+            live.writing = True
+            writers.start_soon(self._write_behind, live)
+            return
+        while live.writing and (
+            len(live.backlog) >= WRITE_BEHIND_FRAMES or live.backlog_bytes >= WRITE_BEHIND_BYTES
+        ):
+            await live.wait_written()
+
+    async def _write_behind(self, live: Live) -> None:
+        try:
+            while live.backlog:
+                batch, live.backlog, live.backlog_bytes = live.backlog, [], 0
+                await self._write_frames(live, batch)
+                live.signal_written()
+        finally:
+            live.writing = False
+            live.signal_written()
+
+    async def _flush_backlog(self, live: Live) -> None:
+        """Wait for the write in flight, then write what is left (the writer may have been cancelled)."""
+        while live.writing:
+            await live.wait_written()
+        if live.backlog:
+            batch, live.backlog, live.backlog_bytes = live.backlog, [], 0
+            await self._write_frames(live, batch)
+
+    async def _write_frames(self, live: Live, frames: list[tuple[bytes, bytes]]) -> None:
         """Record `(frame without id, data)` pairs; empty data (an app's own priming) is skipped."""
         batch: list[tuple[int, bytes]] = []
         inputs: list[list[Any]] = []
@@ -1012,7 +1076,7 @@ class Engine:
         start_cursor = cursor
         while True:
             try:
-                events = await self.store.read(stream_id, cursor, READ_BATCH)
+                events, meta_now = await self.store.read_with_meta(stream_id, cursor, READ_BATCH)
             except GapError as gap:
                 await client.write(self._gap_frame(meta, gap))
                 return "gap", cursor
@@ -1027,7 +1091,6 @@ class Engine:
                 cursor = events[-1][0]
                 client.cursor = cursor  # survives this loop being cancelled when the client leaves
                 last_event = last_write = time.monotonic()
-            meta_now = await self.store.get_stream(stream_id)
             if meta_now is None:
                 return "deleted", cursor
             meta = meta_now

@@ -250,6 +250,21 @@ async def test_append_then_read_in_order_with_limits(store: Store) -> None:
     assert (await store.usage()).bytes == len(b"onetwothree\x00\xffbin\n")
 
 
+async def test_read_with_meta_is_read_then_the_metadata_after_it(store: Store) -> None:
+    await store.create_stream(meta(pending_inputs=[[7, 2]]), ttl_s=60)
+    assert await store.read_with_meta("s1", 0) == ([], await store.get_stream("s1"))
+    await append(store, "s1", [(1, b"one"), (2, b"two"), (3, b"three")])
+    await store.update_stream("s1", final_seq=3)
+    got, got_meta = await store.read_with_meta("s1", 1, limit=1)
+    assert got == [(2, b"two")]
+    assert got_meta is not None and got_meta == await store.get_stream("s1")
+    assert (got_meta.last_seq, got_meta.final_seq, got_meta.pending_inputs) == (3, 3, [[7, 2]])
+    assert await store.read_with_meta("missing", 0) == ([], None)
+    await append(store, "s1", events(4, 9), max_events=3)
+    with pytest.raises(GapError):
+        await store.read_with_meta("s1", 2)
+
+
 async def test_appending_to_a_missing_stream_is_ignored(store: Store) -> None:
     await append(store, "missing", events(1, 3))
     assert await store.read("missing", 0) == []

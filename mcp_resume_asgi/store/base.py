@@ -132,6 +132,10 @@ class Store(abc.ABC):
     """True when other processes see the same data (the middleware then runs as a node
     of a cluster: heartbeats, session owners, relays)."""
 
+    write_behind: bool = False
+    """True when each write costs a round trip: the engine then lets the app go on while
+    a write is in flight and records what it sent meanwhile as one batch."""
+
     def is_unavailable_error(self, exc: BaseException) -> bool:
         """Whether `exc`, raised by this store, means the store cannot be reached right now
         (the middleware then serves requests without resumability until it recovers)."""
@@ -191,6 +195,17 @@ class Store(abc.ABC):
 
         Raises `GapError` when events right after `after_seq` were evicted.
         """
+
+    async def read_with_meta(
+        self, stream_id: str, after_seq: int, limit: int = 1000
+    ) -> tuple[list[tuple[int, bytes]], StreamMeta | None]:
+        """`read`, then the stream's metadata as it is after those events (None: the stream is gone).
+
+        What a client connection does after every batch it forwards; a store that
+        pays a round trip per call does both in one.
+        """
+        events = await self.read(stream_id, after_seq, limit)
+        return events, await self.get_stream(stream_id)
 
     @abc.abstractmethod
     async def wait(

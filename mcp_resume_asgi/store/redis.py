@@ -409,6 +409,19 @@ if after >= 0 then start = '(' .. ARGV[3] .. '-0' end
 return {1, redis.call('XRANGE', ekey(s), start, '+', 'COUNT', ARGV[4])}
 """
 
+# ARGV: P, stream, after, limit. _READ's reply, then the metadata hash (flat) or nil.
+_READ_META = r"""
+local s, after = ARGV[2], tonumber(ARGV[3])
+local m = mkey(s)
+local first = redis.call('HGET', m, 'first_seq')
+if not first then return {0} end
+first = tonumber(first)
+if after + 1 < first then return {-1, first} end
+local start = '-'
+if after >= 0 then start = '(' .. ARGV[3] .. '-0' end
+return {1, redis.call('XRANGE', ekey(s), start, '+', 'COUNT', ARGV[4]), redis.call('HGETALL', m)}
+"""
+
 # ARGV: P
 _USAGE = r"""
 sweep(now_ms(), 1000)
@@ -479,6 +492,7 @@ class RedisStore(Store):
     """
 
     shared = True
+    write_behind = True
 
     def is_unavailable_error(self, exc: BaseException) -> bool:
         return isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError)
@@ -537,6 +551,7 @@ class RedisStore(Store):
         self._delete = client.register_script(_PRELUDE + _DELETE)
         self._append = client.register_script(_PRELUDE + _APPEND)
         self._read = client.register_script(_PRELUDE + _READ)
+        self._read_meta = client.register_script(_PRELUDE + _READ_META)
         self._usage = client.register_script(_PRELUDE + _USAGE)
         self._put = client.register_script(_PRELUDE + _PUT)
         self._delete_key = client.register_script(_PRELUDE + _DELETE_KEY)
@@ -671,6 +686,17 @@ class RedisStore(Store):
         if reply[0] == -1:
             raise GapError(stream_id, after_seq, int(reply[1]))
         return [(int(entry_id.split(b"-", 1)[0]), fields[1]) for entry_id, fields in reply[1]]
+
+    async def read_with_meta(
+        self, stream_id: str, after_seq: int, limit: int = 1000
+    ) -> tuple[list[tuple[int, bytes]], StreamMeta | None]:
+        reply = await self._read_meta(args=[self.prefix, stream_id, int(after_seq), max(int(limit), 1)])
+        if reply[0] == 0:
+            return [], None
+        if reply[0] == -1:
+            raise GapError(stream_id, after_seq, int(reply[1]))
+        events = [(int(entry_id.split(b"-", 1)[0]), fields[1]) for entry_id, fields in reply[1]]
+        return events, self._decode_meta(reply[2]) if reply[2] else None
 
     async def wait(
         self, stream_id: str, after_seq: int, within_s: float, *, version: int | None = None
