@@ -63,6 +63,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import mcp_resume_asgi
 import mcp_resume_asgi.store.redis as redis_store_module
+from bench.engine import FINAL, NOTE, REQUEST, SESSION, post_scope, resume_scope
 from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware, Store
 from mcp_resume_asgi.store import RedisStore
 
@@ -72,17 +73,6 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 #: Shared stores need a shared secret (>= 16 characters); the memory store gets the same.
 SECRET = "bench-stores-shared-secret-0123456789"
 
-SESSION = b"bench-stores-session-00000000001"
-VERSION = b"2025-11-25"  # priming events on: every stream starts with a resumable id
-REQUEST = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"stream","arguments":{}}}'
-NOTE = (
-    b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress",'
-    b'"params":{"progressToken":"t1","progress":%d,"total":%d}}\n\n'
-)
-FINAL = (
-    b'event: message\ndata: {"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"done"}],'
-    b'"isError":false}}\n\n'
-)
 DATA_MARK = b"data: {"
 FINAL_MARK = b'"id":1,"result"'
 
@@ -101,51 +91,6 @@ def log(text: str) -> None:
 
 
 # --------------------------------------------------------------------------- the app and the client
-def _scope(method: str, headers: list[tuple[bytes, bytes]]) -> Scope:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.4"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "root_path": "",
-        "query_string": b"",
-        "headers": headers,
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-        "state": {},
-    }
-
-
-def post_scope() -> Scope:
-    return _scope(
-        "POST",
-        [
-            (b"host", b"127.0.0.1:8000"),
-            (b"accept", b"application/json, text/event-stream"),
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(REQUEST)).encode()),
-            (b"mcp-session-id", SESSION),
-            (b"mcp-protocol-version", VERSION),
-        ],
-    )
-
-
-def resume_scope(last_event_id: bytes) -> Scope:
-    return _scope(
-        "GET",
-        [
-            (b"host", b"127.0.0.1:8000"),
-            (b"accept", b"text/event-stream"),
-            (b"mcp-session-id", SESSION),
-            (b"mcp-protocol-version", VERSION),
-            (b"last-event-id", last_event_id),
-        ],
-    )
-
-
 def event_bodies(n_events: int) -> list[bytes]:
     """`n_events - 1` progress notifications, then the JSON-RPC result."""
     return [*(NOTE % (i, n_events) for i in range(1, n_events)), FINAL]

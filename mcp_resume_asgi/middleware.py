@@ -67,6 +67,22 @@ def default_principal(scope: Scope) -> str | None:
     return client_id if isinstance(client_id, str) else None
 
 
+class _TrackedSend:
+    """`send` that remembers whether the response started: after that, an error can no
+    longer be answered with a status of its own."""
+
+    __slots__ = ("send", "started")
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self.send(message)
+
+
 class ResumeMiddleware:
     """Makes the Streamable HTTP traffic of the wrapped MCP app resumable.
 
@@ -153,13 +169,7 @@ class ResumeMiddleware:
         if self._store_down_until > time.monotonic():
             await self._without_store(scope, receive, send, where[0] == "stream")
             return
-        started = False
-
-        async def tracked(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        tracked = _TrackedSend(send)
         try:
             await self._dispatch(scope, receive, tracked, where)
         except StoreFullError:
@@ -174,9 +184,8 @@ class ResumeMiddleware:
         except Exception as exc:
             if not self._is_store_outage(exc):
                 raise
-            self._store_down_until = time.monotonic() + STORE_RETRY_S
-            logger.error("the store is unavailable (%s); serving without resumability for now", exc)
-            if not started:
+            self._store_failed(exc)
+            if not tracked.started:
                 await send_jsonrpc_error(
                     send,
                     503,
@@ -188,6 +197,10 @@ class ResumeMiddleware:
                 # Mid-stream: end the answer cleanly; the client resumes (and meets the 503 above).
                 with contextlib.suppress(Exception):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _store_failed(self, exc: BaseException) -> None:
+        self._store_down_until = time.monotonic() + STORE_RETRY_S
+        logger.error("the store is unavailable (%s); serving without resumability for now", exc)
 
     def _is_store_outage(self, exc: BaseException) -> bool:
         """The store cannot be reached: `exc` is its error, or a task group's group of only such errors."""
@@ -299,20 +312,13 @@ class ResumeMiddleware:
         body = await self._read_body(receive, send)
         if body is None:
             return
-        started = False
-
-        async def tracked(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        tracked = _TrackedSend(send)
         try:
             await self._post_body(scope, receive, tracked, body)
         except Exception as exc:
-            if started or not self._is_store_outage(exc):
+            if tracked.started or not self._is_store_outage(exc):
                 raise
-            self._store_down_until = time.monotonic() + STORE_RETRY_S
-            logger.error("the store is unavailable (%s); serving without resumability for now", exc)
+            self._store_failed(exc)
             await self._without_store(scope, replay_receive(body, receive), send, False)
 
     async def _post_body(self, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:

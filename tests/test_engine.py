@@ -119,6 +119,38 @@ async def test_resume_with_last_event_id_on_the_endpoint_replays_exactly_the_res
         assert rest.events[0].data == "" and rest.events[0].id == first.last_id  # primed at the resume point
 
 
+async def test_a_burst_is_recorded_whole_and_in_order() -> None:
+    """300 events as fast as the app can send them; with a write-behind store, in fewer writes than events."""
+    async with wrapped() as (client, store):
+        appends = 0
+        original = store.append
+
+        async def counting(*args: Any, **kwargs: Any) -> None:
+            nonlocal appends
+            appends += 1
+            await original(*args, **kwargs)
+
+        store.append = counting  # type: ignore[method-assign]
+        s = await session(client)
+        call = s.tool_call("burst", {"count": 300, "size": 20})
+        reply = await s.exchange("POST", "/mcp", call)
+        logged = [
+            m["params"]["data"]["i"] for m in reply.messages() if m.get("method") == "notifications/message"
+        ]
+        assert logged == list(range(300))
+        assert final(reply)["result"]["content"][0]["text"] == "burst 300"
+        seqs = [seq_of(e.id) for e in reply.events if e.id]
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+        print(f"{type(store).__name__}: 301 events in {appends} writes")
+        if store.write_behind:
+            assert appends < 301
+        # Replayed from the store: the same, in the same order.
+        replay = await s.exchange("GET", "/mcp", headers=s.headers(last_event_id=reply.events[0].id))
+        assert [
+            m["params"]["data"]["i"] for m in replay.messages() if m.get("method") == "notifications/message"
+        ] == logged
+
+
 async def test_resume_through_the_link_url_and_204_once_delivered() -> None:
     async with wrapped() as (client, _):
         s = await session(client)

@@ -40,7 +40,7 @@ import subprocess
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -500,79 +500,86 @@ async def test_elicitation_with_the_client_helper_across_two_nodes(prefix: str) 
         assert all(e.status in (200, 204) for e in link_gets), [(e.node, e.status) for e in link_gets]
 
 
-async def test_sep975_resumes_and_status_checks_land_on_any_node(prefix: str) -> None:
-    """SEP-975 across nodes: `requests/resume` and `requests/getStatus` POSTs reach the owner wherever they land."""
-    require_redis()
-    policy = {"retry_ms": 20, "max_connection_s": 0.3}
-    options = {"resumable_requests": True}
+@dataclass
+class HelperCall:
+    """One `slow_progress` call by the client helper through the balancer in front of two nodes."""
+
+    result: dict[str, Any]
+    progress: list[int]
+    recorder: Recorder
+    nodes: set[int]
+
+
+async def helper_call_across_two_nodes(
+    prefix: str,
+    policy: dict[str, Any],
+    options: dict[str, Any],
+    alongside: Callable[[ResumableSession], Awaitable[None]] | None = None,
+    **session_options: Any,
+) -> HelperCall:
     async with (
         cluster(2, prefix, policy=policy, options=options) as (a, b),
         CutProxy([port_of(a), port_of(b)]) as proxy,
     ):
         recorder = Recorder()
         progress: list[int] = []
-        statuses: list[dict[str, Any]] = []
 
         async def on_progress(value: float, total: float | None, message: str | None) -> None:
             progress.append(int(value))
 
         async with helper_http_client(recorder) as http:
             with anyio.fail_after(30):
-                async with ResumableSession(proxy.mcp_url, http_client=http) as session:
+                async with (
+                    ResumableSession(proxy.mcp_url, http_client=http, **session_options) as session,
+                    anyio.create_task_group() as tg,
+                ):
                     owner = owner_of(recorder)
-                    async with anyio.create_task_group() as tg:
-
-                        async def ask_status() -> None:
-                            while not session.in_flight:
-                                await anyio.sleep(0.02)
-                            (request_id,) = session.in_flight
-                            for _ in range(4):
-                                await anyio.sleep(0.25)
-                                statuses.append(await session.request_status(request_id))
-
-                        tg.start_soon(ask_status)
-                        result = await session.call_tool(
-                            "slow_progress", {"seconds": 2, "steps": 10}, on_progress=on_progress
-                        )
+                    if alongside is not None:
+                        tg.start_soon(alongside, session)
+                    result = await session.call_tool(
+                        "slow_progress", {"seconds": 2, "steps": 10}, on_progress=on_progress
+                    )
         print(f"\nowner={owner}\n{recorder.summary()}")
-        assert text(result) == "done 10"
-        assert progress == list(range(1, 11)), progress
-        resumes = recorder.where(method="POST", rpc="requests/resume")
-        checks = recorder.where(method="POST", rpc="requests/getStatus")
-        assert resumes and all(e.status == 200 for e in resumes), recorder.summary()
-        assert {e.node for e in resumes + checks} == {pid_of(a), pid_of(b)}, recorder.summary()
-        assert [s["status"] for s in statuses] == ["processing"] * 4, statuses
+        return HelperCall(result, progress, recorder, {pid_of(a), pid_of(b)})
+
+
+async def test_sep975_resumes_and_status_checks_land_on_any_node(prefix: str) -> None:
+    """SEP-975 across nodes: `requests/resume` and `requests/getStatus` POSTs reach the owner wherever they land."""
+    require_redis()
+    statuses: list[dict[str, Any]] = []
+
+    async def ask_status(session: ResumableSession) -> None:
+        while not session.in_flight:
+            await anyio.sleep(0.02)
+        (request_id,) = session.in_flight
+        for _ in range(4):
+            await anyio.sleep(0.25)
+            statuses.append(await session.request_status(request_id))
+
+    call = await helper_call_across_two_nodes(
+        prefix, {"retry_ms": 20, "max_connection_s": 0.3}, {"resumable_requests": True}, ask_status
+    )
+    assert text(call.result) == "done 10"
+    assert call.progress == list(range(1, 11)), call.progress
+    resumes = call.recorder.where(method="POST", rpc="requests/resume")
+    checks = call.recorder.where(method="POST", rpc="requests/getStatus")
+    assert resumes and all(e.status == 200 for e in resumes), call.recorder.summary()
+    assert {e.node for e in resumes + checks} == call.nodes, call.recorder.summary()
+    assert [s["status"] for s in statuses] == ["processing"] * 4, statuses
 
 
 async def test_resume_tokens_reissued_on_any_node(prefix: str) -> None:
     """`_meta.resumeToken` re-issues land on both nodes; the owner's detached work answers them."""
     require_redis()
-    policy = {"retry_ms": 20, "soft_deadline_s": 0.3}
-    options = {"resume_tokens": True}
-    async with (
-        cluster(2, prefix, policy=policy, options=options) as (a, b),
-        CutProxy([port_of(a), port_of(b)]) as proxy,
-    ):
-        recorder = Recorder()
-        progress: list[int] = []
-
-        async def on_progress(value: float, total: float | None, message: str | None) -> None:
-            progress.append(int(value))
-
-        async with helper_http_client(recorder) as http:
-            with anyio.fail_after(30):
-                async with ResumableSession(proxy.mcp_url, http_client=http, resume_poll_s=0.05) as session:
-                    owner = owner_of(recorder)
-                    result = await session.call_tool(
-                        "slow_progress", {"seconds": 2, "steps": 10}, on_progress=on_progress
-                    )
-        print(f"\nowner={owner}\n{recorder.summary()}")
-        assert text(result) == "done 10"
-        assert progress == list(range(1, 11)), progress
-        calls = recorder.where(method="POST", rpc="tools/call")
-        assert len(calls) >= 3, recorder.summary()  # the first call and at least two re-issues
-        assert {e.node for e in calls} == {pid_of(a), pid_of(b)}, recorder.summary()
-        assert all(e.status == 200 for e in calls), recorder.summary()
+    call = await helper_call_across_two_nodes(
+        prefix, {"retry_ms": 20, "soft_deadline_s": 0.3}, {"resume_tokens": True}, resume_poll_s=0.05
+    )
+    assert text(call.result) == "done 10"
+    assert call.progress == list(range(1, 11)), call.progress
+    calls = call.recorder.where(method="POST", rpc="tools/call")
+    assert len(calls) >= 3, call.recorder.summary()  # the first call and at least two re-issues
+    assert {e.node for e in calls} == call.nodes, call.recorder.summary()
+    assert all(e.status == 200 for e in calls), call.recorder.summary()
 
 
 # ----------------------------------------------------------------------------- c. node death
