@@ -8,11 +8,7 @@ Run several of these (``tests.apps.multinode_app:create_app`` in
 * ``MCP_RESUME_REDIS_URL`` (optional): the Redis to use, default ``tests.support.stores.REDIS_URL``;
 * ``MCP_RESUME_POLICY_JSON`` (optional): keyword arguments of `Policy`;
 * ``MCP_RESUME_OPTIONS_JSON`` (optional): further keyword arguments of `resumable`
-  (e.g. ``{"node_timeout_s": 2}``).
-
-``node_timeout_s`` may be given in either JSON: it goes to `Policy` if `Policy` has
-such a field, else to the middleware if it takes it, else it is dropped with a
-warning on stderr (so the harness still starts against a build without it).
+  (e.g. ``{"node_timeout_s": 2}``, ``{"resumable_requests": true}``).
 
 The outermost layer, :class:`NodeTag`, adds ``x-node: <pid>`` to every HTTP
 response, so a test can tell which process answered a connection, and counts
@@ -22,17 +18,14 @@ the app) returns ``{"pid": ..., "counts": {"<METHOD> <kind> <status>": n}}``.
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import json
 import os
-import sys
 from collections import Counter
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_resume_asgi import Policy, ResumeMiddleware, resumable
+from mcp_resume_asgi import Policy, resumable
 from mcp_resume_asgi.store import RedisStore
 from tests.apps.lowlevel_app import create_app as create_lowlevel_app
 from tests.support.stores import REDIS_URL
@@ -103,23 +96,6 @@ def _json_env(name: str) -> dict[str, Any]:
     return value
 
 
-def _place_node_timeout(policy_kwargs: dict[str, Any], options: dict[str, Any]) -> None:
-    """Move ``node_timeout_s`` to wherever this build accepts it (see the module docstring)."""
-    value = policy_kwargs.pop("node_timeout_s", options.pop("node_timeout_s", None))
-    if value is None:
-        return
-    if "node_timeout_s" in {f.name for f in dataclasses.fields(Policy)}:
-        policy_kwargs["node_timeout_s"] = value
-    elif "node_timeout_s" in inspect.signature(ResumeMiddleware.__init__).parameters:
-        options["node_timeout_s"] = value
-    else:
-        print(
-            f"multinode_app: this build takes no node_timeout_s; ignoring node_timeout_s={value}",
-            file=sys.stderr,
-            flush=True,
-        )
-
-
 def create_app() -> NodeTag:
     """The low-level test app, wrapped with a `RedisStore` shared through the environment (see above)."""
     prefix = os.environ["MCP_RESUME_PREFIX"]
@@ -127,7 +103,6 @@ def create_app() -> NodeTag:
     url = os.environ.get("MCP_RESUME_REDIS_URL") or REDIS_URL
     policy_kwargs = _json_env("MCP_RESUME_POLICY_JSON")
     options = _json_env("MCP_RESUME_OPTIONS_JSON")
-    _place_node_timeout(policy_kwargs, options)
     app = resumable(
         create_lowlevel_app(),
         policy=Policy(**policy_kwargs),
