@@ -54,6 +54,8 @@ READ_BATCH = 512
 #: Write-behind (stores with `write_behind`): how much the app may send ahead of the
 #: store before its `send` waits for the write in flight.
 WRITE_BEHIND_FRAMES = 512
+#: How long a finished answer waits for the server to report it (see `_stop_watching`).
+WATCH_GRACE_S = 1.0
 WRITE_BEHIND_BYTES = 1024 * 1024
 CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 #: Stream URLs are `<mcp path>/streams/<token>`.
@@ -480,7 +482,7 @@ class Engine:
                     )
                     live.first_outcome = outcome
                 await self._await_done(live, client)
-                tg.cancel_scope.cancel()
+                await _stop_watching(client, tg)
             return outcome
         finally:
             self.live.pop(live.stream_id, None)
@@ -962,7 +964,7 @@ class Engine:
                     policy=self.routes.by_index(meta.route),
                     version=meta.protocol_version,
                 )
-                tg.cancel_scope.cancel()
+                await _stop_watching(client, tg)
             return
         route, policy = self.routes.choose(scope["path"], None, None)
         app_scope = dict(scope)
@@ -1229,7 +1231,7 @@ class Engine:
                 version=meta.protocol_version,
                 delivery=delivery,
             )
-            tg.cancel_scope.cancel()
+            await _stop_watching(client, tg)
         return outcome
 
     # ------------------------------------------------------------------ client answers
@@ -1310,6 +1312,23 @@ class Engine:
                 live.expired = True
                 live.app_disconnect.set()
             await self.store.delete_stream(stream_id)
+
+
+async def _stop_watching(client: Client, group: anyio.abc.TaskGroup) -> None:
+    """End `client.watch` (and anything else left in `group`) once the answer is over.
+
+    Servers report a finished response to `receive()` as `http.disconnect` (uvicorn,
+    hypercorn), which ends the watcher by itself within a loop iteration; that is
+    much cheaper than cancelling it (anyio formats the cancelling task's repr on
+    every `cancel()`), so cancelling is the fallback after `WATCH_GRACE_S`.
+    """
+    if client.finished and not client.gone.is_set():
+        with anyio.move_on_after(WATCH_GRACE_S):
+            await client.gone.wait()
+    if not client.gone.is_set():
+        if client.finished:
+            logger.debug("the server did not report a finished answer within %ss", WATCH_GRACE_S)
+        group.cancel_scope.cancel()
 
 
 def _nothing_to_send(meta: StreamMeta, after_seq: int) -> bool:
