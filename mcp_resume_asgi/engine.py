@@ -236,6 +236,10 @@ class Live:
         self.writing = False
         self._written: anyio.Event | None = None
 
+    def take_backlog(self) -> list[tuple[bytes, bytes]]:
+        batch, self.backlog, self.backlog_bytes = self.backlog, [], 0
+        return batch
+
     def signal_written(self) -> None:
         if self._written is not None:
             self._written.set()
@@ -736,7 +740,7 @@ class Engine:
     async def _write_behind(self, live: Live) -> None:
         try:
             while live.backlog:
-                batch, live.backlog, live.backlog_bytes = live.backlog, [], 0
+                batch = live.take_backlog()
                 await self._write_frames(live, batch)
                 live.signal_written()
         finally:
@@ -748,7 +752,7 @@ class Engine:
         while live.writing:
             await live.wait_written()
         if live.backlog:
-            batch, live.backlog, live.backlog_bytes = live.backlog, [], 0
+            batch = live.take_backlog()
             await self._write_frames(live, batch)
 
     async def _write_frames(self, live: Live, frames: list[tuple[bytes, bytes]]) -> None:

@@ -67,6 +67,17 @@ def default_principal(scope: Scope) -> str | None:
     return client_id if isinstance(client_id, str) else None
 
 
+async def _send_unavailable(send: Send) -> None:
+    """What a request that needs the store gets while the store is down."""
+    await send_jsonrpc_error(
+        send,
+        503,
+        p.STREAM_ERROR,
+        "resumability is unavailable right now; retry",
+        headers=[UNAVAILABLE_HEADER, (b"retry-after", b"1")],
+    )
+
+
 class _TrackedSend:
     """`send` that remembers whether the response started: after that, an error can no
     longer be answered with a status of its own."""
@@ -186,13 +197,7 @@ class ResumeMiddleware:
                 raise
             self._store_failed(exc)
             if not tracked.started:
-                await send_jsonrpc_error(
-                    send,
-                    503,
-                    p.STREAM_ERROR,
-                    "resumability is unavailable right now; retry",
-                    headers=[UNAVAILABLE_HEADER, (b"retry-after", b"1")],
-                )
+                await _send_unavailable(send)
             else:
                 # Mid-stream: end the answer cleanly; the client resumes (and meets the 503 above).
                 with contextlib.suppress(Exception):
@@ -214,13 +219,7 @@ class ResumeMiddleware:
         Resumes and stream URLs cannot be served without the store: 503, retry later.
         """
         if stream_url or (scope["method"] == "GET" and header(scope, b"last-event-id") is not None):
-            await send_jsonrpc_error(
-                send,
-                503,
-                p.STREAM_ERROR,
-                "resumability is unavailable right now; retry",
-                headers=[UNAVAILABLE_HEADER, (b"retry-after", b"1")],
-            )
+            await _send_unavailable(send)
             return
 
         async def tagged(message: Message) -> None:

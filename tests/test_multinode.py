@@ -209,6 +209,23 @@ async def steer(proxy: CutProxy, port: int) -> None:
     raise AssertionError(f"port {port} is not behind the proxy ({proxy.backend_ports})")
 
 
+class Alternation:
+    """Sends the next connection (a client's answer POST) to the nodes in turn."""
+
+    def __init__(self, proxy: CutProxy, port_by_pid: dict[int, int]) -> None:
+        self.proxy = proxy
+        self.port_by_pid = port_by_pid
+        self.targets: list[int] = []
+        """The pid each answer was steered to, in order."""
+
+    async def steer_next(self) -> int:
+        """Steer the next connection; returns how many have been steered (1, 2, ...)."""
+        target = list(self.port_by_pid)[len(self.targets) % len(self.port_by_pid)]
+        self.targets.append(target)
+        await steer(self.proxy, self.port_by_pid[target])
+        return len(self.targets)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind((HOST, 0))
@@ -437,15 +454,12 @@ async def test_elicitation_with_the_stock_client_across_two_nodes(prefix: str) -
     async with cluster(2, prefix, policy=policy) as (a, b), CutProxy([port_of(a), port_of(b)]) as proxy:
         recorder = Recorder()
         port_by_pid = {pid_of(a): port_of(a), pid_of(b): port_of(b)}
-        targets: list[int] = []
+        answers_to = Alternation(proxy, port_by_pid)
 
         async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
             assert params.message == ELICIT_MESSAGE
-            # The answer POST is the next connection: alternate it between the nodes.
-            target = list(port_by_pid)[len(targets) % 2]
-            targets.append(target)
-            await steer(proxy, port_by_pid[target])
-            return types.ElicitResult(action="accept", content={"name": f"carol{len(targets)}"})
+            n = await answers_to.steer_next()
+            return types.ElicitResult(action="accept", content={"name": f"carol{n}"})
 
         results: list[str] = []
         async with (
@@ -462,7 +476,7 @@ async def test_elicitation_with_the_stock_client_across_two_nodes(prefix: str) -
         print(f"\nowner={owner}\n{recorder.summary()}")
         assert results == [f"hello carol{i}" for i in range(1, 5)]
         answers = recorder.where(method="POST", rpc="response")
-        assert Counter(e.node for e in answers) == Counter(targets), "steering missed"
+        assert Counter(e.node for e in answers) == Counter(answers_to.targets), "steering missed"
         assert all(200 <= e.status < 300 for e in answers), [(e.node, e.status) for e in answers]
 
 
@@ -472,14 +486,11 @@ async def test_elicitation_with_the_client_helper_across_two_nodes(prefix: str) 
     policy = {"retry_ms": 50}
     async with cluster(2, prefix, policy=policy) as (a, b), CutProxy([port_of(a), port_of(b)]) as proxy:
         recorder = Recorder()
-        port_by_pid = {pid_of(a): port_of(a), pid_of(b): port_of(b)}
-        targets: list[int] = []
+        answers_to = Alternation(proxy, {pid_of(a): port_of(a), pid_of(b): port_of(b)})
 
         async def on_request(method: str, params: dict[str, Any]) -> dict[str, Any]:
-            target = list(port_by_pid)[len(targets) % 2]
-            targets.append(target)
-            await steer(proxy, port_by_pid[target])
-            return {"action": "accept", "content": {"name": f"dora{len(targets)}"}}
+            n = await answers_to.steer_next()
+            return {"action": "accept", "content": {"name": f"dora{n}"}}
 
         results: list[str] = []
         async with helper_http_client(recorder) as http:
