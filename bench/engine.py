@@ -27,8 +27,10 @@ import statistics
 import sys
 import time
 import tracemalloc
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
 from mcp_resume_asgi.sse import SSEParser
@@ -48,8 +50,6 @@ FINAL = (
 
 #: Frames kept per allocation: enough to reach the engine line behind an anyio/asyncio allocation.
 TRACE_FRAMES = 10
-
-ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
 
 def _scope(method: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
@@ -102,7 +102,7 @@ def stream_app(
 ) -> ASGIApp:
     """A raw ASGI app that writes `bodies` as SSE, then ends (or idles until disconnected)."""
 
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
         await receive()
@@ -171,6 +171,8 @@ class FakeClient:
 
     async def send(self, message: dict[str, Any]) -> None:
         if message["type"] == "http.response.body":
+            if not message.get("more_body", False):
+                self.disconnect()  # what servers report once a response is complete
             body = message.get("body", b"")
             self.nbytes += len(body)
             if self.keep:

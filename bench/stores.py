@@ -56,14 +56,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import anyio
 import redis
 import redis.asyncio as aioredis
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message
 
 import mcp_resume_asgi
 import mcp_resume_asgi.store.redis as redis_store_module
-from bench.engine import FINAL, NOTE, REQUEST, SESSION, post_scope, resume_scope
+from bench.engine import REQUEST, event_bodies, post_scope, resume_scope, stream_app
 from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware, Store
 from mcp_resume_asgi.store import RedisStore
 
@@ -91,38 +90,6 @@ def log(text: str) -> None:
 
 
 # --------------------------------------------------------------------------- the app and the client
-def event_bodies(n_events: int) -> list[bytes]:
-    """`n_events - 1` progress notifications, then the JSON-RPC result."""
-    return [*(NOTE % (i, n_events) for i in range(1, n_events)), FINAL]
-
-
-def stream_app(bodies: Sequence[bytes], *, live: bool) -> ASGIApp:
-    """A raw ASGI app that answers any request with `bodies` as SSE, one event per message."""
-
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return
-        await receive()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    (b"content-type", b"text/event-stream"),
-                    (b"cache-control", b"no-cache"),
-                    (b"mcp-session-id", SESSION),
-                ],
-            }
-        )
-        for body in bodies:
-            await send({"type": "http.response.body", "body": body, "more_body": True})
-            if live:
-                await anyio.sleep(0)  # noqa: ASYNC115 - what an app yielding to the loop writes
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    return app
-
-
 class Client:
     """One client connection: hands over the request body, then stays; times what it is sent."""
 
@@ -146,12 +113,16 @@ class Client:
             return {"type": "http.request", "body": self._body, "more_body": False}
         if self._gone is None:
             self._gone = asyncio.Event()
-        await self._gone.wait()  # never set: the client stays until the engine is done with it
+        await self._gone.wait()  # set once the response is complete, as servers report it
         return {"type": "http.disconnect"}
 
     async def send(self, message: Message) -> None:
         if message["type"] != "http.response.body":
             return
+        if not message.get("more_body", False):
+            if self._gone is None:
+                self._gone = asyncio.Event()
+            self._gone.set()
         body: bytes = message.get("body", b"")
         if not body:
             return
@@ -271,7 +242,7 @@ class Subject:
 def make_subject(name: str, store: Store, n_events: int, **redis_parts: Any) -> Subject:
     # a long retention: the resumed stream must outlive every repetition
     policy = Policy(retain_completed_s=600)
-    bodies = event_bodies(n_events)
+    bodies = event_bodies(n_events, final=True)
 
     def wrap(app: ASGIApp) -> ResumeMiddleware:
         return ResumeMiddleware(app, policy=policy, store=store, secret=SECRET)
@@ -279,9 +250,9 @@ def make_subject(name: str, store: Store, n_events: int, **redis_parts: Any) -> 
     return Subject(
         name=name,
         store=store,
-        resume=wrap(stream_app(event_bodies(RESUME_EVENTS), live=False)),
-        batched=wrap(stream_app(bodies, live=False)),
-        live=wrap(stream_app(bodies, live=True)),
+        resume=wrap(stream_app(event_bodies(RESUME_EVENTS, final=True), checkpoint=False, idle=False)),
+        batched=wrap(stream_app(bodies, checkpoint=False, idle=False)),
+        live=wrap(stream_app(bodies, checkpoint=True, idle=False)),
         **redis_parts,
     )
 
