@@ -62,6 +62,14 @@ CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 STREAM_SEGMENT = "/streams/"
 #: Grace given to an app to wind a cancelled request down before the next, harder step.
 CANCEL_GRACE_S = 5.0
+#: A write to the first connection that takes longer than this (a client that stopped
+#: reading) is handed to a task of its own, so the app's `send` never waits on it.
+DIRECT_STALL_S = 0.25
+#: Until the app has answered, the first connection's watcher looks at the answer this
+#: often (doubling up to 1 s): its timers (keep-alive, at-will closes) start with the answer.
+DECISION_POLL_S = 0.05
+#: Why a connection was closed on purpose; the client is told when to come back.
+AT_WILL_REASONS = frozenset({"max_connection", "idle", "input", "replaced"})
 _SSE_HEADERS: Headers = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache, no-transform"),
@@ -117,6 +125,7 @@ class Client:
         "gone_at",
         "on_gone",
         "started",
+        "watch_scope",
     )
 
     def __init__(self, send: Send, receive: Receive) -> None:
@@ -131,6 +140,8 @@ class Client:
         self.on_gone: Callable[[], None] | None = None
         self.cancel_scope: anyio.CancelScope | None = None
         """Cancelled when the client leaves: what is serving it stops at once."""
+        self.watch_scope: anyio.CancelScope | None = None
+        """Cancelled when a failed write says the client left: its watcher stops waiting."""
 
     async def watch(self) -> None:
         """Wait for `http.disconnect` (run as a task once the request body is read)."""
@@ -140,12 +151,17 @@ class Client:
                 break
         self.mark_gone()
 
+    async def receive(self) -> Message:
+        return await self._receive()
+
     def mark_gone(self) -> None:
         if not self.gone.is_set():
             self.gone_at = time.time()
             self.gone.set()
             if self.cancel_scope is not None:
                 self.cancel_scope.cancel()
+            if self.watch_scope is not None:
+                self.watch_scope.cancel()
             if self.on_gone is not None:
                 self.on_gone()
 
@@ -235,6 +251,15 @@ class Live:
         self.backlog_bytes = 0
         self.writing = False
         self._written: anyio.Event | None = None
+        # The direct path: the first connection, written from the app's own `send`.
+        self.direct: Client | None = None
+        self.group: anyio.abc.TaskGroup | None = None
+        self.sending = False
+        self.pending_release: str | None = None
+        self.last_input_seq = 0
+        self.answer_started = 0.0
+        self.last_event = 0.0
+        self.last_write = 0.0
 
     def take_backlog(self) -> list[tuple[bytes, bytes]]:
         batch, self.backlog, self.backlog_bytes = self.backlog, [], 0
@@ -400,6 +425,8 @@ class Engine:
         if delivery is not None:
             upgrade_after = 0.0
             live.delivery = delivery
+        if upgrade_after is None:
+            return await self._host_direct(live, Client(send, receive))
         return await self._host(live, Client(send, receive), upgrade_after=upgrade_after)
 
     async def _retry_of(self, scope: Scope, receive: Receive, send: Send, existing: str, digest: str) -> None:
@@ -491,6 +518,209 @@ class Engine:
         finally:
             self.live.pop(live.stream_id, None)
 
+    async def _host_direct(self, live: Live, client: Client) -> tuple[str, int] | None:
+        """Host a request on its own task, writing its events to the first connection directly.
+
+        The common case - the client that asked stays until the answer is complete -
+        costs one extra task (`_keep`: the connection's watcher and timers) and no
+        round trip through the store between the app and the client. The connection
+        is let go (`_release`) when the answer is complete, at will, when a resume
+        replaces it or when it leaves; a stalled one is handed to a serving task of
+        its own (`_serve_demoted`). After that the request is hosted as in `_host`.
+        """
+        self.live[live.stream_id] = live
+        live.direct = client
+        client.on_gone = live.poke
+        try:
+            async with anyio.create_task_group() as tg:
+                live.group = tg
+                if self.store.write_behind:
+                    live.writers = tg
+                tg.start_soon(self._keep, live, client)
+                await self._run_app(live, client)
+                if live.direct is client:
+                    await self._release(live, "ended")
+            return live.first_outcome
+        finally:
+            live.group = None
+            self.live.pop(live.stream_id, None)
+
+    async def _keep(self, live: Live, client: Client) -> None:
+        """Watch the first connection (its timers too), then host the request as `_host` does."""
+        poll = DECISION_POLL_S
+        finished_at: float | None = None
+        while not client.gone.is_set():
+            now = time.monotonic()
+            if live.direct is client and client.started:
+                timeout = await self._direct_timers(live, client, now)
+            elif client.finished or live.done.is_set():
+                # The answer is over: the server reports that to `receive()` (cheap), or we stop soon.
+                finished_at = finished_at or now
+                timeout = finished_at + WATCH_GRACE_S - now
+                if timeout <= 0:
+                    break
+            elif live.mode is None:
+                timeout = poll
+                poll = min(poll * 2, 1.0)
+            else:
+                timeout = math.inf
+            with anyio.CancelScope(deadline=anyio.current_time() + timeout) as scope:
+                client.watch_scope = scope
+                message = await client.receive()
+            client.watch_scope = None
+            if not scope.cancelled_caught and message["type"] == "http.disconnect":
+                client.mark_gone()
+        if live.direct is client:
+            await self._release(live, "gone")
+        await self._await_decision(live, client)
+        await self._await_done(live, client)
+
+    async def _direct_timers(self, live: Live, client: Client, now: float) -> float:
+        """Keep-alives and at-will closes of the first connection; returns when to look again."""
+        policy = live.policy
+        timeout = math.inf
+        if policy.keepalive_s is not None:
+            left = live.last_write + policy.keepalive_s - now
+            if left <= 0 and not live.sending:
+                live.sending = True
+                try:
+                    if await self._write_direct(client, KEEPALIVE) is False:
+                        return math.inf
+                finally:
+                    live.sending = False
+                live.last_write = now
+                left = policy.keepalive_s
+            timeout = max(left, 0.01)
+        if live.can_close_at_will:
+            reason = None
+            if policy.max_connection_s is not None:
+                left = live.answer_started + policy.max_connection_s - now
+                if left <= 0:
+                    reason = "max_connection"
+                timeout = min(timeout, left)
+            if policy.idle_disconnect_s is not None:
+                left = live.last_event + policy.idle_disconnect_s - now
+                if left <= 0:
+                    reason = reason or "idle"
+                timeout = min(timeout, left)
+            if reason is not None:
+                await self._release(live, reason)
+                return WATCH_GRACE_S
+        return timeout
+
+    async def _write_direct(self, client: Client, data: bytes) -> bool | None:
+        """Write to the first connection: True, False when it is gone, None when it stalled."""
+        with anyio.move_on_after(DIRECT_STALL_S) as scope:
+            client.cancel_scope = scope
+            written = await client.write(data)
+        client.cancel_scope = None
+        if scope.cancelled_caught:
+            return False if client.gone.is_set() else None
+        return written
+
+    async def _deliver(self, live: Live, batch: list[tuple[int, bytes]]) -> None:
+        """Write what was just recorded to the first connection (and whatever it still lacks)."""
+        client = live.direct
+        if client is None or live.sending or not client.started:
+            return
+        live.sending = True
+        try:
+            id_head = b"id: " + live.prefix
+            events: list[tuple[int, bytes]] | None = batch
+            while live.direct is client and live.pending_release is None:
+                if not events or events[0][0] != client.cursor + 1:
+                    try:
+                        events = await self.store.read(live.stream_id, client.cursor, READ_BATCH)
+                    except GapError as gap:
+                        meta = await self.store.get_stream(live.stream_id)
+                        if meta is not None:
+                            await self._write_direct(client, self._gap_frame(meta, gap))
+                        live.pending_release = "gap"
+                        break
+                    if not events:
+                        break
+                data = b"".join([id_head + str(seq).encode() + b"\n" + payload for seq, payload in events])
+                written = await self._write_direct(client, data)
+                if written is None:
+                    self._demote(live, client)
+                    return
+                if not written:
+                    return
+                client.cursor = events[-1][0]
+                live.last_event = live.last_write = time.monotonic()
+                if live.final_seq is not None and client.cursor >= live.final_seq:
+                    live.pending_release = "complete"
+                elif (
+                    live.last_input_seq
+                    and client.cursor >= live.last_input_seq
+                    and live.policy.disconnect_on_input_request
+                    and live.can_close_at_will
+                ):
+                    live.pending_release = "input"
+                elif client.cursor >= live.seq:
+                    break
+                events = None
+        finally:
+            live.sending = False
+        if live.pending_release is not None and live.direct is client:
+            await self._release(live, live.pending_release)
+
+    def _demote(self, live: Live, client: Client) -> None:
+        """A stalled first connection is served by a task of its own from now on."""
+        logger.debug("stream %s: the first connection stalled; serving it apart", live.stream_id)
+        live.direct = None
+        live.pending_release = None
+        assert live.group is not None
+        live.group.start_soon(self._serve_demoted, live, client)
+
+    async def _serve_demoted(self, live: Live, client: Client) -> None:
+        policy = live.policy
+        reason = "deleted"
+        try:
+            meta = await self.store.get_stream(live.stream_id)
+            if meta is not None:
+                reason = "gone"
+                with anyio.CancelScope() as serving:
+                    client.cancel_scope = serving
+                    if client.gone.is_set():
+                        serving.cancel()
+                    reason, _ = await self._serve_loop(
+                        live.stream_id,
+                        client,
+                        meta,
+                        1,
+                        live.prefix,
+                        client.cursor,
+                        policy,
+                        live.can_close_at_will,
+                        Delivery(),
+                    )
+        finally:
+            client.cancel_scope = None
+            with anyio.CancelScope(shield=True):
+                await self._end_connection(live.stream_id, client, reason, 1, policy, None)
+        live.first_outcome = (reason, client.cursor)
+
+    async def _release(self, live: Live, reason: str) -> None:
+        """Let the first connection go: finish its answer (with `retry:` when closed at will)."""
+        client = live.direct
+        if client is None:
+            return
+        if live.sending:
+            live.pending_release = reason  # the write in flight releases it when done
+            return
+        live.direct = None
+        live.pending_release = None
+        live.first_outcome = (reason, client.cursor)
+        if not live.meta_created:
+            await client.finish()
+            return
+        with anyio.CancelScope(shield=True):
+            if reason == "replaced":
+                await client.finish(retry_frame(live.policy.retry_ms) if live.policy.retry_ms else b"")
+                return
+            await self._end_connection(live.stream_id, client, reason, 1, live.policy, None)
+
     async def _run_app(self, live: Live, client: Client) -> None:
         body_sent = False
 
@@ -566,7 +796,7 @@ class Engine:
                     if key.lower() == b"mcp-session-id" and live.session_id is None:
                         live.session_id = value.decode("latin-1")
                 live.mode = Mode.STREAM
-                await self._create_meta(live)
+                await self._create_meta(live, attached=live.direct is not None)
                 extra = [(k, v) for k, v in headers if k.lower() not in _SKIP_APP_HEADERS]
                 if not any(k.lower() == b"x-accel-buffering" for k, _ in extra):
                     extra.append((b"x-accel-buffering", b"no"))
@@ -576,6 +806,8 @@ class Engine:
                 ]
                 live.decided.set()
                 live.poke()
+                if live.direct is not None:
+                    await self._start_direct(live, live.direct)
                 return
             live.mode = Mode.PASSTHROUGH
             live.decided.set()
@@ -618,6 +850,19 @@ class Engine:
                     await self._learn_session_from_json(live, b"".join(live.passthrough_body), message)
             await client.send(message)
 
+    async def _start_direct(self, live: Live, client: Client) -> None:
+        """Open the SSE answer on the first connection: headers, then the priming event."""
+        live.answer_started = live.last_event = live.last_write = time.monotonic()
+        live.sending = True
+        try:
+            start = {"type": "http.response.start", "status": 200, "headers": live.client_headers}
+            if await client.send(start) and live.can_close_at_will:
+                await client.write(priming_frame(live.prefix + b"0", live.policy.retry_ms))
+        finally:
+            live.sending = False
+        if live.pending_release is not None:
+            await self._release(live, live.pending_release)
+
     async def _learn_session_from_json(self, live: Live, body: bytes, _message: Message) -> None:
         try:
             answer = json.loads(body)
@@ -652,7 +897,7 @@ class Engine:
             await self.store.set_key(owner_key(live.session_id), self.node_id, self.session_ttl_s)
         logger.debug("session %s negotiated %s", live.session_id, version)
 
-    async def _create_meta(self, live: Live) -> None:
+    async def _create_meta(self, live: Live, *, attached: bool = False) -> None:
         live.prefix = self.signer.event_prefix(live.stream_id)
         meta = StreamMeta(
             stream_id=live.stream_id,
@@ -665,7 +910,8 @@ class Engine:
             method=live.method,
             owner=self.node_id,
             route=live.route,
-            attached=False,
+            attached=attached,
+            attach_gen=1 if attached else 0,
             last_contact=time.time(),
         )
         await self.store.create_stream(meta, ttl_s=self._running_ttl(live.policy))
@@ -772,6 +1018,7 @@ class Engine:
             kind, message_id = p.classify(data)
             if kind is p.Kind.SERVER_REQUEST and p.valid_id(message_id):
                 inputs.append([message_id, seq])
+                live.last_input_seq = seq
             elif (
                 kind is p.Kind.RESPONSE and live.kind is StreamKind.REQUEST and message_id == live.request_id
             ):
@@ -803,6 +1050,8 @@ class Engine:
             if live.method == "initialize" and final_data is not None:
                 with contextlib.suppress(ValueError):
                     await self._remember_session(live, json.loads(final_data))
+        if live.direct is not None:
+            await self._deliver(live, batch)
 
     # ------------------------------------------------------------------ expiry
     async def _await_decision(self, live: Live, client: Client) -> None:
@@ -1022,6 +1271,9 @@ class Engine:
             )
             return "deleted", after_seq
         generation = meta.attach_gen
+        live = self.live.get(stream_id)
+        if live is not None and live.direct is not None:
+            await self._release(live, "replaced")
         prefix = self.signer.event_prefix(stream_id)
         at_will = delivery.at_will and p.at_least(version, p.RESUMABLE_VERSION)
         cursor = after_seq
@@ -1041,24 +1293,33 @@ class Engine:
         finally:
             client.cancel_scope = None
             with anyio.CancelScope(shield=True):
-                if reason == "deadline" and delivery.on_deadline is not None:
-                    await client.finish(await delivery.on_deadline(client.cursor))
-                elif (
-                    reason in ("max_connection", "idle", "input", "replaced") and policy.retry_ms is not None
-                ):
-                    await client.finish(retry_frame(policy.retry_ms))
-                else:
-                    await client.finish()
-                current = await self.store.get_stream(stream_id)
-                if current is not None and current.attach_gen == generation:
-                    await self.store.update_stream(
-                        stream_id,
-                        attached=False,
-                        last_contact=time.time(),
-                        delivered_seq=max(client.cursor, 0),
-                    )
-                logger.debug("stream %s: connection detached (%s) at %s", stream_id, reason, client.cursor)
+                await self._end_connection(stream_id, client, reason, generation, policy, delivery)
         return reason, client.cursor
+
+    async def _end_connection(
+        self,
+        stream_id: str,
+        client: Client,
+        reason: str,
+        generation: int,
+        policy: Policy,
+        delivery: Delivery | None,
+    ) -> None:
+        """Finish a client's answer and note where it stopped (unless a newer connection took over)."""
+        if reason == "deadline" and delivery is not None and delivery.on_deadline is not None:
+            await client.finish(await delivery.on_deadline(client.cursor))
+        elif reason in AT_WILL_REASONS and policy.retry_ms is not None:
+            await client.finish(retry_frame(policy.retry_ms))
+        else:
+            await client.finish()
+        await self.store.update_stream_if(
+            stream_id,
+            {"attach_gen": generation},
+            attached=False,
+            last_contact=time.time(),
+            delivered_seq=max(client.cursor, 0),
+        )
+        logger.debug("stream %s: connection detached (%s) at %s", stream_id, reason, client.cursor)
 
     async def _serve_loop(
         self,

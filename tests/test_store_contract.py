@@ -617,3 +617,22 @@ async def test_redis_matches_memory_on_random_workloads(make: Factory, seed: int
                 assert a is not None and b is not None
                 assert (a.first_seq, a.last_seq) == (b.first_seq, b.last_seq), (step, stream_id)
     assert trimmed_by_budget, "the workload never came near the global budget"
+
+
+def test_stream_meta_copy_covers_every_field() -> None:
+    """`StreamMeta.copy` is written out by hand for speed: it must not forget a field."""
+    import dataclasses
+
+    from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
+
+    values: dict[str, Any] = {}
+    for number, item in enumerate(dataclasses.fields(StreamMeta)):
+        values[item.name] = f"value-{number}"
+    values.update(
+        kind=StreamKind.STANDALONE, state=StreamState.EXPIRED, pending_inputs=[[1, 2]], issued_inputs=[3]
+    )
+    meta = StreamMeta(**values)
+    copied = meta.copy()
+    assert dataclasses.asdict(copied) == dataclasses.asdict(meta)
+    assert copied.pending_inputs is not meta.pending_inputs
+    assert copied.issued_inputs is not meta.issued_inputs

@@ -84,6 +84,33 @@ class StreamMeta:
     def waiting_for_input(self) -> bool:
         return bool(self.pending_inputs) and self.state is StreamState.RUNNING
 
+    def copy(self) -> StreamMeta:
+        """A copy with lists of its own; `copy.copy` on a slotted dataclass is ~20x slower."""
+        return StreamMeta(
+            self.stream_id,
+            self.kind,
+            self.session_id,
+            self.principal,
+            self.protocol_version,
+            self.path,
+            self.request_id,
+            self.method,
+            self.state,
+            self.last_seq,
+            self.first_seq,
+            self.final_seq,
+            self.delivered_seq,
+            list(self.pending_inputs),
+            list(self.issued_inputs),
+            self.attach_gen,
+            self.attached,
+            self.last_contact,
+            self.turn,
+            self.owner,
+            self.route,
+            self.version,
+        )
+
 
 @dataclass(slots=True)
 class SessionInfo:

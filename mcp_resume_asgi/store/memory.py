@@ -11,7 +11,6 @@ engine to refuse new work instead of growing).
 from __future__ import annotations
 
 import contextlib
-import copy
 import heapq
 import time
 from collections import OrderedDict, deque
@@ -135,9 +134,7 @@ class MemoryStore(Store):
                     break
             else:
                 raise StoreFullError(f"{self.max_streams} streams are running")
-        entry = _Entry(copy.copy(meta), now + ttl_s)
-        entry.meta.pending_inputs = list(meta.pending_inputs)
-        entry.meta.issued_inputs = list(meta.issued_inputs)
+        entry = _Entry(meta.copy(), now + ttl_s)
         entry.meta.version = 0
         self._streams[meta.stream_id] = entry
         heapq.heappush(self._expiry, (entry.expires_at, meta.stream_id))
