@@ -66,8 +66,12 @@ CANCEL_GRACE_S = 5.0
 #: reading) is handed to a task of its own, so the app's `send` never waits on it.
 DIRECT_STALL_S = 0.25
 #: Until the app has answered, the first connection's watcher looks at the answer this
-#: often (doubling up to 1 s): its timers (keep-alive, at-will closes) start with the answer.
+#: often (doubling up to 0.25 s): its timers (keep-alive, at-will closes, the held head)
+#: start with the answer.
 DECISION_POLL_S = 0.05
+#: The first connection's headers and priming event wait this long for the app's first
+#: event, so that a quick answer goes out in as few writes as the bare app makes.
+HOLD_HEAD_S = 0.005
 #: Why a connection was closed on purpose; the client is told when to come back.
 AT_WILL_REASONS = frozenset({"max_connection", "idle", "input", "replaced"})
 _SSE_HEADERS: Headers = [
@@ -112,6 +116,36 @@ class Delivery:
     at_will: bool = True
 
 
+class Flag:
+    """A one-way flag whose `anyio.Event` is made only if somebody waits for it.
+
+    A request sets or checks several of these and waits on few, if any: creating an
+    event costs more than most of what the engine does per request.
+    """
+
+    __slots__ = ("_event", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._event: anyio.Event | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        if not self._set:
+            self._set = True
+            if self._event is not None:
+                self._event.set()
+
+    async def wait(self) -> None:
+        if self._set:
+            return
+        if self._event is None:
+            self._event = anyio.Event()
+        await self._event.wait()
+
+
 class Client:
     """One client HTTP connection: how to write to it and whether it is still there."""
 
@@ -131,7 +165,7 @@ class Client:
     def __init__(self, send: Send, receive: Receive) -> None:
         self._send = send
         self._receive = receive
-        self.gone = anyio.Event()
+        self.gone = Flag()
         self.gone_at = 0.0
         self.started = False
         self.finished = False
@@ -228,9 +262,9 @@ class Live:
         self.delivery: Delivery | None = None
         self.first_outcome: tuple[str, int] | None = None
         self.mode: Mode | None = None
-        self.decided = anyio.Event()
-        self.done = anyio.Event()
-        self.app_disconnect = anyio.Event()
+        self.decided = Flag()
+        self.done = Flag()
+        self.app_disconnect = Flag()
         self.app_scope = anyio.CancelScope()
         self.parser = SSEParser(policy.max_event_bytes)
         self.seq = 0
@@ -258,6 +292,8 @@ class Live:
         self.pending_release: str | None = None
         self.last_input_seq = 0
         self.answer_started = 0.0
+        self.head: bytes | None = None
+        """The first connection's priming event, while its headers wait for the first event."""
         self.last_event = 0.0
         self.last_write = 0.0
 
@@ -551,7 +587,7 @@ class Engine:
         finished_at: float | None = None
         while not client.gone.is_set():
             now = time.monotonic()
-            if live.direct is client and client.started:
+            if live.direct is client and live.answer_started:
                 timeout = await self._direct_timers(live, client, now)
             elif client.finished or live.done.is_set():
                 # The answer is over: the server reports that to `receive()` (cheap), or we stop soon.
@@ -561,7 +597,7 @@ class Engine:
                     break
             elif live.mode is None:
                 timeout = poll
-                poll = min(poll * 2, 1.0)
+                poll = min(poll * 2, 0.25)
             else:
                 timeout = math.inf
             with anyio.CancelScope(deadline=anyio.current_time() + timeout) as scope:
@@ -579,6 +615,16 @@ class Engine:
         """Keep-alives and at-will closes of the first connection; returns when to look again."""
         policy = live.policy
         timeout = math.inf
+        if live.head is not None:
+            left = live.answer_started + HOLD_HEAD_S - now
+            if left > 0:
+                return left
+            if not live.sending:
+                live.sending = True
+                try:
+                    await self._send_head(live, client)
+                finally:
+                    live.sending = False
         if policy.keepalive_s is not None:
             left = live.last_write + policy.keepalive_s - now
             if left <= 0 and not live.sending:
@@ -608,11 +654,11 @@ class Engine:
                 return WATCH_GRACE_S
         return timeout
 
-    async def _write_direct(self, client: Client, data: bytes) -> bool | None:
+    async def _write_direct(self, client: Client, data: bytes, *, end: bool = False) -> bool | None:
         """Write to the first connection: True, False when it is gone, None when it stalled."""
         with anyio.move_on_after(DIRECT_STALL_S) as scope:
             client.cancel_scope = scope
-            written = await client.write(data)
+            written = await client.send({"type": "http.response.body", "body": data, "more_body": not end})
         client.cancel_scope = None
         if scope.cancelled_caught:
             return False if client.gone.is_set() else None
@@ -621,7 +667,7 @@ class Engine:
     async def _deliver(self, live: Live, batch: list[tuple[int, bytes]]) -> None:
         """Write what was just recorded to the first connection (and whatever it still lacks)."""
         client = live.direct
-        if client is None or live.sending or not client.started:
+        if client is None or live.sending or not live.answer_started:
             return
         live.sending = True
         try:
@@ -640,7 +686,13 @@ class Engine:
                     if not events:
                         break
                 data = b"".join([id_head + str(seq).encode() + b"\n" + payload for seq, payload in events])
-                written = await self._write_direct(client, data)
+                complete = live.final_seq is not None and events[-1][0] >= live.final_seq
+                if live.head is not None:
+                    head, live.head = live.head, None
+                    data = head + data
+                    if not await client.send(self._direct_start(live)):
+                        return
+                written = await self._write_direct(client, data, end=complete)
                 if written is None:
                     self._demote(live, client)
                     return
@@ -712,14 +764,14 @@ class Engine:
         live.direct = None
         live.pending_release = None
         live.first_outcome = (reason, client.cursor)
+        if live.head is not None:
+            await self._send_head(live, client)
         if not live.meta_created:
             await client.finish()
             return
-        with anyio.CancelScope(shield=True):
-            if reason == "replaced":
-                await client.finish(retry_frame(live.policy.retry_ms) if live.policy.retry_ms else b"")
-                return
-            await self._end_connection(live.stream_id, client, reason, 1, live.policy, None)
+        # A connection replaced by a resume leaves the stream's record to the newer one:
+        # `_end_connection` updates it only while generation 1 (the first connection) holds it.
+        await self._end_connection(live.stream_id, client, reason, 1, live.policy, None)
 
     async def _run_app(self, live: Live, client: Client) -> None:
         body_sent = False
@@ -851,17 +903,23 @@ class Engine:
             await client.send(message)
 
     async def _start_direct(self, live: Live, client: Client) -> None:
-        """Open the SSE answer on the first connection: headers, then the priming event."""
+        """Open the SSE answer on the first connection, holding its head for the first event.
+
+        The headers and the priming event go out with the first event when it comes
+        within `HOLD_HEAD_S`, else on their own (the watcher's timer).
+        """
         live.answer_started = live.last_event = live.last_write = time.monotonic()
-        live.sending = True
-        try:
-            start = {"type": "http.response.start", "status": 200, "headers": live.client_headers}
-            if await client.send(start) and live.can_close_at_will:
-                await client.write(priming_frame(live.prefix + b"0", live.policy.retry_ms))
-        finally:
-            live.sending = False
-        if live.pending_release is not None:
-            await self._release(live, live.pending_release)
+        live.head = priming_frame(live.prefix + b"0", live.policy.retry_ms) if live.can_close_at_will else b""
+
+    @staticmethod
+    def _direct_start(live: Live) -> Message:
+        return {"type": "http.response.start", "status": 200, "headers": live.client_headers}
+
+    async def _send_head(self, live: Live, client: Client) -> None:
+        """Send the held headers and priming event of the first connection now."""
+        head, live.head = live.head, None
+        if head is not None and await client.send(self._direct_start(live)) and head:
+            await self._write_direct(client, head)
 
     async def _learn_session_from_json(self, live: Live, body: bytes, _message: Message) -> None:
         try:
