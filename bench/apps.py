@@ -2,7 +2,8 @@
 
 * ``bare``    - ``server.streamable_http_app()`` as it comes (SSE answers, no event store);
 * ``wrapped`` - the same app inside ``resumable(app, policy=Policy())`` (default ``MemoryStore``);
-* ``sdk_es``  - the SDK's own resumability: an in-memory ``EventStore`` and ``retry_interval``.
+* ``sdk_es``  - the SDK's own resumability: an in-memory ``EventStore`` and ``retry_interval``;
+* ``direct``  - ``wrapped`` with ``direct_first_connection=True`` (not in the default runs).
 
 Each factory builds a fresh server, so the three never share state.
 """
@@ -18,7 +19,7 @@ from starlette.types import ASGIApp
 
 from mcp_resume_asgi import Policy, resumable
 
-VARIANTS = ("bare", "wrapped", "sdk_es")
+VARIANTS = ("bare", "wrapped", "sdk_es", "direct")
 RETRY_INTERVAL_MS = 1000
 
 
@@ -84,6 +85,10 @@ def create_app(variant: str = "bare") -> ASGIApp:
         return server.streamable_http_app(host="127.0.0.1")
     if variant == "wrapped":
         return resumable(server.streamable_http_app(host="127.0.0.1"), policy=Policy())
+    if variant == "direct":
+        return resumable(
+            server.streamable_http_app(host="127.0.0.1"), policy=Policy(), direct_first_connection=True
+        )
     if variant == "sdk_es":
         return server.streamable_http_app(
             host="127.0.0.1", event_store=InMemoryEventStore(), retry_interval=RETRY_INTERVAL_MS

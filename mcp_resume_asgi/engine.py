@@ -341,6 +341,7 @@ class Engine:
         session_ttl_s: float,
         node_id: str,
         node: Node | None = None,
+        direct: bool = False,
     ) -> None:
         self.app = app
         self.routes = routes
@@ -350,6 +351,8 @@ class Engine:
         self.session_ttl_s = session_ttl_s
         self.node_id = node_id
         self.node = node
+        self.direct = direct
+        """Serve a request's first connection from the app's own task (`_host_direct`)."""
         self.known_features: Any = ()
         """The feature layers in front of this engine, as last seen (relayed requests get them too)."""
         self.live: dict[str, Live] = {}
@@ -461,7 +464,7 @@ class Engine:
         if delivery is not None:
             upgrade_after = 0.0
             live.delivery = delivery
-        if upgrade_after is None:
+        if upgrade_after is None and self.direct:
             return await self._host_direct(live, Client(send, receive))
         return await self._host(live, Client(send, receive), upgrade_after=upgrade_after)
 

@@ -114,6 +114,7 @@ class ResumeMiddleware:
         principal: Callable[[Scope], str | None] = default_principal,
         session_ttl_s: float = 24 * 3600,
         node_timeout_s: float = 5.0,
+        direct_first_connection: bool = False,
     ) -> None:
         paths = [path] if isinstance(path, str) else list(path)
         if not paths or not all(isinstance(x, str) and x.startswith("/") for x in paths):
@@ -141,6 +142,7 @@ class ResumeMiddleware:
             session_ttl_s=session_ttl_s,
             node_id=self.node.node_id if self.node is not None else secrets.token_hex(6),
             node=self.node,
+            direct=direct_first_connection,
         )
 
     # ------------------------------------------------------------------ routing
