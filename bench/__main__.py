@@ -4,7 +4,8 @@
    uvicorn, one process per variant (bare / wrapped / SDK event store), each pinned
    to CPU 1; the load generator runs here, pinned to CPU 0. Runs are interleaved
    (every repetition visits every variant and concurrency), figures are medians.
-2. (in 1) the SDK's own resumability: `sdk_es`.
+2. (in 1) the SDK's own resumability: `sdk_es`; and `decoupled`, the middleware with
+   `direct_first_connection=False` (the engine before the direct path).
 3. The engine in process: events/s through the middleware vs the bare app, and
    replay of recorded events after a Last-Event-ID (child processes, CPU 1).
 4. Memory of idle detached streams (child processes, one per measurement).
@@ -36,7 +37,7 @@ from bench.loadgen import run_load
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-VARIANTS = ("bare", "wrapped", "sdk_es")  # as in bench.apps, which this process does not import
+VARIANTS = ("bare", "wrapped", "sdk_es", "decoupled")  # as in bench.apps, which this process does not import
 #: Where the child processes run (and import `mcp_resume_asgi` from): the repository,
 #: or with `--at REV` a snapshot of that revision's package next to a copy of bench/.
 CODE_ROOT = ROOT
@@ -187,7 +188,7 @@ def run_http(concurrencies: list[int], runs: int, warmup_s: float, duration_s: f
     }
     try:
         for rep in range(runs):
-            order = list(VARIANTS[rep % 3 :] + VARIANTS[: rep % 3])  # rotate who goes first
+            order = list(VARIANTS[rep % len(VARIANTS) :] + VARIANTS[: rep % len(VARIANTS)])  # rotate who goes first
             for c in concurrencies:
                 for v in order:
                     sample = asyncio.run(_measure(servers[v], c, warmup_s, duration_s))

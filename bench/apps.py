@@ -3,7 +3,8 @@
 * ``bare``    - ``server.streamable_http_app()`` as it comes (SSE answers, no event store);
 * ``wrapped`` - the same app inside ``resumable(app, policy=Policy())`` (default ``MemoryStore``);
 * ``sdk_es``  - the SDK's own resumability: an in-memory ``EventStore`` and ``retry_interval``;
-* ``direct``  - ``wrapped`` with ``direct_first_connection=True`` (not in the default runs).
+* ``decoupled`` - ``wrapped`` with ``direct_first_connection=False`` (the first connection served
+  by a task reading the store, as every resumed connection is).
 
 Each factory builds a fresh server, so the three never share state.
 """
@@ -19,7 +20,7 @@ from starlette.types import ASGIApp
 
 from mcp_resume_asgi import Policy, resumable
 
-VARIANTS = ("bare", "wrapped", "sdk_es", "direct")
+VARIANTS = ("bare", "wrapped", "sdk_es", "decoupled")
 RETRY_INTERVAL_MS = 1000
 
 
@@ -85,9 +86,9 @@ def create_app(variant: str = "bare") -> ASGIApp:
         return server.streamable_http_app(host="127.0.0.1")
     if variant == "wrapped":
         return resumable(server.streamable_http_app(host="127.0.0.1"), policy=Policy())
-    if variant == "direct":
+    if variant == "decoupled":
         return resumable(
-            server.streamable_http_app(host="127.0.0.1"), policy=Policy(), direct_first_connection=True
+            server.streamable_http_app(host="127.0.0.1"), policy=Policy(), direct_first_connection=False
         )
     if variant == "sdk_es":
         return server.streamable_http_app(

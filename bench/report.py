@@ -138,7 +138,10 @@ def render(results: dict[str, Any]) -> str:
         for c in sorted({r["concurrency"] for r in h["rows"]}):
             bare = _http(results, "bare", c)
             sdk = _http(results, "sdk_es", c)
-            for v in ("bare", "wrapped", "sdk_es"):
+            present = {row["variant"] for row in h["rows"]}
+            for v in ("bare", "wrapped", "sdk_es", "decoupled"):
+                if v not in present:
+                    continue
                 r = _http(results, v, c)
                 rows.append(
                     [

@@ -229,6 +229,58 @@ class Client:
 class Live:
     """The owner's side of one stream: the app call it hosts and what the app has sent."""
 
+    __slots__ = (
+        "_wake",
+        "_written",
+        "answer_started",
+        "app_disconnect",
+        "app_scope",
+        "app_started",
+        "backlog",
+        "backlog_bytes",
+        "body",
+        "client_headers",
+        "decided",
+        "delivery",
+        "direct",
+        "done",
+        "expired",
+        "final_seq",
+        "first_messages",
+        "first_outcome",
+        "group",
+        "head",
+        "json_chunks",
+        "json_size",
+        "json_status",
+        "kind",
+        "last_event",
+        "last_input_seq",
+        "last_write",
+        "meta_created",
+        "method",
+        "mode",
+        "parser",
+        "passthrough_body",
+        "path",
+        "pending_release",
+        "policy",
+        "prefix",
+        "principal",
+        "request_id",
+        "route",
+        "scope",
+        "sending",
+        "seq",
+        "session_id",
+        "stream_id",
+        "upgraded_sse",
+        "version",
+        "write_since",
+        "writers",
+        "writing",
+    )
+
     def __init__(
         self,
         *,
@@ -292,6 +344,8 @@ class Live:
         self.pending_release: str | None = None
         self.last_input_seq = 0
         self.answer_started = 0.0
+        self.write_since = 0.0
+        """When the write to the first connection in flight began (0: none)."""
         self.head: bytes | None = None
         """The first connection's priming event, while its headers wait for the first event."""
         self.last_event = 0.0
@@ -615,31 +669,33 @@ class Engine:
         await self._await_done(live, client)
 
     async def _direct_timers(self, live: Live, client: Client, now: float) -> float:
-        """Keep-alives and at-will closes of the first connection; returns when to look again."""
+        """Stalls, the held head, keep-alives and at-will closes of the first connection.
+
+        Returns when to look again. While the answer runs this is at least every
+        `DIRECT_STALL_S`: a write of the app's side that has not finished by then is
+        cancelled, and the connection is served by a task of its own (`_demote`).
+        """
         policy = live.policy
-        timeout = math.inf
+        timeout = DIRECT_STALL_S
+        if live.write_since:
+            stalled = now - live.write_since
+            if stalled >= DIRECT_STALL_S:
+                if client.cancel_scope is not None:
+                    client.cancel_scope.cancel()
+                return DIRECT_STALL_S
+            timeout = DIRECT_STALL_S - stalled
         if live.head is not None:
             left = live.answer_started + HOLD_HEAD_S - now
             if left > 0:
-                return left
+                return min(left, timeout)
             if not live.sending:
-                live.sending = True
-                try:
-                    await self._send_head(live, client)
-                finally:
-                    live.sending = False
+                await self._keeper_write(live, client, None)
         if policy.keepalive_s is not None:
             left = live.last_write + policy.keepalive_s - now
             if left <= 0 and not live.sending:
-                live.sending = True
-                try:
-                    if await self._write_direct(client, KEEPALIVE) is False:
-                        return math.inf
-                finally:
-                    live.sending = False
-                live.last_write = now
+                await self._keeper_write(live, client, KEEPALIVE)
                 left = policy.keepalive_s
-            timeout = max(left, 0.01)
+            timeout = min(timeout, max(left, 0.01))
         if live.can_close_at_will:
             reason = None
             if policy.max_connection_s is not None:
@@ -657,12 +713,40 @@ class Engine:
                 return WATCH_GRACE_S
         return timeout
 
-    async def _write_direct(self, client: Client, data: bytes, *, end: bool = False) -> bool | None:
-        """Write to the first connection: True, False when it is gone, None when it stalled."""
-        with anyio.move_on_after(DIRECT_STALL_S) as scope:
+    async def _keeper_write(self, live: Live, client: Client, data: bytes | None) -> None:
+        """The watcher's own write (the held head, or a keep-alive), then whatever the app
+        sent meanwhile (its side skips writing while another write is in flight)."""
+        live.sending = True
+        try:
+            with anyio.move_on_after(DIRECT_STALL_S):  # nobody watches the watcher's own writes
+                if data is None:
+                    await self._send_head(live, client)
+                else:
+                    await client.write(data)
+            live.last_write = time.monotonic()
+        finally:
+            live.sending = False
+        if live.direct is client and client.cursor < live.seq:
+            await self._deliver(live, [])
+        elif live.pending_release is not None and live.direct is client:
+            await self._release(live, live.pending_release)
+
+    async def _write_direct(
+        self, live: Live, client: Client, data: bytes, *, end: bool = False
+    ) -> bool | None:
+        """Write to the first connection: True, False when it is gone, None when it stalled
+        (the watcher cancels a write that takes longer than `DIRECT_STALL_S`)."""
+        written = False
+        with anyio.CancelScope() as scope:
             client.cancel_scope = scope
-            written = await client.send({"type": "http.response.body", "body": data, "more_body": not end})
-        client.cancel_scope = None
+            live.write_since = time.monotonic()
+            try:
+                written = await client.send(
+                    {"type": "http.response.body", "body": data, "more_body": not end}
+                )
+            finally:
+                live.write_since = 0.0
+                client.cancel_scope = None
         if scope.cancelled_caught:
             return False if client.gone.is_set() else None
         return written
@@ -683,7 +767,7 @@ class Engine:
                     except GapError as gap:
                         meta = await self.store.get_stream(live.stream_id)
                         if meta is not None:
-                            await self._write_direct(client, self._gap_frame(meta, gap))
+                            await self._write_direct(live, client, self._gap_frame(meta, gap))
                         live.pending_release = "gap"
                         break
                     if not events:
@@ -695,7 +779,7 @@ class Engine:
                     data = head + data
                     if not await client.send(self._direct_start(live)):
                         return
-                written = await self._write_direct(client, data, end=complete)
+                written = await self._write_direct(live, client, data, end=complete)
                 if written is None:
                     self._demote(live, client)
                     return
@@ -789,6 +873,11 @@ class Engine:
 
         async def app_send(message: Message) -> None:
             await self._on_app_send(live, client, message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                # What a server tells an app whose response is complete: its disconnect
+                # listener ends normally instead of being cancelled (cancellations leave
+                # reference cycles that only the slow, full garbage collection reclaims).
+                live.app_disconnect.set()
 
         try:
             with live.app_scope:
@@ -922,7 +1011,7 @@ class Engine:
         """Send the held headers and priming event of the first connection now."""
         head, live.head = live.head, None
         if head is not None and await client.send(self._direct_start(live)) and head:
-            await self._write_direct(client, head)
+            await self._write_direct(live, client, head)
 
     async def _learn_session_from_json(self, live: Live, body: bytes, _message: Message) -> None:
         try:

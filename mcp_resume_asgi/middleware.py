@@ -114,7 +114,7 @@ class ResumeMiddleware:
         principal: Callable[[Scope], str | None] = default_principal,
         session_ttl_s: float = 24 * 3600,
         node_timeout_s: float = 5.0,
-        direct_first_connection: bool = False,
+        direct_first_connection: bool = True,
     ) -> None:
         paths = [path] if isinstance(path, str) else list(path)
         if not paths or not all(isinstance(x, str) and x.startswith("/") for x in paths):
