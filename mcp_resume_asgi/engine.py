@@ -24,7 +24,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -735,15 +735,23 @@ class Engine:
         self, live: Live, client: Client, data: bytes, *, end: bool = False
     ) -> bool | None:
         """Write to the first connection: True, False when it is gone, None when it stalled
-        (the watcher cancels a write that takes longer than `DIRECT_STALL_S`)."""
+        (the watcher cancels a write that takes longer than `DIRECT_STALL_S`).
+
+        A server's `send` usually completes without waiting (its transport has room), and
+        then it needs no cancel scope: the send is started by hand and only one that
+        waits is finished inside a scope the watcher can cancel.
+        """
+        done, outcome = _start(
+            client.send({"type": "http.response.body", "body": data, "more_body": not end})
+        )
+        if done:
+            return bool(outcome)
         written = False
         with anyio.CancelScope() as scope:
             client.cancel_scope = scope
             live.write_since = time.monotonic()
             try:
-                written = await client.send(
-                    {"type": "http.response.body", "body": data, "more_body": not end}
-                )
+                written = await outcome
             finally:
                 live.write_since = 0.0
                 client.cancel_scope = None
@@ -772,7 +780,12 @@ class Engine:
                         break
                     if not events:
                         break
-                data = b"".join([id_head + str(seq).encode() + b"\n" + payload for seq, payload in events])
+                if len(events) == 1:
+                    data = id_head + str(events[0][0]).encode() + b"\n" + events[0][1]
+                else:
+                    data = b"".join(
+                        [id_head + str(seq).encode() + b"\n" + payload for seq, payload in events]
+                    )
                 complete = live.final_seq is not None and events[-1][0] >= live.final_seq
                 if live.head is not None:
                     head, live.head = live.head, None
@@ -967,7 +980,10 @@ class Engine:
         if live.mode is Mode.STREAM or (live.mode is Mode.UPGRADED and live.upgraded_sse):
             frame = None if live.parser.pending else single_event_frame(body)
             if frame is not None:  # the usual shape, one whole event per chunk: no parsing, no copy
-                await self._record_frames(live, [frame])
+                if live.writers is None:
+                    await self._write_frames(live, [frame])
+                else:
+                    await self._record_frames(live, [frame])
                 return
             try:
                 events = live.parser.feed(body) if body else []
@@ -1727,6 +1743,47 @@ class Engine:
                 live.expired = True
                 live.app_disconnect.set()
             await self.store.delete_stream(stream_id)
+
+
+class _Rest:
+    """The rest of a coroutine that `_start` ran up to its first suspension: awaiting it
+    hands that suspension to the event loop and continues the coroutine as `await` would
+    (values sent in and exceptions thrown in, cancellation included, pass straight through)."""
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+        self._coro = coro
+        self._first = first
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        pending = self._first
+        while True:
+            try:
+                sent = yield pending
+            except GeneratorExit:
+                self._coro.close()
+                raise
+            except BaseException as exc:  # thrown in by the event loop (a cancellation): pass it on
+                try:
+                    pending = self._coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    pending = self._coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
+def _start(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
+    """Run `coro` until it completes or first suspends: `(True, result)` or `(False, rest)`,
+    where `await rest` finishes it. Lets a caller skip setting up what only a wait needs."""
+    try:
+        first = coro.send(None)
+    except StopIteration as stop:
+        return True, stop.value
+    return False, _Rest(coro, first)
 
 
 async def _stop_watching(client: Client, group: anyio.abc.TaskGroup) -> None:

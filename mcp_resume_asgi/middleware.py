@@ -313,7 +313,8 @@ class ResumeMiddleware:
         body = await self._read_body(receive, send)
         if body is None:
             return
-        tracked = _TrackedSend(send)
+        # `__call__` already tracks this request's send (nothing was sent since): one wrapper is enough.
+        tracked = send if isinstance(send, _TrackedSend) else _TrackedSend(send)
         try:
             await self._post_body(scope, receive, tracked, body)
         except Exception as exc:
