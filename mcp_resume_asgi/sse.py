@@ -105,23 +105,20 @@ def single_event_frame(chunk: bytes) -> tuple[bytes, bytes] | None:
     it can be stored as it is. Anything else (ids, retry, comments, several data lines,
     events split across chunks) goes through the full parser.
     """
-    if chunk.endswith(b"\r\n\r\n"):
-        eol = b"\r\n"
-    elif chunk.endswith(b"\n\n") and b"\r" not in chunk:
-        eol = b"\n"
+    # Exactly three line ends: after the event line, after the data line, the blank line.
+    if chunk.count(b"\n") != 3 or not chunk.startswith(b"event: "):
+        return None
+    if chunk.endswith(b"\n\n") and b"\r" not in chunk:
+        start = chunk.find(b"\n") + 1
+        end = len(chunk) - 2
+    elif chunk.endswith(b"\r\n\r\n") and chunk.count(b"\r") == 3 and chunk.count(b"\r\n") == 3:
+        start = chunk.find(b"\r\n") + 2
+        end = len(chunk) - 4
     else:
         return None
-    if not chunk.startswith(b"event: "):
+    if not chunk.startswith(b"data: ", start):
         return None
-    first = chunk.find(eol)
-    data_start = first + len(eol)
-    if chunk[data_start : data_start + 6] != b"data: ":
-        return None
-    end = len(chunk) - 2 * len(eol)
-    data = chunk[data_start + 6 : end]
-    if b"\n" in data or b"\r" in data or b"\n" in chunk[:first] or b"\r" in chunk[7:first]:
-        return None
-    return chunk, data
+    return chunk, chunk[start + 6 : end]
 
 
 def encode_payload(data: bytes, event: bytes | None = b"message") -> bytes:

@@ -16,9 +16,12 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
+from mcp_resume_asgi.sse import SSEParser, single_event_frame
 
 pytestmark = pytest.mark.anyio
 
@@ -207,3 +210,35 @@ async def test_start_finishes_a_send_that_does_not_wait_and_hands_over_one_that_
 async def _set_soon(event: anyio.Event) -> None:
     await anyio.sleep(0.01)
     event.set()
+
+
+_LINE = st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"").replace(b"\r", b""))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    event=_LINE,
+    data=_LINE,
+    eol=st.sampled_from([b"\n", b"\r\n", b"\r"]),
+    noise=st.lists(st.sampled_from([b"\n", b"\r", b"\r\n", b"id: 1", b"data: x", b": c", b"event: y"])),
+    cut=st.integers(min_value=0, max_value=60),
+)
+def test_the_one_event_fast_path_agrees_with_the_parser(
+    event: bytes, data: bytes, eol: bytes, noise: list[bytes], cut: int
+) -> None:
+    """`single_event_frame` (the recording fast path) never accepts what the parser reads otherwise."""
+    well_formed = b"event: " + event + eol + b"data: " + data + eol + eol
+    for chunk in (
+        well_formed,
+        well_formed + b"".join(noise),
+        b"".join(noise) + well_formed,
+        well_formed[:cut],
+    ):
+        fast = single_event_frame(chunk)
+        if fast is None:
+            continue
+        events = SSEParser(1 << 20).feed(chunk)
+        assert fast[0] == chunk
+        assert len(events) == 1 and events[0].data == fast[1]
+        name = chunk[len(b"event: ") : chunk.find(b"\n")].removesuffix(b"\r")
+        assert events[0].event == name and events[0].id is None and events[0].retry is None
