@@ -903,8 +903,12 @@ class Engine:
             else:
                 logger.exception("app failed after starting its response")
         finally:
-            with anyio.CancelScope(shield=True):
-                await self._app_finished(live, client)
+            # Bookkeeping that must survive a cancellation; with a store that answers at
+            # once (memory) it never waits, and then it needs no shielding scope.
+            done, rest = _start(self._app_finished(live, client))
+            if not done:
+                with anyio.CancelScope(shield=True):
+                    await rest
 
     async def _app_finished(self, live: Live, client: Client) -> None:
         try:
