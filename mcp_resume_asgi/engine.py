@@ -395,7 +395,7 @@ class Engine:
         session_ttl_s: float,
         node_id: str,
         node: Node | None = None,
-        direct: bool = False,
+        direct: bool = True,
     ) -> None:
         self.app = app
         self.routes = routes
