@@ -826,31 +826,29 @@ class Engine:
         live.group.start_soon(self._serve_demoted, live, client)
 
     async def _serve_demoted(self, live: Live, client: Client) -> None:
-        policy = live.policy
-        reason = "deleted"
+        meta = None
         try:
             meta = await self.store.get_stream(live.stream_id)
-            if meta is not None:
-                reason = "gone"
-                with anyio.CancelScope() as serving:
-                    client.cancel_scope = serving
-                    if client.gone.is_set():
-                        serving.cancel()
-                    reason, _ = await self._serve_loop(
-                        live.stream_id,
-                        client,
-                        meta,
-                        1,
-                        live.prefix,
-                        client.cursor,
-                        policy,
-                        live.can_close_at_will,
-                        Delivery(),
-                    )
         finally:
-            client.cancel_scope = None
-            with anyio.CancelScope(shield=True):
-                await self._end_connection(live.stream_id, client, reason, 1, policy, None)
+            if meta is None:  # gone from the store, or the store failed: end the answer all the same
+                with anyio.CancelScope(shield=True):
+                    await self._end_connection(live.stream_id, client, "deleted", 1, live.policy, None)
+        if meta is None:
+            live.first_outcome = ("deleted", client.cursor)
+            return
+        reason = await self._serve_connection(
+            live.stream_id,
+            client,
+            meta,
+            1,
+            live.prefix,
+            client.cursor,
+            live.policy,
+            live.can_close_at_will,
+            Delivery(),
+            None,
+            None,
+        )
         live.first_outcome = (reason, client.cursor)
 
     async def _release(self, live: Live, reason: str) -> None:
@@ -1446,7 +1444,32 @@ class Engine:
             await self._release(live, "replaced")
         prefix = self.signer.event_prefix(stream_id)
         at_will = delivery.at_will and p.at_least(version, p.RESUMABLE_VERSION)
-        cursor = after_seq
+        start: Message = {"type": "http.response.start", "status": 200, "headers": headers}
+        opening = priming_frame(prefix + str(after_seq).encode(), policy.retry_ms) if priming else None
+        reason = await self._serve_connection(
+            stream_id, client, meta, generation, prefix, after_seq, policy, at_will, delivery, start, opening
+        )
+        return reason, client.cursor
+
+    async def _serve_connection(
+        self,
+        stream_id: str,
+        client: Client,
+        meta: StreamMeta,
+        generation: int,
+        prefix: bytes,
+        cursor: int,
+        policy: Policy,
+        at_will: bool,
+        delivery: Delivery,
+        start: Message | None,
+        opening: bytes | None,
+    ) -> str:
+        """Serve an attached client until `_serve_loop` ends (or it leaves), then let it go.
+
+        `start` and `opening` open its answer first; a connection whose answer is open
+        already (a stalled first connection handed over) passes None for both.
+        """
         reason = "gone"
         try:
             with anyio.CancelScope() as serving:
@@ -1454,17 +1477,17 @@ class Engine:
                 if client.gone.is_set():
                     serving.cancel()
                 client.cursor = cursor
-                if await client.send({"type": "http.response.start", "status": 200, "headers": headers}):
-                    if priming:
-                        await client.write(priming_frame(prefix + str(cursor).encode(), policy.retry_ms))
-                    reason, cursor = await self._serve_loop(
+                if start is None or await client.send(start):
+                    if opening is not None:
+                        await client.write(opening)
+                    reason, _ = await self._serve_loop(
                         stream_id, client, meta, generation, prefix, cursor, policy, at_will, delivery
                     )
         finally:
             client.cancel_scope = None
             with anyio.CancelScope(shield=True):
                 await self._end_connection(stream_id, client, reason, generation, policy, delivery)
-        return reason, client.cursor
+        return reason
 
     async def _end_connection(
         self,
