@@ -9,6 +9,8 @@ from typing import Any
 from starlette.types import Message, Receive, Scope, Send
 
 Headers = list[tuple[bytes, bytes]]
+#: On an answer served while the store is down: it works, but cannot be resumed.
+UNAVAILABLE_HEADER = (b"mcp-resume", b"unavailable")
 
 
 class BodyTooLarge(Exception):

@@ -32,7 +32,8 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import Headers, header, send_bytes, send_json
+from mcp_resume_asgi._http import UNAVAILABLE_HEADER, Headers, header, send_bytes, send_json
+from mcp_resume_asgi.admission import NOT_FOUND, Admission, Refusal, post_to_app
 from mcp_resume_asgi.cluster import Node, owner_key
 from mcp_resume_asgi.policy import Policy, RouteTable
 from mcp_resume_asgi.sse import (
@@ -72,6 +73,10 @@ DECISION_POLL_S = 0.05
 #: The first connection's headers and priming event wait this long for the app's first
 #: event, so that a quick answer goes out in as few writes as the bare app makes.
 HOLD_HEAD_S = 0.005
+#: A request whose stream opens before the app answers (Idempotency-Key, SEP-975...)
+#: holds its client's answer this long for the app's status, so that the app's own
+#: refusal (404, 400) reaches the client as that status.
+STATUS_HOLD_S = 1.0
 #: Why a connection was closed on purpose; the client is told when to come back.
 AT_WILL_REASONS = frozenset({"max_connection", "idle", "input", "replaced"})
 _SSE_HEADERS: Headers = [
@@ -80,15 +85,6 @@ _SSE_HEADERS: Headers = [
     (b"x-accel-buffering", b"no"),
 ]
 _SKIP_APP_HEADERS = {b"content-length", b"link", b"transfer-encoding"}
-_INTERNAL_SKIP = {
-    b"content-length",
-    b"content-type",
-    b"accept",
-    b"last-event-id",
-    b"mcp-session-id",
-    b"mcp-protocol-version",
-    b"idempotency-key",
-}
 
 
 class Mode(enum.Enum):
@@ -250,6 +246,7 @@ class Live:
         "first_outcome",
         "group",
         "head",
+        "idempotency_key",
         "json_chunks",
         "json_size",
         "json_status",
@@ -347,6 +344,8 @@ class Live:
         self.write_since = 0.0
         """When the write to the first connection in flight began (0: none)."""
         self.head: bytes | None = None
+        self.idempotency_key: str | None = None
+        """The store key of the request's Idempotency-Key, when it came with one."""
         """The first connection's priming event, while its headers wait for the first event."""
         self.last_event = 0.0
         self.last_write = 0.0
@@ -409,8 +408,10 @@ class Engine:
         """Serve a request's first connection from the app's own task (`_host_direct`)."""
         self.known_features: Any = ()
         """The feature layers in front of this engine, as last seen (relayed requests get them too)."""
+        self.on_store_outage: Callable[[BaseException], None] | None = None
+        """Told when a store call made inside the app's `send` finds the store down."""
+        self.admission = Admission(app, principal=principal, store=store, node=node)
         self.live: dict[str, Live] = {}
-        self._standalone_locks: dict[str, anyio.Lock] = {}
 
     # ------------------------------------------------------------------ helpers
     def link_header(self, mcp_path: str, stream_id: str, after_seq: int) -> tuple[bytes, bytes]:
@@ -422,11 +423,18 @@ class Engine:
         url = f"{mcp_path.rstrip('/')}{STREAM_SEGMENT}{self.signer.link_token(stream_id, after_seq)}"
         return b"link", f'<{url}>; rel="stream"'.encode()
 
-    def may_access(self, meta: StreamMeta, scope: Scope) -> bool:
-        """A stream is visible only from its own session and principal."""
-        if meta.session_id is not None and header(scope, b"mcp-session-id") != meta.session_id:
-            return False
-        return meta.principal == self.principal(scope)
+    async def admit(self, scope: Scope, meta: StreamMeta) -> Refusal | None:
+        """None when the app accepts this request for the stream's session and principal
+        (see `admission.py`); else what to answer instead of the stream."""
+        return await self.admission.check(scope, meta)
+
+    async def admitted(self, scope: Scope, send: Send, meta: StreamMeta | None) -> StreamMeta | None:
+        """`meta` when it exists and the app admits this request to it; else None, answered."""
+        refusal = NOT_FOUND if meta is None else await self.admit(scope, meta)
+        if refusal is not None:
+            await refusal.send(send)
+            return None
+        return meta
 
     async def client_capabilities(self, session_id: str | None, message: dict[str, Any]) -> dict[str, Any]:
         """Per-request capabilities (2026-07-28 `_meta`) or those the session declared."""
@@ -510,6 +518,7 @@ class Engine:
             if existing is not None:
                 await self._retry_of(scope, receive, send, existing, digest)
                 return None
+            live.idempotency_key = key
             # The stream must exist before the client can lose its answer: open it at once.
             upgrade_after = 0.0
         if first_messages:
@@ -525,26 +534,30 @@ class Engine:
     async def _retry_of(self, scope: Scope, receive: Receive, send: Send, existing: str, digest: str) -> None:
         """A POST repeating an Idempotency-Key attaches to the request already running."""
         stream_id, _, first_digest = existing.partition(" ")
+        meta = await self.store.get_stream(stream_id)
+        with anyio.move_on_after(2.0):  # the first attempt may still be opening its stream
+            while meta is None and stream_id in self.live:
+                await anyio.sleep(0.02)
+                meta = await self.store.get_stream(stream_id)
+        if meta is None:
+            await send_json(
+                send,
+                409,
+                p.error_message(
+                    None, p.INVALID_REQUEST, "the request with this Idempotency-Key is no longer available"
+                ),
+            )
+            return
+        refusal = await self.admit(scope, meta)
+        if refusal is not None:
+            await refusal.send(send)
+            return
         if first_digest != digest:
             await send_json(
                 send,
                 422,
                 p.error_message(
                     None, p.INVALID_REQUEST, "this Idempotency-Key was used for a different request"
-                ),
-            )
-            return
-        meta = await self.store.get_stream(stream_id)
-        with anyio.move_on_after(2.0):  # the first attempt may still be opening its stream
-            while meta is None and stream_id in self.live:
-                await anyio.sleep(0.02)
-                meta = await self.store.get_stream(stream_id)
-        if meta is None or not self.may_access(meta, scope):
-            await send_json(
-                send,
-                409,
-                p.error_message(
-                    None, p.INVALID_REQUEST, "the request with this Idempotency-Key is no longer available"
                 ),
             )
             return
@@ -568,9 +581,13 @@ class Engine:
     ) -> tuple[str, int] | None:
         self.live[live.stream_id] = live
         outcome = None
+        hold = upgrade_after
         try:
             if upgrade_after == 0:
-                await self._upgrade(live)
+                # Open the stream's record before the app runs (a retry or a resume can find
+                # it at once), but not the client's answer: that waits for the app's status.
+                await self._upgrade(live, decide=False)
+                hold = STATUS_HOLD_S
                 if live.first_messages:
                     await self._record(
                         live, [SSEEvent(data=p.dumps(m), event=b"message") for m in live.first_messages]
@@ -581,10 +598,12 @@ class Engine:
                     live.writers = tg
                 tg.start_soon(client.watch)
                 tg.start_soon(self._run_app, live, client)
-                if upgrade_after is not None and not live.decided.is_set():
-                    with anyio.move_on_after(upgrade_after):
+                if hold is not None and not live.decided.is_set():
+                    with anyio.move_on_after(hold):
                         await live.decided.wait()
-                    if not live.decided.is_set():
+                    if live.mode is Mode.UPGRADED:
+                        live.decided.set()  # opened already: the app is slow to answer; serve it
+                    elif not live.decided.is_set():
                         await self._upgrade(live)
                 await self._await_decision(live, client)
                 if (
@@ -947,15 +966,37 @@ class Engine:
                 if key.lower() == b"content-type":
                     content_type = value.split(b";", 1)[0].strip().lower()
             if live.mode is Mode.UPGRADED:
+                if status >= 400 and not live.decided.is_set():
+                    await self._refused_before_opening(live, client, message)
+                    return
+                principal = self.principal(live.scope)
+                if principal != live.principal:
+                    # Opened before the app ran: its auth has only now said who is calling.
+                    live.principal = principal
+                    await self.store.update_stream(live.stream_id, principal=principal)
                 live.json_status = status
                 live.upgraded_sse = content_type == b"text/event-stream"
+                live.decided.set()
+                live.poke()
                 return
             if status == 200 and content_type == b"text/event-stream":
                 for key, value in headers:
                     if key.lower() == b"mcp-session-id" and live.session_id is None:
                         live.session_id = value.decode("latin-1")
                 live.mode = Mode.STREAM
-                await self._create_meta(live, attached=live.direct is not None)
+                try:
+                    await self._create_meta(live, attached=live.direct is not None)
+                except Exception as exc:
+                    if not self._store_outage(exc):
+                        raise
+                    # Without a store there is nothing to resume from: the app's answer goes
+                    # out as it is, and says so (the store error must not reach the app's
+                    # `send`, whose SSE writer would swallow it and leave the client a 500).
+                    live.mode = Mode.PASSTHROUGH
+                    live.decided.set()
+                    live.poke()
+                    await client.send(dict(message, headers=[*headers, UNAVAILABLE_HEADER]))
+                    return
                 extra = [(k, v) for k, v in headers if k.lower() not in _SKIP_APP_HEADERS]
                 if not any(k.lower() == b"x-accel-buffering" for k, _ in extra):
                     extra.append((b"x-accel-buffering", b"no"))
@@ -1041,6 +1082,15 @@ class Engine:
         await self._remember_session(live, answer)
 
     async def _remember_session(self, live: Live, answer: Any) -> None:
+        try:
+            await self._store_session(live, answer)
+        except Exception as exc:
+            if not self._store_outage(exc):
+                raise
+            # The session works without it: later requests take the revision from their header.
+            logger.warning("session %s: not recorded, the store is unavailable", live.session_id)
+
+    async def _store_session(self, live: Live, answer: Any) -> None:
         if not isinstance(answer, dict) or live.session_id is None:
             return
         result = answer.get("result")
@@ -1067,6 +1117,8 @@ class Engine:
 
     async def _create_meta(self, live: Live, *, attached: bool = False) -> None:
         live.prefix = self.signer.event_prefix(live.stream_id)
+        # Now that the app has seen the request, its own auth may have said who is calling.
+        live.principal = self.principal(live.scope)
         meta = StreamMeta(
             stream_id=live.stream_id,
             kind=live.kind,
@@ -1084,14 +1136,20 @@ class Engine:
         )
         await self.store.create_stream(meta, ttl_s=self._running_ttl(live.policy))
         live.meta_created = True
+        if live.kind is StreamKind.STANDALONE and live.session_id is not None:
+            # The app accepted the GET: from now on a second GET of the session resumes this one.
+            await self.store.set_key(
+                _standalone_key(live.session_id), live.stream_id, self._running_ttl(live.policy)
+            )
 
     @staticmethod
     def _running_ttl(policy: Policy) -> float:
         # Expiry is driven by the owner (max_wait_s); the TTL only reclaims streams of a dead owner.
         return policy.max_wait_s * 2 + 3600
 
-    async def _upgrade(self, live: Live) -> None:
-        """Open an SSE stream for a request the app has not answered in time."""
+    async def _upgrade(self, live: Live, *, decide: bool = True) -> None:
+        """Open an SSE stream for a request the app has not answered in time (or, with
+        `decide=False`, one whose answer must be resumable from the start)."""
         live.mode = Mode.UPGRADED
         await self._create_meta(live)
         headers = list(_SSE_HEADERS)
@@ -1099,8 +1157,35 @@ class Engine:
             headers.append((b"mcp-session-id", live.session_id.encode()))
         headers.append(self.link_header(live.path, live.stream_id, 0))
         live.client_headers = headers
+        if decide:
+            live.decided.set()
+            live.poke()
+
+    async def _refused_before_opening(self, live: Live, client: Client, start: Message) -> None:
+        """The app refused a request whose stream was opened ahead of its answer (a 404
+        "Session not found", a 400): the client gets that status, not an event in a 200
+        (stock clients start a new session only on an HTTP 404). Nothing ran, so the
+        stream and its Idempotency-Key are forgotten: a retry is a new request."""
+        live.mode = Mode.PASSTHROUGH
         live.decided.set()
         live.poke()
+        try:
+            await self.store.delete_stream(live.stream_id)
+            if live.idempotency_key is not None:
+                await self.store.delete_key(live.idempotency_key)
+        except Exception as exc:
+            if not self._store_outage(exc):
+                raise
+        live.meta_created = False
+        await client.send(start)
+
+    def _store_outage(self, exc: BaseException) -> bool:
+        """Whether `exc` says the store is down; if so, the middleware is told (once per call)."""
+        if not self.store.is_unavailable_error(exc):
+            return False
+        if self.on_store_outage is not None:
+            self.on_store_outage(exc)
+        return True
 
     async def _record_json_answer(self, live: Live) -> None:
         body = b"".join(live.json_chunks)
@@ -1315,63 +1400,28 @@ class Engine:
         self, template: Scope, path: str, session_id: str | None, version: str, body: bytes
     ) -> tuple[int, bytes]:
         """POST `body` to the app's MCP endpoint as the client would (client answers, cancellations)."""
-        headers = [(k, v) for k, v in template["headers"] if k not in _INTERNAL_SKIP]
-        headers += [
-            (b"content-type", b"application/json"),
-            (b"accept", b"application/json, text/event-stream"),
-            (b"content-length", str(len(body)).encode()),
-            (b"mcp-protocol-version", version.encode()),
-        ]
-        if session_id is not None:
-            headers.append((b"mcp-session-id", session_id.encode()))
-        scope = dict(template)
-        scope.update(method="POST", path=path, raw_path=path.encode(), query_string=b"", headers=headers)
-        done = anyio.Event()
-        sent = False
-        status = 500
-        chunks: list[bytes] = []
-
-        async def receive() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await done.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            elif message["type"] == "http.response.body":
-                if sum(map(len, chunks)) < 65536:
-                    chunks.append(message.get("body", b""))
-                if not message.get("more_body", False):
-                    done.set()
-
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            done.set()
-        return status, b"".join(chunks)
+        reply = await post_to_app(self.app, template, path, session_id, version, body)
+        return reply.status, reply.body
 
     # ------------------------------------------------------------------ standalone GET stream
     async def standalone_running(self, session_id: str) -> bool:
-        stream_id = await self.store.get_key(f"standalone:{session_id}")
+        stream_id = await self.store.get_key(_standalone_key(session_id))
         meta = await self.store.get_stream(stream_id) if stream_id else None
         return meta is not None and meta.state is StreamState.RUNNING
 
     async def handle_standalone(self, scope: Scope, receive: Receive, send: Send, session_id: str) -> None:
-        key = f"standalone:{session_id}"
-        lock = self._standalone_locks.setdefault(session_id, anyio.Lock())
+        """The session's GET stream: a running one is resumed, else the app opens a new one.
+
+        Its record (`standalone:<session>`) is written only once the app accepted the
+        GET: a request the app refuses (another principal's, a stale session) must not
+        touch the stream of the session it names.
+        """
         version = await self.version_for(scope, session_id)
-        async with lock:
-            stream_id = await self.store.get_key(key)
-            meta = await self.store.get_stream(stream_id) if stream_id else None
-            start_new = (
-                meta is None or meta.state is not StreamState.RUNNING or not self.may_access(meta, scope)
-            )
-        if not start_new and meta is not None:
+        stream_id = await self.store.get_key(_standalone_key(session_id))
+        meta = await self.store.get_stream(stream_id) if stream_id else None
+        if meta is not None and meta.state is StreamState.RUNNING:
+            if await self.admitted(scope, send, meta) is None:
+                return
             client = Client(send, receive)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(client.watch)
@@ -1401,13 +1451,12 @@ class Engine:
             principal=self.principal(scope),
             path=scope["path"],
         )
-        await self.store.set_key(key, live.stream_id, self._running_ttl(policy))
         try:
             await self._host(live, Client(send, receive), upgrade_after=None)
         finally:
-            if await self.store.get_key(key) == live.stream_id:
+            key = _standalone_key(session_id)
+            if live.meta_created and await self.store.get_key(key) == live.stream_id:
                 await self.store.delete_key(key)
-            self._standalone_locks.pop(session_id, None)
 
     # ------------------------------------------------------------------ serving a client
     async def serve(
@@ -1631,8 +1680,8 @@ class Engine:
         via_link: bool,
     ) -> None:
         meta = await self.store.get_stream(stream_id)
-        if meta is None or not self.may_access(meta, scope):
-            await send_json(send, 404, p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream"))
+        meta = await self.admitted(scope, send, meta)
+        if meta is None:
             return
         if after_seq is None:
             after_seq = meta.delivered_seq
@@ -1704,8 +1753,8 @@ class Engine:
     ) -> None:
         """SEP-1335: answers POSTed to the Link URL go to the app; the reply continues the stream."""
         meta = await self.store.get_stream(stream_id)
-        if meta is None or not self.may_access(meta, scope):
-            await send_json(send, 404, p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream"))
+        meta = await self.admitted(scope, send, meta)
+        if meta is None:
             return
         issued = meta.issued_inputs
         stray = [a["id"] for a in answers if a["id"] not in issued]
@@ -1763,7 +1812,7 @@ class Engine:
     # ------------------------------------------------------------------ sessions
     async def end_session(self, session_id: str) -> None:
         stream_ids = await self.store.delete_session(session_id)
-        await self.store.delete_key(f"standalone:{session_id}")
+        await self.store.delete_key(_standalone_key(session_id))
         for stream_id in stream_ids:
             live = self.live.get(stream_id)
             if live is not None:
@@ -1841,3 +1890,7 @@ def _nothing_to_send(meta: StreamMeta, after_seq: int) -> bool:
 
 def _input_key(session_id: str, message_id: Any) -> str:
     return f"input:{session_id}:{json.dumps(message_id)}"
+
+
+def _standalone_key(session_id: str) -> str:
+    return f"standalone:{session_id}"

@@ -25,6 +25,10 @@ SINGLE_EXCHANGE_VERSION = "2026-07-28"
 DEFAULT_VERSION = "2025-03-26"
 
 _VERSION = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+#: A `\uD800`-`\uDFFF` escape: half of a surrogate pair, or a lone one UTF-8 cannot carry.
+_SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F]")
+#: Deepest nesting the middleware takes on (the app still gets deeper bodies, untouched).
+MAX_DEPTH = 128
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -69,6 +73,43 @@ def classify(data: bytes) -> tuple[Kind, Any]:
     if "result" in message or "error" in message:
         return Kind.RESPONSE, message["id"]
     return Kind.OTHER, None
+
+
+def loads_wire(body: bytes) -> Any | None:
+    """`body` decoded, or None when it is not JSON the middleware can handle and send on.
+
+    JSON admits what the wire cannot take back: a lone surrogate (`"\\ud800"`) has no
+    UTF-8 form, and nesting deep enough breaks Python's encoder (`RecursionError`).
+    The middleware must neither crash on such a body nor refuse what the app might
+    accept, so it leaves the request to the app, untouched. The checks cost nothing
+    on ordinary bodies: a regex search and a bracket count, both in C.
+    """
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if body.count(b"[") + body.count(b"{") > MAX_DEPTH and _depth(value) > MAX_DEPTH:
+        return None
+    if _SURROGATE_ESCAPE.search(body) is not None:
+        try:
+            json.dumps(value, ensure_ascii=False).encode()
+        except (UnicodeEncodeError, RecursionError, ValueError):
+            return None
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How deeply `value` nests (iteratively: the value may be deeper than the stack allows)."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in item)
+    return deepest
 
 
 def valid_id(value: Any) -> bool:

@@ -107,13 +107,14 @@ class ResumableRequestsMiddleware(FeatureMiddleware):
         meta = None
         if problem is None and isinstance(payload, list) and isinstance(payload[0], str):
             meta = await ctx.engine.store.get_stream(payload[0])
-            if (
-                meta is None
-                or meta.state is StreamState.EXPIRED
-                or not ctx.engine.may_access(meta, ctx.scope)
-            ):
+            if meta is None or meta.state is StreamState.EXPIRED:
                 problem = "unknown or expired request"
                 meta = None
+            else:
+                refusal = await ctx.engine.admit(ctx.scope, meta)
+                if refusal is not None:
+                    await refusal.send(send)
+                    return None
         if problem is None and meta is None:
             problem = "invalid resume token"
         if problem is not None:

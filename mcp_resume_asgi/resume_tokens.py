@@ -178,11 +178,11 @@ class ResumeTokenMiddleware(FeatureMiddleware):
         if problem is None:
             assert isinstance(payload, list)
             meta = await ctx.engine.store.get_stream(payload[0])
-            if (
-                meta is None
-                or meta.state is StreamState.EXPIRED
-                or not ctx.engine.may_access(meta, ctx.scope)
-            ):
+            refusal = None if meta is None else await ctx.engine.admit(ctx.scope, meta)
+            if refusal is not None:
+                await refusal.send(send)
+                return
+            if meta is None or meta.state is StreamState.EXPIRED:
                 problem = "unknown or expired resume token"
             elif await ctx.engine.store.get_key(_spent_key(meta.stream_id)) is not None:
                 problem = "the resume token is expired: the request already completed"
