@@ -20,6 +20,7 @@ stream's bound principal is what the owner would have checked.
 from __future__ import annotations
 
 import logging
+import secrets
 from dataclasses import dataclass
 
 import anyio
@@ -33,7 +34,11 @@ from mcp_resume_asgi.store.base import Store, StreamMeta
 
 logger = logging.getLogger(__name__)
 
-PROBE_BODY = b'{"jsonrpc":"2.0","id":"mcp-resume-admission","method":"ping"}'
+#: Each probe's JSON-RPC id starts with this; the rest is random (an app maps answers by id,
+#: so probes of one session in flight at once must not share one).
+PROBE_ID_PREFIX = "mcp-resume-admission-"
+#: An app that has not answered a probe by then refuses by silence: 503, retry.
+PROBE_TIMEOUT_S = 10.0
 #: The app's answers are read up to this size (a refusal is short; a ping's answer too).
 MAX_REPLY_BYTES = 65536
 #: Headers of the client's request that describe its own body or its own resume, not the probe's.
@@ -133,6 +138,12 @@ NOT_FOUND = Refusal(
 )
 """The same for a stream that does not exist and one that is not the caller's: nothing leaks."""
 
+SILENT = Refusal(
+    503,
+    [(b"content-type", b"application/json"), (b"retry-after", b"1")],
+    p.dumps(p.error_message(None, p.STREAM_ERROR, "the server did not confirm the session in time; retry")),
+)
+
 
 class Admission:
     """Decides whether a request may be answered from a stream's record (see the module doc)."""
@@ -148,14 +159,20 @@ class Admission:
         if meta.session_id is not None and header(scope, b"mcp-session-id") != meta.session_id:
             return NOT_FOUND
         judges_session = meta.session_id is not None and await self._holds(meta.session_id)
-        reply = await post_to_app(
-            self.app,
-            scope,
-            meta.path,
-            meta.session_id if judges_session else None,
-            meta.protocol_version,
-            PROBE_BODY,
-        )
+        probe = p.dumps({"jsonrpc": "2.0", "id": PROBE_ID_PREFIX + secrets.token_hex(8), "method": "ping"})
+        reply = None
+        with anyio.move_on_after(PROBE_TIMEOUT_S):
+            reply = await post_to_app(
+                self.app,
+                scope,
+                meta.path,
+                meta.session_id if judges_session else None,
+                meta.protocol_version,
+                probe,
+            )
+        if reply is None:
+            logger.warning("stream %s: the app did not answer an admission check in time", meta.stream_id)
+            return SILENT
         if reply.status >= 400 and (judges_session or reply.status in (401, 403)):
             logger.debug("stream %s: the app refused the request (HTTP %s)", meta.stream_id, reply.status)
             headers = [(k, v) for k, v in reply.headers if k.lower() not in _NOT_PASSED_ON]

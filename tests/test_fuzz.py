@@ -49,6 +49,7 @@ from hypothesis import strategies as st
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_resume_asgi import MemoryStore, Policy, resumable
+from mcp_resume_asgi.admission import PROBE_ID_PREFIX
 from tests.apps.probe_app import create_app
 
 CI = os.environ.get("CI") == "true"
@@ -323,12 +324,14 @@ class Harness:
         leaks = self.victim.leaks(request, wrapped)
         assert not leaks, f"response to the attacker contains {leaks}: {wrapped.text()[:600]!r}"
 
-        # 3. The app sees only what it would have seen unwrapped.
+        # 3. The app sees only what it would have seen unwrapped - and the admission checks
+        # (a `ping` with the requester's own headers, asking the app before the store answers).
         def mine(stack: Stack) -> list[Seen]:
             return [
                 s
                 for s in stack.recorder.seen[marks[stack.name] :]
                 if (EXAMPLE_HEADER, str(example).encode()) in s.headers
+                and PROBE_ID_PREFIX.encode() not in s.body
             ]
 
         bare_seen = [self.bare.normalised(s) for s in mine(self.bare)]

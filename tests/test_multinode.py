@@ -161,9 +161,12 @@ async def cluster(
     policy: dict[str, Any] | None = None,
     options: dict[str, Any] | None = None,
     redis_url: str | None = None,
+    app: str | None = None,
 ) -> AsyncIterator[list[SubprocessServer]]:
     """``count`` node processes sharing ``prefix`` and the secret, started in parallel, always stopped."""
     env = {"MCP_RESUME_PREFIX": prefix, "MCP_RESUME_SECRET": SECRET}
+    if app:
+        env["MCP_RESUME_APP"] = app
     if policy:
         env["MCP_RESUME_POLICY_JSON"] = json.dumps(policy)
     if options:
@@ -869,3 +872,33 @@ async def test_redis_dying_during_a_call_does_not_hang_it(prefix: str) -> None:
             with anyio.fail_after(10):
                 after = await session.call_tool("echo", {"text": "after"})
             assert result_text(after) == "after"
+
+
+async def test_another_user_of_the_same_client_is_refused_on_every_node(prefix: str) -> None:
+    """Alice's session lives on A. Bob (same OAuth client, another subject) with her session id
+    and event id is refused on A (the app judges the session) and on B (which probes without
+    the session and compares identities); alice resumes on either."""
+    require_redis()
+    from tests.test_isolation import CALL, Session, assert_refused, result_text
+
+    async with (
+        cluster(2, prefix, policy={"retry_ms": 20}, app="auth") as (a, b),
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port_of(a)}", timeout=15) as on_a,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port_of(b)}", timeout=15) as on_b,
+    ):
+        alice = Session(on_a, "token-alice")
+        await alice.initialize()
+        call = alice.tool_call("whoami", CALL, progress=True)
+        first = await alice.exchange("POST", "/mcp", call, stop_after=1)
+        assert first.link and first.last_id
+        for client in (on_a, on_b):
+            bob = alice.as_user("token-bob")
+            bob.client = client
+            assert_refused(await bob.exchange("GET", first.link, headers=bob.headers()))
+            assert_refused(
+                await bob.exchange("GET", "/mcp", headers=bob.headers(last_event_id=first.last_id))
+            )
+        alice_on_b = alice.as_user("token-alice-refreshed")
+        alice_on_b.client = on_b
+        reply = await alice_on_b.exchange("GET", first.link, headers=alice_on_b.headers())
+        assert reply.status == 200 and result_text(reply) == "the secret of alice"

@@ -8,7 +8,9 @@ Run several of these (``tests.apps.multinode_app:create_app`` in
 * ``MCP_RESUME_REDIS_URL`` (optional): the Redis to use, default ``tests.support.stores.REDIS_URL``;
 * ``MCP_RESUME_POLICY_JSON`` (optional): keyword arguments of `Policy`;
 * ``MCP_RESUME_OPTIONS_JSON`` (optional): further keyword arguments of `resumable`
-  (e.g. ``{"node_timeout_s": 2}``, ``{"resumable_requests": true}``).
+  (e.g. ``{"node_timeout_s": 2}``, ``{"resumable_requests": true}``);
+* ``MCP_RESUME_APP`` (optional): ``auth`` for `tests.apps.auth_app` (two users of one
+  OAuth client) instead of the low-level app.
 
 The outermost layer, :class:`NodeTag`, adds ``x-node: <pid>`` to every HTTP
 response, so a test can tell which process answered a connection, and counts
@@ -103,8 +105,14 @@ def create_app() -> NodeTag:
     url = os.environ.get("MCP_RESUME_REDIS_URL") or REDIS_URL
     policy_kwargs = _json_env("MCP_RESUME_POLICY_JSON")
     options = _json_env("MCP_RESUME_OPTIONS_JSON")
+    if os.environ.get("MCP_RESUME_APP") == "auth":
+        from tests.apps.auth_app import create_app as create_auth_app
+
+        inner: ASGIApp = create_auth_app()
+    else:
+        inner = create_lowlevel_app()
     app = resumable(
-        create_lowlevel_app(),
+        inner,
         policy=Policy(**policy_kwargs),
         store=RedisStore(url, prefix=prefix),
         secret=secret,
