@@ -21,6 +21,7 @@ import base64
 import json
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -54,6 +55,85 @@ def owner_key(session_id: str) -> str:
     return f"owner:{session_id}"
 
 
+def describe_error(exc: BaseException) -> str:
+    """The causes of `exc` as `Type: message`, task-group wrappers unwrapped.
+
+    A failure inside a task group reaches us as "unhandled errors in a TaskGroup (1
+    sub-exception)", which says nothing; the leaves (`ConnectionError: ... refused`) do.
+    """
+    leaves: list[str] = []
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop(0)
+        if isinstance(current, BaseExceptionGroup):
+            pending[:0] = current.exceptions
+            continue
+        text = f"{type(current).__name__}: {current}" if str(current) else type(current).__name__
+        if text not in leaves:
+            leaves.append(text)
+    return "; ".join(leaves)
+
+
+class OutageLog:
+    """What one retried operation (the cluster link, the heartbeat) logs while it keeps failing.
+
+    During a store outage the same call fails every second for as long as it lasts;
+    a line (and a traceback) per failure buries the cause and everything else in the
+    log. So: the cause once when the outage starts, at `level`; a reminder at most
+    every `remind_s` while it lasts (each other failure at DEBUG); INFO when it is back.
+    """
+
+    def __init__(self, what: str, *, level: int = logging.ERROR, remind_s: float = 60.0) -> None:
+        self.what = what
+        self.level = level
+        self.remind_s = remind_s
+        self.down_since: float | None = None
+        self._reminded = 0.0
+        self._failures = 0
+
+    @property
+    def down(self) -> bool:
+        return self.down_since is not None
+
+    def failed(self, exc: BaseException) -> None:
+        now = time.monotonic()
+        cause = describe_error(exc)
+        self._failures += 1
+        if self.down_since is None:
+            self.down_since = self._reminded = now
+            self._failures = 1
+            logger.log(
+                self.level,
+                "%s failed (%s); retrying, logged again at most every %.0f s until it is back",
+                self.what,
+                cause,
+                self.remind_s,
+            )
+            logger.debug("%s: the first failure", self.what, exc_info=exc)
+        elif now - self._reminded >= self.remind_s:
+            self._reminded = now
+            logger.warning(
+                "%s still failing after %.0f s (%d attempts): %s",
+                self.what,
+                now - self.down_since,
+                self._failures,
+                cause,
+            )
+        else:
+            logger.debug("%s still failing: %s", self.what, cause)
+
+    def recovered(self) -> None:
+        if self.down_since is None:
+            return
+        logger.info(
+            "%s is back after %.1f s (%d failed attempts)",
+            self.what,
+            time.monotonic() - self.down_since,
+            self._failures,
+        )
+        self.down_since = None
+
+
 class Node:
     """This process's membership in the cluster: heartbeat, inbox, and the relays through it."""
 
@@ -68,6 +148,8 @@ class Node:
         self._replies: dict[str, MemoryObjectSendStream[dict[str, Any]]] = {}
         self._served: dict[str, anyio.Event] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
+        self.link = OutageLog(f"node {self.node_id}: cluster link", level=logging.ERROR)
+        self.heartbeats = OutageLog(f"node {self.node_id}: heartbeat", level=logging.WARNING)
 
     @property
     def channel(self) -> str:
@@ -80,6 +162,8 @@ class Node:
             self._task_group = tg
             await self.store.set_key(self.channel, "alive", self.timeout_s)
             self.running = True
+            self.link.recovered()
+            self.heartbeats.recovered()
             tg.start_soon(self._heartbeat)
             try:
                 async for raw in inbox:
@@ -88,13 +172,24 @@ class Node:
                 self.running = False
                 tg.cancel_scope.cancel()
 
+    async def run_forever(self, handler: ASGIHandler, *, retry_s: float = 1.0) -> None:
+        """`run`, rejoining every `retry_s` through store outages, until cancelled."""
+        while True:
+            try:
+                await self.run(handler)
+            except Exception as exc:
+                self.link.failed(exc)
+            await anyio.sleep(retry_s)
+
     async def _heartbeat(self) -> None:
         while True:
             await anyio.sleep(self.timeout_s / 3)
             try:
                 await self.store.set_key(self.channel, "alive", self.timeout_s)
-            except Exception:
-                logger.warning("node %s: heartbeat failed", self.node_id, exc_info=True)
+            except Exception as exc:
+                self.heartbeats.failed(exc)
+            else:
+                self.heartbeats.recovered()
 
     async def alive(self, node_id: str) -> bool:
         return node_id == self.node_id or await self.store.get_key(node_key(node_id)) is not None

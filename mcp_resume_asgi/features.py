@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mcp_resume_asgi._misconfig import check_asgi_app
 from mcp_resume_asgi.policy import Policy
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ class FeatureMiddleware:
     """Base class of feature layers: registers itself in the scope, then calls inward."""
 
     def __init__(self, app: ASGIApp) -> None:
+        check_asgi_app(app, wrapper=type(self).__name__)
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -33,6 +33,7 @@ from mcp_resume_asgi._http import (
     send_bytes,
     send_jsonrpc_error,
 )
+from mcp_resume_asgi._misconfig import WrongPathDetector, check_asgi_app
 from mcp_resume_asgi.cluster import Node, owner_key
 from mcp_resume_asgi.engine import STREAM_SEGMENT, Engine
 from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestContext
@@ -116,6 +117,7 @@ class ResumeMiddleware:
         node_timeout_s: float = 5.0,
         direct_first_connection: bool = True,
     ) -> None:
+        check_asgi_app(app, wrapper="ResumeMiddleware")
         paths = [path] if isinstance(path, str) else list(path)
         if not paths or not all(isinstance(x, str) and x.startswith("/") for x in paths):
             raise ValueError("path must be one or more absolute paths such as '/mcp'")
@@ -123,6 +125,7 @@ class ResumeMiddleware:
             raise ValueError("max_body_bytes must be positive")
         self.app = app
         self.paths = {x.rstrip("/") or "/" for x in paths}
+        self._wrong_path = WrongPathDetector(self.paths, self._local_path)
         self.max_body_bytes = max_body_bytes
         self.routes = RouteTable(policy or Policy(), routes)
         self.store = store if store is not None else MemoryStore()
@@ -177,7 +180,8 @@ class ResumeMiddleware:
             self.engine.known_features = features
         where = self._classify_path(scope)
         if where is None:
-            await self.app(scope, receive, send)
+            # Says once if MCP traffic comes here on another path (a wrong `path=` turns us off silently).
+            await self.app(scope, self._wrong_path.watch(scope, receive), send)
             return
         if self._store_down_until > time.monotonic():
             await self._without_store(scope, receive, send, where[0] == "stream")
@@ -255,12 +259,8 @@ class ResumeMiddleware:
         async with anyio.create_task_group() as tg:
 
             async def run_node() -> None:
-                while True:  # through store outages: rejoin when it is back
-                    try:
-                        await node.run(self._relayed)
-                    except Exception as exc:
-                        logger.error("node %s: cluster link lost (%s); retrying", node.node_id, exc)
-                    await anyio.sleep(1.0)
+                # Through store outages: rejoins when it is back, logging the cause once per outage.
+                await node.run_forever(self._relayed)
 
             tg.start_soon(run_node)
             try:
@@ -545,6 +545,7 @@ def resumable(
     adds SEP-975 on top of the stream engine; `resume_tokens=True` (or a dict of
     `ResumeTokenMiddleware` options) adds `_meta.nextResumeToken` interim results.
     """
+    check_asgi_app(app)
     wrapped: ASGIApp = ResumeMiddleware(
         app, policy=policy, routes=routes, store=store, secret=secret, **options
     )

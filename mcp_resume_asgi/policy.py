@@ -120,11 +120,21 @@ class Route:
 RoutesSpec = Sequence[Route] | Mapping[str, Policy]
 
 
+def _bad_route_key(key: str) -> str:
+    """The error for a routes key without a known prefix, with the likeliest intended one."""
+    message = f"route key {key!r} must look like 'tool:<glob>', 'method:<glob>' or 'path:<glob>'"
+    if ":" not in key and key:
+        kind = "path" if key.startswith("/") else "method" if "/" in key else "tool"
+        message += f"; did you mean '{kind}:{key}'?"
+    return message
+
+
 class RouteTable:
     """First matching route wins; `default` answers everything else.
 
     A mapping is accepted as shorthand: keys `"tool:<glob>"`, `"method:<glob>"`,
-    `"path:<glob>"` (a bare key is a method glob), in insertion order.
+    `"path:<glob>"`, in insertion order. A key without one of these prefixes is
+    refused: a bare `"slow"` read as a method glob matched nothing, silently.
     """
 
     def __init__(self, default: Policy, routes: RoutesSpec | None = None) -> None:
@@ -140,13 +150,9 @@ class RouteTable:
             for key, policy in routes.items():
                 if not isinstance(key, str):
                     raise TypeError("route keys must be strings")
-                kind, colon, pattern = key.partition(":")
-                if not colon:
-                    kind, pattern = "method", key
+                kind, _, pattern = key.partition(":")
                 if kind not in ("tool", "method", "path") or not pattern:
-                    raise ValueError(
-                        f"route key {key!r} must look like 'tool:<glob>', 'method:<glob>' or 'path:<glob>'"
-                    )
+                    raise ValueError(_bad_route_key(key))
                 out.append(Route(policy=policy, **{kind: pattern}))
             return tuple(out)
         result = tuple(routes)
