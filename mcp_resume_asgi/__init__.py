@@ -3,7 +3,12 @@
 Wrap the app - `resumable(app)` or `Middleware(ResumeMiddleware)` - and its SSE
 responses get event ids, priming events and `retry:` fields, a `Link rel="stream"`
 URL, survive dropped connections and can be closed by the server at will.
+
+`RedisStore` is imported on first use, so `import mcp_resume_asgi` never imports
+`redis` (an optional extra: `pip install 'mcp-resume-asgi[redis]'`).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from mcp_resume_asgi.middleware import ResumeMiddleware, default_principal, resumable
 from mcp_resume_asgi.policy import Policy, Route
@@ -19,10 +24,14 @@ from mcp_resume_asgi.store import (
     StreamState,
 )
 
+if TYPE_CHECKING:
+    from mcp_resume_asgi.store.redis import RedisStore
+
 __all__ = [
     "GapError",
     "MemoryStore",
     "Policy",
+    "RedisStore",
     "ResumableRequestsMiddleware",
     "ResumeMiddleware",
     "ResumeTokenMiddleware",
@@ -35,3 +44,11 @@ __all__ = [
     "default_principal",
     "resumable",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RedisStore":
+        from mcp_resume_asgi import store
+
+        return store.RedisStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,8 +9,9 @@ answer. This package supplies that behaviour where it is cheapest to add:
   client that uses it sees each request's answer as one uninterrupted stream.
 * :class:`ResumableSession` - a minimal MCP client on top of it, with no
   dependency beyond ``httpx``.
-* :func:`sdk_http_client` - an ``httpx2`` client for the official ``mcp`` SDK
-  (optional; ``mcp``/``httpx2`` are imported only when it is called).
+* :func:`sdk_http_client` - an ``httpx2`` client for the official ``mcp`` SDK >= 2
+  (optional; ``mcp``/``httpx2`` are imported only when it is called). mcp 1.x
+  talks plain ``httpx`` and takes :class:`ResumableTransport` directly.
 """
 
 from .sdk import sdk_http_client

@@ -29,7 +29,11 @@ default timeouts (30 s, and 300 s between bytes of a stream), so it can stand in
 wherever the SDK accepts an ``McpHttpClientFactory``.
 
 ``mcp`` and ``httpx2`` are optional: they are imported only when
-:func:`sdk_http_client` is called.
+:func:`sdk_http_client` is called. It needs mcp >= 2: mcp 1.x talks plain
+``httpx``, so there the transport plugs in without a bridge, through
+``streamablehttp_client(url, httpx_client_factory=...)`` with a factory returning
+``httpx.AsyncClient(headers=headers, timeout=timeout, auth=auth,
+transport=ResumableTransport())`` (see the README).
 """
 
 from __future__ import annotations
@@ -62,7 +66,9 @@ def _import_httpx2() -> Any:
         import httpx2
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise ImportError(
-            "sdk_http_client needs the `mcp` SDK (and its httpx2 dependency) installed"
+            "sdk_http_client needs the `mcp` SDK >= 2 (it brings httpx2). With mcp 1.x, which talks "
+            "plain httpx, pass streamablehttp_client(url, httpx_client_factory=...) a factory returning "
+            "httpx.AsyncClient(headers=headers, timeout=timeout, auth=auth, transport=ResumableTransport())"
         ) from exc
     return httpx2
 
@@ -86,7 +92,7 @@ def sdk_http_client(
     transport: ResumableTransport | None = None,
     **client_kwargs: Any,
 ) -> httpx2.AsyncClient:
-    """An ``httpx2.AsyncClient`` for the `mcp` SDK whose requests go through ``ResumableTransport``.
+    """An ``httpx2.AsyncClient`` for the `mcp` SDK (>= 2) whose requests go through ``ResumableTransport``.
 
     Args:
         headers, timeout, auth: as for the SDK's ``create_mcp_http_client``.

@@ -13,6 +13,8 @@ connections before the context manager yields, and shutdown is bounded
 * :func:`serve_subprocess_sync` (sync) / :func:`serve_subprocess` (async): uvicorn in a
   child process built from an import string ``"module:factory"``; the child is
   killed on exit (and exits by itself if the test process dies).
+* :func:`serve_granian` (async): the same with granian (one worker process) instead
+  of uvicorn.
 
 Each yields a :class:`ServerInfo` (``.base_url``, ``.mcp_url``, ``.port``).
 """
@@ -383,7 +385,15 @@ class SubprocessServer:
     when the parent goes away. Use :func:`serve_subprocess_sync` / :func:`serve_subprocess`,
     or ``start()`` / ``stop()`` / ``kill()`` directly (e.g. to crash a server
     and restart another one on the same port with ``port=old.port``).
+
+    Subclasses run another server: ``RUNNER`` is the child's entry module (same
+    arguments and ready line as ``tests.support._uvicorn_main``); ``OWN_SESSION`` puts
+    the child in a process group of its own, which ``kill()`` kills whole (for servers
+    that fork workers).
     """
+
+    RUNNER = "tests.support._uvicorn_main"
+    OWN_SESSION = False
 
     def __init__(
         self,
@@ -444,7 +454,7 @@ class SubprocessServer:
         cmd = [
             sys.executable,
             "-m",
-            "tests.support._uvicorn_main",
+            self.RUNNER,
             self.target,
             "--port",
             str(self._port),
@@ -465,6 +475,7 @@ class SubprocessServer:
             text=True,
             cwd=str(REPO_ROOT),
             env=env,
+            start_new_session=self.OWN_SESSION,
         )
         self._pump = threading.Thread(target=self._pump_stdout, args=(proc,), daemon=True)
         self._pump.start()
@@ -506,6 +517,9 @@ class SubprocessServer:
     def kill(self) -> None:
         """SIGKILL the child immediately (simulates a crash). Idempotent."""
         proc = self._proc
+        if proc is not None and self.OWN_SESSION:
+            with contextlib.suppress(ProcessLookupError):  # the group outlives its leader
+                os.killpg(proc.pid, signal.SIGKILL)
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait(5.0)
@@ -598,6 +612,40 @@ async def serve_subprocess(
         factory_kwargs=factory_kwargs,
         port=port,
         reuse_port=reuse_port,
+        env=env,
+        graceful_shutdown=graceful_shutdown,
+        log_level=log_level,
+    )
+    try:
+        yield await anyio.to_thread.run_sync(server.start)
+    finally:
+        with anyio.CancelScope(shield=True):
+            try:
+                await anyio.to_thread.run_sync(server.stop)
+            finally:
+                server.kill()
+
+
+class GranianServer(SubprocessServer):
+    """granian (ASGI interface, one worker process) serving ``module:factory`` in a child process."""
+
+    RUNNER = "tests.support._granian_main"
+    OWN_SESSION = True
+
+
+@contextlib.asynccontextmanager
+async def serve_granian(
+    target: str,
+    *,
+    factory_kwargs: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    graceful_shutdown: float = DEFAULT_GRACEFUL_SHUTDOWN,
+    log_level: str = "warning",
+) -> AsyncIterator[ServerInfo]:
+    """Async context manager (asyncio or trio): serve ``"module:factory"`` under granian."""
+    server = GranianServer(
+        target,
+        factory_kwargs=factory_kwargs,
         env=env,
         graceful_shutdown=graceful_shutdown,
         log_level=log_level,
