@@ -10,8 +10,9 @@ URL, survive dropped connections and can be closed by the server at will.
 
 from typing import TYPE_CHECKING, Any
 
-from mcp_resume_asgi.middleware import ResumeMiddleware, default_principal, resumable
+from mcp_resume_asgi.middleware import ResumeMiddleware, resumable
 from mcp_resume_asgi.policy import Policy, Route
+from mcp_resume_asgi.principal import default_principal
 from mcp_resume_asgi.resumable_requests import ResumableRequestsMiddleware
 from mcp_resume_asgi.resume_tokens import ResumeTokenMiddleware
 from mcp_resume_asgi.store import (

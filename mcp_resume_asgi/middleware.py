@@ -10,11 +10,10 @@ the app's own.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import secrets
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -22,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import (
+    UNAVAILABLE_HEADER,
     BodyTooLarge,
     ClientGone,
     accepts_sse,
@@ -34,10 +34,11 @@ from mcp_resume_asgi._http import (
     send_jsonrpc_error,
 )
 from mcp_resume_asgi._misconfig import WrongPathDetector, check_asgi_app
-from mcp_resume_asgi.cluster import Node, owner_key
+from mcp_resume_asgi.cluster import Node, OutageLog, owner_key
 from mcp_resume_asgi.engine import STREAM_SEGMENT, Engine
 from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestContext
 from mcp_resume_asgi.policy import Policy, RoutesSpec, RouteTable
+from mcp_resume_asgi.principal import PrincipalOf, default_principal
 from mcp_resume_asgi.store.base import Store
 from mcp_resume_asgi.store.memory import MemoryStore, StoreFullError
 from mcp_resume_asgi.tokens import TokenSigner, new_stream_id
@@ -47,25 +48,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 #: After the store failed, how long requests skip it before trying again.
 STORE_RETRY_S = 2.0
-UNAVAILABLE_HEADER = (b"mcp-resume", b"unavailable")
-
-
-def default_principal(scope: Scope) -> str | None:
-    """Who is calling, as far as an authentication middleware in front of us said.
-
-    Streams are bound to it, so a leaked stream URL is useless to another user.
-    Reads Starlette's `scope["user"]` (also what the `mcp` SDK's auth sets).
-    """
-    user = scope.get("user")
-    if user is None or not getattr(user, "is_authenticated", False):
-        return None
-    for attribute in ("identity", "username", "client_id", "display_name"):
-        value = getattr(user, attribute, None)
-        if isinstance(value, str) and value:
-            return value
-    access_token = getattr(user, "access_token", None)
-    client_id = getattr(access_token, "client_id", None)
-    return client_id if isinstance(client_id, str) else None
 
 
 async def _send_unavailable(send: Send) -> None:
@@ -112,7 +94,7 @@ class ResumeMiddleware:
         secret: str | bytes | None = None,
         path: str | Sequence[str] = "/mcp",
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-        principal: Callable[[Scope], str | None] = default_principal,
+        principal: PrincipalOf = default_principal,
         session_ttl_s: float = 24 * 3600,
         node_timeout_s: float = 5.0,
         direct_first_connection: bool = True,
@@ -147,6 +129,8 @@ class ResumeMiddleware:
             node=self.node,
             direct=direct_first_connection,
         )
+        self.engine.on_store_outage = self._store_failed
+        self._store_log = OutageLog("the store (serving without resumability meanwhile)")
 
     # ------------------------------------------------------------------ routing
     def _local_path(self, scope: Scope) -> str:
@@ -189,6 +173,8 @@ class ResumeMiddleware:
         tracked = _TrackedSend(send)
         try:
             await self._dispatch(scope, receive, tracked, where)
+            if self._store_log.down and self._store_down_until <= time.monotonic():
+                self._store_log.recovered()
         except StoreFullError:
             logger.warning("store full: refusing a new stream")
             await send_bytes(
@@ -211,7 +197,7 @@ class ResumeMiddleware:
 
     def _store_failed(self, exc: BaseException) -> None:
         self._store_down_until = time.monotonic() + STORE_RETRY_S
-        logger.error("the store is unavailable (%s); serving without resumability for now", exc)
+        self._store_log.failed(exc)  # the cause once per outage, then a reminder a minute
 
     def _is_store_outage(self, exc: BaseException) -> bool:
         """The store cannot be reached: `exc` is its error, or a task group's group of only such errors."""
@@ -329,10 +315,7 @@ class ResumeMiddleware:
             if owner and self.node is not None:
                 await self.node.relay(owner, scope, receive, send, body)
             return
-        try:
-            message = json.loads(body)
-        except (ValueError, RecursionError):
-            message = None
+        message = p.loads_wire(body)
         if (
             isinstance(message, dict)
             and isinstance(message.get("method"), str)
@@ -344,7 +327,7 @@ class ResumeMiddleware:
             return
         await self.app(scope, replay_receive(body, receive), send)
         # A stock client answers a server-to-client request by POSTing it to the endpoint.
-        answers = message if isinstance(message, list) else [message]
+        answers: list[Any] = message if isinstance(message, list) else [message]
         session_id = header(scope, b"mcp-session-id")
         for answer in answers:
             if p.is_response(answer):
@@ -487,6 +470,9 @@ class ResumeMiddleware:
         after: int | None = None
         last_event_id = header(scope, b"last-event-id")
         if last_event_id is not None:
+            if header_count(scope, b"last-event-id") > 1:
+                await send_jsonrpc_error(send, 400, p.INVALID_REQUEST, "more than one Last-Event-ID header")
+                return
             event = self.engine.signer.parse_event_id(last_event_id.strip())
             if event is None or event[0] != stream_id:
                 await send_jsonrpc_error(
@@ -510,10 +496,9 @@ class ResumeMiddleware:
             if meta is not None and meta.owner != self.node.node_id and await self.node.alive(meta.owner):
                 await self.node.relay(meta.owner, scope, receive, send, body)
                 return
-        try:
-            answers = json.loads(body)
-        except (ValueError, RecursionError):
-            await send_jsonrpc_error(send, 400, p.PARSE_ERROR, "the body is not JSON")
+        answers = p.loads_wire(body)
+        if answers is None:
+            await send_jsonrpc_error(send, 400, p.PARSE_ERROR, "the body is not JSON the server can handle")
             return
         if (
             not isinstance(answers, list)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import shutil
 import subprocess
 import uuid
@@ -260,7 +261,7 @@ async def initialize_and_call(client: httpx.AsyncClient) -> tuple[Reply, Reply]:
 
 
 @pytest.mark.parametrize("how", ["never-up", "killed"])
-async def test_new_clients_connect_while_redis_is_down(how: str) -> None:
+async def test_new_clients_connect_while_redis_is_down(how: str, caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("redis")
     from mcp_resume_asgi.store.redis import RedisStore
 
@@ -275,12 +276,23 @@ async def test_new_clients_connect_while_redis_is_down(how: str) -> None:
                 assert init.status == 200 and reply.headers.get("mcp-resume") is None
                 await anyio.run_process(["redis-cli", "-u", url, "shutdown", "nosave"], check=False)
                 await anyio.sleep(0.2)
-            for _ in range(2):
+            for round_ in range(3):
+                if round_ == 2:
+                    await anyio.sleep(2.2)  # the middleware tries the store again: it fails again
                 init, reply = await initialize_and_call(client)
                 assert init.status == 200, (init.status, init.raw)
                 assert init.headers.get("mcp-resume") == "unavailable"
                 assert reply.status == 200, (reply.status, reply.raw)
                 assert reply.messages()[-1]["result"]["content"][0]["text"] == "still here"
+        # The outage is logged once, with its cause, however many requests meet it.
+        errors = [
+            r.getMessage()
+            for r in caplog.records
+            if r.name == "mcp_resume_asgi.cluster"
+            and r.levelno >= logging.ERROR
+            and "the store" in r.getMessage()
+        ]
+        assert len(errors) == 1 and "ConnectionError" in errors[0], errors
 
 
 # ---------------------------------------------------------------- minor agreements
