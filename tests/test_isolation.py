@@ -19,7 +19,7 @@ from starlette.authentication import AuthCredentials, SimpleUser
 
 from mcp_resume_asgi import MemoryStore, Policy, Store, default_principal, resumable
 from tests.apps.auth_app import CLIENT_ID, ISSUER, create_app
-from tests.support.raw import ACCEPT_BOTH, RawSession, Reply
+from tests.support.raw import RawSession, Reply
 from tests.support.server import serve
 from tests.support.stores import REDIS_URL, require_redis
 
@@ -39,26 +39,12 @@ class Session(RawSession):
     def headers(self, **extra: str) -> dict[str, str]:
         return {**super().headers(**extra), "authorization": f"Bearer {self.token}"}
 
+    def opening_headers(self) -> dict[str, str]:
+        return {**super().opening_headers(), "authorization": f"Bearer {self.token}"}
+
     async def initialize(self, capabilities: dict[str, Any] | None = None) -> Reply:
-        body = {
-            "jsonrpc": "2.0",
-            "id": self.next_id(),
-            "method": "initialize",
-            "params": {
-                "protocolVersion": self.version,
-                "capabilities": capabilities or {},
-                "clientInfo": {"name": "raw", "version": "0"},
-            },
-        }
-        headers = {
-            "accept": ACCEPT_BOTH,
-            "content-type": "application/json",
-            "authorization": f"Bearer {self.token}",
-        }
-        reply = await self.exchange("POST", self.path, body, headers=headers)
+        reply = await super().initialize(capabilities or {})
         assert reply.status == 200, reply.raw
-        self.session_id = reply.headers.get("mcp-session-id")
-        await self.notify("notifications/initialized")
         return reply
 
     def as_user(self, token: str) -> Session:

@@ -77,6 +77,10 @@ class RawSession:
         headers.update({k.replace("_", "-"): v for k, v in extra.items()})
         return headers
 
+    def opening_headers(self) -> dict[str, str]:
+        """The headers of `initialize`: no session, no protocol version yet."""
+        return {"accept": ACCEPT_BOTH, "content-type": "application/json"}
+
     async def initialize(self, capabilities: dict[str, Any] | None = None) -> Reply:
         body = {
             "jsonrpc": "2.0",
@@ -88,8 +92,7 @@ class RawSession:
                 "clientInfo": {"name": "raw", "version": "0"},
             },
         }
-        headers = {"accept": ACCEPT_BOTH, "content-type": "application/json"}
-        reply = await self.exchange("POST", self.path, body, headers=headers)
+        reply = await self.exchange("POST", self.path, body, headers=self.opening_headers())
         self.session_id = reply.headers.get("mcp-session-id")
         await self.notify("notifications/initialized")
         return reply
