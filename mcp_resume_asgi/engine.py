@@ -1420,22 +1420,8 @@ class Engine:
         stream_id = await self.store.get_key(_standalone_key(session_id))
         meta = await self.store.get_stream(stream_id) if stream_id else None
         if meta is not None and meta.state is StreamState.RUNNING:
-            if await self.admitted(scope, send, meta) is None:
-                return
-            client = Client(send, receive)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(client.watch)
-                await self.serve(
-                    meta.stream_id,
-                    client,
-                    scope=scope,
-                    after_seq=meta.last_seq,
-                    headers=self._sse_headers(scope, meta, meta.last_seq),
-                    priming=p.at_least(meta.protocol_version, p.RESUMABLE_VERSION),
-                    policy=self.routes.by_index(meta.route),
-                    version=meta.protocol_version,
-                )
-                await _stop_watching(client, tg)
+            if await self.admitted(scope, send, meta) is not None:
+                await self.serve_stream(scope, receive, send, meta, meta.last_seq)
             return
         route, policy = self.routes.choose(scope["path"], None, None)
         app_scope = dict(scope)
