@@ -1,11 +1,12 @@
 """`python -m bench`: every benchmark of mcp-resume-asgi, side by side, in one run.
 
-1. HTTP overhead on a real app: a stock `MCPServer` (echo tool, SSE answers) under
-   uvicorn, one process per variant (bare / wrapped / SDK event store), each pinned
-   to CPU 1; the load generator runs here, pinned to CPU 0. Runs are interleaved
-   (every repetition visits every variant and concurrency), figures are medians.
-2. (in 1) the SDK's own resumability: `sdk_es`; and `decoupled`, the middleware with
-   `direct_first_connection=False` (the engine before the direct path).
+1. HTTP overhead on a real app: a stock `MCPServer` (SSE answers) under uvicorn, one
+   process per variant (bare / wrapped / SDK event store), each pinned to CPU 1; the
+   load generator runs here, pinned to CPU 0, calling the `echo` tool (one event per
+   answer) or the `progress` tool (two progress notifications, then the result) at
+   concurrency 1, 4 and 32. Windows are interleaved (every repetition visits every
+   concurrency, tool and variant), figures are medians.
+2. (in 1) the SDK's own resumability: `sdk_es`.
 3. The engine in process: events/s through the middleware vs the bare app, and
    replay of recorded events after a Last-Event-ID (child processes, CPU 1).
 4. Memory of idle detached streams (child processes, one per measurement).
@@ -33,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
-from bench.loadgen import run_load
+from bench.loadgen import TOOLS, run_load
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-VARIANTS = ("bare", "wrapped", "sdk_es", "decoupled")  # as in bench.apps, which this process does not import
+VARIANTS = ("bare", "wrapped", "sdk_es")  # as in bench.apps, which this process does not import
+HTTP_CONCURRENCIES = [1, 4, 32]
 #: Where the child processes run (and import `mcp_resume_asgi` from): the repository,
 #: or with `--at REV` a snapshot of that revision's package next to a copy of bench/.
 CODE_ROOT = ROOT
@@ -149,7 +151,9 @@ class Server:
                 self.proc.wait(5)
 
 
-async def _measure(server: Server, concurrency: int, warmup_s: float, duration_s: float) -> dict[str, Any]:
+async def _measure(
+    server: Server, concurrency: int, warmup_s: float, duration_s: float, tool: str = "echo"
+) -> dict[str, Any]:
     """One load window; server CPU and the machine's other load sampled at the window's edges."""
     loop = asyncio.get_running_loop()
     marks: dict[str, tuple[float, int, int, int]] = {}
@@ -160,7 +164,7 @@ async def _measure(server: Server, concurrency: int, warmup_s: float, duration_s
     loop.call_later(warmup_s, mark, "start")
     loop.call_later(warmup_s + duration_s, mark, "stop")
     result = await run_load(
-        "127.0.0.1", server.port, concurrency=concurrency, warmup_s=warmup_s, duration_s=duration_s
+        "127.0.0.1", server.port, concurrency=concurrency, warmup_s=warmup_s, duration_s=duration_s, tool=tool
     )
     (t0, s0, g0, b0), (t1, s1, g1, b1) = marks["start"], marks["stop"]
     wall = t1 - t0
@@ -179,38 +183,49 @@ async def _measure(server: Server, concurrency: int, warmup_s: float, duration_s
     }
 
 
-def run_http(concurrencies: list[int], runs: int, warmup_s: float, duration_s: float) -> dict[str, Any]:
+def run_http(
+    concurrencies: list[int],
+    runs: int,
+    warmup_s: float,
+    duration_s: float,
+    tools: tuple[str, ...] = TOOLS,
+) -> dict[str, Any]:
+    """One server per variant, serving both tools; every repetition runs one window per
+    (concurrency, tool, variant), the variants' order rotated from one repetition to the next."""
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {LOADGEN_CPU})
     servers = {v: Server(v) for v in VARIANTS}
-    samples: dict[tuple[str, int], list[dict[str, Any]]] = {
-        (v, c): [] for v in VARIANTS for c in concurrencies
+    samples: dict[tuple[str, str, int], list[dict[str, Any]]] = {
+        (t, v, c): [] for t in tools for v in VARIANTS for c in concurrencies
     }
     try:
         for rep in range(runs):
-            order = list(VARIANTS[rep % len(VARIANTS) :] + VARIANTS[: rep % len(VARIANTS)])  # rotate who goes first
+            shift = rep % len(VARIANTS)
+            order = VARIANTS[shift:] + VARIANTS[:shift]  # rotate who goes first
             for c in concurrencies:
-                for v in order:
-                    sample = asyncio.run(_measure(servers[v], c, warmup_s, duration_s))
-                    samples[(v, c)].append(sample)
-                    print(
-                        f"  http rep {rep + 1}/{runs} c={c:<3} {v:<8} {sample['rps']:7.0f} req/s "
-                        f"p50 {sample['p50_ms']:6.1f} ms p99 {sample['p99_ms']:6.1f} ms "
-                        f"server {sample['server_util']:.0%} bg {sample['background_cores']:.2f}",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                for t in tools:
+                    for v in order:
+                        sample = asyncio.run(_measure(servers[v], c, warmup_s, duration_s, t))
+                        samples[(t, v, c)].append(sample)
+                        print(
+                            f"  http rep {rep + 1}/{runs} c={c:<3} {t:<8} {v:<8} {sample['rps']:7.0f} req/s "
+                            f"p50 {sample['p50_ms']:6.1f} ms p99 {sample['p99_ms']:6.1f} ms "
+                            f"server {sample['server_util']:.0%} bg {sample['background_cores']:.2f}"
+                            + (f" ERRORS {sample['errors']}" if sample["errors"] else ""),
+                            file=sys.stderr,
+                            flush=True,
+                        )
     finally:
         for s in servers.values():
             s.stop()
     rows = []
-    for (v, c), items in samples.items():
-        row: dict[str, Any] = {"variant": v, "concurrency": c, "runs": len(items)}
+    for (t, v, c), items in samples.items():
+        row: dict[str, Any] = {"tool": t, "variant": v, "concurrency": c, "runs": len(items)}
         for key in items[0]:
             row[key] = statistics.median(x[key] for x in items)
             row[key + "_all"] = [x[key] for x in items]
         rows.append(row)
-    return {"runs": runs, "warmup_s": warmup_s, "duration_s": duration_s, "rows": rows}
+    return {"runs": runs, "warmup_s": warmup_s, "duration_s": duration_s, "tools": list(tools), "rows": rows}
 
 
 # --------------------------------------------------------------------------- 3, 4: engine
@@ -306,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"bench: {results['machine']['cpu_model']}, {results['machine']['nproc']} CPUs", file=sys.stderr)
     if "http" in only:
-        results["http"] = run_http([4, 40], runs, warmup_s=0.5, duration_s=duration)
+        results["http"] = run_http(HTTP_CONCURRENCIES, runs, warmup_s=0.5, duration_s=duration)
     if "engine" in only:
         results["engine"] = run_engine([1_000, 10_000], 3 if args.quick else 7)
     if "memory" in only:

@@ -1,10 +1,16 @@
-"""The apps under test: one stock `MCPServer` with an `echo` tool, served three ways.
+"""The apps under test: one stock `MCPServer` with two tools, served three ways.
+
+Tools:
+
+* ``echo(text)``     - returns ``text``: the answer is one event (the result);
+* ``progress(text)`` - sends two ``notifications/progress`` for the caller's ``progressToken``
+  (``ctx.report_progress``), then returns ``text``: the answer is three events.
+
+Variants:
 
 * ``bare``    - ``server.streamable_http_app()`` as it comes (SSE answers, no event store);
 * ``wrapped`` - the same app inside ``resumable(app, policy=Policy())`` (default ``MemoryStore``);
-* ``sdk_es``  - the SDK's own resumability: an in-memory ``EventStore`` and ``retry_interval``;
-* ``decoupled`` - ``wrapped`` with ``direct_first_connection=False`` (the first connection served
-  by a task reading the store, as every resumed connection is).
+* ``sdk_es``  - the SDK's own resumability: an in-memory ``EventStore`` and ``retry_interval``.
 
 Each factory builds a fresh server, so the three never share state.
 """
@@ -13,15 +19,19 @@ from collections import deque
 from dataclasses import dataclass
 from uuid import uuid4
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 from mcp_types import JSONRPCMessage
 from starlette.types import ASGIApp
 
 from mcp_resume_asgi import Policy, resumable
 
-VARIANTS = ("bare", "wrapped", "sdk_es", "decoupled")
+VARIANTS = ("bare", "wrapped", "sdk_es")
+TOOLS = ("echo", "progress")
 RETRY_INTERVAL_MS = 1000
+#: What `progress` reports, in order (as ``progress`` out of ``PROGRESS_TOTAL``).
+PROGRESS_STEPS = (1.0, 2.0)
+PROGRESS_TOTAL = 2.0
 
 
 async def echo(text: str) -> str:
@@ -29,9 +39,17 @@ async def echo(text: str) -> str:
     return text
 
 
+async def progress(text: str, ctx: Context) -> str:
+    """Report progress twice (to the caller's progressToken), then return the given text."""
+    for step in PROGRESS_STEPS:
+        await ctx.report_progress(step, PROGRESS_TOTAL, f"step {step:g}")
+    return text
+
+
 def _server() -> MCPServer:
     server = MCPServer("bench", version="0.0.1", log_level="WARNING")
     server.add_tool(echo, structured_output=False)
+    server.add_tool(progress, structured_output=False)
     return server
 
 
@@ -86,10 +104,6 @@ def create_app(variant: str = "bare") -> ASGIApp:
         return server.streamable_http_app(host="127.0.0.1")
     if variant == "wrapped":
         return resumable(server.streamable_http_app(host="127.0.0.1"), policy=Policy())
-    if variant == "decoupled":
-        return resumable(
-            server.streamable_http_app(host="127.0.0.1"), policy=Policy(), direct_first_connection=False
-        )
     if variant == "sdk_es":
         return server.streamable_http_app(
             host="127.0.0.1", event_store=InMemoryEventStore(), retry_interval=RETRY_INTERVAL_MS

@@ -20,7 +20,7 @@ from typing import Any
 from bench.apps import create_app
 from bench.callcounts import _call
 
-VARIANTS = ("bare", "wrapped", "sdk_es", "decoupled")
+VARIANTS = ("bare", "wrapped", "sdk_es")
 INIT = (
     b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
     b'"capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}'

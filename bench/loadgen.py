@@ -1,9 +1,12 @@
 """A lean MCP Streamable HTTP load generator over raw HTTP/1.1 keep-alive connections.
 
 Each virtual client is one MCP session on one TCP connection: ``initialize``
-and ``notifications/initialized`` once, then ``tools/call echo`` over and over,
-reading each SSE answer to its end (the terminating zero-length chunk) and
-checking that it carries the result. A hand-written client keeps the load
+and ``notifications/initialized`` once, then ``tools/call`` of one tool over and
+over, reading each SSE answer to its end (the terminating zero-length chunk) and
+checking it: for ``echo`` that it carries the result; for ``progress`` (the
+request carries ``params._meta.progressToken``) that its events are exactly the
+two ``notifications/progress`` for that token, in order, then the result for
+that request id. A wrong answer counts as an error. A hand-written client keeps the load
 generator's own cost per request far below the server's (httpx costs several
 times more), so on a 2-core machine the server, pinned to its own core, is the
 bottleneck; `server_cpu` in the results checks that.
@@ -16,9 +19,15 @@ import contextlib
 import json
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 PROTOCOL_VERSION = "2025-11-25"
 ECHO_TEXT = "hello benchmark"
+#: The tools a load run can call (bench.apps.TOOLS; bench.apps is not imported here: it
+#: imports mcp_resume_asgi, which with `--at` only the child processes may load).
+TOOLS = ("echo", "progress")
+#: What bench.apps.progress reports, in order, before its result.
+PROGRESS_STEPS = (1.0, 2.0)
 
 
 class HTTPError(Exception):
@@ -78,9 +87,51 @@ class Connection:
         return status, response_headers, payload
 
 
+def sse_messages(payload: bytes) -> list[Any]:
+    """The JSON-RPC messages of an SSE body, in order: each event's data lines joined and
+    parsed; events without data (the priming event of a resumable stream) are skipped, and
+    so is an unterminated last event (as an EventSource would)."""
+    messages: list[Any] = []
+    data: list[bytes] = []
+    for line in payload.splitlines():  # \n and \r\n alike
+        if not line:
+            if data and any(data):
+                messages.append(json.loads(b"\n".join(data)))
+            data = []
+        elif line.startswith(b"data:"):
+            value = line[5:]
+            data.append(value[1:] if value.startswith(b" ") else value)
+    return messages
+
+
+def check_progress_answer(payload: bytes, request_id: int, token: str) -> None:
+    """Raise HTTPError unless the answer is the two progress notifications for `token`, in
+    order, then the `progress` tool's result for `request_id`."""
+    messages = sse_messages(payload)
+    if len(messages) != len(PROGRESS_STEPS) + 1 or not all(isinstance(m, dict) for m in messages):
+        raise HTTPError(f"progress answer with {len(messages)} messages: {payload[:300]!r}")
+    for message, step in zip(messages, PROGRESS_STEPS, strict=False):
+        params = message.get("params") or {}
+        if (
+            message.get("method") != "notifications/progress"
+            or params.get("progressToken") != token
+            or params.get("progress") != step
+        ):
+            raise HTTPError(f"expected progress {step} for {token}, got {message!r}")
+    answer = messages[-1]
+    result = answer.get("result") or {}
+    if (
+        answer.get("id") != request_id
+        or result.get("isError")
+        or result.get("content") != [{"type": "text", "text": ECHO_TEXT}]
+    ):
+        raise HTTPError(f"wrong progress result for id {request_id}: {answer!r}")
+
+
 @dataclass
 class Session:
     conn: Connection
+    tool: str = "echo"
     session_id: str = ""
     next_id: int = 0
 
@@ -117,16 +168,25 @@ class Session:
 
     def call_body(self) -> bytes:
         self.next_id += 1
+        if self.tool == "progress":
+            return (
+                b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"progress",'
+                b'"arguments":{"text":"%s"},"_meta":{"progressToken":"p%d"}}}'
+                % (self.next_id, ECHO_TEXT.encode(), self.next_id)
+            )
         return (
             b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"%s"}}}'
             % (self.next_id, ECHO_TEXT.encode())
         )
 
     async def call(self) -> None:
-        status, headers, payload = await self.conn.post("/mcp", self.headers(), self.call_body())
+        body = self.call_body()
+        status, headers, payload = await self.conn.post("/mcp", self.headers(), body)
         if status != 200 or not headers.get("content-type", "").startswith("text/event-stream"):
             raise HTTPError(f"tools/call answered {status} {headers.get('content-type')}: {payload[:200]!r}")
-        if b'"result"' not in payload or ECHO_TEXT.encode() not in payload:
+        if self.tool == "progress":
+            check_progress_answer(payload, self.next_id, f"p{self.next_id}")
+        elif b'"result"' not in payload or ECHO_TEXT.encode() not in payload:
             raise HTTPError(f"tools/call answer without the result: {payload[:300]!r}")
 
 
@@ -157,14 +217,17 @@ async def run_load(
     concurrency: int,
     warmup_s: float,
     duration_s: float,
+    tool: str = "echo",
     max_requests: int = 10_000_000,
 ) -> LoadResult:
-    """`concurrency` sessions calling `echo` back to back; count what completes inside the window."""
+    """`concurrency` sessions calling `tool` back to back; count what completes inside the window."""
+    if tool not in TOOLS:
+        raise ValueError(f"unknown tool {tool!r}; one of {TOOLS}")
     sessions = []
     for _ in range(concurrency):
         conn = Connection(host, port)
         await conn.open()
-        sessions.append(Session(conn))
+        sessions.append(Session(conn, tool))
     await asyncio.gather(*(s.initialize() for s in sessions))
     loop = asyncio.get_running_loop()
     start = loop.time() + warmup_s
@@ -202,16 +265,19 @@ async def run_load(
     return LoadResult(concurrency, duration_s, len(latencies), errors, latencies)
 
 
-def main() -> None:  # ad-hoc use: python -m bench.loadgen PORT [CONCURRENCY] [SECONDS]
+def main() -> None:  # ad-hoc use: python -m bench.loadgen PORT [CONCURRENCY] [SECONDS] [TOOL]
     import sys
 
     port = int(sys.argv[1])
     concurrency = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     seconds = float(sys.argv[3]) if len(sys.argv) > 3 else 3.0
+    tool = sys.argv[4] if len(sys.argv) > 4 else "echo"
     t = time.perf_counter()
-    r = asyncio.run(run_load("127.0.0.1", port, concurrency=concurrency, warmup_s=0.5, duration_s=seconds))
+    r = asyncio.run(
+        run_load("127.0.0.1", port, concurrency=concurrency, warmup_s=0.5, duration_s=seconds, tool=tool)
+    )
     print(
-        f"c={concurrency} rps={r.rps:.0f} p50={r.percentile(50):.2f}ms p99={r.percentile(99):.2f}ms "
+        f"{tool} c={concurrency} rps={r.rps:.0f} p50={r.percentile(50):.2f}ms p99={r.percentile(99):.2f}ms "
         f"errors={r.errors} wall={time.perf_counter() - t:.1f}s"
     )
 
