@@ -97,7 +97,6 @@ class ResumeMiddleware:
         principal: PrincipalOf = default_principal,
         session_ttl_s: float = 24 * 3600,
         node_timeout_s: float = 5.0,
-        direct_first_connection: bool = True,
     ) -> None:
         check_asgi_app(app, wrapper="ResumeMiddleware")
         paths = [path] if isinstance(path, str) else list(path)
@@ -127,7 +126,6 @@ class ResumeMiddleware:
             session_ttl_s=session_ttl_s,
             node_id=self.node.node_id if self.node is not None else secrets.token_hex(6),
             node=self.node,
-            direct=direct_first_connection,
         )
         self.engine.on_store_outage = self._store_failed
         self._store_log = OutageLog("the store (serving without resumability meanwhile)")

@@ -1,6 +1,6 @@
-"""The direct path (`direct_first_connection`, the default), at the ASGI level.
+"""A request's first connection, written from the app's own `send`, at the ASGI level.
 
-What it promises beyond the engine suite (which runs over both paths): a quick
+What it promises beyond the engine suite : a quick
 answer reaches the client in as few writes as the bare app makes; a client that
 stops reading never holds the app, and still gets every event, once, in order,
 when it reads again; the app hears `http.disconnect` once its response is
@@ -165,51 +165,6 @@ async def test_a_stalled_client_never_holds_the_app_and_gets_everything_in_order
     ids = [line for line in client.body().split(b"\n") if line.startswith(b"id: ")]
     seqs = [int(line.rsplit(b":", 1)[1]) for line in ids]
     assert seqs == sorted(set(seqs)), "events repeated or out of order"
-
-
-@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
-async def test_start_finishes_a_send_that_does_not_wait_and_hands_over_one_that_does(
-    anyio_backend: str,
-) -> None:
-    """`engine._start`: the write path's way to skip a cancel scope when a send completes at once."""
-    from mcp_resume_asgi.engine import _start
-
-    async def quick() -> str:
-        return "done"
-
-    done, value = _start(quick())
-    assert (done, value) == (True, "done")
-
-    gate = anyio.Event()
-    steps: list[str] = []
-
-    async def waits() -> str:
-        steps.append("before")
-        await gate.wait()
-        steps.append("after")
-        return "late"
-
-    done, rest = _start(waits())
-    assert not done and steps == ["before"]
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: _set_soon(gate))
-        assert await rest == "late"
-    assert steps == ["before", "after"]
-
-    # a cancellation reaches the coroutine being finished, and the scope around it absorbs it
-    gate = anyio.Event()
-    steps.clear()
-    done, rest = _start(waits())
-    assert not done
-    with anyio.move_on_after(0.05) as scope:
-        await rest
-    assert scope.cancelled_caught
-    assert steps == ["before"]
-
-
-async def _set_soon(event: anyio.Event) -> None:
-    await anyio.sleep(0.01)
-    event.set()
 
 
 _LINE = st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"").replace(b"\r", b""))

@@ -16,15 +16,11 @@ from tests.support.server import load_app, serve
 
 pytestmark = pytest.mark.anyio
 
-PATHS = pytest.mark.parametrize("direct", [False, True], ids=["decoupled", "direct"])
-"""Both ways of serving a request's first connection (`direct_first_connection`)."""
 
-
-@PATHS
 @pytest.mark.parametrize("flavour", sorted(APP_FACTORIES))
-async def test_three_second_tool_survives_a_disconnect_every_200ms(flavour: str, direct: bool) -> None:
+async def test_three_second_tool_survives_a_disconnect_every_200ms(flavour: str) -> None:
     policy = Policy(retry_ms=20, max_connection_s=0.2)
-    app = resumable(load_app(APP_FACTORIES[flavour]), policy=policy, direct_first_connection=direct)
+    app = resumable(load_app(APP_FACTORIES[flavour]), policy=policy)
     counting = Counting(app)
     async with serve(counting) as info, stock_session(info.mcp_url) as session:
         result, progress = await call_with_progress(session, "slow_progress", {"seconds": 3, "steps": 30})
@@ -36,13 +32,10 @@ async def test_three_second_tool_survives_a_disconnect_every_200ms(flavour: str,
         assert counting.counts["GET resume"] >= 10, "the middleware should have cut the stream every 200 ms"
 
 
-@PATHS
 @pytest.mark.parametrize("flavour", sorted(APP_FACTORIES))
-async def test_elicitation_with_the_stock_client_while_disconnecting_on_input(
-    flavour: str, direct: bool
-) -> None:
+async def test_elicitation_with_the_stock_client_while_disconnecting_on_input(flavour: str) -> None:
     policy = Policy(retry_ms=20, disconnect_on_input_request=True)
-    app = resumable(load_app(APP_FACTORIES[flavour]), policy=policy, direct_first_connection=direct)
+    app = resumable(load_app(APP_FACTORIES[flavour]), policy=policy)
     counting = Counting(app)
     async with serve(counting) as info, stock_session(info.mcp_url, elicit_name="carol") as session:
         result = await session.call_tool("ask_name", {})
@@ -50,11 +43,8 @@ async def test_elicitation_with_the_stock_client_while_disconnecting_on_input(
         assert counting.counts["GET resume"] >= 1
 
 
-@PATHS
-async def test_tool_errors_and_plain_calls_are_unchanged(direct: bool) -> None:
-    app = resumable(
-        load_app(APP_FACTORIES["lowlevel"]), policy=Policy(retry_ms=20), direct_first_connection=direct
-    )
+async def test_tool_errors_and_plain_calls_are_unchanged() -> None:
+    app = resumable(load_app(APP_FACTORIES["lowlevel"]), policy=Policy(retry_ms=20))
     async with serve(app) as info, stock_session(info.mcp_url) as session:
         assert result_text(await session.call_tool("echo", {"text": "hi"})) == "hi"
         tools = await session.list_tools()

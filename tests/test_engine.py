@@ -24,15 +24,6 @@ FAST = Policy(retry_ms=20, max_wait_s=5.0)
 
 
 STORE_KIND = "memory"
-DIRECT = True
-
-
-@pytest.fixture(autouse=True, params=["direct", "decoupled"])
-def first_connection(request: pytest.FixtureRequest) -> str:
-    """...and over both ways of serving a request's first connection (`direct_first_connection`)."""
-    global DIRECT
-    DIRECT = request.param == "direct"
-    return str(request.param)
 
 
 @pytest.fixture(autouse=True, params=["memory", "redis"])
@@ -50,7 +41,6 @@ async def wrapped(
     policy: Policy = FAST, *, max_bytes: int | None = None, json_response: bool = False, **options: Any
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Store]]:
     bounds = {} if max_bytes is None else {"max_bytes": max_bytes}
-    options.setdefault("direct_first_connection", DIRECT)
     if STORE_KIND == "memory":
         store: Store = MemoryStore(**bounds)
         app = resumable(create_app(json_response=json_response), policy=policy, store=store, **options)

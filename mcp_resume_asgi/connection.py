@@ -1,0 +1,198 @@
+"""One client HTTP connection: how to write to it, and how we learn that it left.
+
+A connection is written by whoever has its events first (the app's own `send`
+for the connection attached to a stream hosted here), so writes go through
+`send`, which turns the server's way of reporting a dead socket into `False`.
+Its `receive` has one reader at a time (`listen`): the app's own disconnect
+listener where the app has one, else the connection's own ASGI call, else a
+small watcher started only for apps that never listen.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+from starlette.types import Message, Receive, Send
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+    from mcp_resume_asgi.stream_core import Attachment
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Delivery:
+    """How one client connection is served, where a feature layer needs more than the default.
+
+    `deadline_s`: end the connection this long after it attached, writing the frame
+    `on_deadline(cursor)` returns (the resume-token layer's interim result).
+    `transform(seq, payload)`: rewrite an event on its way out (not in the store).
+    `at_will`: allow the policy's at-will closes (they would cut a deadline-driven answer short).
+    """
+
+    deadline_s: float | None = None
+    on_deadline: Callable[[int], Awaitable[bytes]] | None = None
+    transform: Callable[[int, bytes], bytes] | None = None
+    at_will: bool = True
+
+
+class Flag:
+    """A one-way flag whose `anyio.Event` is made only if somebody waits for it.
+
+    A request sets or checks several of these and waits on few, if any: creating an
+    event costs more than most of what the engine does per request.
+    """
+
+    __slots__ = ("_event", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._event: anyio.Event | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        if not self._set:
+            self._set = True
+            if self._event is not None:
+                self._event.set()
+
+    async def wait(self) -> None:
+        if self._set:
+            return
+        if self._event is None:
+            self._event = anyio.Event()
+        await self._event.wait()
+
+
+class Connection:
+    """A client connection (see the module docstring)."""
+
+    __slots__ = (
+        "_receive",
+        "_send",
+        "attachment",
+        "busy",
+        "delivery",
+        "finished",
+        "gone",
+        "head",
+        "headers",
+        "keepalive_due",
+        "listen_scope",
+        "listening",
+        "on_gone",
+        "own_writer",
+        "released",
+        "started",
+        "wake",
+        "write_scope",
+    )
+
+    def __init__(self, send: Send, receive: Receive) -> None:
+        self._send = send
+        self._receive = receive
+        self.gone = Flag()
+        self.released = Flag()
+        """Set once nothing will write to it any more (its answer is finished)."""
+        self.started = False
+        self.finished = False
+        self.on_gone: Callable[[Connection], None] | None = None
+        self.attachment: Attachment | None = None
+        """Its place on the stream it is attached to (None: not attached, or let go)."""
+        self.delivery: Delivery | None = None
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.head: bytes | None = None
+        """Held headers' priming event: sent with the first event, or alone when due."""
+        self.busy = False
+        """A writer holds it: others leave their work to that writer."""
+        self.own_writer = False
+        """It stalled once: a task of its own writes it from now on (`wake` calls it)."""
+        self.wake: anyio.Event | None = None
+        self.keepalive_due = False
+        self.listening = False
+        self.listen_scope: anyio.CancelScope | None = None
+        self.write_scope: anyio.CancelScope | None = None
+
+    @property
+    def cursor(self) -> int:
+        return self.attachment.cursor if self.attachment is not None else 0
+
+    async def listen(self) -> None:
+        """Read `receive` until the client leaves, or `stop_listening` is called."""
+        if self.listening or self.gone.is_set():
+            return
+        self.listening = True
+        try:
+            with anyio.CancelScope() as scope:
+                self.listen_scope = scope
+                while True:
+                    message = await self._receive()
+                    if message["type"] == "http.disconnect":
+                        self.mark_gone()
+                        break
+        finally:
+            self.listen_scope = None
+            self.listening = False
+
+    def stop_listening(self) -> None:
+        if self.listen_scope is not None:
+            self.listen_scope.cancel()
+
+    async def receive(self) -> Message:
+        return await self._receive()
+
+    def mark_gone(self) -> None:
+        if not self.gone.is_set():
+            self.gone.set()
+            if self.write_scope is not None:
+                self.write_scope.cancel()
+            if self.on_gone is not None:
+                self.on_gone(self)
+
+    def signal(self) -> None:
+        """Tell its own writer (after a stall) that there is work."""
+        if self.wake is not None:
+            self.wake.set()
+
+    async def send(self, message: Message) -> bool:
+        if self.gone.is_set() or self.finished:
+            return False
+        try:
+            await self._send(message)
+        except Exception:  # the server reports a dead socket in its own way (OSError, ClientDisconnected...)
+            logger.debug("client connection failed on send", exc_info=True)
+            self.mark_gone()
+            return False
+        if message["type"] == "http.response.start":
+            self.started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.finished = True
+        return True
+
+    async def send_message(self, message: Message) -> None:
+        """`send` with the ASGI signature, for the response helpers."""
+        await self.send(message)
+
+    async def write(self, data: bytes, *, end: bool = False) -> bool:
+        return await self.send({"type": "http.response.body", "body": data, "more_body": not end})
+
+    async def finish(self, data: bytes = b"") -> None:
+        if self.started and not self.finished:
+            await self.send({"type": "http.response.body", "body": data, "more_body": False})
+
+    async def open(self) -> bool:
+        """Send the held headers (and priming event), if not sent yet."""
+        if self.started:
+            return True
+        head, self.head = self.head, None
+        if not await self.send({"type": "http.response.start", "status": 200, "headers": self.headers}):
+            return False
+        return not head or await self.write(head)

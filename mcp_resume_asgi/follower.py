@@ -1,0 +1,163 @@
+"""Serving a stream that is not hosted here: read from the store, decided by a mirror core.
+
+A stream whose app runs on another node (or has finished) reaches its client
+through the store alone: the connection's own ASGI call reads what was recorded
+after its cursor, writes it, and waits on the store for more. The decisions -
+complete, at-will closes, keep-alives, the feature layer's deadline - come from
+a `StreamCore` fed from the store's record (`observe`), the same object that
+decides for hosted streams. Two duties are a follower's own: telling the store a
+client is still in contact (the owner's resume window counts from it), and
+noticing that the owner died with the stream unfinished.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import TYPE_CHECKING
+
+import anyio
+
+from mcp_resume_asgi import protocol as p
+from mcp_resume_asgi.connection import Connection, Delivery
+from mcp_resume_asgi.policy import Policy
+from mcp_resume_asgi.sse import KEEPALIVE, encode_payload, priming_frame, retry_frame
+from mcp_resume_asgi.store.base import GapError, StreamKind, StreamMeta, StreamState
+from mcp_resume_asgi.stream_core import AT_WILL, Attachment, Due, Reason, StreamCore
+from mcp_resume_asgi.writer import READ_BATCH
+
+if TYPE_CHECKING:
+    from mcp_resume_asgi.engine import Engine
+
+logger = logging.getLogger(__name__)
+
+
+async def follow(
+    engine: Engine, conn: Connection, meta: StreamMeta, after_seq: int, policy: Policy, *, priming: bool
+) -> tuple[str, int]:
+    """Serve `conn` from the store until the stream is over for it, it leaves or is closed."""
+    now = time.monotonic()
+    delivery = conn.delivery or Delivery()
+    core = StreamCore(
+        policy,
+        version=meta.protocol_version,
+        is_request=meta.kind is StreamKind.REQUEST,
+        request_id=meta.request_id,
+    )
+    core.attach(meta.attach_gen, after_seq, now, at_will=delivery.at_will, deadline_s=delivery.deadline_s)
+    core.heartbeat_s = min(max(policy.max_wait_s / 3, 0.05), 10.0)
+    core.next_beat = now + core.heartbeat_s
+    att = core.conn
+    assert att is not None
+    prefix = engine.signer.event_prefix(meta.stream_id)
+    if priming:
+        conn.head = priming_frame(prefix + str(after_seq).encode(), policy.retry_ms)
+    reason = Reason.GONE
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch, conn, tg.cancel_scope)
+            if await conn.open():
+                reason = await _loop(engine, conn, core, att, meta, prefix)
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _end(engine, conn, meta.stream_id, att, reason, policy, delivery)
+    return str(reason), att.cursor
+
+
+async def _watch(conn: Connection, serving: anyio.CancelScope) -> None:
+    await conn.listen()
+    if conn.gone.is_set():
+        serving.cancel()
+
+
+async def _loop(
+    engine: Engine, conn: Connection, core: StreamCore, att: Attachment, meta: StreamMeta, prefix: bytes
+) -> Reason:
+    store = engine.store
+    node = engine.node
+    stream_id = meta.stream_id
+    transform = conn.delivery.transform if conn.delivery is not None else None
+    owner_check = node.timeout_s / 2 if node is not None else math.inf
+    next_owner_check = time.monotonic() + owner_check
+    id_head = b"id: " + prefix
+    while True:
+        try:
+            events, meta_now = await store.read_with_meta(stream_id, att.cursor, READ_BATCH)
+        except GapError as gap:
+            await conn.write(engine.gap_frame(meta.request_id, gap))
+            return Reason.GAP
+        if meta_now is not None:
+            meta = meta_now
+            core.observe(meta.last_seq, meta.final_seq, [entry[1] for entry in meta.pending_inputs])
+            core.app_done = meta.state is not StreamState.RUNNING
+        if events:
+            parts = []
+            for seq, payload in events:
+                if transform is not None:
+                    payload = transform(seq, payload)
+                parts.append(id_head + str(seq).encode() + b"\n" + payload)
+            if not await conn.write(b"".join(parts)):
+                return Reason.GONE
+            core.wrote(att, events[-1][0], time.monotonic())
+        if meta_now is None:
+            return Reason.DELETED
+        if meta.attach_gen != att.gen:
+            return Reason.REPLACED
+        settled = core.settle(att)
+        if settled is not None and settled not in (Reason.DEADLINE, Reason.MAX_CONNECTION, Reason.IDLE):
+            return settled
+        att.closing = None if settled is None else settled
+        if events and att.cursor < meta.last_seq:
+            continue
+        now = time.monotonic()
+        if node is not None and meta.owner != engine.node_id and now >= next_owner_check:
+            next_owner_check = now + owner_check
+            if att.cursor >= meta.last_seq and not await node.alive(meta.owner):
+                # Everything the dead owner recorded was delivered; nothing more will come.
+                logger.warning("stream %s: its owner %s stopped", stream_id, meta.owner)
+                await store.update_stream(stream_id, state=StreamState.EXPIRED)
+                if meta.kind is StreamKind.REQUEST:
+                    error = p.error_message(
+                        meta.request_id, p.STREAM_ERROR, "the server running this request stopped"
+                    )
+                    await conn.write(encode_payload(p.dumps(error), b"message"))
+                return Reason.OWNER_DEAD
+        for due in core.due(now):
+            if due is Due.CLOSE:
+                return att.closing or Reason.ENDED
+            if due is Due.HEARTBEAT:
+                await store.update_stream(stream_id, last_contact=time.time(), delivered_seq=att.cursor)
+            elif due is Due.KEEPALIVE and not await conn.write(KEEPALIVE):
+                return Reason.GONE
+        deadline = core.next_deadline()
+        timeout = min(math.inf if deadline is None else deadline - now, next_owner_check - now)
+        await store.wait(stream_id, att.cursor, within_s=max(timeout, 0.001), version=meta.version)
+
+
+async def _end(
+    engine: Engine,
+    conn: Connection,
+    stream_id: str,
+    att: Attachment,
+    reason: Reason,
+    policy: Policy,
+    delivery: Delivery,
+) -> None:
+    """Finish the answer and note where it stopped (unless a newer connection took over)."""
+    if reason is Reason.DEADLINE and delivery.on_deadline is not None:
+        await conn.finish(await delivery.on_deadline(att.cursor))
+    elif reason in AT_WILL and policy.retry_ms is not None:
+        await conn.finish(retry_frame(policy.retry_ms))
+    else:
+        await conn.finish()
+    conn.released.set()
+    await engine.store.update_stream_if(
+        stream_id,
+        {"attach_gen": att.gen},
+        attached=False,
+        last_contact=time.time(),
+        delivered_seq=max(att.cursor, 0),
+    )
+    logger.debug("stream %s: connection detached (%s) at %s", stream_id, reason, att.cursor)

@@ -1,0 +1,445 @@
+"""A request of the app, hosted here: its app call, what it sends, and who is told.
+
+The app runs on the task of the ASGI call that brought the request, with a
+`receive` that never reports its client leaving and a `send` that lands in
+`on_app_send`: each SSE event the app sends is given an id by the stream's core,
+recorded in the store and written, from that same `send`, to whichever client
+connection is attached now (zero or one; see `writer.py`). The app's own
+disconnect listener reads the first connection's `receive`, so it is also how we
+learn that client left. When the app is done the call waits for its first
+connection to be let go, and returns.
+
+What the app answers decides the mode: an SSE stream is recorded (`STREAM`);
+anything else passes through untouched (`PASSTHROUGH`); a request whose stream
+had to exist before the app answered (an `Idempotency-Key`, SEP-975, resume
+tokens, `upgrade_json_after_s`) is `UPGRADED`: the client's answer is an SSE
+stream of the engine's own, and a JSON answer of the app becomes its one event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from starlette.types import Message, Scope
+
+from mcp_resume_asgi import protocol as p
+from mcp_resume_asgi._http import UNAVAILABLE_HEADER, Headers, send_bytes
+from mcp_resume_asgi.connection import Connection, Delivery, Flag
+from mcp_resume_asgi.policy import Policy
+from mcp_resume_asgi.recording import Recorder
+from mcp_resume_asgi.sse import SSEError, SSEEvent, SSEParser, single_event_frame
+from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
+from mcp_resume_asgi.stream_core import StreamCore
+from mcp_resume_asgi.tokens import new_stream_id
+from mcp_resume_asgi.writer import Writer
+
+if TYPE_CHECKING:
+    from mcp_resume_asgi.engine import Engine
+
+logger = logging.getLogger(__name__)
+
+#: A request whose stream opens before the app answers (Idempotency-Key, SEP-975...)
+#: holds its client's answer this long for the app's status, so that the app's own
+#: refusal (404, 400) reaches the client as that status.
+STATUS_HOLD_S = 1.0
+SSE_HEADERS: Headers = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+]
+_SKIP_APP_HEADERS = {b"content-length", b"link", b"transfer-encoding"}
+
+
+class Mode(enum.Enum):
+    PASSTHROUGH = 1
+    """The app answered with something other than an SSE stream; it goes to the client untouched."""
+    STREAM = 2
+    """The app answered with SSE; the engine records and relays it."""
+    UPGRADED = 3
+    """The engine opened the stream itself, before or instead of the app's answer."""
+
+
+class HostedStream(Writer):
+    """One request (or standalone GET) of the app, hosted on this node."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        kind: StreamKind,
+        scope: Scope,
+        body: bytes,
+        route: int,
+        policy: Policy,
+        version: str,
+        session_id: str | None,
+        request_id: Any = None,
+        method: str | None = None,
+        stream_id: str | None = None,
+    ) -> None:
+        self.engine = engine
+        self.store = engine.store
+        self.kind = kind
+        self.scope = scope
+        self.body = body
+        self.route = route
+        self.policy = policy
+        self.version = version
+        self.session_id = session_id
+        self.principal = engine.principal(scope)
+        self.request_id = request_id
+        self.method = method
+        self.path: str = scope["path"]
+        self.stream_id = stream_id or new_stream_id()
+        self.core = StreamCore(
+            policy,
+            version=version,
+            is_request=kind is StreamKind.REQUEST,
+            request_id=request_id,
+            now=time.monotonic(),
+        )
+        self.recorder = Recorder(self)
+        self.mode: Mode | None = None
+        self.meta_created = False
+        self.prefix = b""
+        self.first: Connection | None = None
+        """The connection that brought the request (its answer is the app's response)."""
+        self.held: Connection | None = None
+        """The first connection while its answer waits for the app's decision (UPGRADED)."""
+        self.delivery: Delivery | None = None
+        self.first_messages: list[dict[str, Any]] = []
+        self.idempotency_key: str | None = None
+        self.app_started = False
+        self.app_disconnect = Flag()
+        self.app_scope = anyio.CancelScope()
+        self.done = Flag()
+        self.opened = Flag()
+        """Set once the stream's record exists (a retried POST waits for it)."""
+        self.expired = False
+        self.left_early = False
+        """The client left before the app decided how to answer."""
+        self.parser = SSEParser(policy.max_event_bytes)
+        self.json_status = 200
+        self.upgraded_sse = False
+        self.json_chunks: list[bytes] = []
+        self.json_size = 0
+        self.passthrough_body: list[bytes] = []
+        super().__init__()
+
+    # ------------------------------------------------------------------ hosting
+    async def host(self, client: Connection, *, open_before_s: float | None) -> tuple[str, int] | None:
+        """Run the app's request for `client`; returns how that connection ended (see `serve`)."""
+        engine = self.engine
+        engine.live[self.stream_id] = self
+        self.first = client
+        try:
+            if open_before_s is not None:
+                self.held = client
+                if open_before_s == 0:
+                    # Open the stream's record before the app runs (a retry or a resume can find it
+                    # at once), but not the client's answer: that waits for the app's status.
+                    await self.upgrade(decide=False)
+                    if self.first_messages:
+                        await self.recorder.record_events(
+                            [SSEEvent(data=p.dumps(m), event=b"message") for m in self.first_messages]
+                        )
+                    open_before_s = STATUS_HOLD_S
+                self.core.decide_by = time.monotonic() + open_before_s
+                self.arm()
+            await self.run_app()
+            await self.finish_first()
+            return self.outcome
+        finally:
+            self.timer.cancel()
+            engine.live.pop(self.stream_id, None)
+
+    async def run_app(self) -> None:
+        body_sent = False
+
+        async def app_receive() -> Message:
+            nonlocal body_sent
+            if not body_sent:
+                body_sent = True
+                return {"type": "http.request", "body": self.body, "more_body": False}
+            first = self.first
+            if first is not None and not self.app_disconnect.is_set():
+                # The app's own disconnect listener is our watcher of its client.
+                await first.listen()
+                if first.gone.is_set() and (self.mode is Mode.PASSTHROUGH or self.mode is None):
+                    if self.mode is None:
+                        self.left_early = True
+                    else:
+                        self.app_disconnect.set()  # a JSON answer: the client leaving means what it does unwrapped
+            await self.app_disconnect.wait()
+            return {"type": "http.disconnect"}
+
+        async def app_send(message: Message) -> None:
+            await self.on_app_send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                # What a server tells an app whose response is complete: its disconnect
+                # listener ends normally instead of being cancelled.
+                self.disconnect_app()
+
+        try:
+            with self.app_scope:
+                await self.engine.app(self.scope, app_receive, app_send)
+        except Exception:
+            if self.mode is Mode.STREAM or self.mode is Mode.UPGRADED:
+                logger.exception("app failed while streaming %s", self.stream_id)
+            elif not self.app_started:
+                raise  # as unwrapped: the server answers 500
+            else:
+                logger.exception("app failed after starting its response")
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.app_finished()
+
+    def disconnect_app(self) -> None:
+        """Tell the app its request is over (`http.disconnect` on its `receive`)."""
+        self.app_disconnect.set()
+        first = self.first
+        if first is not None and first.listening and first.attachment is None:
+            first.stop_listening()
+
+    async def app_finished(self) -> None:
+        try:
+            await self.recorder.flush()
+            if self.mode is Mode.UPGRADED and not self.core.final_seq:
+                await self.record_json_answer()
+            if (self.mode is Mode.STREAM or self.mode is Mode.UPGRADED) and self.meta_created:
+                if self.parser.pending.strip():
+                    with contextlib.suppress(SSEError):
+                        await self.recorder.record_events(self.parser.feed(b"\n\n"))
+                if self.kind is StreamKind.REQUEST and self.core.final_seq is None and not self.expired:
+                    await self.record_error("the server ended the stream without a response")
+                if self.expired:
+                    await self.store.delete_stream(self.stream_id)  # nobody is coming back for it
+                else:
+                    await self.store.update_stream(
+                        self.stream_id, ttl_s=self.policy.retain_completed_s, state=StreamState.COMPLETED
+                    )
+            elif self.mode is None and self.first is not None:
+                first = self.first
+                if not first.started and not first.gone.is_set():
+                    await send_bytes(
+                        first.send_message, 500, b"Internal Server Error", content_type=b"text/plain"
+                    )
+        finally:
+            self.core.app_finished()
+            self.done.set()
+            self.opened.set()
+            self.app_disconnect.set()
+            self.after_app()
+
+    # ------------------------------------------------------------------ the app's answer
+    async def on_app_send(self, message: Message) -> None:
+        kind = message["type"]
+        if kind == "http.response.start":
+            await self.on_response_start(message)
+            return
+        if kind != "http.response.body":
+            if self.mode is Mode.PASSTHROUGH and self.first is not None:
+                await self.first.send(message)
+            return
+        body: bytes = message.get("body", b"")
+        mode = self.mode
+        if mode is Mode.STREAM or (mode is Mode.UPGRADED and self.upgraded_sse):
+            frame = None if self.parser.pending else single_event_frame(body)
+            if frame is not None:  # the usual shape, one whole event per chunk: no parsing, no copy
+                await self.recorder.record_frames([frame])
+                return
+            try:
+                events = self.parser.feed(body) if body else []
+            except SSEError:
+                logger.error("stream %s: the app sent an oversized event; ending the stream", self.stream_id)
+                await self.record_error("the server produced an event larger than the configured limit")
+                self.app_disconnect.set()
+                return
+            if events:
+                await self.recorder.record_events(events)
+        elif mode is Mode.UPGRADED:
+            self.json_size += len(body)
+            if self.json_size <= self.policy.max_event_bytes:
+                self.json_chunks.append(body)
+            if not message.get("more_body", False):
+                await self.record_json_answer()
+        elif mode is Mode.PASSTHROUGH:
+            if self.method == "initialize" and self.json_size < 65536:
+                self.json_size += len(body)
+                self.passthrough_body.append(body)
+                if not message.get("more_body", False):
+                    await self.learn_session(b"".join(self.passthrough_body))
+            if self.first is not None:
+                await self.first.send(message)
+
+    async def on_response_start(self, message: Message) -> None:
+        self.app_started = True
+        status = int(message["status"])
+        headers: Headers = list(message.get("headers", []))
+        content_type = b""
+        for key, value in headers:
+            if key.lower() == b"content-type":
+                content_type = value.split(b";", 1)[0].strip().lower()
+        if self.mode is Mode.UPGRADED:
+            if status >= 400 and self.held is not None:
+                await self.refused_before_opening(message)
+                return
+            principal = self.engine.principal(self.scope)
+            if principal != self.principal:
+                # Opened before the app ran: its auth has only now said who is calling.
+                self.principal = principal
+                await self.store.update_stream(self.stream_id, principal=principal)
+            self.json_status = status
+            self.upgraded_sse = content_type == b"text/event-stream"
+            await self.decide()
+            return
+        first = self.first
+        self.held = None  # the app decided in time
+        self.core.decide_by = None
+        if status == 200 and content_type == b"text/event-stream":
+            for key, value in headers:
+                if key.lower() == b"mcp-session-id" and self.session_id is None:
+                    self.session_id = value.decode("latin-1")
+            self.mode = Mode.STREAM
+            try:
+                await self.create_meta(attached=first is not None and not first.gone.is_set())
+            except Exception as exc:
+                if not self.engine.store_outage(exc):
+                    raise
+                # Without a store there is nothing to resume from: the app's answer goes out as
+                # it is, and says so (the store error must not reach the app's `send`, whose SSE
+                # writer would swallow it and leave the client a 500).
+                self.mode = Mode.PASSTHROUGH
+                if first is not None:
+                    await first.send(dict(message, headers=[*headers, UNAVAILABLE_HEADER]))
+                return
+            extra = [(k, v) for k, v in headers if k.lower() not in _SKIP_APP_HEADERS]
+            if not any(k.lower() == b"x-accel-buffering" for k, _ in extra):
+                extra.append((b"x-accel-buffering", b"no"))
+            if first is not None:
+                self.attach_first(first, [*extra, self.engine.link_header(self.path, self.stream_id, 0)])
+            return
+        self.mode = Mode.PASSTHROUGH
+        if self.left_early:
+            self.app_disconnect.set()
+        if first is not None:
+            await first.send(message)
+
+    def attach_first(self, client: Connection, headers: Headers) -> None:
+        """Open the SSE answer on the first connection, its head held for the first event."""
+        client.headers = headers
+        client.delivery = self.delivery
+        self.attach(client, gen=1, cursor=0, hold_head=True, opening=self.priming(0))
+
+    async def decide(self) -> None:
+        """The UPGRADED stream's answer opens: the app answered, or took too long."""
+        held, self.held = self.held, None
+        self.core.decide_by = None
+        if held is None:
+            return
+        if not self.meta_created:
+            await self.upgrade(decide=True)
+        if held.gone.is_set():
+            return
+        headers = list(SSE_HEADERS)
+        if self.session_id is not None:
+            headers.append((b"mcp-session-id", self.session_id.encode()))
+        headers.append(self.engine.link_header(self.path, self.stream_id, 0))
+        held.headers = headers
+        held.delivery = self.delivery
+        meta = await self.store.attach(self.stream_id, time.time())
+        if meta is None:
+            return
+        self.attach(held, gen=meta.attach_gen, cursor=0, hold_head=False, opening=self.priming(0))
+        if not await held.open():
+            return
+        await self.pump(held)
+
+    async def upgrade(self, *, decide: bool) -> None:
+        """Open the stream's record for a request the app has not answered (yet)."""
+        self.mode = Mode.UPGRADED
+        await self.create_meta()
+
+    async def refused_before_opening(self, start: Message) -> None:
+        """The app refused a request whose stream was opened ahead of its answer (a 404
+        "Session not found", a 400): the client gets that status, not an event in a 200
+        (stock clients start a new session only on an HTTP 404). Nothing ran, so the
+        stream and its Idempotency-Key are forgotten: a retry is a new request."""
+        self.mode = Mode.PASSTHROUGH
+        held, self.held = self.held, None
+        self.core.decide_by = None
+        try:
+            await self.store.delete_stream(self.stream_id)
+            if self.idempotency_key is not None:
+                await self.store.delete_key(self.idempotency_key)
+        except Exception as exc:
+            if not self.engine.store_outage(exc):
+                raise
+        self.meta_created = False
+        if held is not None:
+            await held.send(start)
+
+    async def record_json_answer(self) -> None:
+        body = b"".join(self.json_chunks)
+        self.json_chunks = []
+        try:
+            answer = json.loads(body) if body else None
+        except ValueError:
+            answer = None
+        if isinstance(answer, dict) and answer.get("id") == self.request_id and p.is_response(answer):
+            await self.recorder.record_events([SSEEvent(data=p.dumps(answer), event=b"message")])
+        elif isinstance(answer, dict) and "error" in answer:
+            fixed = dict(answer, id=self.request_id)
+            await self.recorder.record_events([SSEEvent(data=p.dumps(fixed), event=b"message")])
+        else:
+            await self.record_error(f"the server answered with HTTP {self.json_status}")
+
+    async def record_error(self, text: str) -> None:
+        if self.kind is not StreamKind.REQUEST or self.core.final_seq is not None or not self.meta_created:
+            return
+        error = p.error_message(self.request_id, p.STREAM_ERROR, text)
+        await self.recorder.record_events([SSEEvent(data=p.dumps(error), event=b"message")])
+
+    # ------------------------------------------------------------------ records
+    async def create_meta(self, *, attached: bool = False) -> None:
+        engine = self.engine
+        self.prefix = engine.signer.event_prefix(self.stream_id)
+        # Now that the app has seen the request, its own auth may have said who is calling.
+        self.principal = engine.principal(self.scope)
+        meta = StreamMeta(
+            stream_id=self.stream_id,
+            kind=self.kind,
+            session_id=self.session_id,
+            principal=self.principal,
+            protocol_version=self.version,
+            path=self.path,
+            request_id=self.request_id,
+            method=self.method,
+            owner=engine.node_id,
+            route=self.route,
+            attached=attached,
+            attach_gen=1 if attached else 0,
+            last_contact=time.time(),
+        )
+        ttl = engine.running_ttl(self.policy)
+        await self.store.create_stream(meta, ttl_s=ttl)
+        self.meta_created = True
+        self.opened.set()
+        if self.kind is StreamKind.STANDALONE and self.session_id is not None:
+            # The app accepted the GET: from now on a second GET of the session resumes this one.
+            await self.store.set_key(engine.standalone_key(self.session_id), self.stream_id, ttl)
+
+    async def learn_session(self, body: bytes) -> None:
+        if self.session_id is None:
+            return
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            return
+        await self.engine.sessions.remember(self, answer)

@@ -1,0 +1,133 @@
+"""Recording what a hosted app sends: ids from the core, events into the store.
+
+The store is written before the event is delivered, so whatever a client has
+seen can be replayed to it. With a store that pays a network round trip per
+write (Redis: `write_behind`), an app sending events one by one would wait a
+round trip per event: while a write is in flight, what the app sends queues up
+(bounded) and goes to the store as one batch, in order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from mcp_resume_asgi.scheduler import spawn
+from mcp_resume_asgi.sse import SSEEvent, encode_payload
+from mcp_resume_asgi.store.base import StreamState
+
+if TYPE_CHECKING:
+    from mcp_resume_asgi.hosted import HostedStream
+
+logger = logging.getLogger(__name__)
+
+#: Write-behind: how much the app may send ahead of the store before its `send` waits.
+WRITE_BEHIND_FRAMES = 512
+WRITE_BEHIND_BYTES = 1024 * 1024
+
+
+class Recorder:
+    """The store side of one hosted stream (see the module docstring)."""
+
+    __slots__ = ("_written", "backlog", "backlog_bytes", "hosted", "writing")
+
+    def __init__(self, hosted: HostedStream) -> None:
+        self.hosted = hosted
+        self.backlog: list[tuple[bytes, bytes]] = []
+        self.backlog_bytes = 0
+        self.writing = False
+        self._written: anyio.Event | None = None
+
+    async def record_events(self, events: list[SSEEvent]) -> None:
+        await self.record_frames([(encode_payload(e.data, e.event), e.data) for e in events if e.data])
+
+    async def record_frames(self, frames: list[tuple[bytes, bytes]]) -> None:
+        """Record `(frame without id, data)` pairs, at once or (write-behind) in order soon."""
+        if not self.hosted.store.write_behind:
+            await self.write(frames)
+            return
+        self.backlog.extend(frames)
+        self.backlog_bytes += sum(len(payload) for payload, _ in frames)
+        if not self.writing:
+            self.writing = True
+            spawn(self._write_behind)
+            return
+        while self.writing and (
+            len(self.backlog) >= WRITE_BEHIND_FRAMES or self.backlog_bytes >= WRITE_BEHIND_BYTES
+        ):
+            await self._wait_written()
+
+    def _take_backlog(self) -> list[tuple[bytes, bytes]]:
+        batch, self.backlog, self.backlog_bytes = self.backlog, [], 0
+        return batch
+
+    def _signal_written(self) -> None:
+        if self._written is not None:
+            self._written.set()
+            self._written = None
+
+    async def _wait_written(self) -> None:
+        if self._written is None:
+            self._written = anyio.Event()
+        await self._written.wait()
+
+    async def _write_behind(self) -> None:
+        try:
+            while self.backlog:
+                await self.write(self._take_backlog())
+                self._signal_written()
+        except Exception as exc:
+            self.backlog = []
+            if not self.hosted.engine.store_outage(exc):
+                raise
+            logger.warning("stream %s: events lost to a store outage", self.hosted.stream_id)
+        finally:
+            self.writing = False
+            self._signal_written()
+
+    async def flush(self) -> None:
+        """Wait for the write in flight, then write what is left."""
+        while self.writing:
+            await self._wait_written()
+        if self.backlog:
+            await self.write(self._take_backlog())
+
+    async def write(self, frames: list[tuple[bytes, bytes]]) -> None:
+        """Give the frames ids, store them, note inputs and the final response, deliver."""
+        hosted = self.hosted
+        recorded = hosted.core.record(frames)
+        if recorded is None:
+            return
+        store = hosted.store
+        policy = hosted.policy
+        stream_id = hosted.stream_id
+        await store.append(
+            stream_id,
+            recorded.batch,
+            max_events=policy.max_events_per_stream,
+            max_bytes=policy.max_bytes_per_stream,
+        )
+        if recorded.inputs:
+            meta = await store.get_stream(stream_id)
+            if meta is not None:
+                pending = meta.pending_inputs + recorded.inputs
+                issued = (meta.issued_inputs + [i for i, _ in recorded.inputs])[-1000:]
+                await store.update_stream(stream_id, pending_inputs=pending, issued_inputs=issued)
+                if hosted.session_id is not None:
+                    ttl = hosted.engine.running_ttl(policy)
+                    for message_id, _ in recorded.inputs:
+                        await store.set_key(input_key(hosted.session_id, message_id), stream_id, ttl)
+        if recorded.final_seq is not None:
+            await store.update_stream(stream_id, final_seq=recorded.final_seq, state=StreamState.COMPLETED)
+            if hosted.method == "initialize" and recorded.final_data is not None:
+                with contextlib.suppress(ValueError):
+                    await hosted.engine.sessions.remember(hosted, json.loads(recorded.final_data))
+        await hosted.deliver(recorded.batch)
+
+
+def input_key(session_id: str, message_id: Any) -> str:
+    return f"input:{session_id}:{json.dumps(message_id)}"

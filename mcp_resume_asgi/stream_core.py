@@ -1,0 +1,375 @@
+"""The life of one stream as a plain object: no I/O, no clock, no `await`.
+
+Every decision the engine makes about a stream lives here, so it can be read in
+one place and tested without an event loop (in the style of h11's `Connection`):
+which id the app's next event gets, which events are owed to the connection
+attached now, when that connection must be closed on purpose and why, when a
+keep-alive is due, when a write has stalled, when nobody has come back for the
+stream long enough that the app's work must be cancelled.
+
+The hosts feed it what happened (`record`, `attach`, `wrote`, `detach`,
+`app_finished`) with the time it happened, ask `next_deadline()` when to look
+again, and at that time call `due(now)`, which answers what to do. The same
+object serves a stream hosted here and, as a mirror fed from the store
+(`observe`), a stream whose app runs on another node.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from mcp_resume_asgi import protocol as p
+from mcp_resume_asgi.policy import Policy
+
+#: A write to a connection that takes longer than this (a client that stopped reading)
+#: is given up by the app's side: the connection is handed to a writer of its own.
+STALL_S = 0.25
+#: The first connection's headers and priming event wait this long for the app's first
+#: event, so that a quick answer goes out in as few writes as the bare app makes.
+HOLD_HEAD_S = 0.005
+
+
+class Reason(enum.StrEnum):
+    """Why a connection stopped being served."""
+
+    COMPLETE = "complete"
+    """It has the final response."""
+    ENDED = "ended"
+    """The stream ended (the app finished) and it has everything."""
+    GONE = "gone"
+    REPLACED = "replaced"
+    """A newer connection (a resume) took the stream over."""
+    MAX_CONNECTION = "max_connection"
+    IDLE = "idle"
+    INPUT = "input"
+    """SEP-1335: the server waits for the client's answer by disconnecting."""
+    DEADLINE = "deadline"
+    """The feature layer's deadline (the resume-token layer's interim result)."""
+    GAP = "gap"
+    DELETED = "deleted"
+    OWNER_DEAD = "owner_dead"
+
+
+#: Closes made on purpose: the client is told (`retry:`) when to come back.
+AT_WILL = frozenset({Reason.MAX_CONNECTION, Reason.IDLE, Reason.INPUT, Reason.REPLACED})
+
+
+class Due(enum.Enum):
+    """What `StreamCore.due` asks the host to do now."""
+
+    HEAD = 1
+    """Send the held headers and priming event of the attached connection."""
+    KEEPALIVE = 2
+    CLOSE = 3
+    """Close the attached connection (its `closing` says why)."""
+    STALLED = 4
+    """The write in flight is stuck: stop waiting for it, hand the connection over."""
+    CHECK_EXPIRY = 5
+    """Nobody has been in contact for the resume window: the host checks the store
+    (another node may serve a client) and then calls `contact` or expires the stream."""
+    DECIDE = 6
+    """The app has not answered in time: open the client's answer without it."""
+    HEARTBEAT = 7
+    """A mirror: tell the store a client is still in contact."""
+
+
+@dataclass(slots=True)
+class Recorded:
+    """What `StreamCore.record` made of the app's frames."""
+
+    batch: list[tuple[int, bytes]]
+    """`(seq, frame without id)` to store and deliver."""
+    inputs: list[list[Any]]
+    """`[message id, seq]` of server-to-client requests."""
+    final_seq: int | None = None
+    final_data: bytes | None = None
+
+
+class Attachment:
+    """The connection attached to a stream now: where it is and its timers."""
+
+    __slots__ = (
+        "at_will",
+        "attached_at",
+        "closing",
+        "cursor",
+        "deadline",
+        "gen",
+        "head_due",
+        "last_event_at",
+        "last_write_at",
+        "start_cursor",
+        "write_since",
+    )
+
+    def __init__(
+        self,
+        gen: int,
+        cursor: int,
+        now: float,
+        *,
+        at_will: bool,
+        deadline: float | None,
+        head_due: float | None,
+    ) -> None:
+        self.gen = gen
+        self.cursor = cursor
+        """The seq of the last event written to it."""
+        self.start_cursor = cursor
+        self.attached_at = self.last_event_at = self.last_write_at = now
+        self.at_will = at_will
+        self.deadline = deadline
+        self.head_due = head_due
+        """When its held head must go out on its own (None: sent, or nothing held)."""
+        self.write_since: float | None = None
+        self.closing: Reason | None = None
+        """Set once a close is decided; the writer closes it when its write in flight ends."""
+
+
+class StreamCore:
+    """One stream's state and decisions (see the module docstring)."""
+
+    __slots__ = (
+        "app_done",
+        "conn",
+        "contact_at",
+        "decide_by",
+        "expiry_paused",
+        "final_seq",
+        "heartbeat_s",
+        "input_seqs",
+        "is_request",
+        "next_beat",
+        "policy",
+        "request_id",
+        "resumable",
+        "seq",
+    )
+
+    def __init__(
+        self, policy: Policy, *, version: str, is_request: bool, request_id: Any = None, now: float = 0.0
+    ) -> None:
+        self.policy = policy
+        self.resumable = p.at_least(version, p.RESUMABLE_VERSION)
+        """Clients of this revision are primed and may be closed at will."""
+        self.is_request = is_request
+        self.request_id = request_id
+        self.seq = 0
+        self.final_seq: int | None = None
+        self.input_seqs: list[int] = []
+        self.conn: Attachment | None = None
+        self.contact_at = now
+        """Last moment a client was known to be in contact (the resume window counts from it)."""
+        self.app_done = False
+        self.expiry_paused = False
+        """Set while the host checks the store before expiring (and for good once it expires)."""
+        self.decide_by: float | None = None
+        self.heartbeat_s: float | None = None
+        self.next_beat = 0.0
+
+    # ------------------------------------------------------------------ the app's events
+    def record(self, frames: list[tuple[bytes, bytes]]) -> Recorded | None:
+        """Give the app's `(frame without id, data)` pairs their seqs; None if nothing to keep.
+
+        Frames without data (an app's own priming event) carry nothing to deliver;
+        nothing after a request's final response belongs to its stream.
+        """
+        batch: list[tuple[int, bytes]] = []
+        recorded = Recorded(batch, [])
+        for payload, data in frames:
+            if not data:
+                continue
+            if self.final_seq is not None:
+                break
+            self.seq += 1
+            batch.append((self.seq, payload))
+            kind, message_id = p.classify(data)
+            if kind is p.Kind.SERVER_REQUEST and p.valid_id(message_id):
+                recorded.inputs.append([message_id, self.seq])
+                self.input_seqs.append(self.seq)
+            elif kind is p.Kind.RESPONSE and self.is_request and message_id == self.request_id:
+                self.final_seq = recorded.final_seq = self.seq
+                recorded.final_data = data
+        return recorded if batch else None
+
+    def observe(self, last_seq: int, final_seq: int | None, input_seqs: list[int]) -> None:
+        """A mirror learns what the stream's owner has recorded (from the store)."""
+        self.seq = max(self.seq, last_seq)
+        self.final_seq = final_seq
+        self.input_seqs = input_seqs
+
+    def app_finished(self) -> None:
+        self.app_done = True
+        self.decide_by = None
+
+    # ------------------------------------------------------------------ connections
+    def attach(
+        self,
+        gen: int,
+        cursor: int,
+        now: float,
+        *,
+        at_will: bool = True,
+        deadline_s: float | None = None,
+        hold_head: bool = False,
+    ) -> Attachment | None:
+        """A connection takes the stream over; returns the one it replaces (to be closed)."""
+        replaced = self.conn
+        if replaced is not None and replaced.closing is None:
+            replaced.closing = Reason.REPLACED
+        self.conn = Attachment(
+            gen,
+            cursor,
+            now,
+            at_will=at_will and self.resumable,
+            deadline=None if deadline_s is None else now + deadline_s,
+            head_due=now + HOLD_HEAD_S if hold_head else None,
+        )
+        self.contact_at = now
+        self.decide_by = None
+        return replaced
+
+    def detach(self, gen: int, now: float) -> bool:
+        """The connection `gen` left or was let go; False if another had taken over."""
+        if self.conn is None or self.conn.gen != gen:
+            return False
+        self.conn = None
+        self.contact_at = now
+        return True
+
+    def contact(self, at: float) -> None:
+        """Someone (a client on another node) was in contact at `at`; expiry counts from there."""
+        self.contact_at = max(self.contact_at, at)
+        self.expiry_paused = False
+
+    def owed(self, conn: Attachment) -> bool:
+        """Whether `conn` should be written more events now."""
+        return conn is self.conn and conn.closing is None and conn.cursor < self.seq
+
+    def write_started(self, conn: Attachment, now: float) -> None:
+        conn.write_since = now
+
+    def write_ended(self, conn: Attachment) -> None:
+        conn.write_since = None
+
+    def wrote(self, conn: Attachment, cursor: int, now: float) -> Reason | None:
+        """Events up to `cursor` were written to `conn`; returns why to close it, if it must be."""
+        conn.cursor = cursor
+        conn.last_event_at = conn.last_write_at = now
+        conn.write_since = None
+        if conn.closing is None:
+            conn.closing = self._settled(conn)
+        return conn.closing
+
+    def _settled(self, conn: Attachment) -> Reason | None:
+        if self.final_seq is not None and conn.cursor >= self.final_seq:
+            return Reason.COMPLETE
+        if (
+            conn.at_will
+            and self.policy.disconnect_on_input_request
+            and any(conn.start_cursor < seq <= conn.cursor for seq in self.input_seqs)
+        ):
+            return Reason.INPUT
+        return None
+
+    def settle(self, conn: Attachment) -> Reason | None:
+        """After the app finished: close a connection that has everything (`ENDED`)."""
+        if conn.closing is None:
+            conn.closing = self._settled(conn)
+            if conn.closing is None and self.app_done and conn.cursor >= self.seq:
+                conn.closing = Reason.ENDED
+        return conn.closing
+
+    def wrote_other(self, conn: Attachment, now: float) -> None:
+        """A keep-alive or the held head was written."""
+        conn.last_write_at = now
+        conn.write_since = None
+
+    def head_sent(self, conn: Attachment) -> None:
+        conn.head_due = None
+
+    def close(self, conn: Attachment, reason: Reason) -> None:
+        if conn.closing is None:
+            conn.closing = reason
+
+    # ------------------------------------------------------------------ time
+    def next_deadline(self) -> float | None:
+        """The next moment `due` may have something to say (None: nothing pending)."""
+        times: list[float] = []
+        conn = self.conn
+        if conn is not None:
+            if conn.write_since is not None:
+                times.append(conn.write_since + STALL_S)
+            if conn.closing is None:
+                if conn.head_due is not None:
+                    times.append(conn.head_due)
+                if self.policy.keepalive_s is not None:
+                    times.append(conn.last_write_at + self.policy.keepalive_s)
+                if conn.deadline is not None:
+                    times.append(conn.deadline)
+                if conn.at_will and self.policy.max_connection_s is not None:
+                    times.append(conn.attached_at + self.policy.max_connection_s)
+                if conn.at_will and self.policy.idle_disconnect_s is not None:
+                    times.append(conn.last_event_at + self.policy.idle_disconnect_s)
+            if self.heartbeat_s is not None:
+                times.append(self.next_beat)
+        elif not self.app_done and not self.expiry_paused:
+            times.append(self.contact_at + self.policy.max_wait_s)
+        if self.decide_by is not None:
+            times.append(self.decide_by)
+        return min(times) if times else None
+
+    def due(self, now: float) -> list[Due]:
+        """What to do at `now` (in this order)."""
+        out: list[Due] = []
+        if self.decide_by is not None and now >= self.decide_by:
+            self.decide_by = None
+            out.append(Due.DECIDE)
+        conn = self.conn
+        if conn is None:
+            if (
+                not self.app_done
+                and not self.expiry_paused
+                and now >= self.contact_at + self.policy.max_wait_s
+            ):
+                self.expiry_paused = True
+                out.append(Due.CHECK_EXPIRY)
+            return out
+        if conn.write_since is not None and now >= conn.write_since + STALL_S:
+            conn.write_since = None  # told once; the writer hands the connection over
+            out.append(Due.STALLED)
+            return out
+        if conn.closing is not None:
+            return out
+        if self.heartbeat_s is not None and now >= self.next_beat:
+            self.next_beat = now + self.heartbeat_s
+            out.append(Due.HEARTBEAT)
+        policy = self.policy
+        reason = None
+        if conn.deadline is not None and now >= conn.deadline:
+            reason = Reason.DEADLINE
+        elif (
+            conn.at_will
+            and policy.max_connection_s is not None
+            and now >= conn.attached_at + policy.max_connection_s
+        ):
+            reason = Reason.MAX_CONNECTION
+        elif (
+            conn.at_will
+            and policy.idle_disconnect_s is not None
+            and now >= conn.last_event_at + policy.idle_disconnect_s
+        ):
+            reason = Reason.IDLE
+        if reason is not None:
+            conn.closing = reason
+            out.append(Due.CLOSE)
+            return out
+        if conn.head_due is not None and now >= conn.head_due:
+            conn.head_due = None
+            out.append(Due.HEAD)
+        elif policy.keepalive_s is not None and now >= conn.last_write_at + policy.keepalive_s:
+            conn.last_write_at = now  # due once per interval, whether or not the write succeeds
+            out.append(Due.KEEPALIVE)
+        return out

@@ -1,0 +1,383 @@
+"""Writing a hosted stream to the connection attached to it, and acting on its timers.
+
+One writer at a time per connection (`Connection.busy`): normally the app's own
+`send`, right after the event is recorded (`deliver`), so the common case costs
+no task and no trip through the store; else whoever attached it (a resume
+catching up) or a scheduler action (the held head, a keep-alive, a close). A
+write that stalls - a client that stopped reading - is given up after
+`STALL_S` and the connection gets a task of its own from then on
+(`_own_writer`), so a slow reader never holds the app.
+
+The first connection and every resume are served the same way: `attach`, open,
+`pump`, and `release` (finish the answer, with `retry:` when closed at will).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+
+from mcp_resume_asgi import expiry
+from mcp_resume_asgi.connection import Connection, Delivery
+from mcp_resume_asgi.scheduler import Timer, spawn
+from mcp_resume_asgi.sse import KEEPALIVE, priming_frame, retry_frame
+from mcp_resume_asgi.store.base import GapError
+from mcp_resume_asgi.stream_core import AT_WILL, STALL_S, Attachment, Due, Reason, StreamCore
+
+if TYPE_CHECKING:
+    from mcp_resume_asgi.engine import Engine
+    from mcp_resume_asgi.hosted import HostedStream
+    from mcp_resume_asgi.policy import Policy
+    from mcp_resume_asgi.store.base import Store
+
+logger = logging.getLogger(__name__)
+
+READ_BATCH = 512
+#: The first connection is watched by the app's own disconnect listener; an app that has
+#: not started one this long after its answer opened gets a watcher of ours.
+WATCH_CHECK_S = 0.05
+
+
+class Writer:
+    """The delivery half of `HostedStream` (see the module docstring)."""
+
+    # Provided by `HostedStream`:
+    engine: Engine
+    store: Store
+    core: StreamCore
+    policy: Policy
+    stream_id: str
+    prefix: bytes
+    request_id: Any
+    meta_created: bool
+    first: Connection | None
+    held: Connection | None
+
+    async def decide(self) -> None:
+        raise NotImplementedError
+
+    def __init__(self) -> None:
+        self.conn: Connection | None = None
+        """The connection attached now."""
+        self.timer = Timer(self.on_timer)
+        self.outcome: tuple[str, int] | None = None
+        """How the first connection was let go, and where."""
+        self.watch_at: float | None = None
+        self.watching = False
+
+    # ------------------------------------------------------------------ attaching
+    def priming(self, after_seq: int) -> bytes:
+        if not self.core.resumable:
+            return b""
+        return priming_frame(self.prefix + str(after_seq).encode(), self.policy.retry_ms)
+
+    def arm(self) -> None:
+        deadline = self.core.next_deadline()
+        if self.watch_at is not None and (deadline is None or self.watch_at < deadline):
+            deadline = self.watch_at
+        self.engine.scheduler.arm(self.timer, deadline)
+
+    def attach(
+        self, conn: Connection, *, gen: int, cursor: int, hold_head: bool, opening: bytes
+    ) -> Connection | None:
+        """Make `conn` the stream's connection; returns the one it replaces (to be let go)."""
+        delivery = conn.delivery or Delivery()
+        now = time.monotonic()
+        self.core.attach(
+            gen, cursor, now, at_will=delivery.at_will, deadline_s=delivery.deadline_s, hold_head=hold_head
+        )
+        old, self.conn = self.conn, conn
+        conn.attachment = self.core.conn
+        conn.head = opening
+        if conn is self.first and hold_head:
+            self.watch_at = now + WATCH_CHECK_S
+        self.arm()
+        return old if old is not conn else None
+
+    async def serve(self, conn: Connection, *, gen: int, after_seq: int, priming: bool) -> tuple[str, int]:
+        """Serve a resuming connection from this stream (its own ASGI call waits here)."""
+        opening = (
+            priming_frame(self.prefix + str(after_seq).encode(), self.policy.retry_ms) if priming else b""
+        )
+        conn.busy = True  # until its answer is open: the app's events wait for `pump` below
+        old = self.attach(conn, gen=gen, cursor=after_seq, hold_head=False, opening=opening)
+        att = conn.attachment
+        assert att is not None
+        try:
+            if old is not None:
+                await self.let_go(old)
+            opened = await conn.open()
+        finally:
+            conn.busy = False
+        if opened:
+            await self.pump(conn)
+        if conn.attachment is att:
+            await conn.listen()  # its own call watches it, until it leaves or is let go
+        if conn.attachment is att and not conn.busy:
+            await self.release(conn)
+        await conn.released.wait()
+        return str(att.closing or Reason.GONE), att.cursor
+
+    async def let_go(self, conn: Connection) -> None:
+        """Release a replaced connection, or leave that to whoever writes it now."""
+        if conn.own_writer:
+            conn.signal()
+        elif not conn.busy:
+            await self.release(conn)
+
+    # ------------------------------------------------------------------ writing
+    async def deliver(self, batch: list[tuple[int, bytes]]) -> None:
+        """Events were just recorded: write them to the attached connection, if it is free."""
+        conn = self.conn
+        if conn is None:
+            return
+        if conn.own_writer:
+            conn.signal()
+            return
+        await self.pump(conn, batch)
+
+    async def pump(self, conn: Connection, batch: list[tuple[int, bytes]] | None = None) -> None:
+        """Write what `conn` is owed; let it go when the core says so."""
+        att = conn.attachment
+        if att is None or conn.busy:
+            return
+        conn.busy = True
+        try:
+            handed_over = not await self._drain(conn, att, batch)
+        finally:
+            if not conn.own_writer:
+                conn.busy = False
+        if handed_over:
+            return
+        if conn.attachment is att and (att.closing is not None or conn.gone.is_set()):
+            await self.release(conn)
+
+    async def _drain(self, conn: Connection, att: Attachment, batch: list[tuple[int, bytes]] | None) -> bool:
+        """Write events until none are owed; False when the connection stalled and was handed over."""
+        core = self.core
+        id_head = b"id: " + self.prefix
+        transform = conn.delivery.transform if conn.delivery is not None else None
+        while core.owed(att) and not conn.gone.is_set():
+            if batch and batch[0][0] == att.cursor + 1:
+                events = batch
+            else:
+                try:
+                    events = await self.store.read(self.stream_id, att.cursor, READ_BATCH)
+                except GapError as gap:
+                    if await self._open(conn, att):
+                        await self.write(conn, att, self.engine.gap_frame(self.request_id, gap))
+                    core.close(att, Reason.GAP)
+                    return True
+                if not events:
+                    return True
+            batch = None
+            if transform is not None:
+                parts = [
+                    id_head + str(seq).encode() + b"\n" + transform(seq, payload) for seq, payload in events
+                ]
+            else:
+                parts = [id_head + str(seq).encode() + b"\n" + payload for seq, payload in events]
+            data = parts[0] if len(parts) == 1 else b"".join(parts)
+            last = events[-1][0]
+            complete = core.final_seq is not None and last >= core.final_seq
+            if not conn.started:
+                head, conn.head = conn.head or b"", None
+                core.head_sent(att)
+                if not await conn.send(
+                    {"type": "http.response.start", "status": 200, "headers": conn.headers}
+                ):
+                    return True
+                data = head + data
+            written = await self.write(conn, att, data, end=complete)
+            if written is None:
+                self._hand_over(conn)
+                return False
+            if not written:
+                return True
+            core.wrote(att, last, time.monotonic())
+        return True
+
+    async def _open(self, conn: Connection, att: Attachment) -> bool:
+        if not conn.started:
+            self.core.head_sent(att)
+        return await conn.open()
+
+    async def write(
+        self, conn: Connection, att: Attachment, data: bytes, *, end: bool = False
+    ) -> bool | None:
+        """Write `data`: True, False when the client is gone, None when the write stalled."""
+        if conn.own_writer:
+            return await conn.write(data, end=end)
+        now = time.monotonic()
+        att.write_since = now
+        self.engine.scheduler.arm(self.timer, now + STALL_S)
+        with anyio.CancelScope() as scope:
+            conn.write_scope = scope
+            written = await conn.write(data, end=end)
+        conn.write_scope = None
+        att.write_since = None
+        if scope.cancelled_caught:
+            return False if conn.gone.is_set() else None
+        return written
+
+    def _hand_over(self, conn: Connection) -> None:
+        logger.debug("stream %s: a connection stalled; it gets a writer of its own", self.stream_id)
+        conn.own_writer = True
+        spawn(self._own_writer, conn)
+
+    async def _own_writer(self, conn: Connection) -> None:
+        att = conn.attachment
+        try:
+            while att is not None and conn.attachment is att and not conn.gone.is_set():
+                wake = conn.wake = anyio.Event()
+                await self._drain(conn, att, None)
+                if att.closing is not None:
+                    break
+                if conn.keepalive_due:
+                    conn.keepalive_due = False
+                    await conn.write(KEEPALIVE)
+                if not self.core.owed(att):
+                    await wake.wait()
+        finally:
+            conn.wake = None
+            conn.busy = False
+            with anyio.CancelScope(shield=True):
+                await self.release(conn)
+
+    async def service(self, conn: Connection) -> None:
+        """A timer's work on a connection nobody was writing: the head, a keep-alive, a close."""
+        att = conn.attachment
+        if att is None or conn.busy:
+            return
+        if att.closing is None:
+            conn.busy = True
+            try:
+                if not conn.started:
+                    self.core.head_sent(att)
+                    if await conn.send(
+                        {"type": "http.response.start", "status": 200, "headers": conn.headers}
+                    ):
+                        head, conn.head = conn.head, None
+                        if head and await self.write(conn, att, head) is None:
+                            self._hand_over(conn)
+                            return
+                        self.core.wrote_other(att, time.monotonic())
+                elif conn.keepalive_due:
+                    conn.keepalive_due = False
+                    if await self.write(conn, att, KEEPALIVE) is None:
+                        self._hand_over(conn)
+                        return
+                    self.core.wrote_other(att, time.monotonic())
+            finally:
+                if not conn.own_writer:
+                    conn.busy = False
+            self.arm()
+        await self.pump(conn)
+
+    async def release(self, conn: Connection) -> None:
+        """Let `conn` go: finish its answer (with `retry:` when closed at will), note where it stopped."""
+        att = conn.attachment
+        if att is None:
+            return
+        conn.attachment = None
+        reason = att.closing or (Reason.GONE if conn.gone.is_set() else Reason.ENDED)
+        att.closing = reason
+        if self.conn is conn:
+            self.conn = None
+            self.core.detach(att.gen, time.monotonic())
+            self.arm()
+        if conn is self.first:
+            self.outcome = (str(reason), att.cursor)
+            if self.watching:
+                conn.stop_listening()
+        else:
+            conn.stop_listening()
+        try:
+            if not conn.gone.is_set():
+                if not conn.started:
+                    await conn.open()
+                delivery = conn.delivery
+                if reason is Reason.DEADLINE and delivery is not None and delivery.on_deadline is not None:
+                    await conn.finish(await delivery.on_deadline(att.cursor))
+                elif reason in AT_WILL and self.policy.retry_ms is not None:
+                    await conn.finish(retry_frame(self.policy.retry_ms))
+                else:
+                    await conn.finish()
+            if self.meta_created:
+                await self.store.update_stream_if(
+                    self.stream_id,
+                    {"attach_gen": att.gen},
+                    attached=False,
+                    last_contact=time.time(),
+                    delivered_seq=max(att.cursor, 0),
+                )
+        except Exception as exc:
+            if not self.engine.store_outage(exc):
+                raise
+        finally:
+            conn.released.set()
+        logger.debug("stream %s: connection let go (%s) at %s", self.stream_id, reason, att.cursor)
+
+    # ------------------------------------------------------------------ time
+    def on_timer(self, now: float) -> float | None:
+        conn = self.conn
+        for due in self.core.due(now):
+            if due is Due.DECIDE:
+                spawn(self.decide)
+            elif due is Due.CHECK_EXPIRY:
+                spawn(expiry.check, cast("HostedStream", self))
+            elif conn is None:
+                continue
+            elif due is Due.STALLED:
+                if conn.write_scope is not None:
+                    conn.write_scope.cancel()
+            else:
+                if due is Due.KEEPALIVE:
+                    conn.keepalive_due = True
+                if conn.own_writer:
+                    conn.signal()
+                elif not conn.busy:
+                    spawn(self.service, conn)
+        if self.watch_at is not None and now >= self.watch_at:
+            self.watch_at = None
+            first = self.first
+            if first is not None and first.attachment is not None and not first.listening:
+                self.watching = True
+                spawn(self.watch_first, first)
+        deadline = self.core.next_deadline()
+        if self.watch_at is not None and (deadline is None or self.watch_at < deadline):
+            return self.watch_at
+        return deadline
+
+    async def watch_first(self, conn: Connection) -> None:
+        """Our watcher of the first connection, for an app without a disconnect listener."""
+        await conn.listen()
+        if conn.gone.is_set() and conn.attachment is not None and not conn.busy:
+            await self.release(conn)
+
+    def after_app(self) -> None:
+        """The app is done: a connection that has everything is closed."""
+        conn = self.conn
+        if conn is not None and conn.attachment is not None:
+            self.core.settle(conn.attachment)
+            if conn.own_writer:
+                conn.signal()
+        self.arm()
+
+    async def finish_first(self) -> None:
+        """After the app: serve the first connection to its end (the ASGI call returns then)."""
+        if self.held is not None and self.meta_created:
+            await self.decide()
+        first = self.first
+        if first is None:
+            return
+        if first.attachment is not None:
+            await self.pump(first)
+            if first.attachment is not None and not first.busy:
+                await self.release(first)
+            await first.released.wait()
+        if self.watching:
+            first.stop_listening()
