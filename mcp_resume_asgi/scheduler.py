@@ -19,13 +19,13 @@ import asyncio
 import heapq
 import itertools
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import anyio.lowlevel
-import sniffio
 
 logger = logging.getLogger(__name__)
 
@@ -45,14 +45,21 @@ def spawn(fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
         except Exception:
             logger.exception("background task %s failed", getattr(fn, "__qualname__", fn))
 
-    if sniffio.current_async_library() == "trio":
-        import trio
-
+    trio = sys.modules.get("trio")
+    if trio is not None and _in_trio(trio):
         trio.lowlevel.spawn_system_task(guarded)
     else:
         task = asyncio.get_running_loop().create_task(guarded())
         _tasks.add(task)
         task.add_done_callback(_tasks.discard)
+
+
+def _in_trio(trio: Any) -> bool:
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        return False
+    return True
 
 
 class Timer:
