@@ -171,6 +171,8 @@ class HostedStream(Writer):
             if first is not None and not self.app_disconnect.is_set():
                 # The app's own disconnect listener is our watcher of its client.
                 await first.listen()
+                if first.gone.is_set() and first.attachment is not None and not first.busy:
+                    await self.release(first)  # the resume window starts now
                 if first.gone.is_set() and (self.mode is Mode.PASSTHROUGH or self.mode is None):
                     if self.mode is None:
                         self.left_early = True
@@ -204,8 +206,8 @@ class HostedStream(Writer):
         """Tell the app its request is over (`http.disconnect` on its `receive`)."""
         self.app_disconnect.set()
         first = self.first
-        if first is not None and first.listening and first.attachment is None:
-            first.stop_listening()
+        if first is not None and first.listening:
+            first.stop_listening()  # the app's listener may be reading its client's `receive`
 
     async def app_finished(self) -> None:
         try:

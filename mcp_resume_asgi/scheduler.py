@@ -107,9 +107,14 @@ class Scheduler:
 
     async def _drive(self) -> None:
         try:
-            while self._heap:
+            heap = self._heap
+            while heap:
+                while heap and heap[0][2].callback is None:
+                    heapq.heappop(heap)  # a finished target's entry: no need to wake for it
+                if not heap:
+                    break
                 now = time.monotonic()
-                when = self._heap[0][0]
+                when = heap[0][0]
                 if when > now:
                     self._sleep_until = when
                     self._wake = anyio.Event()
