@@ -126,7 +126,9 @@ class Scheduler:
                 due = []
                 while self._heap and self._heap[0][0] <= now:
                     entry = heapq.heappop(self._heap)
-                    if entry[2].armed_at == entry[0]:  # else stale: the target was armed earlier and fired since
+                    if (
+                        entry[2].armed_at == entry[0]
+                    ):  # else stale: the target was armed earlier and fired since
                         entry[2].armed_at = float("inf")
                         due.append(entry[2])
                 for target in due:
