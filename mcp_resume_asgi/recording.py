@@ -99,6 +99,8 @@ class Recorder:
     async def write(self, frames: list[tuple[bytes, bytes]]) -> None:
         """Give the frames ids, store them, note inputs and the final response, deliver."""
         hosted = self.hosted
+        if hosted.expired:
+            return  # cancelled: nobody is coming back for what the app still says
         recorded = hosted.core.record(frames)
         if recorded is None:
             return
