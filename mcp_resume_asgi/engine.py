@@ -29,12 +29,12 @@ from mcp_resume_asgi import expiry
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import Headers, header, send_bytes, send_json
 from mcp_resume_asgi.admission import NOT_FOUND, Admission, Refusal, post_to_app
+from mcp_resume_asgi.client_answers import ClientAnswers, nothing_to_send
 from mcp_resume_asgi.cluster import Node
 from mcp_resume_asgi.connection import Connection, Delivery
 from mcp_resume_asgi.follower import follow
 from mcp_resume_asgi.hosted import SSE_HEADERS, HostedStream
 from mcp_resume_asgi.policy import Policy, RouteTable
-from mcp_resume_asgi.recording import input_key
 from mcp_resume_asgi.scheduler import Scheduler
 from mcp_resume_asgi.sessions import Sessions
 from mcp_resume_asgi.sse import encode_payload
@@ -81,6 +81,7 @@ class Engine:
         self.live: dict[str, HostedStream] = {}
         self.scheduler = Scheduler()
         self.sessions = Sessions(self)
+        self.answers = ClientAnswers(self)
 
     # ------------------------------------------------------------------ helpers
     def link_header(self, mcp_path: str, stream_id: str, after_seq: int) -> tuple[bytes, bytes]:
@@ -269,7 +270,7 @@ class Engine:
                 send, 400, p.error_message(None, p.INVALID_REQUEST, "Last-Event-ID is ahead of the stream")
             )
             return
-        if via_link and _nothing_to_send(meta, after_seq):
+        if via_link and nothing_to_send(meta, after_seq):
             await send_bytes(send, 204)
             return
         if meta.final_seq is not None and after_seq >= meta.final_seq:
@@ -333,74 +334,6 @@ class Engine:
             "to stay within the server's buffer limits"
         )
         return encode_payload(p.dumps(p.error_message(request_id, p.STREAM_ERROR, text)), b"message")
-
-    # ------------------------------------------------------------------ client answers
-    async def deliver_answers(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        stream_id: str,
-        answers: list[dict[str, Any]],
-        after_seq: int | None,
-    ) -> None:
-        """SEP-1335: answers POSTed to the Link URL go to the app; the reply continues the stream."""
-        meta = await self.store.get_stream(stream_id)
-        meta = await self.admitted(scope, send, meta)
-        if meta is None:
-            return
-        issued = meta.issued_inputs
-        stray = [a["id"] for a in answers if a["id"] not in issued]
-        if stray:
-            await send_json(
-                send,
-                400,
-                p.error_message(None, p.INVALID_PARAMS, "the body answers requests this stream never sent"),
-            )
-            return
-        pending_ids = [entry[0] for entry in meta.pending_inputs]
-        for answer in answers:
-            if answer["id"] not in pending_ids:
-                continue  # already delivered (a retried POST): answering twice would confuse the app
-            status, body = await self.call_app(
-                scope, meta.path, meta.session_id, meta.protocol_version, p.dumps(answer)
-            )
-            if status >= 300:
-                logger.warning("stream %s: the app refused a client answer with HTTP %s", stream_id, status)
-                await send_bytes(send, status, body, content_type=b"application/json")
-                return
-            await self.answered(meta.session_id, answer["id"], stream_id)
-        updated = await self.store.update_stream(stream_id, turn=meta.turn + 1)
-        if updated is None:
-            await send_json(send, 404, p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream"))
-            return
-        start = updated.delivered_seq if after_seq is None else after_seq
-        if start > updated.last_seq:
-            await send_json(
-                send, 400, p.error_message(None, p.INVALID_REQUEST, "Last-Event-ID is ahead of the stream")
-            )
-            return
-        if _nothing_to_send(updated, start):
-            await send_bytes(send, 204)
-            return
-        await self.serve_stream(scope, receive, send, updated, start)
-
-    async def answered(self, session_id: str | None, message_id: Any, stream_id: str | None = None) -> None:
-        """Note that a server-to-client request was answered (by any route)."""
-        if stream_id is None:
-            if session_id is None:
-                return
-            stream_id = await self.store.get_key(input_key(session_id, message_id))
-            if stream_id is None:
-                return
-        meta = await self.store.get_stream(stream_id)
-        if meta is None:
-            return
-        pending = [entry for entry in meta.pending_inputs if entry[0] != message_id]
-        if len(pending) != len(meta.pending_inputs):
-            await self.store.update_stream(stream_id, pending_inputs=pending)
-        if session_id is not None:
-            await self.store.delete_key(input_key(session_id, message_id))
 
     # ------------------------------------------------------------------ standalone GET stream
     async def standalone_running(self, session_id: str) -> bool:
@@ -475,12 +408,3 @@ class Engine:
     @staticmethod
     def standalone_key(session_id: str) -> str:
         return f"standalone:{session_id}"
-
-
-def _nothing_to_send(meta: StreamMeta, after_seq: int) -> bool:
-    """SEP-1335's 204: the stream is over for this client, or it waits for the client's input."""
-    if meta.final_seq is not None and after_seq >= meta.final_seq:
-        return True
-    if meta.state is not StreamState.RUNNING and after_seq >= meta.last_seq:
-        return True
-    return meta.waiting_for_input and after_seq >= meta.last_seq

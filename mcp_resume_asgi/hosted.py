@@ -34,7 +34,7 @@ from mcp_resume_asgi.connection import Connection, Delivery, Flag
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.recording import Recorder
 from mcp_resume_asgi.sse import SSEError, SSEEvent, SSEParser, single_event_frame
-from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
+from mcp_resume_asgi.store.base import StreamKind, StreamState
 from mcp_resume_asgi.stream_core import StreamCore
 from mcp_resume_asgi.tokens import new_stream_id
 from mcp_resume_asgi.writer import Writer
@@ -213,13 +213,13 @@ class HostedStream(Writer):
         try:
             await self.recorder.flush()
             if self.mode is Mode.UPGRADED and not self.core.final_seq:
-                await self.record_json_answer()
+                await self.recorder.record_json_answer()
             if (self.mode is Mode.STREAM or self.mode is Mode.UPGRADED) and self.meta_created:
                 if self.parser.pending.strip():
                     with contextlib.suppress(SSEError):
                         await self.recorder.record_events(self.parser.feed(b"\n\n"))
                 if self.kind is StreamKind.REQUEST and self.core.final_seq is None and not self.expired:
-                    await self.record_error("the server ended the stream without a response")
+                    await self.recorder.record_error("the server ended the stream without a response")
                 if self.expired:
                     await self.store.delete_stream(self.stream_id)  # nobody is coming back for it
                 else:
@@ -260,7 +260,9 @@ class HostedStream(Writer):
                 events = self.parser.feed(body) if body else []
             except SSEError:
                 logger.error("stream %s: the app sent an oversized event; ending the stream", self.stream_id)
-                await self.record_error("the server produced an event larger than the configured limit")
+                await self.recorder.record_error(
+                    "the server produced an event larger than the configured limit"
+                )
                 self.app_disconnect.set()
                 return
             if events:
@@ -270,7 +272,7 @@ class HostedStream(Writer):
             if self.json_size <= self.policy.max_event_bytes:
                 self.json_chunks.append(body)
             if not message.get("more_body", False):
-                await self.record_json_answer()
+                await self.recorder.record_json_answer()
         elif mode is Mode.PASSTHROUGH:
             if self.method == "initialize" and self.json_size < 65536:
                 self.json_size += len(body)
@@ -310,7 +312,7 @@ class HostedStream(Writer):
                     self.session_id = value.decode("latin-1")
             self.mode = Mode.STREAM
             try:
-                await self.create_meta(attached=first is not None and not first.gone.is_set())
+                await self.recorder.open_record(attached=first is not None and not first.gone.is_set())
             except Exception as exc:
                 if not self.engine.store_outage(exc):
                     raise
@@ -366,7 +368,7 @@ class HostedStream(Writer):
     async def upgrade(self, *, decide: bool) -> None:
         """Open the stream's record for a request the app has not answered (yet)."""
         self.mode = Mode.UPGRADED
-        await self.create_meta()
+        await self.recorder.open_record()
 
     async def refused_before_opening(self, start: Message) -> None:
         """The app refused a request whose stream was opened ahead of its answer (a 404
@@ -386,56 +388,6 @@ class HostedStream(Writer):
         self.meta_created = False
         if held is not None:
             await held.send(start)
-
-    async def record_json_answer(self) -> None:
-        body = b"".join(self.json_chunks)
-        self.json_chunks = []
-        try:
-            answer = json.loads(body) if body else None
-        except ValueError:
-            answer = None
-        if isinstance(answer, dict) and answer.get("id") == self.request_id and p.is_response(answer):
-            await self.recorder.record_events([SSEEvent(data=p.dumps(answer), event=b"message")])
-        elif isinstance(answer, dict) and "error" in answer:
-            fixed = dict(answer, id=self.request_id)
-            await self.recorder.record_events([SSEEvent(data=p.dumps(fixed), event=b"message")])
-        else:
-            await self.record_error(f"the server answered with HTTP {self.json_status}")
-
-    async def record_error(self, text: str) -> None:
-        if self.kind is not StreamKind.REQUEST or self.core.final_seq is not None or not self.meta_created:
-            return
-        error = p.error_message(self.request_id, p.STREAM_ERROR, text)
-        await self.recorder.record_events([SSEEvent(data=p.dumps(error), event=b"message")])
-
-    # ------------------------------------------------------------------ records
-    async def create_meta(self, *, attached: bool = False) -> None:
-        engine = self.engine
-        self.prefix = engine.signer.event_prefix(self.stream_id)
-        # Now that the app has seen the request, its own auth may have said who is calling.
-        self.principal = engine.principal(self.scope)
-        meta = StreamMeta(
-            stream_id=self.stream_id,
-            kind=self.kind,
-            session_id=self.session_id,
-            principal=self.principal,
-            protocol_version=self.version,
-            path=self.path,
-            request_id=self.request_id,
-            method=self.method,
-            owner=engine.node_id,
-            route=self.route,
-            attached=attached,
-            attach_gen=1 if attached else 0,
-            last_contact=time.time(),
-        )
-        ttl = engine.running_ttl(self.policy)
-        await self.store.create_stream(meta, ttl_s=ttl)
-        self.meta_created = True
-        self.opened.set()
-        if self.kind is StreamKind.STANDALONE and self.session_id is not None:
-            # The app accepted the GET: from now on a second GET of the session resumes this one.
-            await self.store.set_key(engine.standalone_key(self.session_id), self.stream_id, ttl)
 
     async def learn_session(self, body: bytes) -> None:
         if self.session_id is None:

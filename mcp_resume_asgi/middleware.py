@@ -329,7 +329,7 @@ class ResumeMiddleware:
         session_id = header(scope, b"mcp-session-id")
         for answer in answers:
             if p.is_response(answer):
-                await self.engine.answered(session_id, answer["id"])
+                await self.engine.answers.answered(session_id, answer["id"])
 
     async def _request(
         self, scope: Scope, receive: Receive, send: Send, body: bytes, message: dict[str, Any]
@@ -508,7 +508,7 @@ class ResumeMiddleware:
                 send, 400, p.INVALID_REQUEST, "the body must be a JSON array of JSON-RPC responses (SEP-1335)"
             )
             return
-        await self.engine.deliver_answers(scope, receive, send, stream_id, answers, after)
+        await self.engine.answers.deliver(scope, receive, send, stream_id, answers, after)
 
 
 def resumable(

@@ -12,13 +12,15 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.sse import SSEEvent, encode_payload
-from mcp_resume_asgi.store.base import StreamState
+from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.hosted import HostedStream
@@ -129,6 +131,64 @@ class Recorder:
                 with contextlib.suppress(ValueError):
                     await hosted.engine.sessions.remember(hosted, json.loads(recorded.final_data))
         await hosted.deliver(recorded.batch)
+
+    async def record_json_answer(self) -> None:
+        """An UPGRADED stream's one event: the app's JSON answer (or an error saying what it was)."""
+        hosted = self.hosted
+        body = b"".join(hosted.json_chunks)
+        hosted.json_chunks = []
+        try:
+            answer = json.loads(body) if body else None
+        except ValueError:
+            answer = None
+        if isinstance(answer, dict) and answer.get("id") == hosted.request_id and p.is_response(answer):
+            await self.record_events([SSEEvent(data=p.dumps(answer), event=b"message")])
+        elif isinstance(answer, dict) and "error" in answer:
+            fixed = dict(answer, id=hosted.request_id)
+            await self.record_events([SSEEvent(data=p.dumps(fixed), event=b"message")])
+        else:
+            await self.record_error(f"the server answered with HTTP {hosted.json_status}")
+
+    async def record_error(self, text: str) -> None:
+        hosted = self.hosted
+        if (
+            hosted.kind is not StreamKind.REQUEST
+            or hosted.core.final_seq is not None
+            or not hosted.meta_created
+        ):
+            return
+        error = p.error_message(hosted.request_id, p.STREAM_ERROR, text)
+        await self.record_events([SSEEvent(data=p.dumps(error), event=b"message")])
+
+    async def open_record(self, *, attached: bool = False) -> None:
+        """Create the stream's record in the store (it can be resumed from then on)."""
+        hosted = self.hosted
+        engine = hosted.engine
+        hosted.prefix = engine.signer.event_prefix(hosted.stream_id)
+        # Now that the app has seen the request, its own auth may have said who is calling.
+        hosted.principal = engine.principal(hosted.scope)
+        meta = StreamMeta(
+            stream_id=hosted.stream_id,
+            kind=hosted.kind,
+            session_id=hosted.session_id,
+            principal=hosted.principal,
+            protocol_version=hosted.version,
+            path=hosted.path,
+            request_id=hosted.request_id,
+            method=hosted.method,
+            owner=engine.node_id,
+            route=hosted.route,
+            attached=attached,
+            attach_gen=1 if attached else 0,
+            last_contact=time.time(),
+        )
+        ttl = engine.running_ttl(hosted.policy)
+        await hosted.store.create_stream(meta, ttl_s=ttl)
+        hosted.meta_created = True
+        hosted.opened.set()
+        if hosted.kind is StreamKind.STANDALONE and hosted.session_id is not None:
+            # The app accepted the GET: from now on a second GET of the session resumes this one.
+            await hosted.store.set_key(engine.standalone_key(hosted.session_id), hosted.stream_id, ttl)
 
 
 def input_key(session_id: str, message_id: Any) -> str:
