@@ -214,13 +214,8 @@ class Writer:
         now = time.monotonic()
         att.write_since = now
         self.engine.scheduler.arm(self.timer, now + STALL_S)
-        with anyio.CancelScope() as scope:
-            conn.write_scope = scope
-            written = await conn.write(data, end=end)
-        conn.write_scope = None
+        written = await conn.write_interruptibly(data, end=end)
         att.write_since = None
-        if scope.cancelled_caught:
-            return False if conn.gone.is_set() else None
         return written
 
     def _hand_over(self, conn: Connection) -> None:
@@ -332,8 +327,7 @@ class Writer:
             elif conn is None:
                 continue
             elif due is Due.STALLED:
-                if conn.write_scope is not None:
-                    conn.write_scope.cancel()
+                conn.interrupt_write()
             else:
                 if due is Due.KEEPALIVE:
                     conn.keepalive_due = True
