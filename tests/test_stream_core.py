@@ -66,6 +66,7 @@ def make(
 
 
 def attached(core: StreamCore, gen: int = 1, cursor: int = 0, now: float = 0.0, **kw: Any) -> Attachment:
+    """Attach connection `gen` and return its attachment."""
     core.attach(gen, cursor, now, **kw)
     att = core.conn
     assert att is not None and att.gen == gen
@@ -163,6 +164,17 @@ def test_owed_is_for_the_attached_open_connection_behind_the_record() -> None:
     assert not core.owed(att)  # replaced
     new = core.conn
     assert new is not None and core.owed(new)
+
+
+def test_nothing_is_owed_once_a_close_is_decided() -> None:
+    core = make(Policy(keepalive_s=None, idle_disconnect_s=1.0))
+    att = attached(core, 1, now=0.0)
+    core.record([note(1)])
+    assert core.owed(att)
+    assert core.due(1.0) == [Due.CLOSE]
+    assert core.conn is att and not core.owed(att)
+    core.record([note(2)])
+    assert not core.owed(att)
 
 
 def test_writing_up_to_the_final_response_completes() -> None:
@@ -575,6 +587,8 @@ class StreamLife(RuleBasedStateMachine):
             return ask(f"e{self.counter}")
         if kind == "final":
             return answer()
+        if kind == "reply":
+            return answer(f"e{self.counter}")  # a response on the stream, not to its request
         if kind == "empty":
             return PRIMING
         return note(self.counter)
@@ -616,9 +630,17 @@ class StreamLife(RuleBasedStateMachine):
         self._receive(conn, seqs)
         assert self.core.wrote(conn.att, seqs[-1], self.now) is expected
         if self.app_done:
-            self.core.settle(conn.att)
+            self._settle(conn)
         if conn.att.closing is not None:
             self._release(conn)
+
+    def _settle(self, conn: Conn) -> Reason | None:
+        att = conn.att
+        expected = self._expected_close(conn, att.cursor)
+        if expected is None and att.cursor >= len(self.events):
+            expected = Reason.ENDED
+        assert self.core.settle(att) is expected
+        return expected
 
     def _owed(self, conn: Conn) -> list[int]:
         att = conn.att
@@ -631,7 +653,7 @@ class StreamLife(RuleBasedStateMachine):
     @precondition(lambda self: not self.app_done and self.final is None)
     @rule(
         kinds=st.lists(
-            st.sampled_from(["note"] * 8 + ["ask", "ask", "final", "empty"]), min_size=1, max_size=3
+            st.sampled_from(["note"] * 8 + ["ask", "ask", "reply", "final", "empty"]), min_size=1, max_size=3
         ),
         data=st.data(),
     )
@@ -668,17 +690,15 @@ class StreamLife(RuleBasedStateMachine):
         self._pump(data)  # the app's own send delivers
 
     @precondition(lambda self: not self.app_done)
-    @rule(now=st.integers(0, 3))
-    def app_finishes(self, now: int) -> None:
-        if now and self.final is None:  # not yet: the app lives a while
+    @rule(roll=st.integers(0, 3))
+    def app_finishes(self, roll: int) -> None:
+        if roll and self.final is None:  # not yet: an app mostly answers before it ends
             return
         self.app_done = True
         self.core.app_finished()
         conn = self.conn
-        if conn is not None and conn.pending is None:
-            reason = self.core.settle(conn.att)
-            if reason is not None:
-                self._release(conn)
+        if conn is not None and conn.pending is None and self._settle(conn) is not None:
+            self._release(conn)
 
     @precondition(lambda self: not self.app_done)
     @rule(after=st.sampled_from([0.01, 0.5, 2.0]))
