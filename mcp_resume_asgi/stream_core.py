@@ -313,8 +313,8 @@ class StreamCore:
                     times.append(conn.attached_at + self.policy.max_connection_s)
                 if conn.at_will and self.policy.idle_disconnect_s is not None:
                     times.append(conn.last_event_at + self.policy.idle_disconnect_s)
-            if self.heartbeat_s is not None:
-                times.append(self.next_beat)
+                if self.heartbeat_s is not None:
+                    times.append(self.next_beat)
         elif not self.app_done and not self.expiry_paused:
             times.append(self.contact_at + self.policy.max_wait_s)
         if self.decide_by is not None:

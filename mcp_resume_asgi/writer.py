@@ -152,6 +152,8 @@ class Writer:
                 conn.busy = False
         if handed_over:
             return
+        if self.core.app_done and conn.attachment is att:
+            self.core.settle(att)  # caught up with a stream whose app is done: it has ended
         if conn.attachment is att and (att.closing is not None or conn.gone.is_set()):
             await self.release(conn)
 
