@@ -90,7 +90,6 @@ class Connection:
         "keepalive_due",
         "listen_scope",
         "listening",
-        "on_gone",
         "own_writer",
         "released",
         "started",
@@ -107,7 +106,6 @@ class Connection:
         """Set once nothing will write to it any more (its answer is finished)."""
         self.started = False
         self.finished = False
-        self.on_gone: Callable[[Connection], None] | None = None
         self.attachment: Attachment | None = None
         """Its place on the stream it is attached to (None: not attached, or let go)."""
         self.delivery: Delivery | None = None
@@ -124,10 +122,6 @@ class Connection:
         self.listen_scope: anyio.CancelScope | None = None
         self.write_scope: anyio.CancelScope | None = None
         self.write_task: asyncio.Task[Any] | None = None
-
-    @property
-    def cursor(self) -> int:
-        return self.attachment.cursor if self.attachment is not None else 0
 
     async def listen(self) -> None:
         """Read `receive` until the client leaves, or `stop_listening` is called."""
@@ -150,15 +144,10 @@ class Connection:
         if self.listen_scope is not None:
             self.listen_scope.cancel()
 
-    async def receive(self) -> Message:
-        return await self._receive()
-
     def mark_gone(self) -> None:
         if not self.gone.is_set():
             self.gone.set()
             self.interrupt_write()
-            if self.on_gone is not None:
-                self.on_gone(self)
 
     async def write_interruptibly(self, data: bytes, *, end: bool = False) -> bool | None:
         """`write`, which `interrupt_write` can stop: True, False when gone, None when interrupted.
@@ -227,12 +216,16 @@ class Connection:
         if self.started and not self.finished:
             await self.send({"type": "http.response.body", "body": data, "more_body": False})
 
+    async def start(self) -> bool:
+        """Send the answer's headers (`headers`, status 200)."""
+        return await self.send({"type": "http.response.start", "status": 200, "headers": self.headers})
+
     async def open(self) -> bool:
-        """Send the held headers (and priming event), if not sent yet."""
+        """Send the headers and the held head (priming event), if not sent yet."""
         if self.started:
             return True
         head, self.head = self.head, None
-        if not await self.send({"type": "http.response.start", "status": 200, "headers": self.headers}):
+        if not await self.start():
             return False
         return not head or await self.write(head)
 

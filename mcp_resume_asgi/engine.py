@@ -33,7 +33,7 @@ from mcp_resume_asgi.client_answers import ClientAnswers, nothing_to_send
 from mcp_resume_asgi.cluster import Node
 from mcp_resume_asgi.connection import Connection, Delivery
 from mcp_resume_asgi.follower import follow
-from mcp_resume_asgi.hosted import SSE_HEADERS, HostedStream
+from mcp_resume_asgi.hosted import HostedStream
 from mcp_resume_asgi.policy import Policy, RouteTable
 from mcp_resume_asgi.scheduler import Scheduler
 from mcp_resume_asgi.sessions import Sessions
@@ -48,6 +48,11 @@ logger = logging.getLogger(__name__)
 CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 #: Stream URLs are `<mcp path>/streams/<token>`.
 STREAM_SEGMENT = "/streams/"
+SSE_HEADERS: Headers = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+]
 
 
 class Engine:
@@ -133,11 +138,12 @@ class Engine:
                 return info.protocol_version
         return p.valid_version(header(scope, b"mcp-protocol-version")) or p.DEFAULT_VERSION
 
-    def _sse_headers(self, scope: Scope, meta: StreamMeta, after_seq: int) -> Headers:
+    def sse_headers(self, session_id: str | None, path: str, stream_id: str, after_seq: int) -> Headers:
+        """The headers of an SSE answer the engine opens itself, with the stream's Link."""
         headers = list(SSE_HEADERS)
-        if meta.session_id is not None:
-            headers.append((b"mcp-session-id", meta.session_id.encode()))
-        headers.append(self.link_header(meta.path, meta.stream_id, after_seq))
+        if session_id is not None:
+            headers.append((b"mcp-session-id", session_id.encode()))
+        headers.append(self.link_header(path, stream_id, after_seq))
         return headers
 
     # ------------------------------------------------------------------ requests (POST)
@@ -310,12 +316,15 @@ class Engine:
                 return None
             gap = GapError(meta.stream_id, after_seq, meta.first_seq)
             await send_bytes(
-                send, 200, self.gap_frame(meta.request_id, gap), self._sse_headers(scope, meta, after_seq)
+                send,
+                200,
+                self.gap_frame(meta.request_id, gap),
+                self.sse_headers(meta.session_id, meta.path, meta.stream_id, after_seq),
             )
             return None
         conn = Connection(send, receive)
         conn.delivery = delivery
-        conn.headers = self._sse_headers(scope, meta, after_seq)
+        conn.headers = self.sse_headers(meta.session_id, meta.path, meta.stream_id, after_seq)
         attached = await self.store.attach(meta.stream_id, time.time())
         if attached is None:
             await send_json(send, 404, p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream"))

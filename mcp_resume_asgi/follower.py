@@ -22,10 +22,10 @@ import anyio
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi.connection import Connection, Delivery
 from mcp_resume_asgi.policy import Policy
-from mcp_resume_asgi.sse import KEEPALIVE, encode_payload, priming_frame, retry_frame
+from mcp_resume_asgi.sse import KEEPALIVE, encode_payload, priming_frame
 from mcp_resume_asgi.store.base import GapError, StreamKind, StreamMeta, StreamState
-from mcp_resume_asgi.stream_core import AT_WILL, Attachment, Due, Reason, StreamCore
-from mcp_resume_asgi.writer import READ_BATCH
+from mcp_resume_asgi.stream_core import Attachment, Due, Reason, StreamCore
+from mcp_resume_asgi.writer import READ_BATCH, finish_answer, frame_events, note_detached
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine import Engine
@@ -62,7 +62,7 @@ async def follow(
             tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
-            await _end(engine, conn, meta.stream_id, att, reason, policy, delivery)
+            await _end(engine, conn, meta.stream_id, att, reason, policy)
     return str(reason), att.cursor
 
 
@@ -81,7 +81,6 @@ async def _loop(
     transform = conn.delivery.transform if conn.delivery is not None else None
     owner_check = node.timeout_s / 2 if node is not None else math.inf
     next_owner_check = time.monotonic() + owner_check
-    id_head = b"id: " + prefix
     while True:
         try:
             events, meta_now = await store.read_with_meta(stream_id, att.cursor, READ_BATCH)
@@ -93,12 +92,7 @@ async def _loop(
             core.observe(meta.last_seq, meta.final_seq, [entry[1] for entry in meta.pending_inputs])
             core.app_done = meta.state is not StreamState.RUNNING
         if events:
-            parts = []
-            for seq, payload in events:
-                if transform is not None:
-                    payload = transform(seq, payload)
-                parts.append(id_head + str(seq).encode() + b"\n" + payload)
-            if not await conn.write(b"".join(parts)):
+            if not await conn.write(frame_events(prefix, events, transform)):
                 return Reason.GONE
             core.wrote(att, events[-1][0], time.monotonic())
         if meta_now is None:
@@ -106,9 +100,8 @@ async def _loop(
         if meta.attach_gen != att.gen:
             return Reason.REPLACED
         settled = core.settle(att)
-        if settled is not None and settled not in (Reason.DEADLINE, Reason.MAX_CONNECTION, Reason.IDLE):
+        if settled is not None:
             return settled
-        att.closing = None if settled is None else settled
         if events and att.cursor < meta.last_seq:
             continue
         now = time.monotonic()
@@ -143,21 +136,9 @@ async def _end(
     att: Attachment,
     reason: Reason,
     policy: Policy,
-    delivery: Delivery,
 ) -> None:
     """Finish the answer and note where it stopped (unless a newer connection took over)."""
-    if reason is Reason.DEADLINE and delivery.on_deadline is not None:
-        await conn.finish(await delivery.on_deadline(att.cursor))
-    elif reason in AT_WILL and policy.retry_ms is not None:
-        await conn.finish(retry_frame(policy.retry_ms))
-    else:
-        await conn.finish()
+    await finish_answer(conn, reason, att.cursor, policy)
     conn.released.set()
-    await engine.store.update_stream_if(
-        stream_id,
-        {"attach_gen": att.gen},
-        attached=False,
-        last_contact=time.time(),
-        delivered_seq=max(att.cursor, 0),
-    )
+    await note_detached(engine.store, stream_id, att)
     logger.debug("stream %s: connection detached (%s) at %s", stream_id, reason, att.cursor)

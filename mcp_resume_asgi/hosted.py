@@ -48,11 +48,6 @@ logger = logging.getLogger(__name__)
 #: holds its client's answer this long for the app's status, so that the app's own
 #: refusal (404, 400) reaches the client as that status.
 STATUS_HOLD_S = 1.0
-SSE_HEADERS: Headers = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache, no-transform"),
-    (b"x-accel-buffering", b"no"),
-]
 _SKIP_APP_HEADERS = {b"content-length", b"link", b"transfer-encoding"}
 
 
@@ -144,7 +139,7 @@ class HostedStream(Writer):
                 if open_before_s == 0:
                     # Open the stream's record before the app runs (a retry or a resume can find it
                     # at once), but not the client's answer: that waits for the app's status.
-                    await self.upgrade(decide=False)
+                    await self.upgrade()
                     if self.first_messages:
                         await self.recorder.record_events(
                             [SSEEvent(data=p.dumps(m), event=b"message") for m in self.first_messages]
@@ -348,24 +343,18 @@ class HostedStream(Writer):
         if held is None:
             return
         if not self.meta_created:
-            await self.upgrade(decide=True)
+            await self.upgrade()
         if held.gone.is_set():
             return
-        headers = list(SSE_HEADERS)
-        if self.session_id is not None:
-            headers.append((b"mcp-session-id", self.session_id.encode()))
-        headers.append(self.engine.link_header(self.path, self.stream_id, 0))
-        held.headers = headers
+        held.headers = self.engine.sse_headers(self.session_id, self.path, self.stream_id, 0)
         held.delivery = self.delivery
         meta = await self.store.attach(self.stream_id, time.time())
         if meta is None:
             return
         self.attach(held, gen=meta.attach_gen, cursor=0, hold_head=False, opening=self.priming(0))
-        if not await held.open():
-            return
-        await self.pump(held)
+        await self.open_and_pump(held)
 
-    async def upgrade(self, *, decide: bool) -> None:
+    async def upgrade(self) -> None:
         """Open the stream's record for a request the app has not answered (yet)."""
         self.mode = Mode.UPGRADED
         await self.recorder.open_record()

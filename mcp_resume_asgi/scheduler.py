@@ -102,9 +102,6 @@ class Scheduler:
         elif when < self._sleep_until and self._wake is not None:
             self._wake.set()
 
-    def __len__(self) -> int:
-        return len(self._heap)
-
     async def _drive(self) -> None:
         try:
             heap = self._heap

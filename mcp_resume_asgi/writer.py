@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -55,9 +56,8 @@ class Writer:
     meta_created: bool
     first: Connection | None
     held: Connection | None
-
-    async def decide(self) -> None:
-        raise NotImplementedError
+    decide: Callable[[], Awaitable[None]]
+    """Open the answer of an UPGRADED stream's held connection."""
 
     def __init__(self) -> None:
         self.conn: Connection | None = None
@@ -75,10 +75,14 @@ class Writer:
         return priming_frame(self.prefix + str(after_seq).encode(), self.policy.retry_ms)
 
     def arm(self) -> None:
+        self.engine.scheduler.arm(self.timer, self._next_deadline())
+
+    def _next_deadline(self) -> float | None:
+        """The core's next deadline, or the first connection's watch check if that comes first."""
         deadline = self.core.next_deadline()
         if self.watch_at is not None and (deadline is None or self.watch_at < deadline):
-            deadline = self.watch_at
-        self.engine.scheduler.arm(self.timer, deadline)
+            return self.watch_at
+        return deadline
 
     def attach(
         self, conn: Connection, *, gen: int, cursor: int, hold_head: bool, opening: bytes
@@ -99,27 +103,33 @@ class Writer:
 
     async def serve(self, conn: Connection, *, gen: int, after_seq: int, priming: bool) -> tuple[str, int]:
         """Serve a resuming connection from this stream (its own ASGI call waits here)."""
-        opening = (
-            priming_frame(self.prefix + str(after_seq).encode(), self.policy.retry_ms) if priming else b""
-        )
-        conn.busy = True  # until its answer is open: the app's events wait for `pump` below
+        opening = self.priming(after_seq) if priming else b""
         old = self.attach(conn, gen=gen, cursor=after_seq, hold_head=False, opening=opening)
         att = conn.attachment
         assert att is not None
-        try:
-            if old is not None:
-                await self.let_go(old)
-            opened = await conn.open()
-        finally:
-            conn.busy = False
-        if opened:
-            await self.pump(conn)
+        await self.open_and_pump(conn, replaced=old)
         if conn.attachment is att:
             await conn.listen()  # its own call watches it, until it leaves or is let go
         if conn.attachment is att and not conn.busy:
             await self.release(conn)
         await conn.released.wait()
         return str(att.closing or Reason.GONE), att.cursor
+
+    async def open_and_pump(self, conn: Connection, *, replaced: Connection | None = None) -> None:
+        """Open the answer of a just attached connection, then write what it is owed.
+
+        It is held (`busy`) while its headers go out, so that an event the app sends
+        meanwhile waits for the `pump` here instead of opening the answer a second time.
+        """
+        conn.busy = True
+        try:
+            if replaced is not None:
+                await self.let_go(replaced)
+            opened = await conn.open()
+        finally:
+            conn.busy = False
+        if opened:
+            await self.pump(conn)
 
     async def let_go(self, conn: Connection) -> None:
         """Release a replaced connection, or leave that to whoever writes it now."""
@@ -160,7 +170,6 @@ class Writer:
     async def _drain(self, conn: Connection, att: Attachment, batch: list[tuple[int, bytes]] | None) -> bool:
         """Write events until none are owed; False when the connection stalled and was handed over."""
         core = self.core
-        id_head = b"id: " + self.prefix
         transform = conn.delivery.transform if conn.delivery is not None else None
         while core.owed(att) and not conn.gone.is_set():
             if batch and batch[0][0] == att.cursor + 1:
@@ -176,21 +185,13 @@ class Writer:
                 if not events:
                     return True
             batch = None
-            if transform is not None:
-                parts = [
-                    id_head + str(seq).encode() + b"\n" + transform(seq, payload) for seq, payload in events
-                ]
-            else:
-                parts = [id_head + str(seq).encode() + b"\n" + payload for seq, payload in events]
-            data = parts[0] if len(parts) == 1 else b"".join(parts)
+            data = frame_events(self.prefix, events, transform)
             last = events[-1][0]
             complete = core.final_seq is not None and last >= core.final_seq
             if not conn.started:
                 head, conn.head = conn.head or b"", None
                 core.head_sent(att)
-                if not await conn.send(
-                    {"type": "http.response.start", "status": 200, "headers": conn.headers}
-                ):
+                if not await conn.start():
                     return True
                 data = head + data
             written = await self.write(conn, att, data, end=complete)
@@ -254,9 +255,7 @@ class Writer:
             try:
                 if not conn.started:
                     self.core.head_sent(att)
-                    if await conn.send(
-                        {"type": "http.response.start", "status": 200, "headers": conn.headers}
-                    ):
+                    if await conn.start():
                         head, conn.head = conn.head, None
                         if head and await self.write(conn, att, head) is None:
                             self._hand_over(conn)
@@ -296,21 +295,9 @@ class Writer:
             if not conn.gone.is_set():
                 if not conn.started:
                     await conn.open()
-                delivery = conn.delivery
-                if reason is Reason.DEADLINE and delivery is not None and delivery.on_deadline is not None:
-                    await conn.finish(await delivery.on_deadline(att.cursor))
-                elif reason in AT_WILL and self.policy.retry_ms is not None:
-                    await conn.finish(retry_frame(self.policy.retry_ms))
-                else:
-                    await conn.finish()
+                await finish_answer(conn, reason, att.cursor, self.policy)
             if self.meta_created:
-                await self.store.update_stream_if(
-                    self.stream_id,
-                    {"attach_gen": att.gen},
-                    attached=False,
-                    last_contact=time.time(),
-                    delivered_seq=max(att.cursor, 0),
-                )
+                await note_detached(self.store, self.stream_id, att)
         except Exception as exc:
             if not self.engine.store_outage(exc):
                 raise
@@ -343,10 +330,7 @@ class Writer:
             if first is not None and first.attachment is not None and not first.listening:
                 self.watching = True
                 spawn(self.watch_first, first)
-        deadline = self.core.next_deadline()
-        if self.watch_at is not None and (deadline is None or self.watch_at < deadline):
-            return self.watch_at
-        return deadline
+        return self._next_deadline()
 
     async def watch_first(self, conn: Connection) -> None:
         """Our watcher of the first connection, for an app without a disconnect listener."""
@@ -377,3 +361,38 @@ class Writer:
             await first.released.wait()
         if self.watching:
             first.stop_listening()
+
+
+def frame_events(
+    prefix: bytes, events: list[tuple[int, bytes]], transform: Callable[[int, bytes], bytes] | None
+) -> bytes:
+    """The SSE bytes of `(seq, frame without id)` events: each gets its id line, `<prefix><seq>`."""
+    id_head = b"id: " + prefix
+    if transform is not None:
+        parts = [id_head + str(seq).encode() + b"\n" + transform(seq, payload) for seq, payload in events]
+    else:
+        parts = [id_head + str(seq).encode() + b"\n" + payload for seq, payload in events]
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+async def finish_answer(conn: Connection, reason: Reason, cursor: int, policy: Policy) -> None:
+    """End a connection's answer as its reason says: the feature layer's interim result after
+    its deadline, `retry:` after an at-will close, else nothing more."""
+    delivery = conn.delivery
+    if reason is Reason.DEADLINE and delivery is not None and delivery.on_deadline is not None:
+        await conn.finish(await delivery.on_deadline(cursor))
+    elif reason in AT_WILL and policy.retry_ms is not None:
+        await conn.finish(retry_frame(policy.retry_ms))
+    else:
+        await conn.finish()
+
+
+async def note_detached(store: Store, stream_id: str, att: Attachment) -> None:
+    """Record where a connection stopped, unless a newer one has taken the stream over."""
+    await store.update_stream_if(
+        stream_id,
+        {"attach_gen": att.gen},
+        attached=False,
+        last_contact=time.time(),
+        delivered_seq=max(att.cursor, 0),
+    )
