@@ -89,6 +89,7 @@ class Connection:
         "headers",
         "keepalive_due",
         "listen_scope",
+        "listen_task",
         "listening",
         "own_writer",
         "released",
@@ -120,29 +121,51 @@ class Connection:
         self.keepalive_due = False
         self.listening = False
         self.listen_scope: anyio.CancelScope | None = None
+        self.listen_task: asyncio.Task[Any] | None = None
         self.write_scope: anyio.CancelScope | None = None
         self.write_task: asyncio.Task[Any] | None = None
 
     async def listen(self) -> None:
-        """Read `receive` until the client leaves, or `stop_listening` is called."""
+        """Read `receive` until the client leaves, or `stop_listening` is called.
+
+        Every request listens (the app's disconnect listener), so on asyncio this
+        too takes back its own cancellation instead of opening a cancel scope (see
+        `write_interruptibly`).
+        """
         if self.listening or self.gone.is_set():
             return
         self.listening = True
+        task = _asyncio_task()
         try:
-            with anyio.CancelScope() as scope:
-                self.listen_scope = scope
-                while True:
-                    message = await self._receive()
-                    if message["type"] == "http.disconnect":
-                        self.mark_gone()
-                        break
+            if task is None:
+                with anyio.CancelScope() as scope:
+                    self.listen_scope = scope
+                    await self._read_until_gone()
+                return
+            self.listen_task = task
+            try:
+                await self._read_until_gone()
+            except asyncio.CancelledError:
+                if self.listen_task is not None or task.uncancel() > 0:
+                    raise  # not (only) ours
         finally:
             self.listen_scope = None
+            self.listen_task = None
             self.listening = False
+
+    async def _read_until_gone(self) -> None:
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                self.mark_gone()
+                return
 
     def stop_listening(self) -> None:
         if self.listen_scope is not None:
             self.listen_scope.cancel()
+        task, self.listen_task = self.listen_task, None
+        if task is not None:
+            task.cancel()
 
     def mark_gone(self) -> None:
         if not self.gone.is_set():

@@ -217,7 +217,7 @@ class HostedStream(Writer):
                     await self.recorder.record_error("the server ended the stream without a response")
                 if self.expired:
                     await self.store.delete_stream(self.stream_id)  # nobody is coming back for it
-                else:
+                elif self.core.final_seq is None:  # (a request's answer completed it when recorded)
                     await self.store.update_stream(
                         self.stream_id, ttl_s=self.policy.retain_completed_s, state=StreamState.COMPLETED
                     )

@@ -13,7 +13,8 @@ import contextlib
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+import weakref
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -38,7 +39,10 @@ class Recorder:
     __slots__ = ("_written", "backlog", "backlog_bytes", "hosted", "writing")
 
     def __init__(self, hosted: HostedStream) -> None:
-        self.hosted = hosted
+        # A proxy, not a reference: a stream and its recorder in a cycle would outlive
+        # their request until a full garbage collection (under load, most of them get
+        # there), where plain references free them as soon as the request ends.
+        self.hosted = cast("HostedStream", weakref.proxy(hosted))
         self.backlog: list[tuple[bytes, bytes]] = []
         self.backlog_bytes = 0
         self.writing = False
@@ -126,7 +130,14 @@ class Recorder:
                     for message_id, _ in recorded.inputs:
                         await store.set_key(input_key(hosted.session_id, message_id), stream_id, ttl)
         if recorded.final_seq is not None:
-            await store.update_stream(stream_id, final_seq=recorded.final_seq, state=StreamState.COMPLETED)
+            # Complete from its answer on, and kept that long from now: the app's end, a
+            # moment later, need not write the stream again.
+            await store.update_stream(
+                stream_id,
+                ttl_s=policy.retain_completed_s,
+                final_seq=recorded.final_seq,
+                state=StreamState.COMPLETED,
+            )
             if hosted.method == "initialize" and recorded.final_data is not None:
                 with contextlib.suppress(ValueError):
                     await hosted.engine.sessions.remember(hosted, json.loads(recorded.final_data))
