@@ -24,6 +24,7 @@ from mcp_resume_asgi.store import (
     StreamMeta,
     StreamState,
 )
+from mcp_resume_asgi.tasks import TasksMiddleware
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.store.redis import RedisStore
@@ -42,6 +43,7 @@ __all__ = [
     "StoreFullError",
     "StreamMeta",
     "StreamState",
+    "TasksMiddleware",
     "default_principal",
     "resumable",
 ]

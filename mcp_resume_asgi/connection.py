@@ -42,6 +42,9 @@ class Delivery:
     on_deadline: Callable[[int], Awaitable[bytes]] | None = None
     transform: Callable[[int, bytes], bytes] | None = None
     at_will: bool = True
+    survives_close: bool = False
+    """The request's work outlives this connection closing (it became a task): a close
+    detaches instead of cancelling."""
 
 
 class Flag:

@@ -520,13 +520,16 @@ def resumable(
     secret: str | bytes | None = None,
     resumable_requests: bool | Mapping[str, Any] = False,
     resume_tokens: bool | Mapping[str, Any] = False,
+    tasks: bool = False,
     **options: Any,
 ) -> ASGIApp:
     """Wrap an ASGI MCP app so its Streamable HTTP traffic becomes resumable.
 
     `resumable_requests=True` (or a dict of `ResumableRequestsMiddleware` options)
     adds SEP-975 on top of the stream engine; `resume_tokens=True` (or a dict of
-    `ResumeTokenMiddleware` options) adds `_meta.nextResumeToken` interim results.
+    `ResumeTokenMiddleware` options) adds `_meta.nextResumeToken` interim results;
+    `tasks=True` adds the Tasks extension (`TasksMiddleware`; which calls become tasks
+    is each route's `Policy.task_after_s`).
     """
     check_asgi_app(app)
     wrapped: ASGIApp = ResumeMiddleware(
@@ -542,4 +545,8 @@ def resumable(
 
         token_options = dict(resume_tokens) if isinstance(resume_tokens, Mapping) else {}
         wrapped = ResumeTokenMiddleware(wrapped, **token_options)
+    if tasks:
+        from mcp_resume_asgi.tasks import TasksMiddleware
+
+        wrapped = TasksMiddleware(wrapped)  # outermost: a call that becomes a task is its alone
     return wrapped

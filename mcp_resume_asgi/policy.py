@@ -66,6 +66,19 @@ class Policy:
     soft_deadline_s: float | None = None
     """Resume-token layer: answer a request still running after this long with an interim
     result carrying `_meta.nextResumeToken` (only for clients that opted in)."""
+    task_after_s: float | None = None
+    """Tasks layer (SEP-2663): answer a `tools/call` of a client that declared the
+    `io.modelcontextprotocol/tasks` extension with a `CreateTaskResult` - None never,
+    0 at once, > 0 only when the call is still running after this long (a fast call
+    keeps its plain result). Counted from when the app starts its answer."""
+    task_required: bool = False
+    """Tasks layer: the route's calls are only served as tasks; a client that did not
+    declare the extension is answered -32021 (missing required client capability)."""
+    task_ttl_s: float = 3600.0
+    """Tasks layer: how long a task lives from its creation (`ttlMs`): its work is kept
+    running and its record and result readable that long, then both are freed."""
+    task_poll_interval_ms: int = 1000
+    """Tasks layer: the `pollIntervalMs` suggested to the client."""
 
     def __post_init__(self) -> None:
         if self.retry_ms is not None and (
@@ -79,6 +92,18 @@ class Policy:
         _check_positive("keepalive_s", self.keepalive_s)
         _check_positive("soft_deadline_s", self.soft_deadline_s)
         _check_positive("retain_completed_s", self.retain_completed_s, allow_none=False, allow_zero=True)
+        _check_positive("task_after_s", self.task_after_s, allow_zero=True)
+        _check_positive("task_ttl_s", self.task_ttl_s, allow_none=False)
+        if not isinstance(self.task_required, bool):
+            raise TypeError("task_required must be a bool")
+        if self.task_required and self.task_after_s is None:
+            raise ValueError("task_required needs task_after_s (when the call becomes a task)")
+        if (
+            isinstance(self.task_poll_interval_ms, bool)
+            or not isinstance(self.task_poll_interval_ms, int)
+            or self.task_poll_interval_ms <= 0
+        ):
+            raise ValueError("task_poll_interval_ms must be a positive int")
         if not isinstance(self.disconnect_on_input_request, bool):
             raise TypeError("disconnect_on_input_request must be a bool")
         for name in ("max_events_per_stream", "max_bytes_per_stream", "max_event_bytes"):

@@ -1,0 +1,348 @@
+"""`TasksMiddleware`: the Tasks extension (SEP-2663) for any ASGI MCP app.
+
+A task is a durable view of a request the engine already hosts and records. A
+`tools/call` from a client that declared `io.modelcontextprotocol/tasks` is hosted
+with a deadline (`Policy.task_after_s`, per route): still running then, its client
+is answered with a `CreateTaskResult` - the deadline frame of the resume-token
+mechanism - while the app's work goes on, detached, for the task's TTL. The task's
+record is in the store before that answer goes out; `tasks/get` builds the task
+from the record and the request's stream (`record.py`), so any node answers it
+and the client may be gone for minutes. `tasks/cancel` cancels the app's request
+the way its revision says, on the node that hosts it. A task is visible only to
+the principal that created it: to anyone else it is unknown.
+
+Which calls become tasks is policy: `task_after_s` None never, 0 at once, > 0 when
+still running after that long; `task_required` answers -32021 to a client that did
+not declare the extension. The app is told nothing: the declaration is taken out of
+what it sees, and its `initialize` / `server/discover` answer gets the advertisement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Any
+
+from starlette.types import Message, Receive, Send
+
+from mcp_resume_asgi import expiry
+from mcp_resume_asgi import protocol as p
+from mcp_resume_asgi._http import header, send_json
+from mcp_resume_asgi.admission import NOT_FOUND
+from mcp_resume_asgi.connection import Delivery
+from mcp_resume_asgi.engine import Engine
+from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestContext
+from mcp_resume_asgi.policy import Policy
+from mcp_resume_asgi.scheduler import spawn
+from mcp_resume_asgi.sse import encode_payload
+from mcp_resume_asgi.store.base import GapError, StreamKind, StreamMeta, StreamState
+from mcp_resume_asgi.tasks.advertising import AdvertisingAnswer
+from mcp_resume_asgi.tasks.capability import declares, missing_capability, stripped
+from mcp_resume_asgi.tasks.record import (
+    EMPTY_ACK,
+    SUPPORTED_METHODS,
+    StreamView,
+    TaskRecord,
+    answer_of,
+    create_task_result,
+    get_task_result,
+)
+from mcp_resume_asgi.tasks.routing import HEADER_MISMATCH, MAX_TASK_ID, routing_problem, task_id_of
+
+logger = logging.getLogger(__name__)
+
+TASK_PURPOSE = "task"
+TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+ADVERTISED_IN = frozenset({"initialize", "server/discover"})
+#: How a 2026-07-28 server maps JSON-RPC errors it answers itself to HTTP statuses.
+_MODERN_STATUS = {p.INVALID_PARAMS: 400, HEADER_MISMATCH: 400, -32021: 400}
+
+
+def task_key(stream_id: str) -> str:
+    return f"task:{stream_id}"
+
+
+class TasksMiddleware(FeatureMiddleware):
+    """Serves the Tasks extension for the app it wraps (see the module docstring).
+
+    Place it before `ResumeMiddleware`; `resumable(app, tasks=True)` does that. Which
+    calls become tasks comes from each route's `Policy` (`task_after_s`, `task_required`,
+    `task_ttl_s`, `task_poll_interval_ms`).
+    """
+
+    async def intercept(self, ctx: RequestContext, receive: Receive, send: Send) -> bool:
+        method = ctx.method
+        declared = declares(ctx.capabilities)
+        if method in TASK_METHODS:
+            if not declared:
+                await _error(ctx, send, missing_capability(ctx.request_id))
+            else:
+                await self._task_request(ctx, receive, send)
+            return True
+        if method in SUPPORTED_METHODS and not declared and ctx.policy.task_required:
+            await _error(ctx, send, missing_capability(ctx.request_id))
+            return True
+        plain = stripped(ctx.message)
+        if plain is not None:
+            ctx = dataclasses.replace(ctx, message=plain, body=p.dumps(plain))
+        if method in ADVERTISED_IN:
+            answer = AdvertisingAnswer(ctx.request_id)
+
+            async def advertising_send(message: Message) -> None:
+                for out in answer.feed(message):
+                    await send(out)
+
+            await self._forward(ctx, receive, advertising_send)
+            return True
+        if method in SUPPORTED_METHODS and declared and ctx.policy.task_after_s is not None:
+            await self._as_task(ctx, receive, send)
+            return True
+        if plain is None:
+            return False
+        await self._forward(ctx, receive, send)
+        return True
+
+    async def _forward(
+        self,
+        ctx: RequestContext,
+        receive: Receive,
+        send: Send,
+        *,
+        delivery: Delivery | None = None,
+        policy: Policy | None = None,
+    ) -> tuple[str, int] | None:
+        """Hand the request on as the middleware would have (the layers after this one may
+        still take it, unless it is to become a task), with the body the app is to see."""
+        features: tuple[FeatureMiddleware, ...] = ctx.scope.get(FEATURES_KEY, ())
+        if delivery is None and self in features:
+            for feature in features[features.index(self) + 1 :]:
+                if await feature.intercept(ctx, receive, send):
+                    return None
+        first: list[dict[str, Any]] = []
+        for feature in features:
+            first += await feature.first_messages(ctx)
+        return await ctx.engine.handle_request(
+            ctx.scope,
+            receive,
+            send,
+            body=ctx.body,
+            message=ctx.message,
+            route=ctx.route,
+            policy=policy or ctx.policy,
+            version=ctx.version,
+            session_id=ctx.session_id,
+            accepts_sse=True,
+            idempotency_key=header(ctx.scope, b"idempotency-key"),
+            stream_id=ctx.stream_id,
+            first_messages=first,
+            delivery=delivery,
+        )
+
+    # ------------------------------------------------------------------ a call that may become a task
+    async def _as_task(self, ctx: RequestContext, receive: Receive, send: Send) -> None:
+        """Host the call; answer a `CreateTaskResult` instead of its result once it is a task.
+
+        After `task_after_s` (counted from when the app starts its answer, which the engine
+        waits for up to `hosted.STATUS_HOLD_S`) it becomes one by the delivery's deadline, as a
+        resume token's interim result does; a call done sooner keeps its plain result. With
+        0 it is a task from the start: its record is written before the app runs, and an
+        answer that comes before the deadline fires is replaced by the `CreateTaskResult`.
+        """
+        policy = ctx.policy
+        after_s = policy.task_after_s
+        assert after_s is not None
+        engine, stream_id = ctx.engine, ctx.stream_id
+        ttl_s = policy.task_ttl_s
+        # The task's work and its record outlive the client for the task's life.
+        hosted_policy = policy.replace(
+            max_wait_s=max(policy.max_wait_s, ttl_s),
+            retain_completed_s=max(policy.retain_completed_s, ttl_s),
+        )
+        created: list[TaskRecord] = []
+        # Not `survives_close` yet: until it is a task, a close cancels where it does.
+        delivery = Delivery(deadline_s=after_s, at_will=False)
+
+        async def create() -> TaskRecord:
+            if not created:
+                hosted = engine.live.get(stream_id)
+                record = TaskRecord(
+                    stream_id=stream_id,
+                    principal=hosted.principal if hosted is not None else engine.principal(ctx.scope),
+                    created_at=time.time(),
+                    ttl_ms=round(ttl_s * 1000),
+                    poll_interval_ms=policy.task_poll_interval_ms,
+                    path=ctx.scope["path"],
+                    version=ctx.version,
+                )
+                # Durable before the client hears of it: a `tasks/get` for the id resolves from now on.
+                await engine.store.set_key(task_key(stream_id), record.encode(), ttl_s)
+                created.append(record)
+                delivery.survives_close = True
+                logger.debug("stream %s is a task", stream_id)
+            return created[0]
+
+        def frame(record: TaskRecord) -> bytes:
+            result = create_task_result(self.task_id(engine, stream_id), record)
+            return encode_payload(p.dumps({"jsonrpc": "2.0", "id": ctx.request_id, "result": result}))
+
+        async def on_deadline(cursor: int) -> bytes:
+            return frame(await create())
+
+        delivery.on_deadline = on_deadline
+        if after_s == 0:
+            instead = frame(await create())
+
+            def answer_as_task(seq: int, payload: bytes) -> bytes:
+                answer = answer_of(payload)
+                return instead if answer is not None and answer.get("id") == ctx.request_id else payload
+
+            delivery.transform = answer_as_task
+        await self._forward(ctx, receive, send, delivery=delivery, policy=hosted_policy)
+        # Here the app is done (its request ran on this call) and its client was let go.
+        if not created:
+            # Answered with its plain result: kept no longer than any other request's stream.
+            await engine.store.update_stream(stream_id, ttl_s=policy.retain_completed_s)
+            return
+        record = TaskRecord.decode(await engine.store.get_key(task_key(stream_id))) or created[0]
+        meta = await engine.store.get_stream(stream_id)
+        if meta is not None:  # as the app's own auth saw the caller
+            record = dataclasses.replace(record, principal=meta.principal)
+        now = time.time()
+        await engine.store.set_key(task_key(stream_id), record.ended(now).encode(), record.ttl_left_s(now))
+
+    # ------------------------------------------------------------------ tasks/get, update, cancel
+    @staticmethod
+    def task_id(engine: Engine, stream_id: str) -> str:
+        """Unguessable (the stream id is random) and signed (no store read for a forged one)."""
+        return engine.signer.sign(TASK_PURPOSE, stream_id)
+
+    async def _task_request(self, ctx: RequestContext, receive: Receive, send: Send) -> None:
+        engine = ctx.engine
+        task_id = task_id_of(ctx.params)
+        if task_id is None:
+            await _error(ctx, send, _invalid(ctx, "params.taskId must be a task id"))
+            return
+        problem = routing_problem(
+            ctx.version,
+            ctx.method,
+            task_id,
+            _headers(ctx, b"mcp-method"),
+            _headers(ctx, b"mcp-name"),
+        )
+        if problem is not None:
+            await send_json(send, 400, p.error_message(ctx.request_id, HEADER_MISMATCH, problem))
+            return
+        found = await self._find(ctx, send, task_id)
+        if found is None:
+            return
+        stream_id, record, meta = found
+        if ctx.method == "tasks/get":
+            result = get_task_result(task_id, record, await self._view(engine, meta))
+        elif ctx.method == "tasks/update":
+            if not isinstance(ctx.params.get("inputResponses"), dict):
+                await _error(ctx, send, _invalid(ctx, "params.inputResponses must be an object"))
+                return
+            # This layer's tasks never wait for input: no key is outstanding, so every
+            # response is one the extension says to ignore.
+            result = EMPTY_ACK
+        else:
+            if not await self._cancel(ctx, receive, send, stream_id, record, meta):
+                return  # relayed to the node hosting it, which answered
+            result = EMPTY_ACK
+        await send_json(send, 200, {"jsonrpc": "2.0", "id": ctx.request_id, "result": result})
+
+    async def _find(
+        self, ctx: RequestContext, send: Send, task_id: str
+    ) -> tuple[str, TaskRecord, StreamMeta | None] | None:
+        """The task's stream id, record and stream (if still there) when the caller may see
+        it; else None, answered (unknown - another principal's task is unknown too - or the
+        app's own refusal, as it gave it)."""
+        engine = ctx.engine
+        stream_id = engine.signer.unsign(TASK_PURPOSE, task_id, max_length=MAX_TASK_ID)
+        record = meta = None
+        if isinstance(stream_id, str):
+            record = TaskRecord.decode(await engine.store.get_key(task_key(stream_id)))
+        if isinstance(stream_id, str) and record is not None and record.stream_id == stream_id:
+            meta = await engine.store.get_stream(stream_id)
+            # The stream's principal is the app's own auth's word (it may run inside the app).
+            principal = meta.principal if meta is not None else record.principal
+            # The app says who is calling, as on every path that answers from the store; no
+            # session binds a task (a client may poll from any, after a restart too).
+            probe = StreamMeta(stream_id, StreamKind.REQUEST, None, principal, record.version, record.path)
+            refusal = await engine.admit(ctx.scope, probe)
+            if refusal is None:
+                return stream_id, record, meta
+            if refusal is not NOT_FOUND:
+                await refusal.send(send)
+                return None
+        await _error(ctx, send, _invalid(ctx, "Failed to retrieve task: Task not found"))
+        return None
+
+    @staticmethod
+    async def _view(engine: Engine, meta: StreamMeta | None) -> StreamView:
+        if meta is None:
+            return StreamView(exists=False)
+        if meta.state is StreamState.EXPIRED:
+            return StreamView(exists=True, expired=True)
+        if meta.final_seq is None:
+            return StreamView(exists=True)
+        try:
+            events = await engine.store.read(meta.stream_id, meta.final_seq - 1, 1)
+        except GapError:
+            events = []
+        if events and events[0][0] == meta.final_seq:
+            return StreamView(exists=True, final=events[0][1])
+        return StreamView(exists=True, final_lost=True)
+
+    async def _cancel(
+        self,
+        ctx: RequestContext,
+        receive: Receive,
+        send: Send,
+        stream_id: str,
+        record: TaskRecord,
+        meta: StreamMeta | None,
+    ) -> bool:
+        """Cancel the task's request where it runs; False when relayed to its node (which answered)."""
+        engine = ctx.engine
+        if record.ended_at is not None or record.cancelled_at is not None:
+            return True  # nothing left to stop: cancelling is idempotent
+        hosted = engine.live.get(stream_id)
+        if hosted is None:
+            node = engine.node
+            if (
+                meta is not None
+                and meta.state is StreamState.RUNNING
+                and node is not None
+                and node.running
+                and meta.owner != engine.node_id
+                and "mcp_resume_asgi.relayed_from" not in ctx.scope
+                and await node.alive(meta.owner)
+            ):
+                await node.relay(meta.owner, ctx.scope, receive, send, ctx.body)
+                return False
+        now = time.time()
+        await engine.store.set_key(
+            task_key(stream_id), record.cancelled(now).encode(), record.ttl_left_s(now)
+        )
+        if hosted is not None and not hosted.done.is_set() and not hosted.expired:
+            logger.info("stream %s: the client cancelled its task", stream_id)
+            spawn(expiry.cancel_app, hosted, "the client cancelled the task")
+        return True
+
+
+def _headers(ctx: RequestContext, name: bytes) -> list[str]:
+    return [value.decode("latin-1") for key, value in ctx.scope["headers"] if key == name]
+
+
+def _invalid(ctx: RequestContext, text: str) -> dict[str, Any]:
+    return p.error_message(ctx.request_id, p.INVALID_PARAMS, text)
+
+
+async def _error(ctx: RequestContext, send: Send, message: dict[str, Any]) -> None:
+    """A JSON-RPC error answered by the layer itself, with the status its revision gives it."""
+    status = 200
+    if p.at_least(ctx.version, p.SINGLE_EXCHANGE_VERSION):
+        status = _MODERN_STATUS.get(message["error"]["code"], 200)
+    await send_json(send, status, message)

@@ -1,0 +1,69 @@
+"""A stock `MCPServer` app for the Tasks layer's tests: tools that are fast, slow, fail either way.
+
+`SEEN` records what happened to the slow tool's calls, by tag, from the app's side
+(started, finished, cancelled), for tests running the app in process.
+
+Note: no ``from __future__ import annotations`` here, so that ``MCPServer`` sees
+the real annotations of the tool functions.
+"""
+
+from dataclasses import dataclass, field
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from starlette.applications import Starlette
+
+
+@dataclass
+class Seen:
+    started: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+
+
+SEEN = Seen()
+
+
+async def echo(text: str) -> str:
+    """Return the given text at once."""
+    return text
+
+
+async def slow(seconds: float, tag: str = "slow") -> str:
+    """Sleep `seconds`, then return 'slept {tag}'."""
+    SEEN.started.append(tag)
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        SEEN.cancelled.append(tag)
+        raise
+    SEEN.finished.append(tag)
+    return f"slept {tag}"
+
+
+async def tool_error(seconds: float = 0.0) -> str:
+    """A tool error: the call completes with an `isError` result."""
+    await anyio.sleep(seconds)
+    raise ToolError("the tool could not do it")
+
+
+async def rpc_error(seconds: float = 0.0) -> str:
+    """A JSON-RPC error: the call fails with code -32042."""
+    await anyio.sleep(seconds)
+    raise MCPError(code=-32042, message="the server refused it")
+
+
+def create_app(*, json_response: bool = False) -> Starlette:
+    server = MCPServer("tasks-test-app", version="0.0.1", log_level="WARNING")
+    for fn in (echo, slow, tool_error, rpc_error):
+        server.add_tool(fn, structured_output=False)
+    return server.streamable_http_app(
+        streamable_http_path="/mcp",
+        json_response=json_response,
+        stateless_http=False,
+        event_store=None,
+        retry_interval=None,
+        host="127.0.0.1",
+    )
