@@ -10,6 +10,7 @@ Examples (from the repository root)::
     python -m conformance.run                                 # active suite, bare SDK server
     python -m conformance.run --wrapped --strict              # active suite, behind mcp_resume_asgi
     python -m conformance.run --compare                       # bare vs wrapped; exit 1 on regressions
+    python -m conformance.run --requirements 2026-07-28 --compare   # a revision's frozen requirement set
     python -m conformance.run --scenario server-sse-polling --wrapped \\
         --expect-success server-sse-priming-event,server-sse-retry-field,server-sse-disconnect-resume
 
@@ -50,6 +51,10 @@ DEFAULT_CACHE_DIR = Path(os.environ.get("MCP_CONFORMANCE_CACHE") or REPO_ROOT / 
 
 SUITE_PACKAGE = "@modelcontextprotocol/conformance"
 SUITE_VERSION = "0.1.16"
+#: The suite release that carries frozen per-revision requirement sets (``--requirements``);
+#: installed next to the default one, in ``<cache>/requirements/``.
+REQUIREMENTS_SUITE_VERSION = "0.2.0-alpha.12"
+REQUIREMENT_SETS = ("2025-11-25", "2026-07-28")
 NODE_MAJOR = 22
 
 # The SEP-1699 checks of scenario ``server-sse-polling`` (a *pending* scenario in 0.1.16:
@@ -116,10 +121,10 @@ def _local_node(cache_dir: Path) -> Path:
     return cache_dir / "node_modules" / name / "bin" / ("node.exe" if name.startswith("node-win") else "node")
 
 
-def find_suite(cache_dir: Path = DEFAULT_CACHE_DIR) -> Suite | None:
+def find_suite(cache_dir: Path = DEFAULT_CACHE_DIR, version: str = SUITE_VERSION) -> Suite | None:
     """The installed suite and a Node >= 22 to run it with, or None (nothing is installed)."""
     cli = cache_dir / "node_modules" / SUITE_PACKAGE / "dist" / "index.js"
-    if _installed_suite_version(cache_dir) != SUITE_VERSION or not cli.is_file():
+    if _installed_suite_version(cache_dir) != version or not cli.is_file():
         return None
     local = _local_node(cache_dir)
     if local.is_file() and (_node_major(local) or 0) >= NODE_MAJOR:
@@ -134,19 +139,21 @@ def npm_available() -> bool:
     return shutil.which("npm") is not None
 
 
-def ensure_suite(cache_dir: Path = DEFAULT_CACHE_DIR, *, quiet: bool = False) -> Suite:
+def ensure_suite(
+    cache_dir: Path = DEFAULT_CACHE_DIR, *, quiet: bool = False, version: str = SUITE_VERSION
+) -> Suite:
     """Install the suite (and a Node 22 if the system one is older) unless already there."""
-    suite = find_suite(cache_dir)
+    suite = find_suite(cache_dir, version)
     if suite is not None:
         return suite
     npm = shutil.which("npm")
     if npm is None:
         raise ConformanceError(
-            f"npm is not installed and {SUITE_PACKAGE}@{SUITE_VERSION} is not in {cache_dir}; "
+            f"npm is not installed and {SUITE_PACKAGE}@{version} is not in {cache_dir}; "
             "install Node.js/npm (any version) so the harness can fetch the suite and a Node 22"
         )
     system_node = shutil.which("node")
-    packages = [f"{SUITE_PACKAGE}@{SUITE_VERSION}"]
+    packages = [f"{SUITE_PACKAGE}@{version}"]
     if not (system_node and (_node_major(system_node) or 0) >= NODE_MAJOR):
         packages.append(f"{_node_package()}@{NODE_MAJOR}")
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -162,7 +169,7 @@ def ensure_suite(cache_dir: Path = DEFAULT_CACHE_DIR, *, quiet: bool = False) ->
     proc = subprocess.run(cmd, cwd=cache_dir, capture_output=True, text=True)
     if proc.returncode != 0:
         raise ConformanceError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    suite = find_suite(cache_dir)
+    suite = find_suite(cache_dir, version)
     if suite is None:
         raise ConformanceError(f"npm install succeeded but no usable suite/Node {NODE_MAJOR} in {cache_dir}")
     if not quiet:
@@ -291,6 +298,7 @@ def run_suite(
     wrapped: bool,
     scenario: str | None = None,
     suite_name: str = "active",
+    requirements: str | None = None,
     work_dir: Path,
     timeout: float = 600.0,
 ) -> RunResult:
@@ -305,7 +313,12 @@ def run_suite(
     server_log = run_dir / "server.log"
     with serve(wrapped, server_log) as url:
         args = ["server", "--url", url, "-o", str(out_dir)]
-        args += ["--scenario", scenario] if scenario else ["--suite", suite_name]
+        if scenario:
+            args += ["--scenario", scenario]
+        elif requirements:
+            args += ["--requirements", requirements]
+        else:
+            args += ["--suite", suite_name]
         started = time.monotonic()
         try:
             proc = subprocess.run(
@@ -386,7 +399,19 @@ def print_report(result: RunResult, json_path: Path | None, *, verbose: bool = F
         print("\n".join(problems))
     if json_path:
         print(f"results: {json_path}  (raw checks: {json_path.with_name(json_path.stem + '.details.json')})")
+    totals = suite_totals(result)
+    if totals:
+        print(f"suite's own count: {totals}")
     print(f"suite output: {result.stdout_path}   server log: {result.server_log}")
+
+
+def suite_totals(result: RunResult) -> str | None:
+    """The suite's own last ``Total: N passed, M failed`` line (it counts every check it ran)."""
+    try:
+        found = re.findall(r"^Total: .*$", result.stdout_path.read_text(), re.MULTILINE)
+    except OSError:
+        return None
+    return found[-1] if found else None
 
 
 def compare(bare: RunResult, wrapped: RunResult) -> tuple[list[str], list[str]]:
@@ -452,6 +477,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         choices=("active", "all", "pending"),
         help="suite to run (default: active)",
     )
+    what.add_argument(
+        "--requirements",
+        choices=REQUIREMENT_SETS,
+        help=f"run exactly the scenarios a spec revision requires (suite {REQUIREMENTS_SUITE_VERSION})",
+    )
     p.add_argument("--compare", action="store_true", help="run bare and wrapped; exit 1 if wrapped regresses")
     p.add_argument(
         "--expect-success",
@@ -473,18 +503,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
     try:
         started = time.monotonic()
-        suite = ensure_suite(args.cache_dir)
+        if args.requirements:
+            cache_dir = args.cache_dir / "requirements"
+            suite = ensure_suite(cache_dir, version=REQUIREMENTS_SUITE_VERSION)
+        else:
+            cache_dir = args.cache_dir
+            suite = ensure_suite(cache_dir)
         if args.install_only:
             print(f"suite ready: {' '.join(suite.command())} ({time.monotonic() - started:.1f}s)")
             return 0
-        results_dir = args.cache_dir / "results"
+        results_dir = cache_dir / "results"
         results_dir.mkdir(parents=True, exist_ok=True)
-        what = args.scenario or f"{args.suite}-suite"
+        what = args.scenario or (
+            f"requirements-{args.requirements}" if args.requirements else f"{args.suite}-suite"
+        )
         work_dir = results_dir / "work" / what
         expected = [e.strip() for e in args.expect_success.split(",") if e.strip()]
         kwargs: dict[str, Any] = {
             "scenario": args.scenario,
             "suite_name": args.suite,
+            "requirements": args.requirements,
             "work_dir": work_dir,
             "timeout": args.timeout,
         }

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from mcp_resume_asgi.middleware import ResumeMiddleware, resumable
 from mcp_resume_asgi.policy import Policy, Route
 from mcp_resume_asgi.principal import default_principal
+from mcp_resume_asgi.protocol import RESUMABLE_STREAMS_EXTENSION
 from mcp_resume_asgi.resumable_requests import ResumableRequestsMiddleware
 from mcp_resume_asgi.resume_tokens import ResumeTokenMiddleware
 from mcp_resume_asgi.store import (
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from mcp_resume_asgi.store.redis import RedisStore
 
 __all__ = [
+    "RESUMABLE_STREAMS_EXTENSION",
     "GapError",
     "MemoryStore",
     "Policy",

@@ -36,6 +36,9 @@ class Delivery:
     `on_deadline(cursor)` returns (the resume-token layer's interim result).
     `transform(seq, payload)`: rewrite an event on its way out (not in the store).
     `at_will`: allow the policy's at-will closes (they would cut a deadline-driven answer short).
+    `survives_close`: the request's work outlives this connection closing (it became a
+    task): a close detaches instead of cancelling. It matters where a close is a cancel
+    (2026-07-28, `StreamCore.left`); a layer may set it while the request runs.
     """
 
     deadline_s: float | None = None

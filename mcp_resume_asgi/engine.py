@@ -39,13 +39,13 @@ from mcp_resume_asgi.scheduler import Scheduler
 from mcp_resume_asgi.sessions import Sessions
 from mcp_resume_asgi.sse import encode_payload
 from mcp_resume_asgi.store.base import GapError, Store, StreamKind, StreamMeta, StreamState
+from mcp_resume_asgi.stream_core import close_cancels, primed
 from mcp_resume_asgi.tokens import TokenSigner
 
 __all__ = ["STREAM_SEGMENT", "Delivery", "Engine"]
 
 logger = logging.getLogger(__name__)
 
-CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 #: Stream URLs are `<mcp path>/streams/<token>`.
 STREAM_SEGMENT = "/streams/"
 SSE_HEADERS: Headers = [
@@ -113,12 +113,9 @@ class Engine:
 
     async def client_capabilities(self, session_id: str | None, message: dict[str, Any]) -> dict[str, Any]:
         """Per-request capabilities (2026-07-28 `_meta`) or those the session declared."""
-        params = message.get("params")
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        if isinstance(meta, dict):
-            declared = meta.get(CLIENT_CAPABILITIES_META)
-            if isinstance(declared, dict):
-                return declared
+        declared = p.request_capabilities(message)
+        if declared is not None:
+            return declared
         if session_id is not None:
             info = await self.store.get_session(session_id)
             if info is not None:
@@ -138,12 +135,15 @@ class Engine:
                 return info.protocol_version
         return p.valid_version(header(scope, b"mcp-protocol-version")) or p.DEFAULT_VERSION
 
-    def sse_headers(self, session_id: str | None, path: str, stream_id: str, after_seq: int) -> Headers:
-        """The headers of an SSE answer the engine opens itself, with the stream's Link."""
+    def sse_headers(
+        self, session_id: str | None, path: str, stream_id: str, after_seq: int, *, link: bool = True
+    ) -> Headers:
+        """The headers of an SSE answer the engine opens itself, with the stream's Link if resumable."""
         headers = list(SSE_HEADERS)
         if session_id is not None:
             headers.append((b"mcp-session-id", session_id.encode()))
-        headers.append(self.link_header(path, stream_id, after_seq))
+        if link:
+            headers.append(self.link_header(path, stream_id, after_seq))
         return headers
 
     # ------------------------------------------------------------------ requests (POST)
@@ -184,6 +184,7 @@ class Engine:
             request_id=message["id"],
             method=method,
             stream_id=stream_id,
+            opted_in=p.asks_resumable_streams(message),
         )
         open_before = policy.upgrade_json_after_s if accepts_sse and method != "initialize" else None
         if idempotency_key is not None and accepts_sse and method != "initialize":
@@ -324,12 +325,13 @@ class Engine:
             return None
         conn = Connection(send, receive)
         conn.delivery = delivery
-        conn.headers = self.sse_headers(meta.session_id, meta.path, meta.stream_id, after_seq)
+        link = not close_cancels(meta.protocol_version, meta.resumable_opt_in)
+        conn.headers = self.sse_headers(meta.session_id, meta.path, meta.stream_id, after_seq, link=link)
         attached = await self.store.attach(meta.stream_id, time.time())
         if attached is None:
             await send_json(send, 404, p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream"))
             return "deleted", after_seq
-        priming = p.at_least(attached.protocol_version, p.RESUMABLE_VERSION)
+        priming = primed(attached.protocol_version, attached.resumable_opt_in)
         hosted = self.live.get(meta.stream_id)
         if hosted is not None and hosted.meta_created and not hosted.done.is_set():
             return await hosted.serve(conn, gen=attached.attach_gen, after_seq=after_seq, priming=priming)

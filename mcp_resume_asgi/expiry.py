@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING
 import anyio
 
 from mcp_resume_asgi import protocol as p
+from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.store.base import StreamKind, StreamState
+from mcp_resume_asgi.stream_core import Reason
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.hosted import HostedStream
@@ -64,6 +66,43 @@ async def expire(hosted: HostedStream) -> None:
     await cancel_app(hosted, "the client did not resume within the resume window")
     if hosted.meta_created:
         await hosted.store.delete_stream(hosted.stream_id)
+
+
+async def closed_by_client(hosted: HostedStream) -> None:
+    """The client closed a stream whose close is its cancel (`StreamCore.left`, 2026-07-28).
+
+    The app is told at once (`http.disconnect`, as it would be unwrapped) and the
+    stream is freed once the app is done (an expired stream is deleted then), for
+    nobody may resume it. Nothing of this is an error.
+    """
+    logger.debug("stream %s: the client closed it; cancelling its request", hosted.stream_id)
+    await cancel_app(hosted, "the client closed the stream")
+
+
+def left_unanswered(hosted: HostedStream) -> None:
+    """The first connection left before its answer opened (the app had not answered yet,
+    or its answer was held): where a close is a cancel, the app's work is cancelled."""
+    survives = hosted.delivery is not None and hosted.delivery.survives_close
+    if hosted.core.left(Reason.GONE, survives_close=survives):
+        spawn(closed_by_client, hosted)
+
+
+async def forget(hosted: HostedStream) -> None:
+    """Free the record of a stream nobody may resume once it is over (nothing is kept for
+    a 2026-07-28 request beyond what a task - `survives_close` - needs)."""
+    delivery = hosted.delivery
+    if (
+        not hosted.core.close_cancels
+        or not hosted.meta_created
+        or hosted.expired
+        or (delivery is not None and delivery.survives_close)
+    ):
+        return
+    try:
+        await hosted.store.delete_stream(hosted.stream_id)
+    except Exception as exc:
+        if not hosted.engine.store_outage(exc):
+            raise
 
 
 async def cancel_app(hosted: HostedStream, reason: str) -> None:

@@ -44,6 +44,9 @@ class RequestContext:
     """The id the request's stream will have if the engine runs it."""
     capabilities: dict[str, Any] = field(default_factory=dict)
     """The client's capabilities: per request (`_meta`, 2026-07-28) or from the session's `initialize`."""
+    survives_close: bool = False
+    """Set by a layer that gives the client a way back to the request's work (SEP-975's
+    resume token): its connection closing detaches instead of cancelling (2026-07-28)."""
 
     @property
     def request_id(self) -> Any:

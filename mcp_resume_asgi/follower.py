@@ -44,14 +44,15 @@ async def follow(
         version=meta.protocol_version,
         is_request=meta.kind is StreamKind.REQUEST,
         request_id=meta.request_id,
+        opted_in=meta.resumable_opt_in,
     )
     core.attach(meta.attach_gen, after_seq, now, at_will=delivery.at_will, deadline_s=delivery.deadline_s)
     core.heartbeat_s = min(max(policy.max_wait_s / 3, 0.05), 10.0)
     core.next_beat = now + core.heartbeat_s
     att = core.conn
     assert att is not None
-    prefix = engine.signer.event_prefix(meta.stream_id)
-    if priming:
+    prefix = None if core.close_cancels else engine.signer.event_prefix(meta.stream_id)
+    if priming and prefix is not None:
         conn.head = priming_frame(prefix + str(after_seq).encode(), policy.retry_ms)
     reason = Reason.GONE
     try:
@@ -73,7 +74,12 @@ async def _watch(conn: Connection, serving: anyio.CancelScope) -> None:
 
 
 async def _loop(
-    engine: Engine, conn: Connection, core: StreamCore, att: Attachment, meta: StreamMeta, prefix: bytes
+    engine: Engine,
+    conn: Connection,
+    core: StreamCore,
+    att: Attachment,
+    meta: StreamMeta,
+    prefix: bytes | None,
 ) -> Reason:
     store = engine.store
     node = engine.node

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from starlette.types import Message, Scope
 
+from mcp_resume_asgi import expiry
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import UNAVAILABLE_HEADER, Headers, send_bytes
 from mcp_resume_asgi.connection import Connection, Delivery, Flag
@@ -77,6 +78,7 @@ class HostedStream(Writer):
         request_id: Any = None,
         method: str | None = None,
         stream_id: str | None = None,
+        opted_in: bool = False,
     ) -> None:
         self.engine = engine
         self.store = engine.store
@@ -92,17 +94,20 @@ class HostedStream(Writer):
         self.method = method
         self.path: str = scope["path"]
         self.stream_id = stream_id or new_stream_id()
+        self.opted_in = opted_in
+        """The client asked for a resumable stream (`protocol.RESUMABLE_STREAMS_EXTENSION`)."""
         self.core = StreamCore(
             policy,
             version=version,
             is_request=kind is StreamKind.REQUEST,
             request_id=request_id,
             now=time.monotonic(),
+            opted_in=opted_in,
         )
         self.recorder = Recorder(self)
         self.mode: Mode | None = None
         self.meta_created = False
-        self.prefix = b""
+        self.prefix: bytes | None = b""
         self.first: Connection | None = None
         """The connection that brought the request (its answer is the app's response)."""
         self.held: Connection | None = None
@@ -149,6 +154,7 @@ class HostedStream(Writer):
                 self.arm()
             await self.run_app()
             await self.finish_first()
+            await expiry.forget(self)
             return self.outcome
         finally:
             self.timer.cancel()
@@ -167,7 +173,11 @@ class HostedStream(Writer):
                 # The app's own disconnect listener is our watcher of its client.
                 await first.listen()
                 if first.gone.is_set() and first.attachment is not None and not first.busy:
-                    await self.release(first)  # the resume window starts now
+                    await self.release(first)  # the resume window starts now (or the app is cancelled)
+                elif (
+                    first.gone.is_set() and not first.released.is_set() and self.mode is not Mode.PASSTHROUGH
+                ):
+                    expiry.left_unanswered(self)  # before its answer opened
                 if first.gone.is_set() and (self.mode is Mode.PASSTHROUGH or self.mode is None):
                     if self.mode is None:
                         self.left_early = True
@@ -321,8 +331,10 @@ class HostedStream(Writer):
             extra = [(k, v) for k, v in headers if k.lower() not in _SKIP_APP_HEADERS]
             if not any(k.lower() == b"x-accel-buffering" for k, _ in extra):
                 extra.append((b"x-accel-buffering", b"no"))
+            if not self.core.close_cancels:
+                extra.append(self.engine.link_header(self.path, self.stream_id, 0))
             if first is not None:
-                self.attach_first(first, [*extra, self.engine.link_header(self.path, self.stream_id, 0)])
+                self.attach_first(first, extra)
             return
         self.mode = Mode.PASSTHROUGH
         if self.left_early:
@@ -346,7 +358,9 @@ class HostedStream(Writer):
             await self.upgrade()
         if held.gone.is_set():
             return
-        held.headers = self.engine.sse_headers(self.session_id, self.path, self.stream_id, 0)
+        held.headers = self.engine.sse_headers(
+            self.session_id, self.path, self.stream_id, 0, link=not self.core.close_cancels
+        )
         held.delivery = self.delivery
         meta = await self.store.attach(self.stream_id, time.time())
         if meta is None:

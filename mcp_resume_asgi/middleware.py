@@ -35,7 +35,7 @@ from mcp_resume_asgi._http import (
 )
 from mcp_resume_asgi._misconfig import WrongPathDetector, check_asgi_app
 from mcp_resume_asgi.cluster import Node, OutageLog, owner_key
-from mcp_resume_asgi.engine import STREAM_SEGMENT, Engine
+from mcp_resume_asgi.engine import STREAM_SEGMENT, Delivery, Engine
 from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestContext
 from mcp_resume_asgi.policy import Policy, RoutesSpec, RouteTable
 from mcp_resume_asgi.principal import PrincipalOf, default_principal
@@ -359,6 +359,7 @@ class ResumeMiddleware:
             return
         stream_id = new_stream_id()
         first_messages: list[dict[str, Any]] = []
+        delivery: Delivery | None = None
         features: tuple[FeatureMiddleware, ...] = scope.get(FEATURES_KEY, ())
         if features:
             ctx = RequestContext(
@@ -381,6 +382,8 @@ class ResumeMiddleware:
                     return
             for feature in features:
                 first_messages += await feature.first_messages(ctx)
+            if ctx.survives_close:
+                delivery = Delivery(survives_close=True)
         await self.engine.handle_request(
             scope,
             receive,
@@ -395,6 +398,7 @@ class ResumeMiddleware:
             idempotency_key=idempotency_key,
             stream_id=stream_id,
             first_messages=first_messages,
+            delivery=delivery,
         )
 
     # ------------------------------------------------------------------ GET /mcp

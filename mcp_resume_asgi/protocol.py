@@ -24,6 +24,13 @@ SINGLE_EXCHANGE_VERSION = "2026-07-28"
 #: The revision a server assumes when a request names none (spec, "Protocol Version Header").
 DEFAULT_VERSION = "2025-03-26"
 
+#: Where a 2026-07-28 request carries its client's capabilities (there are no sessions).
+CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
+#: The extension a 2026-07-28 client declares, per request, to keep this project's
+#: resumable streams (priming, at-will closes, `Last-Event-ID`) that the revision removed:
+#: without it a closed stream is a cancelled request, as the revision says.
+RESUMABLE_STREAMS_EXTENSION = "io.github.mcp-resume-asgi/resumable-streams"
+
 _VERSION = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 #: A `\uD800`-`\uDFFF` escape: half of a surrogate pair, or a lone one UTF-8 cannot carry.
 _SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F]")
@@ -45,6 +52,21 @@ def valid_version(value: str | None) -> str | None:
 def at_least(version: str | None, minimum: str) -> bool:
     """Revisions are ISO dates, so they order as strings; anything else counts as old."""
     return valid_version(version) is not None and version is not None and version >= minimum
+
+
+def request_capabilities(message: dict[str, Any]) -> dict[str, Any] | None:
+    """The capabilities a request declares in its own `_meta` (2026-07-28), if any."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    declared = meta.get(CLIENT_CAPABILITIES_META) if isinstance(meta, dict) else None
+    return declared if isinstance(declared, dict) else None
+
+
+def asks_resumable_streams(message: dict[str, Any]) -> bool:
+    """Whether a request declares `RESUMABLE_STREAMS_EXTENSION` among its capabilities' extensions."""
+    declared = request_capabilities(message)
+    extensions = declared.get("extensions") if declared is not None else None
+    return isinstance(extensions, dict) and RESUMABLE_STREAMS_EXTENSION in extensions
 
 
 class Kind(enum.Enum):

@@ -175,7 +175,8 @@ class Recorder:
         """Create the stream's record in the store (it can be resumed from then on)."""
         hosted = self.hosted
         engine = hosted.engine
-        hosted.prefix = engine.signer.event_prefix(hosted.stream_id)
+        # A stream nobody may resume gets no event ids (2026-07-28 removed them).
+        hosted.prefix = None if hosted.core.close_cancels else engine.signer.event_prefix(hosted.stream_id)
         # Now that the app has seen the request, its own auth may have said who is calling.
         hosted.principal = engine.principal(hosted.scope)
         meta = StreamMeta(
@@ -189,6 +190,7 @@ class Recorder:
             method=hosted.method,
             owner=engine.node_id,
             route=hosted.route,
+            resumable_opt_in=hosted.opted_in,
             attached=attached,
             attach_gen=1 if attached else 0,
             last_contact=time.time(),

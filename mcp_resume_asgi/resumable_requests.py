@@ -39,6 +39,7 @@ from starlette.types import ASGIApp, Receive, Send
 
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import header, send_json
+from mcp_resume_asgi.connection import Delivery
 from mcp_resume_asgi.features import FeatureMiddleware, RequestContext
 from mcp_resume_asgi.store.base import StreamMeta, StreamState
 
@@ -74,6 +75,7 @@ class ResumableRequestsMiddleware(FeatureMiddleware):
     async def first_messages(self, ctx: RequestContext) -> list[dict[str, Any]]:
         if not self._eligible(ctx):
             return []
+        ctx.survives_close = True  # the client may come back with `requests/resume`
         token = ctx.engine.signer.sign(
             TOKEN_PURPOSE, [ctx.stream_id, ctx.session_id or "", ctx.principal or "", ctx.request_id]
         )
@@ -140,7 +142,7 @@ class ResumableRequestsMiddleware(FeatureMiddleware):
         elif meta.final_seq is not None:
             after = min(after, meta.final_seq - 1)  # a client asking again did not get its result
         logger.debug("requests/resume of stream %s after %s", meta.stream_id, after)
-        await ctx.engine.serve_stream(ctx.scope, receive, send, meta, after)
+        await ctx.engine.serve_stream(ctx.scope, receive, send, meta, after, Delivery(survives_close=True))
 
     async def _get_status(self, ctx: RequestContext, send: Send) -> None:
         params = ctx.params

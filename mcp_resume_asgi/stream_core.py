@@ -56,6 +56,18 @@ class Reason(enum.StrEnum):
 AT_WILL = frozenset({Reason.MAX_CONNECTION, Reason.IDLE, Reason.INPUT, Reason.REPLACED})
 
 
+def close_cancels(version: str, opted_in: bool) -> bool:
+    """Whether the client closing a stream of this revision cancels its request: 2026-07-28
+    removed resumable streams (no event ids, no priming, no at-will close, no resume window),
+    but a client that declares `protocol.RESUMABLE_STREAMS_EXTENSION` keeps 2025-11-25's."""
+    return p.at_least(version, p.SINGLE_EXCHANGE_VERSION) and not opted_in
+
+
+def primed(version: str, opted_in: bool) -> bool:
+    """Whether a stream of this revision is primed and may be closed at will (SEP-1699)."""
+    return p.at_least(version, p.RESUMABLE_VERSION) and not close_cancels(version, opted_in)
+
+
 class Due(enum.Enum):
     """What `StreamCore.due` asks the host to do now."""
 
@@ -133,6 +145,8 @@ class StreamCore:
 
     __slots__ = (
         "app_done",
+        "cancelled",
+        "close_cancels",
         "conn",
         "contact_at",
         "decide_by",
@@ -149,11 +163,23 @@ class StreamCore:
     )
 
     def __init__(
-        self, policy: Policy, *, version: str, is_request: bool, request_id: Any = None, now: float = 0.0
+        self,
+        policy: Policy,
+        *,
+        version: str,
+        is_request: bool,
+        request_id: Any = None,
+        now: float = 0.0,
+        opted_in: bool = False,
     ) -> None:
         self.policy = policy
-        self.resumable = p.at_least(version, p.RESUMABLE_VERSION)
+        self.resumable = primed(version, opted_in)
         """Clients of this revision are primed and may be closed at will."""
+        self.close_cancels = close_cancels(version, opted_in)
+        """The client closing the stream cancels the app's work (see `close_cancels`); its
+        events carry no ids and nothing of it is kept once it is over."""
+        self.cancelled = False
+        """`left` said the app's work is cancelled (it says so once)."""
         self.is_request = is_request
         self.request_id = request_id
         self.seq = 0
@@ -237,6 +263,23 @@ class StreamCore:
             return False
         self.conn = None
         self.contact_at = now
+        return True
+
+    def left(self, reason: Reason, *, survives_close: bool = False) -> bool:
+        """The stream's connection was let go for `reason`: True when that cancels the app's work
+        (then there is no resume window). Only the client closing it (`GONE`) cancels, only
+        where a close is a cancel, and only while there is work to stop. `survives_close`: the
+        work outlives the connection (a task), so it gets the resume window instead."""
+        if (
+            not self.close_cancels
+            or self.cancelled
+            or survives_close
+            or reason is not Reason.GONE
+            or self.app_done
+            or self.final_seq is not None
+        ):
+            return False
+        self.cancelled = self.expiry_paused = True
         return True
 
     def contact(self, at: float) -> None:

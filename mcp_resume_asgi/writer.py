@@ -51,7 +51,7 @@ class Writer:
     core: StreamCore
     policy: Policy
     stream_id: str
-    prefix: bytes
+    prefix: bytes | None
     request_id: Any
     meta_created: bool
     first: Connection | None
@@ -70,9 +70,9 @@ class Writer:
 
     # ------------------------------------------------------------------ attaching
     def priming(self, after_seq: int) -> bytes:
-        if not self.core.resumable:
+        if not self.core.resumable:  # (nor is a stream without event ids: `prefix` None)
             return b""
-        return priming_frame(self.prefix + str(after_seq).encode(), self.policy.retry_ms)
+        return priming_frame((self.prefix or b"") + str(after_seq).encode(), self.policy.retry_ms)
 
     def arm(self) -> None:
         self.engine.scheduler.arm(self.timer, self._next_deadline())
@@ -284,6 +284,9 @@ class Writer:
         if self.conn is conn:
             self.conn = None
             self.core.detach(att.gen, time.monotonic())
+            survives = conn.delivery is not None and conn.delivery.survives_close
+            if self.core.left(reason, survives_close=survives):
+                spawn(expiry.closed_by_client, cast("HostedStream", self))
             self.arm()
         if conn is self.first:
             self.outcome = (str(reason), att.cursor)
@@ -364,9 +367,12 @@ class Writer:
 
 
 def frame_events(
-    prefix: bytes, events: list[tuple[int, bytes]], transform: Callable[[int, bytes], bytes] | None
+    prefix: bytes | None, events: list[tuple[int, bytes]], transform: Callable[[int, bytes], bytes] | None
 ) -> bytes:
-    """The SSE bytes of `(seq, frame without id)` events: each gets its id line, `<prefix><seq>`."""
+    """The SSE bytes of `(seq, frame without id)` events: each gets its id line, `<prefix><seq>`
+    (none when `prefix` is None: a stream nobody may resume)."""
+    if prefix is None:
+        return b"".join(transform(seq, payload) if transform else payload for seq, payload in events)
     id_head = b"id: " + prefix
     if transform is not None:
         parts = [id_head + str(seq).encode() + b"\n" + transform(seq, payload) for seq, payload in events]

@@ -12,7 +12,7 @@ import anyio
 import httpx
 import pytest
 
-from mcp_resume_asgi import MemoryStore, Policy, Store, resumable
+from mcp_resume_asgi import RESUMABLE_STREAMS_EXTENSION, MemoryStore, Policy, Store, resumable
 from tests.apps.probe_app import PROBE, create_app
 from tests.support.raw import RawSession, Reply
 from tests.support.server import serve, serve_in_loop
@@ -395,13 +395,15 @@ async def test_expiry_cancels_the_apps_work_with_notifications_cancelled(version
         ).streams == 1  # only the finished initialize stream, kept for late readers
 
 
-async def test_expiry_of_a_2026_single_exchange_request_disconnects_the_app() -> None:
+async def test_expiry_of_an_opted_in_2026_request_disconnects_the_app() -> None:
+    """A 2026-07-28 client that asked for resumable streams gets the resume window; past it,
+    the app is told `http.disconnect` (no `notifications/cancelled`: that revision has none)."""
     PROBE.clear()
     async with wrapped(FAST.replace(max_wait_s=0.3)) as (client, store):
         s = RawSession(client, version="2026-07-28")
         meta = {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {RESUMABLE_STREAMS_EXTENSION: {}}},
             "progressToken": "t1",
         }
         body = {

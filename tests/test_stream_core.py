@@ -27,10 +27,14 @@ from mcp_resume_asgi.stream_core import (
     Due,
     Reason,
     StreamCore,
+    close_cancels,
+    primed,
 )
 
 VERSION = "2025-11-25"
 """A revision whose clients are primed and may be closed at will."""
+SINGLE = "2026-07-28"
+"""A revision without resumable streams: closing one cancels its request."""
 OLD_VERSION = "2025-03-26"
 RID = "r1"
 QUIET = Policy(keepalive_s=None, max_wait_s=1000.0)
@@ -60,9 +64,16 @@ PRIMING = (b"id: x\ndata: \n\n", b"")
 
 
 def make(
-    policy: Policy = QUIET, *, version: str = VERSION, is_request: bool = True, now: float = 0.0
+    policy: Policy = QUIET,
+    *,
+    version: str = VERSION,
+    is_request: bool = True,
+    now: float = 0.0,
+    opted_in: bool = False,
 ) -> StreamCore:
-    return StreamCore(policy, version=version, is_request=is_request, request_id=RID, now=now)
+    return StreamCore(
+        policy, version=version, is_request=is_request, request_id=RID, now=now, opted_in=opted_in
+    )
 
 
 def attached(core: StreamCore, gen: int = 1, cursor: int = 0, now: float = 0.0, **kw: Any) -> Attachment:
@@ -404,6 +415,78 @@ def test_decide_and_the_expiry_check_come_together() -> None:
     core = make(Policy(keepalive_s=None, max_wait_s=5.0), now=0.0)
     core.decide_by = 5.0
     assert core.due(5.0) == [Due.DECIDE, Due.CHECK_EXPIRY]
+
+
+# ---------------------------------------------------------------------- protocol eras
+
+
+@pytest.mark.parametrize(
+    ("version", "opted_in", "is_primed", "cancels"),
+    [
+        ("2025-03-26", False, False, False),
+        ("2025-06-18", False, False, False),
+        ("2025-11-25", False, True, False),
+        ("2025-11-25", True, True, False),  # the extension changes nothing before 2026-07-28
+        (SINGLE, False, False, True),
+        (SINGLE, True, True, False),
+        ("2099-01-01", False, False, True),  # later revisions keep 2026-07-28's rule
+        ("not-a-date", False, False, False),
+    ],
+)
+def test_each_era_decides_priming_and_what_a_close_means(
+    version: str, opted_in: bool, is_primed: bool, cancels: bool
+) -> None:
+    assert primed(version, opted_in) is is_primed
+    assert close_cancels(version, opted_in) is cancels
+    core = make(version=version, opted_in=opted_in)
+    assert core.resumable is is_primed and core.close_cancels is cancels
+
+
+def test_a_2026_stream_is_never_closed_at_will() -> None:
+    policy = Policy(keepalive_s=None, max_wait_s=1000.0, max_connection_s=1.0, idle_disconnect_s=0.5)
+    core = make(policy, version=SINGLE)
+    att = attached(core, 1, now=0.0)
+    assert not att.at_will
+    assert core.next_deadline() is None
+    assert core.due(100.0) == [] and att.closing is None
+    opted = make(policy, version=SINGLE, opted_in=True)
+    att = attached(opted, 1, now=0.0)
+    assert opted.next_deadline() == 0.5
+    assert opted.due(0.5) == [Due.CLOSE] and att.closing is Reason.IDLE
+
+
+def test_the_client_closing_a_2026_stream_cancels_its_work_once_and_starts_no_resume_window() -> None:
+    core = make(Policy(keepalive_s=None, max_wait_s=30.0), version=SINGLE)
+    core.record([note(1)])
+    attached(core, 1, now=0.0)
+    assert core.detach(1, 5.0)
+    assert core.left(Reason.GONE)
+    assert core.cancelled and core.next_deadline() is None and core.due(1e9) == []
+    assert not core.left(Reason.GONE)  # said once
+
+
+@pytest.mark.parametrize("reason", [r for r in Reason if r is not Reason.GONE])
+def test_a_close_the_client_did_not_make_cancels_nothing(reason: Reason) -> None:
+    core = make(version=SINGLE)
+    assert not core.left(reason)
+    assert not core.cancelled
+
+
+def test_a_close_cancels_nothing_when_the_work_survives_it_or_is_over_or_the_era_resumes() -> None:
+    window = Policy(keepalive_s=None, max_wait_s=30.0)
+    task = make(window, version=SINGLE)  # a task: the work outlives its connection
+    attached(task, 1, now=0.0)
+    task.detach(1, 5.0)
+    assert not task.left(Reason.GONE, survives_close=True)
+    assert task.next_deadline() == 35.0  # it gets today's resume window
+    answered = make(version=SINGLE)
+    answered.record([answer()])
+    assert not answered.left(Reason.GONE)  # its answer is recorded: nothing left to stop
+    done = make(version=SINGLE)
+    done.app_finished()
+    assert not done.left(Reason.GONE)
+    for core in (make(version=VERSION), make(version=SINGLE, opted_in=True)):
+        assert not core.left(Reason.GONE)  # resumable: the resume window decides
 
 
 # ---------------------------------------------------------------------- settling

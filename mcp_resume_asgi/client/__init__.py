@@ -17,10 +17,11 @@ answer. This package supplies that behaviour where it is cheapest to add:
 from .sdk import sdk_http_client
 from .session import McpError, ResumableSession, SessionError
 from .sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEEvent, SSEEventTooLarge, SSEParser, encode_event
-from .transport import STREAM_ERROR_CODE, ResumableTransport
+from .transport import RESUMABLE_STREAMS_EXTENSION, STREAM_ERROR_CODE, ResumableTransport
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
+    "RESUMABLE_STREAMS_EXTENSION",
     "STREAM_ERROR_CODE",
     "McpError",
     "ResumableSession",

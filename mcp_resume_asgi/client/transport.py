@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 import weakref
 from collections import OrderedDict, deque
@@ -60,6 +61,14 @@ DEFAULT_FLUSH_AFTER_S: Final = 1.0
 DEFAULT_MAX_PENDING_REQUESTS: Final = 1024
 MAX_REMEMBERED_TOKENS: Final = 1024
 RESUME_POLICY: Final = "notifications/requests/resumePolicy"
+#: Declared on every 2026-07-28 request this transport carries: that revision made a closed
+#: stream a cancelled request and dropped `Last-Event-ID`, and mcp-resume-asgi keeps its
+#: resumable streams only for requests that ask (the server's `RESUMABLE_STREAMS_EXTENSION`).
+RESUMABLE_STREAMS_EXTENSION: Final = "io.github.mcp-resume-asgi/resumable-streams"
+#: The first protocol revision whose requests must declare it.
+SINGLE_EXCHANGE_VERSION: Final = "2026-07-28"
+_CLIENT_CAPABILITIES_META: Final = "io.modelcontextprotocol/clientCapabilities"
+_VERSION: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
 #: JSON-RPC code of the error event emitted when the stream cannot be continued.
 STREAM_ERROR_CODE: Final = -32000
 
@@ -298,6 +307,8 @@ class ResumableTransport(httpx.AsyncBaseTransport):
             assert isinstance(message, dict)
             if self.resumable_requests and message.get("method") == "initialize":
                 request = _advertise_resumable_requests(request, message)
+            elif _single_exchange(request.headers.get("mcp-protocol-version")):
+                request = _declare_resumable_streams(request, message)
             return await self._post_request(request, message["id"])
         if self._capture(request, message):
             return httpx.Response(202, request=request)
@@ -893,6 +904,39 @@ class _LogicalStream:
             self.link = link
 
 
+def _single_exchange(version: str | None) -> bool:
+    """A revision (an ISO date, so they order as strings) from 2026-07-28 on."""
+    return (
+        version is not None and _VERSION.fullmatch(version) is not None and version >= SINGLE_EXCHANGE_VERSION
+    )
+
+
+def _declare_resumable_streams(request: httpx.Request, message: dict[str, Any]) -> httpx.Request:
+    """A 2026-07-28 request with `RESUMABLE_STREAMS_EXTENSION` in its per-request capabilities.
+
+    Without it the server treats a closed stream as the request's cancellation and
+    sends nothing to resume from; with it, this transport's resumes keep working.
+    """
+    params = message.setdefault("params", {})
+    if not isinstance(params, dict):
+        return request
+    meta = params.setdefault("_meta", {})
+    capabilities = meta.setdefault(_CLIENT_CAPABILITIES_META, {}) if isinstance(meta, dict) else None
+    extensions = capabilities.setdefault("extensions", {}) if isinstance(capabilities, dict) else None
+    if not isinstance(extensions, dict) or RESUMABLE_STREAMS_EXTENSION in extensions:
+        return request
+    extensions[RESUMABLE_STREAMS_EXTENSION] = {}
+    return _with_body(request, message)
+
+
+def _with_body(request: httpx.Request, message: dict[str, Any]) -> httpx.Request:
+    content = json.dumps(message, separators=(",", ":")).encode()
+    headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"content-length"]
+    return httpx.Request(
+        request.method, request.url, headers=headers, content=content, extensions=request.extensions
+    )
+
+
 def _advertise_resumable_requests(request: httpx.Request, message: dict[str, Any]) -> httpx.Request:
     """The `initialize` request with `capabilities.resumableRequests` added (SEP-975).
 
@@ -904,8 +948,4 @@ def _advertise_resumable_requests(request: httpx.Request, message: dict[str, Any
     if not isinstance(capabilities, dict) or "resumableRequests" in capabilities:
         return request
     capabilities["resumableRequests"] = {}
-    content = json.dumps(message, separators=(",", ":")).encode()
-    headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"content-length"]
-    return httpx.Request(
-        request.method, request.url, headers=headers, content=content, extensions=request.extensions
-    )
+    return _with_body(request, message)

@@ -73,6 +73,9 @@ class StreamMeta:
     """Node that runs the app's side of the stream."""
     route: int = -1
     """Index of the route whose policy governs the stream (-1: the default policy)."""
+    resumable_opt_in: bool = False
+    """The client of a 2026-07-28 request asked for a resumable stream
+    (`protocol.RESUMABLE_STREAMS_EXTENSION`); without it that revision's streams are not."""
     version: int = 0
     """Kept by the store, not the caller: bumped by every change to the stream (events
     appended or dropped, metadata updated, an attach). A waiter passes the version it
@@ -108,6 +111,7 @@ class StreamMeta:
             self.turn,
             self.owner,
             self.route,
+            self.resumable_opt_in,
             self.version,
         )
 

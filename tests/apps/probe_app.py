@@ -80,6 +80,10 @@ async def _call_tool(
         case "sleep":
             PROBE.started.append(tag)
             try:
+                if args.get(
+                    "notify"
+                ):  # opens the stock server's SSE answer (a 2026-07-28 one is JSON until then)
+                    await ctx.session.report_progress(0, 1, "sleeping")
                 await anyio.sleep(float(args.get("seconds", 1.0)))
             except anyio.get_cancelled_exc_class():
                 PROBE.cancelled.append(tag)
