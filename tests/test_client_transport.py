@@ -818,3 +818,45 @@ async def test_options_are_validated() -> None:
         ResumableTransport(max_event_bytes=0)
     with pytest.raises(ValueError):
         ResumableTransport(flush_after_s=-1)
+
+
+# --------------------------------------------------------------------------- 2026-07-28 opt-in
+
+
+@pytest.mark.parametrize(
+    ("version", "declared"),
+    [("2026-07-28", True), ("2099-01-01", True), ("2025-11-25", False), (None, False), ("garbage!!", False)],
+)
+async def test_requests_from_2026_07_28_on_declare_the_resumable_streams_extension(
+    version: str | None, declared: bool
+) -> None:
+    from mcp_resume_asgi import RESUMABLE_STREAMS_EXTENSION as SERVER_NAME
+    from mcp_resume_asgi.client import RESUMABLE_STREAMS_EXTENSION
+
+    assert RESUMABLE_STREAMS_EXTENSION == SERVER_NAME
+    bodies: list[Any] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        assert request.headers["content-length"] == str(len(request.content))
+        return httpx.Response(200, json={"jsonrpc": "2.0", "id": 1, "result": {}})
+
+    capabilities = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {"x/y": {}}, "roots": {}}}
+    sent = [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "t", "_meta": capabilities}},
+    ]
+    headers = {"content-type": "application/json"} | ({"mcp-protocol-version": version} if version else {})
+    async with httpx.AsyncClient(transport=ResumableTransport(httpx.MockTransport(answer))) as client:
+        for body in sent:
+            await client.post("http://server/mcp", json=body, headers=headers)
+    for body, original in zip(bodies, sent, strict=True):
+        if not declared:
+            assert body == original
+            continue
+        meta = body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+        assert meta["extensions"][RESUMABLE_STREAMS_EXTENSION] == {}
+        assert body["params"].get("name") == original.get("params", {}).get("name")
+    if declared:  # what the client declared itself is kept
+        kept = bodies[1]["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+        assert kept["roots"] == {} and kept["extensions"]["x/y"] == {}

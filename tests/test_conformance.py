@@ -106,3 +106,43 @@ def test_wrapped_has_no_failure_bare_does_not_have(
         + ("\n(degraded, SUCCESS -> WARNING/INFO:\n" + "\n".join(degradations) + ")" if degradations else "")
         + f"\nsuite output: {wrapped.stdout_path}"
     )
+
+
+@pytest.fixture(scope="module")
+def requirements_suite() -> run.Suite:
+    """The suite release that carries the frozen 2026-07-28 requirement set."""
+    cache_dir = run.DEFAULT_CACHE_DIR / "requirements"
+    if run.find_suite(cache_dir, run.REQUIREMENTS_SUITE_VERSION) is None and not run.npm_available():
+        _skip_or_fail("npm is not installed: the 2026-07-28 requirement set cannot be fetched")
+    try:
+        return run.ensure_suite(cache_dir, quiet=True, version=run.REQUIREMENTS_SUITE_VERSION)
+    except run.ConformanceError as exc:
+        pytest.fail(f"could not install the conformance suite: {exc}")
+
+
+def test_2026_07_28_requirements_show_nothing_wrapped_they_do_not_show_bare(
+    requirements_suite: run.Suite, work_dir: Path
+) -> None:
+    """The 2026-07-28 requirement set (issue 13): no FAILURE wrapped that bare does not have,
+    no check passing bare that is missing or degraded wrapped."""
+    _require_middleware()
+    results = []
+    for wrapped in (False, True):
+        try:
+            results.append(
+                run.run_suite(
+                    requirements_suite,
+                    wrapped=wrapped,
+                    requirements="2026-07-28",
+                    work_dir=work_dir / "requirements-2026-07-28",
+                )
+            )
+        except run.ConformanceError as exc:
+            pytest.fail(str(exc))
+    bare, wrapped_result = results
+    assert len(bare.statuses) >= 40, sorted(bare.statuses)
+    regressions, degradations = run.compare(bare, wrapped_result)
+    assert not regressions and not degradations, "\n".join(
+        [*regressions, *degradations, f"suite output: {wrapped_result.stdout_path}"]
+    )
+    assert run.suite_totals(wrapped_result) == run.suite_totals(bare)

@@ -78,3 +78,39 @@ async def test_the_sdk_client_through_the_adapter_survives_every_connection_bein
                 results.append((result_text(result), [int(p[0]) for p in progress]))
     assert results == [("done 5", [1, 2, 3, 4, 5])] * 10
     assert proxy.stats.cuts >= 10
+
+
+async def test_the_sdk_client_in_auto_mode_keeps_resuming_on_2026_07_28() -> None:
+    """The stock client in auto mode speaks 2026-07-28, whose streams are not resumable unless
+    a request declares the resumable-streams extension: the helper declares it on each one."""
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    policy = Policy(retry_ms=20, max_connection_s=0.2)
+    counting = Counting(resumable(load_app(APP_FACTORIES["lowlevel"]), policy=policy))
+    versions: list[bytes] = []
+
+    async def seen(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            versions.append(dict(scope["headers"]).get(b"mcp-protocol-version", b""))
+        await counting(scope, receive, send)
+
+    progress: list[float] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async with (
+        serve(seen) as info,
+        sdk_http_client() as http,
+        Client(streamable_http_client(info.mcp_url, http_client=http)) as client,
+    ):
+        with anyio.fail_after(20):
+            result = await client.call_tool(
+                "slow_progress", {"seconds": 1.5, "steps": 15}, progress_callback=on_progress
+            )
+    assert result_text(result) == "done 15"
+    assert progress == [float(i) for i in range(1, 16)]
+    assert b"2026-07-28" in versions, versions
+    resumes = sum(n for kind, n in counting.counts.items() if kind.startswith("GET") and "resume" in kind)
+    assert resumes >= 3, counting.counts
