@@ -10,7 +10,7 @@ URL, survive dropped connections and can be closed by the server at will.
 
 from typing import TYPE_CHECKING, Any
 
-from mcp_resume_asgi.middleware import ResumeMiddleware, resumable
+from mcp_resume_asgi.middleware import ResumeMiddleware
 from mcp_resume_asgi.policy import Policy, Route
 from mcp_resume_asgi.principal import default_principal
 from mcp_resume_asgi.protocol import RESUMABLE_STREAMS_EXTENSION
@@ -26,6 +26,7 @@ from mcp_resume_asgi.store import (
     StreamState,
 )
 from mcp_resume_asgi.tasks import TasksMiddleware
+from mcp_resume_asgi.wrap import resumable
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.store.redis import RedisStore

@@ -8,6 +8,8 @@ from typing import Any
 
 from starlette.types import Message, Receive, Scope, Send
 
+from mcp_resume_asgi import protocol as p
+
 Headers = list[tuple[bytes, bytes]]
 #: On an answer served while the store is down: it works, but cannot be resumed.
 UNAVAILABLE_HEADER = (b"mcp-resume", b"unavailable")
@@ -66,6 +68,17 @@ async def read_body(receive: Receive, limit: int) -> bytes:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+
+
+async def read_body_or_refuse(receive: Receive, send: Send, limit: int) -> bytes | None:
+    """The request body, or None once a 413 was sent (or the client left)."""
+    try:
+        return await read_body(receive, limit)
+    except BodyTooLarge:
+        await send_jsonrpc_error(send, 413, p.INVALID_REQUEST, f"request body exceeds {limit} bytes")
+    except ClientGone:
+        pass
+    return None
 
 
 def replay_receive(body: bytes, receive: Receive) -> Receive:

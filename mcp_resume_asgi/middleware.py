@@ -12,8 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -21,60 +20,30 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import (
-    UNAVAILABLE_HEADER,
-    BodyTooLarge,
-    ClientGone,
     accepts_sse,
     header,
     header_count,
     is_json,
-    read_body,
+    read_body_or_refuse,
     replay_receive,
     send_bytes,
     send_jsonrpc_error,
 )
 from mcp_resume_asgi._misconfig import WrongPathDetector, check_asgi_app
-from mcp_resume_asgi.cluster import Node, OutageLog, owner_key
+from mcp_resume_asgi.cluster import Node, owner_key
 from mcp_resume_asgi.engine import STREAM_SEGMENT, Delivery, Engine
 from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestContext
 from mcp_resume_asgi.policy import Policy, RoutesSpec, RouteTable
 from mcp_resume_asgi.principal import PrincipalOf, default_principal
 from mcp_resume_asgi.store.base import Store
 from mcp_resume_asgi.store.memory import MemoryStore, StoreFullError
+from mcp_resume_asgi.store_outage import StoreOutage, TrackedSend, send_unavailable
+from mcp_resume_asgi.stream_urls import StreamUrls
 from mcp_resume_asgi.tokens import TokenSigner, new_stream_id
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
-#: After the store failed, how long requests skip it before trying again.
-STORE_RETRY_S = 2.0
-
-
-async def _send_unavailable(send: Send) -> None:
-    """What a request that needs the store gets while the store is down."""
-    await send_jsonrpc_error(
-        send,
-        503,
-        p.STREAM_ERROR,
-        "resumability is unavailable right now; retry",
-        headers=[UNAVAILABLE_HEADER, (b"retry-after", b"1")],
-    )
-
-
-class _TrackedSend:
-    """`send` that remembers whether the response started: after that, an error can no
-    longer be answered with a status of its own."""
-
-    __slots__ = ("send", "started")
-
-    def __init__(self, send: Send) -> None:
-        self.send = send
-        self.started = False
-
-    async def __call__(self, message: Message) -> None:
-        if message["type"] == "http.response.start":
-            self.started = True
-        await self.send(message)
 
 
 class ResumeMiddleware:
@@ -116,7 +85,6 @@ class ResumeMiddleware:
                 "minted by one process must verify in the others"
             )
         self.node = Node(self.store, timeout_s=node_timeout_s) if self.store.shared else None
-        self._store_down_until = 0.0
         self.engine = Engine(
             app,
             routes=self.routes,
@@ -127,8 +95,9 @@ class ResumeMiddleware:
             node_id=self.node.node_id if self.node is not None else secrets.token_hex(6),
             node=self.node,
         )
-        self.engine.on_store_outage = self._store_failed
-        self._store_log = OutageLog("the store (serving without resumability meanwhile)")
+        self.outage = StoreOutage(self.store)
+        self.engine.on_store_outage = self.outage.failed
+        self.stream_urls = StreamUrls(self.engine, self.node, max_body_bytes)
 
     # ------------------------------------------------------------------ routing
     def _local_path(self, scope: Scope) -> str:
@@ -165,14 +134,14 @@ class ResumeMiddleware:
             # Says once if MCP traffic comes here on another path (a wrong `path=` turns us off silently).
             await self.app(scope, self._wrong_path.watch(scope, receive), send)
             return
-        if self._store_down_until > time.monotonic():
-            await self._without_store(scope, receive, send, where[0] == "stream")
+        outage = self.outage
+        if outage.skipping:
+            await outage.without_store(self.app, scope, receive, send, where[0] == "stream")
             return
-        tracked = _TrackedSend(send)
+        tracked = TrackedSend(send)
         try:
             await self._dispatch(scope, receive, tracked, where)
-            if self._store_log.down and self._store_down_until <= time.monotonic():
-                self._store_log.recovered()
+            outage.maybe_recovered()
         except StoreFullError:
             logger.warning("store full: refusing a new stream")
             await send_bytes(
@@ -183,47 +152,21 @@ class ResumeMiddleware:
                 b"application/json",
             )
         except Exception as exc:
-            if not self._is_store_outage(exc):
+            if not outage.is_outage(exc):
                 raise
-            self._store_failed(exc)
+            outage.failed(exc)
             if not tracked.started:
-                await _send_unavailable(send)
+                await send_unavailable(send)
             else:
                 # Mid-stream: end the answer cleanly; the client resumes (and meets the 503 above).
                 with contextlib.suppress(Exception):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    def _store_failed(self, exc: BaseException) -> None:
-        self._store_down_until = time.monotonic() + STORE_RETRY_S
-        self._store_log.failed(exc)  # the cause once per outage, then a reminder a minute
-
-    def _is_store_outage(self, exc: BaseException) -> bool:
-        """The store cannot be reached: `exc` is its error, or a task group's group of only such errors."""
-        if isinstance(exc, BaseExceptionGroup):
-            return all(self._is_store_outage(inner) for inner in exc.exceptions)
-        return self.store.is_unavailable_error(exc)
-
-    async def _without_store(self, scope: Scope, receive: Receive, send: Send, stream_url: bool) -> None:
-        """The store is down: the app answers as it would unwrapped, and says so in a header.
-
-        Resumes and stream URLs cannot be served without the store: 503, retry later.
-        """
-        if stream_url or (scope["method"] == "GET" and header(scope, b"last-event-id") is not None):
-            await _send_unavailable(send)
-            return
-
-        async def tagged(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message = dict(message, headers=[*message.get("headers", []), UNAVAILABLE_HEADER])
-            await send(message)
-
-        await self.app(scope, receive, tagged)
-
     async def _dispatch(
         self, scope: Scope, receive: Receive, send: Send, where: tuple[str, str | None]
     ) -> None:
         if where[0] == "stream":
-            await self._stream_url(scope, receive, send, where[1] or "")
+            await self.stream_urls(scope, receive, send, where[1] or "")
             return
         method = scope["method"]
         if method == "POST":
@@ -277,35 +220,23 @@ class ResumeMiddleware:
             return ""
         return owner
 
-    async def _read_body(self, receive: Receive, send: Send) -> bytes | None:
-        """The request body, or None once a 413 was sent (or the client left)."""
-        try:
-            return await read_body(receive, self.max_body_bytes)
-        except BodyTooLarge:
-            await send_jsonrpc_error(
-                send, 413, p.INVALID_REQUEST, f"request body exceeds {self.max_body_bytes} bytes"
-            )
-        except ClientGone:
-            pass
-        return None
-
     # ------------------------------------------------------------------ POST /mcp
     async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not is_json(scope):
             await self.app(scope, receive, send)
             return
-        body = await self._read_body(receive, send)
+        body = await read_body_or_refuse(receive, send, self.max_body_bytes)
         if body is None:
             return
         # `__call__` already tracks this request's send (nothing was sent since): one wrapper is enough.
-        tracked = send if isinstance(send, _TrackedSend) else _TrackedSend(send)
+        tracked = send if isinstance(send, TrackedSend) else TrackedSend(send)
         try:
             await self._post_body(scope, receive, tracked, body)
         except Exception as exc:
-            if tracked.started or not self._is_store_outage(exc):
+            if tracked.started or not self.outage.is_outage(exc):
                 raise
-            self._store_failed(exc)
-            await self._without_store(scope, replay_receive(body, receive), send, False)
+            self.outage.failed(exc)
+            await self.outage.without_store(self.app, scope, replay_receive(body, receive), send, False)
 
     async def _post_body(self, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
         owner = await self._owner_elsewhere(scope, send)
@@ -457,100 +388,3 @@ class ResumeMiddleware:
             await self.engine.end_session(session_id)
         for message in held:
             await send(message)
-
-    # ------------------------------------------------------------------ <mcp>/streams/<token>
-    async def _stream_url(self, scope: Scope, receive: Receive, send: Send, token: str) -> None:
-        method = scope["method"]
-        if method not in ("GET", "POST"):
-            await send_bytes(send, 405, b"", [(b"allow", b"GET, POST")])
-            return
-        parsed = self.engine.signer.parse_link_token(token)
-        if parsed is None:
-            await send_jsonrpc_error(send, 404, p.INVALID_REQUEST, "unknown or expired stream")
-            return
-        stream_id = parsed[0]
-        after: int | None = None
-        last_event_id = header(scope, b"last-event-id")
-        if last_event_id is not None:
-            if header_count(scope, b"last-event-id") > 1:
-                await send_jsonrpc_error(send, 400, p.INVALID_REQUEST, "more than one Last-Event-ID header")
-                return
-            event = self.engine.signer.parse_event_id(last_event_id.strip())
-            if event is None or event[0] != stream_id:
-                await send_jsonrpc_error(
-                    send, 400, p.INVALID_REQUEST, "Last-Event-ID does not belong to this stream"
-                )
-                return
-            after = event[1]
-        if method == "GET":
-            # Without Last-Event-ID the client holds none of this response's events.
-            start = parsed[1] if after is None else after
-            await self.engine.handle_resume(scope, receive, send, stream_id, start, via_link=True)
-            return
-        if not is_json(scope):
-            await send_jsonrpc_error(send, 415, p.INVALID_REQUEST, "Content-Type must be application/json")
-            return
-        body = await self._read_body(receive, send)
-        if body is None:
-            return
-        if self.node is not None and self.node.running and "mcp_resume_asgi.relayed_from" not in scope:
-            meta = await self.store.get_stream(stream_id)
-            if meta is not None and meta.owner != self.node.node_id and await self.node.alive(meta.owner):
-                await self.node.relay(meta.owner, scope, receive, send, body)
-                return
-        answers = p.loads_wire(body)
-        if answers is None:
-            await send_jsonrpc_error(send, 400, p.PARSE_ERROR, "the body is not JSON the server can handle")
-            return
-        if (
-            not isinstance(answers, list)
-            or not answers
-            or len(answers) > 100
-            or not all(map(p.is_response, answers))
-        ):
-            await send_jsonrpc_error(
-                send, 400, p.INVALID_REQUEST, "the body must be a JSON array of JSON-RPC responses (SEP-1335)"
-            )
-            return
-        await self.engine.answers.deliver(scope, receive, send, stream_id, answers, after)
-
-
-def resumable(
-    app: ASGIApp,
-    *,
-    policy: Policy | None = None,
-    routes: RoutesSpec | None = None,
-    store: Store | None = None,
-    secret: str | bytes | None = None,
-    resumable_requests: bool | Mapping[str, Any] = False,
-    resume_tokens: bool | Mapping[str, Any] = False,
-    tasks: bool = False,
-    **options: Any,
-) -> ASGIApp:
-    """Wrap an ASGI MCP app so its Streamable HTTP traffic becomes resumable.
-
-    `resumable_requests=True` (or a dict of `ResumableRequestsMiddleware` options)
-    adds SEP-975 on top of the stream engine; `resume_tokens=True` (or a dict of
-    `ResumeTokenMiddleware` options) adds `_meta.nextResumeToken` interim results;
-    `tasks=True` adds the Tasks extension (`TasksMiddleware`; which calls become tasks
-    is each route's `Policy.task_after_s`).
-    """
-    check_asgi_app(app)
-    wrapped: ASGIApp = ResumeMiddleware(
-        app, policy=policy, routes=routes, store=store, secret=secret, **options
-    )
-    if resumable_requests:
-        from mcp_resume_asgi.resumable_requests import ResumableRequestsMiddleware
-
-        layer_options = dict(resumable_requests) if isinstance(resumable_requests, Mapping) else {}
-        wrapped = ResumableRequestsMiddleware(wrapped, **layer_options)
-    if resume_tokens:
-        from mcp_resume_asgi.resume_tokens import ResumeTokenMiddleware
-
-        token_options = dict(resume_tokens) if isinstance(resume_tokens, Mapping) else {}
-        wrapped = ResumeTokenMiddleware(wrapped, **token_options)
-    if tasks:
-        from mcp_resume_asgi.tasks import TasksMiddleware
-
-        wrapped = TasksMiddleware(wrapped)  # outermost: a call that becomes a task is its alone
-    return wrapped

@@ -1,0 +1,94 @@
+"""What the middleware does while its store cannot be reached.
+
+Resumability needs the store; the app does not. So when the store fails, the app
+keeps answering as it would unwrapped - each answer saying so in a header
+(`mcp-resume: unavailable`) - and requests skip the store for `STORE_RETRY_S`
+before it is tried again. Only what cannot exist without the store (a resume, a
+stream URL) gets a 503 with `Retry-After`. The cause is logged once per outage.
+"""
+
+from __future__ import annotations
+
+import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mcp_resume_asgi import protocol as p
+from mcp_resume_asgi._http import UNAVAILABLE_HEADER, header, send_jsonrpc_error
+from mcp_resume_asgi.cluster import OutageLog
+from mcp_resume_asgi.store.base import Store
+
+#: After the store failed, how long requests skip it before trying again.
+STORE_RETRY_S = 2.0
+
+
+async def send_unavailable(send: Send) -> None:
+    """What a request that needs the store gets while the store is down."""
+    await send_jsonrpc_error(
+        send,
+        503,
+        p.STREAM_ERROR,
+        "resumability is unavailable right now; retry",
+        headers=[UNAVAILABLE_HEADER, (b"retry-after", b"1")],
+    )
+
+
+class TrackedSend:
+    """`send` that remembers whether the response started: after that, an error can no
+    longer be answered with a status of its own."""
+
+    __slots__ = ("send", "started")
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self.send(message)
+
+
+class StoreOutage:
+    """The store's health as the middleware sees it (see the module docstring)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.down_until = 0.0
+        self.log = OutageLog("the store (serving without resumability meanwhile)")
+
+    @property
+    def skipping(self) -> bool:
+        """The store failed a moment ago: do not try it yet."""
+        return self.down_until > time.monotonic()
+
+    def failed(self, exc: BaseException) -> None:
+        self.down_until = time.monotonic() + STORE_RETRY_S
+        self.log.failed(exc)  # the cause once per outage, then a reminder a minute
+
+    def maybe_recovered(self) -> None:
+        if self.log.down and self.down_until <= time.monotonic():
+            self.log.recovered()
+
+    def is_outage(self, exc: BaseException) -> bool:
+        """The store cannot be reached: `exc` is its error, or a task group's group of only such errors."""
+        if isinstance(exc, BaseExceptionGroup):
+            return all(self.is_outage(inner) for inner in exc.exceptions)
+        return self.store.is_unavailable_error(exc)
+
+    @staticmethod
+    async def without_store(
+        app: ASGIApp, scope: Scope, receive: Receive, send: Send, stream_url: bool
+    ) -> None:
+        """The app answers as it would unwrapped, and says so in a header; a resume or a
+        stream URL cannot be served without the store: 503, retry later."""
+        if stream_url or (scope["method"] == "GET" and header(scope, b"last-event-id") is not None):
+            await send_unavailable(send)
+            return
+
+        async def tagged(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = dict(message, headers=[*message.get("headers", []), UNAVAILABLE_HEADER])
+            await send(message)
+
+        await app(scope, receive, tagged)

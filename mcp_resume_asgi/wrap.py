@@ -1,0 +1,60 @@
+"""`resumable(app)`: the middleware and the feature layers, stacked in the right order.
+
+The layers are usable one by one in a `middleware=[...]` list; this is the short way
+for the common case, and it knows the one rule that matters: every feature layer sits
+outside `ResumeMiddleware`, and the Tasks layer outermost (a call that becomes a task
+is its alone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.types import ASGIApp
+
+from mcp_resume_asgi._misconfig import check_asgi_app
+from mcp_resume_asgi.middleware import ResumeMiddleware
+from mcp_resume_asgi.policy import Policy, RoutesSpec
+from mcp_resume_asgi.store.base import Store
+
+
+def resumable(
+    app: ASGIApp,
+    *,
+    policy: Policy | None = None,
+    routes: RoutesSpec | None = None,
+    store: Store | None = None,
+    secret: str | bytes | None = None,
+    resumable_requests: bool | Mapping[str, Any] = False,
+    resume_tokens: bool | Mapping[str, Any] = False,
+    tasks: bool = False,
+    **options: Any,
+) -> ASGIApp:
+    """Wrap an ASGI MCP app so its Streamable HTTP traffic becomes resumable.
+
+    `resumable_requests=True` (or a dict of `ResumableRequestsMiddleware` options)
+    adds SEP-975 on top of the stream engine; `resume_tokens=True` (or a dict of
+    `ResumeTokenMiddleware` options) adds `_meta.nextResumeToken` interim results;
+    `tasks=True` adds the Tasks extension (`TasksMiddleware`; which calls become tasks
+    is each route's `Policy.task_after_s`).
+    """
+    check_asgi_app(app)
+    wrapped: ASGIApp = ResumeMiddleware(
+        app, policy=policy, routes=routes, store=store, secret=secret, **options
+    )
+    if resumable_requests:
+        from mcp_resume_asgi.resumable_requests import ResumableRequestsMiddleware
+
+        layer_options = dict(resumable_requests) if isinstance(resumable_requests, Mapping) else {}
+        wrapped = ResumableRequestsMiddleware(wrapped, **layer_options)
+    if resume_tokens:
+        from mcp_resume_asgi.resume_tokens import ResumeTokenMiddleware
+
+        token_options = dict(resume_tokens) if isinstance(resume_tokens, Mapping) else {}
+        wrapped = ResumeTokenMiddleware(wrapped, **token_options)
+    if tasks:
+        from mcp_resume_asgi.tasks import TasksMiddleware
+
+        wrapped = TasksMiddleware(wrapped)  # outermost: a call that becomes a task is its alone
+    return wrapped
