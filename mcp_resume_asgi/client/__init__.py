@@ -9,20 +9,26 @@ answer. This package supplies that behaviour where it is cheapest to add:
   client that uses it sees each request's answer as one uninterrupted stream.
 * :class:`ResumableSession` - a minimal MCP client on top of it, with no
   dependency beyond ``httpx``.
+* Tasks (SEP-2663): both declare ``io.modelcontextprotocol/tasks`` and follow a
+  tool call answered with a task to its result (:class:`ResumableSession` itself;
+  the ``mcp`` SDK's ``Client`` with :func:`sdk_tasks_extension`).
 * :func:`sdk_http_client` - an ``httpx2`` client for the official ``mcp`` SDK >= 2
   (optional; ``mcp``/``httpx2`` are imported only when it is called). mcp 1.x
   talks plain ``httpx`` and takes :class:`ResumableTransport` directly.
 """
 
+from .errors import McpError, SessionError, TaskCancelled
 from .sdk import sdk_http_client
-from .session import McpError, ResumableSession, SessionError
+from .session import ResumableSession
 from .sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEEvent, SSEEventTooLarge, SSEParser, encode_event
+from .tasks import TASKS_EXTENSION, TaskPolling
 from .transport import RESUMABLE_STREAMS_EXTENSION, STREAM_ERROR_CODE, ResumableTransport
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
     "RESUMABLE_STREAMS_EXTENSION",
     "STREAM_ERROR_CODE",
+    "TASKS_EXTENSION",
     "McpError",
     "ResumableSession",
     "ResumableTransport",
@@ -31,6 +37,8 @@ __all__ = [
     "SSEEventTooLarge",
     "SSEParser",
     "SessionError",
+    "TaskCancelled",
+    "TaskPolling",
     "encode_event",
     "sdk_http_client",
 ]

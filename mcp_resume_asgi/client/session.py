@@ -29,7 +29,17 @@ import anyio
 import anyio.abc
 import httpx
 
-from .sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEParser, closing_iterator
+from .errors import McpError, SessionError
+from .reading import answer_from_json, answer_from_sse, raise_for_error_body, result_of
+from .sse import DEFAULT_MAX_EVENT_BYTES
+from .tasks import (
+    TASK_AUGMENTED_METHODS,
+    TaskPolling,
+    declare,
+    drive_task,
+    is_create_task_result,
+    routing_headers,
+)
 from .transport import ResumableTransport
 
 #: The resume-token layer's experimental capability and interim marker (see `mcp_resume_asgi.resume_tokens`).
@@ -52,24 +62,6 @@ NotificationHandler = Callable[[str, JSONObject], Awaitable[None] | None]
 ProgressHandler = Callable[[float, float | None, str | None], Awaitable[None] | None]
 
 
-class McpError(Exception):
-    """The server (or the transport, code -32000, when a stream was lost) answered with an error."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(f"{message} (code {code})")
-        self.code = code
-        self.message = message
-        self.data = data
-
-
-class SessionError(Exception):
-    """The exchange broke at the HTTP level or the server broke the protocol."""
-
-    def __init__(self, message: str, status_code: int | None = None) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-
-
 async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
@@ -90,6 +82,9 @@ class ResumableSession:
             sampling when ``on_request`` is given, none otherwise).
         client_info: ``{"name": ..., "version": ...}``.
         max_event_bytes / max_json_bytes: bounds on one SSE event / one JSON body.
+        tasks: declare the Tasks extension (SEP-2663, added to ``capabilities``) and follow a
+            ``tools/call`` answered with a task to its result; a :class:`TaskPolling` sets how,
+            ``False`` declares nothing (the server then never answers with a task).
     """
 
     def __init__(
@@ -107,6 +102,7 @@ class ResumableSession:
         resume_tokens: bool = True,
         resume_poll_s: float | None = None,
         max_resume_polls: int = 10_000,
+        tasks: TaskPolling | bool = True,
     ) -> None:
         self.url = url
         self._owns_client = http_client is None
@@ -120,6 +116,9 @@ class ResumableSession:
             capabilities = {"elicitation": {}, "sampling": {}} if on_request is not None else {}
             if resume_tokens:
                 capabilities["experimental"] = {RESUME_TOKENS_CAPABILITY: {}}
+        self._tasks = (TaskPolling() if tasks is True else tasks) or None
+        if self._tasks is not None:
+            capabilities = declare(capabilities)
         self._resume_tokens = resume_tokens
         self._resume_poll_s = resume_poll_s
         self._max_resume_polls = max_resume_polls
@@ -266,7 +265,23 @@ class ResumableSession:
         `_meta.resumeToken` after the server's `resumeAfterMs` hint (or
         `resume_poll_s`) until the final result comes. A `nextResumeToken` the app
         itself returns (pagination, say) is left for the caller.
+
+        A task handle answering a ``tools/call`` (SEP-2663, when the session declared
+        tasks) is not returned either: the task is polled to its end (`tasks.py`) and
+        its result returned, its JSON-RPC error raised as :class:`McpError`.
         """
+        result = await self._request_resuming(method, params)
+        if self._tasks is not None and method in TASK_AUGMENTED_METHODS and is_create_task_result(result):
+            return await drive_task(
+                result,
+                send=self._task_request,
+                answer_input=self._answer_input,
+                transient=_transient,
+                polling=self._tasks,
+            )
+        return result
+
+    async def _request_resuming(self, method: str, params: JSONObject | None) -> JSONObject:
         result = await self._request_once(method, params)
         polls = 0
         while self._resume_tokens:
@@ -291,7 +306,16 @@ class ResumableSession:
             result = await self._request_once(method, again)
         return result
 
-    async def _request_once(self, method: str, params: JSONObject | None = None) -> JSONObject:
+    async def _task_request(self, method: str, params: JSONObject) -> JSONObject:
+        return await self._request_once(method, params, routing_headers(method, params["taskId"]))
+
+    async def _answer_input(self, key: str, method: str, params: JSONObject) -> JSONObject:
+        """An entry of a task's `inputRequests`: answered by `on_request`, as if the server had sent it."""
+        return await self._handle(method, params)
+
+    async def _request_once(
+        self, method: str, params: JSONObject | None = None, headers: dict[str, str] | None = None
+    ) -> JSONObject:
         if self._closed:
             raise SessionError("the session is closed")
         request_id = next(self._ids)
@@ -301,17 +325,20 @@ class ResumableSession:
         body = json.dumps(message, separators=(",", ":")).encode()
         self.in_flight[request_id] = method
         try:
-            answer = await self._exchange(method, request_id, body)
+            answer = await self._exchange(method, request_id, body, headers or {})
         except httpx.HTTPError as exc:
             raise SessionError(f"{method!r} failed: {exc!r}") from exc
         finally:
             self.in_flight.pop(request_id, None)
         if answer is None:
             raise SessionError(f"the answer to {method!r} ended without a response")
-        return self._result(answer)
+        return result_of(answer)
 
-    async def _exchange(self, method: str, request_id: int, body: bytes) -> JSONObject | None:
-        async with self._client.stream("POST", self.url, content=body, headers=self._headers()) as response:
+    async def _exchange(
+        self, method: str, request_id: int, body: bytes, headers: dict[str, str]
+    ) -> JSONObject | None:
+        headers = {**self._headers(), **headers}
+        async with self._client.stream("POST", self.url, content=body, headers=headers) as response:
             if method == "initialize":
                 self.session_id = response.headers.get("mcp-session-id") or None
             status = response.status_code
@@ -319,11 +346,13 @@ class ResumableSession:
             if status == 202:
                 raise SessionError(f"server accepted {method!r} without answering it", status)
             if status >= 400:
-                await self._raise_for_error_body(response, media)
+                await raise_for_error_body(
+                    response, media, self._max_json_bytes, in_session=self.session_id is not None
+                )
             if media == "application/json":
-                answer = await self._from_json(response, request_id)
+                answer = await answer_from_json(response, request_id, self._dispatch, self._max_json_bytes)
             elif media == "text/event-stream":
-                answer = await self._from_sse(response, request_id)
+                answer = await answer_from_sse(response, request_id, self._dispatch, self._max_event_bytes)
             else:
                 raise SessionError(f"unexpected content type {media!r} for {method!r}", status)
         return answer
@@ -339,75 +368,7 @@ class ResumableSession:
                 f"server refused a message with HTTP {response.status_code}", response.status_code
             )
 
-    async def _read_bounded(self, response: httpx.Response) -> bytes:
-        body = bytearray()
-        limit = self._max_json_bytes
-        async with closing_iterator(response.aiter_bytes()) as chunks:
-            async for chunk in chunks:
-                body += chunk
-                if len(body) > limit:
-                    raise SessionError(f"JSON answer larger than {limit} bytes", response.status_code)
-        return bytes(body)
-
-    async def _raise_for_error_body(self, response: httpx.Response, media: str) -> None:
-        status = response.status_code
-        if media == "application/json":
-            try:
-                message = json.loads(await self._read_bounded(response))
-            except (ValueError, RecursionError):
-                message = None
-            if isinstance(message, dict) and isinstance(message.get("error"), dict):
-                self._result(message)
-        if status == 404 and self.session_id is not None:
-            raise SessionError("the session is unknown to the server (HTTP 404); it may have expired", status)
-        raise SessionError(f"server answered HTTP {status}", status)
-
-    @staticmethod
-    def _result(answer: JSONObject) -> JSONObject:
-        error = answer.get("error")
-        if isinstance(error, dict):
-            code = error.get("code")
-            raise McpError(
-                code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR,
-                str(error.get("message", "error without a message")),
-                error.get("data"),
-            )
-        result = answer.get("result")
-        if not isinstance(result, dict):
-            raise SessionError("response has no result object")
-        return result
-
     # -- incoming ---------------------------------------------------------------------------------
-
-    async def _from_json(self, response: httpx.Response, request_id: int) -> JSONObject | None:
-        try:
-            message = json.loads(await self._read_bounded(response))
-        except (ValueError, RecursionError) as exc:
-            raise SessionError("server answered with malformed JSON") from exc
-        answer = None
-        for item in message if isinstance(message, list) else [message]:
-            answer = await self._dispatch(item, request_id) or answer
-        return answer
-
-    async def _from_sse(self, response: httpx.Response, request_id: int) -> JSONObject | None:
-        parser = SSEParser(self._max_event_bytes)
-        try:
-            async with closing_iterator(response.aiter_bytes()) as chunks:
-                async for chunk in chunks:
-                    for event in parser.feed(chunk):
-                        if not event.data or (event.event or "message") != "message":
-                            continue
-                        try:
-                            message = json.loads(event.data)
-                        except (ValueError, RecursionError) as exc:
-                            raise SessionError("server sent an event that is not JSON") from exc
-                        for item in message if isinstance(message, list) else [message]:
-                            answer = await self._dispatch(item, request_id)
-                            if answer is not None:
-                                return answer
-        except SSEError as exc:
-            raise SessionError(str(exc)) from exc
-        return None
 
     async def _dispatch(self, message: Any, request_id: int) -> JSONObject | None:
         """Route one incoming message; return it if it is the answer to ``request_id``."""
@@ -454,15 +415,7 @@ class ResumableSession:
     async def _answer(self, server_request_id: Any, method: str, params: JSONObject) -> None:
         reply: JSONObject = {"jsonrpc": "2.0", "id": server_request_id}
         try:
-            if method == "ping":
-                reply["result"] = {}
-            elif self._on_request is None:
-                reply["error"] = {"code": METHOD_NOT_FOUND, "message": f"client does not handle {method!r}"}
-            else:
-                result = await _maybe_await(self._on_request(method, params))
-                if not isinstance(result, dict):
-                    raise TypeError(f"on_request returned {type(result).__name__}, not a dict")
-                reply["result"] = result
+            reply["result"] = await self._handle(method, params)
         except McpError as exc:
             reply["error"] = {"code": exc.code, "message": exc.message}
             if exc.data is not None:
@@ -474,3 +427,21 @@ class ResumableSession:
             await self._post_no_answer(reply)
         except (SessionError, httpx.HTTPError) as exc:
             logger.warning("could not deliver the answer to server request %r: %r", server_request_id, exc)
+
+    async def _handle(self, method: str, params: JSONObject) -> JSONObject:
+        """The result of a server-to-client request; :class:`McpError` to refuse it."""
+        if method == "ping":
+            return {}
+        if self._on_request is None:
+            raise McpError(METHOD_NOT_FOUND, f"client does not handle {method!r}")
+        result = await _maybe_await(self._on_request(method, params))
+        if not isinstance(result, dict):
+            raise TypeError(f"on_request returned {type(result).__name__}, not a dict")
+        return result
+
+
+def _transient(exc: Exception) -> bool:
+    """A task request whose exchange broke (not one the server answered): worth sending again."""
+    if not isinstance(exc, SessionError):
+        return False
+    return isinstance(exc.__cause__, httpx.TransportError) or exc.status_code in (502, 503, 504)
