@@ -1,0 +1,391 @@
+"""The Lua scripts of `RedisStore`: every write (and the reads that must see a
+consistent stream) is one script, so it is atomic across processes and costs one
+round trip.
+
+Layout, for a key prefix `P` (all keys of one store live under it, so several
+stores can share a Redis database; every node of one deployment uses the same):
+
+* `P s:<stream>:m` - hash, the stream's `StreamMeta`, one field per attribute,
+  each value JSON text (so `HINCRBY attach_gen` and `HINCRBY version` work on it).
+* `P s:<stream>:e` - Redis Stream of events: entry id `<seq>-0`, one field `d`
+  holding the payload. Read with `XRANGE (<after>-0 + COUNT n`.
+* `P s:<stream>:n` - Redis Stream of at most one entry, id `<version>-0`: the
+  notification that the stream changed (see `wait`).
+* `P ss:<session>` - set of the session's stream ids.
+* `P sess:<session>`, `P k:<key>` - strings (JSON / the value) with a TTL.
+* `P g:total` (payload bytes held), `P g:nb` (hash stream -> bytes), `P g:lru`
+  (zset stream -> activity tick), `P g:hold` (the same, only streams holding
+  events), `P g:exp` (zset stream -> expiry in ms), `P g:tick`, and `P g:sess`,
+  `P g:keys` (zsets id -> expiry, to bound how many there are).
+* Pub/sub channel `P ch:<channel>` for `publish` / `subscribe`.
+
+Every script gets the key prefix as ARGV[1] and builds key names from it; each is
+registered with `PRELUDE` in front (the key-name helpers).
+"""
+
+#: How long the notification of a deleted stream outlives it (waiters see it and return).
+TOMBSTONE_MS = 10_000
+
+PRELUDE = r"""
+local P = ARGV[1]
+local function mkey(s) return P .. 's:' .. s .. ':m' end
+local function ekey(s) return P .. 's:' .. s .. ':e' end
+local function nkey(s) return P .. 's:' .. s .. ':n' end
+local function sskey(sess) return P .. 'ss:' .. sess end
+local TOTAL, NB, LRU, EXP, TICK = P .. 'g:total', P .. 'g:nb', P .. 'g:lru', P .. 'g:exp', P .. 'g:tick'
+local HOLD = P .. 'g:hold'
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function total() return tonumber(redis.call('GET', TOTAL) or '0') end
+
+-- Tell waiters the stream changed: notification entry <v>-0 (its only entry).
+local function notify(s, v, ttl)
+  local n = nkey(s)
+  local id = string.format('%d-0', v)
+  local ok = redis.pcall('XADD', n, 'MAXLEN', '1', id, 'v', '1')
+  if type(ok) == 'table' and ok.err then  -- a stale notification stream with a higher id
+    redis.call('DEL', n)
+    redis.call('XADD', n, 'MAXLEN', '1', id, 'v', '1')
+  end
+  if ttl > 0 then redis.call('PEXPIRE', n, ttl) end
+end
+
+local function bump(s)
+  local m = mkey(s)
+  local v = redis.call('HINCRBY', m, 'version', 1)
+  notify(s, v, redis.call('PTTL', m))
+  return v
+end
+
+local function forget_bytes(s)
+  local nb = tonumber(redis.call('HGET', NB, s) or '0')
+  if nb ~= 0 then redis.call('DECRBY', TOTAL, nb) end
+  redis.call('HDEL', NB, s)
+  redis.call('ZREM', HOLD, s)
+end
+
+local function session_of(m)
+  local raw = redis.call('HGET', m, 'session_id')
+  if not raw then return nil end
+  local sess = cjson.decode(raw)
+  if type(sess) == 'string' then return sess end
+  return nil
+end
+
+-- Forget a stream entirely and wake its waiters (they find it gone).
+local function drop(s)
+  local m = mkey(s)
+  local v = tonumber(redis.call('HGET', m, 'version') or '0')
+  local sess = session_of(m)
+  if sess then redis.call('SREM', sskey(sess), s) end
+  redis.call('DEL', m, ekey(s))
+  forget_bytes(s)
+  redis.call('ZREM', LRU, s)
+  redis.call('ZREM', EXP, s)
+  notify(s, v + 1, 0)
+  redis.call('PEXPIRE', nkey(s), TOMBSTONE_MS)
+end
+
+-- Bookkeeping of streams Redis expired by TTL (their keys are gone already).
+local function forget_expired(s)
+  redis.call('DEL', mkey(s), ekey(s))
+  forget_bytes(s)
+  redis.call('ZREM', LRU, s)
+  redis.call('ZREM', EXP, s)
+end
+
+local function sweep(now, limit)
+  local due = redis.call('ZRANGEBYSCORE', EXP, '-inf', now, 'LIMIT', 0, limit)
+  for _, s in ipairs(due) do
+    local ttl = redis.call('PTTL', mkey(s))
+    if ttl > 0 then
+      redis.call('ZADD', EXP, now + ttl, s)
+    elseif ttl == -1 then
+      redis.call('ZADD', EXP, now + 3600000, s)
+    else
+      forget_expired(s)
+    end
+  end
+end
+
+-- Drop the oldest events of stream s while it has more than maxev events, more than
+-- maxb bytes, or the store more than budget bytes (nil: no such limit). Advances
+-- first_seq; returns whether any event was dropped.
+local function trim(s, maxev, maxb, budget)
+  local e = ekey(s)
+  local n = redis.call('XLEN', e)
+  local nb = tonumber(redis.call('HGET', NB, s) or '0')
+  local over_total = 0
+  if budget then over_total = total() - budget end
+  local freed, last, start = 0, nil, '-'
+  local function over()
+    return (maxev and n > maxev) or (maxb and nb > maxb) or (budget and freed < over_total)
+  end
+  while n > 0 and over() do
+    local batch = redis.call('XRANGE', e, start, '+', 'COUNT', 256)
+    if #batch == 0 then break end
+    for _, entry in ipairs(batch) do
+      if not over() then break end
+      local size = string.len(entry[2][2])
+      n = n - 1
+      nb = nb - size
+      freed = freed + size
+      last = entry[1]
+    end
+    start = '(' .. batch[#batch][1]
+  end
+  if last then
+    local seq = tonumber(string.match(last, '^(%d+)'))
+    redis.call('XTRIM', e, 'MINID', string.format('%d-0', seq + 1))
+    redis.call('HSET', mkey(s), 'first_seq', string.format('%d', seq + 1))
+    if freed ~= 0 then
+      redis.call('HINCRBY', NB, s, -freed)
+      redis.call('DECRBY', TOTAL, freed)
+    end
+  end
+  if n <= 0 then forget_bytes(s) end  -- holds nothing now: out of the budget's scan
+  return last ~= nil
+end
+
+-- The global budget: oldest events of the least recently active streams go first,
+-- the stream being appended to last (as MemoryStore does). HOLD lists only streams
+-- that hold events, in activity order, so the scan never walks empty streams.
+local function enforce(current, budget)
+  local alone = redis.call('ZCARD', HOLD) <= 1
+  while total() > budget do
+    local progress = false
+    for _, s in ipairs(redis.call('ZRANGE', HOLD, 0, 127)) do
+      if total() <= budget then break end
+      if s ~= current or alone then
+        local before = total()
+        if redis.call('EXISTS', mkey(s)) == 0 then
+          forget_expired(s)
+        elseif trim(s, nil, nil, budget) and s ~= current then
+          bump(s)
+        end
+        if total() < before or not redis.call('ZSCORE', HOLD, s) then progress = true end
+      end
+    end
+    if not progress then break end  -- nothing left to trim but the current stream
+  end
+  if total() > budget then trim(current, nil, nil, budget) end
+end
+
+local function extend_session_set(sess, ttl)
+  local key = sskey(sess)
+  local cur = redis.call('PTTL', key)
+  if cur < ttl then redis.call('PEXPIRE', key, ttl) end
+end
+
+local function same(stored, expected)
+  if stored == expected then return true end
+  if not stored then return false end
+  local a, b = tonumber(stored), tonumber(expected)
+  return a ~= nil and b ~= nil and a == b
+end
+
+-- Keep a zset index of keys with expiries bounded to max entries (soonest expiry
+-- evicted first, never the key just written).
+local function bound(index, keyprefix, member, expires, now, max)
+  redis.call('ZADD', index, expires, member)
+  redis.call('ZREMRANGEBYSCORE', index, '-inf', now)
+  local over = redis.call('ZCARD', index) - max
+  if over <= 0 then return end
+  local victims = redis.call('ZRANGE', index, 0, over)
+  for _, v in ipairs(victims) do
+    if over <= 0 then break end
+    if v ~= member then
+      redis.call('DEL', keyprefix .. v)
+      redis.call('ZREM', index, v)
+      over = over - 1
+    end
+  end
+end
+""".replace("TOMBSTONE_MS", str(TOMBSTONE_MS))
+
+# ARGV: P, stream, ttl_ms, max_streams, session ('' for none), scan, field, value, ...
+CREATE = r"""
+local s, ttl, max_streams, sess, scan = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
+local now = now_ms()
+sweep(now, 100)
+local m = mkey(s)
+if redis.call('EXISTS', m) == 1 then drop(s) end
+if redis.call('ZCARD', EXP) >= max_streams then
+  local freed = false
+  for _, c in ipairs(redis.call('ZRANGE', LRU, 0, scan - 1)) do
+    local state = redis.call('HGET', mkey(c), 'state')
+    if not state then
+      forget_expired(c)
+      freed = true
+      break
+    elseif state ~= '"running"' then
+      drop(c)
+      freed = true
+      break
+    end
+  end
+  if not freed then return redis.error_reply('STOREFULL') end
+end
+redis.call('DEL', m, ekey(s), nkey(s))
+local fields = {}
+for i = 7, #ARGV do fields[#fields + 1] = ARGV[i] end
+redis.call('HSET', m, unpack(fields))
+redis.call('HSET', m, 'version', '0')
+redis.call('PEXPIRE', m, ttl)
+redis.call('ZADD', EXP, now + ttl, s)
+redis.call('ZADD', LRU, redis.call('INCR', TICK), s)
+if sess ~= '' then
+  redis.call('SADD', sskey(sess), s)
+  extend_session_set(sess, ttl)
+end
+return 1
+"""
+
+# ARGV: P, stream, ttl_ms ('' for none), n_expect, expect field/value pairs..., change field/value pairs...
+# Returns {0} (no stream), {2, meta} (expectation failed), {1, meta} (applied).
+UPDATE = r"""
+local s, ttl, nexp = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local m = mkey(s)
+if redis.call('EXISTS', m) == 0 then return {0} end
+local i = 5
+for _ = 1, nexp do
+  if not same(redis.call('HGET', m, ARGV[i]), ARGV[i + 1]) then
+    return {2, redis.call('HGETALL', m)}
+  end
+  i = i + 2
+end
+if i <= #ARGV then
+  local fields = {}
+  for j = i, #ARGV do fields[#fields + 1] = ARGV[j] end
+  redis.call('HSET', m, unpack(fields))
+end
+if ttl then
+  redis.call('PEXPIRE', m, ttl)
+  redis.call('PEXPIRE', ekey(s), ttl)
+  redis.call('ZADD', EXP, now_ms() + ttl, s)
+  local sess = session_of(m)
+  if sess then extend_session_set(sess, ttl) end
+end
+bump(s)
+return {1, redis.call('HGETALL', m)}
+"""
+
+# ARGV: P, stream, now (JSON)
+ATTACH = r"""
+local s = ARGV[2]
+local m = mkey(s)
+if redis.call('EXISTS', m) == 0 then return {0} end
+redis.call('HINCRBY', m, 'attach_gen', 1)
+redis.call('HSET', m, 'attached', 'true', 'last_contact', ARGV[3])
+bump(s)
+return {1, redis.call('HGETALL', m)}
+"""
+
+# ARGV: P, stream
+DELETE = r"""
+local s = ARGV[2]
+if redis.call('EXISTS', mkey(s)) == 1 then drop(s) else forget_expired(s) end
+return 1
+"""
+
+# ARGV: P, stream, max_events, max_bytes, budget, seq, payload, seq, payload, ...
+APPEND = r"""
+local s, maxev, maxb, budget = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local m, e = mkey(s), ekey(s)
+local last_seq = redis.call('HGET', m, 'last_seq')
+if not last_seq then return 0 end
+if tonumber(ARGV[6]) <= tonumber(last_seq) then
+  return redis.error_reply('SEQ event seqs must grow: ' .. ARGV[6] .. ' after ' .. last_seq)
+end
+local added = 0
+for i = 6, #ARGV, 2 do
+  redis.call('XADD', e, ARGV[i] .. '-0', 'd', ARGV[i + 1])
+  added = added + string.len(ARGV[i + 1])
+end
+local ttl = redis.call('PTTL', m)
+if ttl > 0 then redis.call('PEXPIRE', e, ttl) end
+redis.call('HSET', m, 'last_seq', ARGV[#ARGV - 1])
+redis.call('HINCRBY', NB, s, added)
+redis.call('INCRBY', TOTAL, added)
+local tick = redis.call('INCR', TICK)
+redis.call('ZADD', LRU, tick, s)
+redis.call('ZADD', HOLD, tick, s)
+trim(s, maxev, maxb, nil)
+enforce(s, budget)
+bump(s)
+return 1
+"""
+
+# ARGV: P, stream, after, limit. Returns {0} (no stream), {-1, first_seq} (gap), {1, entries}.
+READ = r"""
+local s, after = ARGV[2], tonumber(ARGV[3])
+local first = redis.call('HGET', mkey(s), 'first_seq')
+if not first then return {0} end
+first = tonumber(first)
+if after + 1 < first then return {-1, first} end
+local start = '-'
+if after >= 0 then start = '(' .. ARGV[3] .. '-0' end
+return {1, redis.call('XRANGE', ekey(s), start, '+', 'COUNT', ARGV[4])}
+"""
+
+# ARGV: P, stream, after, limit. _READ's reply, then the metadata hash (flat) or nil.
+READ_META = r"""
+local s, after = ARGV[2], tonumber(ARGV[3])
+local m = mkey(s)
+local first = redis.call('HGET', m, 'first_seq')
+if not first then return {0} end
+first = tonumber(first)
+if after + 1 < first then return {-1, first} end
+local start = '-'
+if after >= 0 then start = '(' .. ARGV[3] .. '-0' end
+return {1, redis.call('XRANGE', ekey(s), start, '+', 'COUNT', ARGV[4]), redis.call('HGETALL', m)}
+"""
+
+# ARGV: P
+USAGE = r"""
+sweep(now_ms(), 1000)
+return {redis.call('ZCARD', EXP), total()}
+"""
+
+# ARGV: P, kind ('sess' | 'k'), id, value, ttl_ms, max, only_if_absent ('1' | '0')
+# Returns the value already there when only_if_absent and the key exists, else nil.
+PUT = r"""
+local kind, id, value, ttl, max = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local keyprefix = P .. kind .. ':'
+local key = keyprefix .. id
+if ARGV[7] == '1' then
+  local cur = redis.call('GET', key)
+  if cur then return cur end
+end
+redis.call('SET', key, value, 'PX', ttl)
+local index = P .. 'g:keys'
+if kind == 'sess' then index = P .. 'g:sess' end
+local now = now_ms()
+bound(index, keyprefix, id, now + ttl, now, max)
+return false
+"""
+
+# ARGV: P, key, value ('' with has_value '0' for unconditional), has_value
+DELETE_KEY = r"""
+local key = P .. 'k:' .. ARGV[2]
+if ARGV[4] == '1' and redis.call('GET', key) ~= ARGV[3] then return 0 end
+redis.call('ZREM', P .. 'g:keys', ARGV[2])
+return redis.call('DEL', key)
+"""
+
+# ARGV: P, session. Returns the ids of its streams that still exist.
+DELETE_SESSION = r"""
+local sess = ARGV[2]
+redis.call('DEL', P .. 'sess:' .. sess)
+redis.call('ZREM', P .. 'g:sess', sess)
+local out = {}
+for _, s in ipairs(redis.call('SMEMBERS', sskey(sess))) do
+  if redis.call('EXISTS', mkey(s)) == 1 then out[#out + 1] = s end
+end
+redis.call('DEL', sskey(sess))
+return out
+"""
