@@ -19,6 +19,7 @@ answer. This package supplies that behaviour where it is cheapest to add:
 
 from .errors import McpError, SessionError, TaskCancelled
 from .sdk import sdk_http_client
+from .sdk_tasks import sdk_tasks_extension
 from .session import ResumableSession
 from .sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEEvent, SSEEventTooLarge, SSEParser, encode_event
 from .tasks import TASKS_EXTENSION, TaskPolling
@@ -41,4 +42,5 @@ __all__ = [
     "TaskPolling",
     "encode_event",
     "sdk_http_client",
+    "sdk_tasks_extension",
 ]
