@@ -139,6 +139,8 @@ class HostedStream(Writer):
         engine.live[self.stream_id] = self
         self.first = client
         try:
+            if self.delivery is not None and self.delivery.deadline_s is not None:
+                self.core.answer_within(self.delivery.deadline_s)
             if open_before_s is not None:
                 self.held = client
                 if open_before_s == 0:
@@ -150,7 +152,7 @@ class HostedStream(Writer):
                             [SSEEvent(data=p.dumps(m), event=b"message") for m in self.first_messages]
                         )
                     open_before_s = STATUS_HOLD_S
-                self.core.decide_by = time.monotonic() + open_before_s
+                self.core.hold(time.monotonic(), open_before_s)
                 self.arm()
             await self.run_app()
             await self.finish_first()
@@ -167,6 +169,7 @@ class HostedStream(Writer):
             nonlocal body_sent
             if not body_sent:
                 body_sent = True
+                await self.request_taken()
                 return {"type": "http.request", "body": self.body, "more_body": False}
             first = self.first
             if first is not None and not self.app_disconnect.is_set():
@@ -206,6 +209,20 @@ class HostedStream(Writer):
         finally:
             with anyio.CancelScope(shield=True):
                 await self.app_finished()
+
+    async def request_taken(self) -> None:
+        """The app reads the request: its auth has let it through and said who is calling,
+        which the stream's record (opened before the app ran) learns now."""
+        principal = self.engine.principal(self.scope)
+        try:
+            if principal != self.principal and self.meta_created:
+                await self.store.update_stream(self.stream_id, principal=principal)
+        except Exception as exc:
+            if not self.engine.store_outage(exc):
+                raise
+        self.principal = principal
+        if self.core.request_read(time.monotonic()):
+            self.arm()
 
     def disconnect_app(self) -> None:
         """Tell the app its request is over (`http.disconnect` on its `receive`)."""

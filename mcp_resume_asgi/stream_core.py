@@ -144,7 +144,10 @@ class StreamCore:
     """One stream's state and decisions (see the module docstring)."""
 
     __slots__ = (
+        "answer_at_once",
+        "answer_by",
         "app_done",
+        "arrived_at",
         "cancelled",
         "close_cancels",
         "conn",
@@ -192,6 +195,11 @@ class StreamCore:
         self.expiry_paused = False
         """Set while the host checks the store before expiring (and for good once it expires)."""
         self.decide_by: float | None = None
+        self.arrived_at = now
+        self.answer_by: float | None = None
+        """When the first connection's answer is due by the feature layer's deadline
+        (`answer_within`), counted from the request's arrival."""
+        self.answer_at_once = False
         self.heartbeat_s: float | None = None
         self.next_beat = 0.0
 
@@ -231,6 +239,29 @@ class StreamCore:
         self.decide_by = None
 
     # ------------------------------------------------------------------ connections
+    def answer_within(self, deadline_s: float) -> None:
+        """The first connection's answer is the feature layer's deadline frame once the request
+        has run `deadline_s` since it arrived (however long the app takes to start its answer);
+        0: at once, whatever the app answers (a task from the start)."""
+        self.answer_by = self.arrived_at + deadline_s
+        self.answer_at_once = deadline_s == 0
+
+    def hold(self, now: float, hold_s: float) -> None:
+        """Hold the client's answer for the app's decision, at most `hold_s` and never past
+        the answer's deadline (one due at once waits only for `request_read`)."""
+        until = now + hold_s
+        if self.answer_by is not None and not self.answer_at_once:
+            until = min(until, self.answer_by)
+        self.decide_by = until
+
+    def request_read(self, now: float) -> bool:
+        """The app read the request: its own auth let it through and said who is calling, so
+        an answer due at once is due now. True when that moved the next deadline."""
+        if not self.answer_at_once or self.decide_by is None or self.decide_by <= now:
+            return False
+        self.decide_by = now
+        return True
+
     def attach(
         self,
         gen: int,
@@ -240,19 +271,34 @@ class StreamCore:
         at_will: bool = True,
         deadline_s: float | None = None,
         hold_head: bool = False,
+        first: bool = False,
     ) -> Attachment | None:
-        """A connection takes the stream over; returns the one it replaces (to be closed)."""
+        """A connection takes the stream over; returns the one it replaces (to be closed).
+
+        `deadline_s` counts from now, but the `first` connection's from the request's arrival
+        (`answer_within`): one due already is closed at once with the deadline frame, unless
+        the final answer is recorded (it keeps its plain result) and it is not `at once`."""
         replaced = self.conn
         if replaced is not None and replaced.closing is None:
             replaced.closing = Reason.REPLACED
-        self.conn = Attachment(
+        deadline = None if deadline_s is None else now + deadline_s
+        if first and self.answer_by is not None:
+            deadline = self.answer_by
+        conn = self.conn = Attachment(
             gen,
             cursor,
             now,
             at_will=at_will and self.resumable,
-            deadline=None if deadline_s is None else now + deadline_s,
+            deadline=deadline,
             head_due=now + HOLD_HEAD_S if hold_head else None,
         )
+        if first and self.answer_at_once:
+            conn.closing = Reason.DEADLINE
+        elif deadline is not None and now >= deadline:
+            if self.final_seq is None:
+                conn.closing = Reason.DEADLINE
+            else:
+                conn.deadline = None
         self.contact_at = now
         self.decide_by = None
         return replaced
@@ -350,8 +396,8 @@ class StreamCore:
                     times.append(conn.head_due)
                 if self.policy.keepalive_s is not None:
                     times.append(conn.last_write_at + self.policy.keepalive_s)
-                if conn.deadline is not None:
-                    times.append(conn.deadline)
+                if conn.deadline is not None and self.final_seq is None:
+                    times.append(conn.deadline)  # (a recorded answer is never replaced)
                 if conn.at_will and self.policy.max_connection_s is not None:
                     times.append(conn.attached_at + self.policy.max_connection_s)
                 if conn.at_will and self.policy.idle_disconnect_s is not None:
@@ -391,7 +437,7 @@ class StreamCore:
             out.append(Due.HEARTBEAT)
         policy = self.policy
         reason = None
-        if conn.deadline is not None and now >= conn.deadline:
+        if conn.deadline is not None and now >= conn.deadline and self.final_seq is None:
             reason = Reason.DEADLINE
         elif (
             conn.at_will

@@ -91,7 +91,13 @@ class Writer:
         delivery = conn.delivery or Delivery()
         now = time.monotonic()
         self.core.attach(
-            gen, cursor, now, at_will=delivery.at_will, deadline_s=delivery.deadline_s, hold_head=hold_head
+            gen,
+            cursor,
+            now,
+            at_will=delivery.at_will,
+            deadline_s=delivery.deadline_s,
+            hold_head=hold_head,
+            first=conn is self.first,
         )
         old, self.conn = self.conn, conn
         conn.attachment = self.core.conn

@@ -347,6 +347,55 @@ def test_the_feature_deadline_closes_even_a_connection_not_at_will() -> None:
     assert core.due(4.0) == [Due.CLOSE] and att.closing is Reason.DEADLINE
 
 
+def test_the_first_connections_deadline_counts_from_the_requests_arrival() -> None:
+    core = make(now=10.0)
+    core.answer_within(0.4)
+    core.hold(10.01, 1.0)  # the app's status is waited for, but not past the deadline
+    assert core.decide_by == 10.4 and core.next_deadline() == 10.4
+    assert not core.request_read(10.02) and core.decide_by == 10.4  # not due at once
+    assert core.due(10.4) == [Due.DECIDE]
+    att = attached(core, 1, now=10.41, at_will=False, deadline_s=0.4, first=True)
+    assert att.closing is Reason.DEADLINE, "due when it attaches: closed at once with the deadline frame"
+    # Attached in time (the app started its answer), it is closed when the deadline falls.
+    core = make(now=10.0)
+    core.answer_within(2.0)
+    core.hold(10.0, 1.0)
+    assert core.decide_by == 11.0
+    att = attached(core, 1, now=10.5, at_will=False, deadline_s=2.0, first=True)
+    assert att.deadline == 12.0 and core.next_deadline() == 12.0
+    assert core.due(12.0) == [Due.CLOSE] and att.closing is Reason.DEADLINE
+    # A resume's deadline still counts from its own attach.
+    att = attached(core, 2, now=20.0, at_will=False, deadline_s=2.0)
+    assert att.deadline == 22.0 and att.closing is None
+
+
+def test_a_call_complete_when_its_deadline_falls_keeps_its_plain_result() -> None:
+    core = make(now=0.0)
+    core.answer_within(1.0)
+    att = attached(core, 1, now=0.5, at_will=False, deadline_s=1.0, first=True)
+    assert core.record([answer()]) is not None  # recorded, not written yet
+    assert core.next_deadline() is None and core.due(1.0) == []
+    assert core.wrote(att, 1, 1.01) is Reason.COMPLETE
+    # Recorded before the connection attached, past the deadline: the plain result too.
+    core = make(now=0.0)
+    core.answer_within(1.0)
+    core.record([answer()])
+    att = attached(core, 1, now=1.5, at_will=False, deadline_s=1.0, first=True)
+    assert att.closing is None and att.deadline is None and core.owed(att)
+
+
+def test_an_answer_at_once_is_the_deadline_frame_whatever_the_app_answered() -> None:
+    core = make(now=5.0)
+    core.answer_within(0)
+    core.hold(5.0, 1.0)
+    assert core.decide_by == 6.0, "the app's auth is waited for (at most the status hold)"
+    assert core.request_read(5.01) and core.decide_by == 5.01, "but nothing more"
+    assert not core.request_read(5.02) and core.decide_by == 5.01
+    core.record([answer()])
+    att = attached(core, 1, now=5.001, at_will=False, deadline_s=0, first=True)
+    assert att.closing is Reason.DEADLINE and not core.owed(att)
+
+
 def test_the_resume_window_asks_for_an_expiry_check_once() -> None:
     core = make(Policy(keepalive_s=None, max_wait_s=30.0), now=0.0)
     assert core.next_deadline() == 30.0

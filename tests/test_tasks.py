@@ -299,8 +299,50 @@ async def test_a_task_is_visible_only_to_the_principal_that_created_it() -> None
                 mine = await h.client.post(
                     "/mcp", json=body, headers=h.headers("tasks/get", task_id, **alice)
                 )
-                task = mine.json()["result"]
+                task = mine.json().get("result") or pytest.fail(mine.text)
                 if task["status"] != "working":
                     break
                 await anyio.sleep(0.05)
         assert task["status"] == "completed" and task["result"]["content"][0]["text"] == "the secret of alice"
+
+
+async def _first_answer_after(
+    h: Harness, legacy: bool, tool: str, arguments: dict[str, Any]
+) -> tuple[Any, float]:
+    """The first JSON-RPC answer to a call (read as it arrives) and how long it took."""
+    if legacy:
+        session = RawSession(h.client)
+        await session.initialize(capabilities=DECLARED)
+        body = session.tool_call(tool, arguments)
+        headers = session.headers()
+    else:
+        session = RawSession(h.client, version=MODERN)
+        body = h.body("tools/call", {"name": tool, "arguments": arguments}, DECLARED)
+        headers = h.headers("tools/call", tool)
+    started = anyio.current_time()
+    async with session.open("POST", "/mcp", body, headers) as (_, reader):
+        async for event in reader:
+            if event.data and "id" in event.message:
+                return event.message, anyio.current_time() - started
+    raise AssertionError("no answer")
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["2026-07-28", "2025-11-25"])
+async def test_task_after_zero_answers_at_once_without_waiting_for_the_app(legacy: bool) -> None:
+    async with wrapped() as h:
+        answer, took = await _first_answer_after(h, legacy, "slow", {"seconds": 3, "tag": "at-once"})
+        task_id = created(answer)
+        assert took < 0.3, f"the CreateTaskResult took {took:.2f}s"
+        assert (await h.get(task_id))["status"] == "working"
+        assert (await h.task("tasks/cancel", task_id)).status_code == 200
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["2026-07-28", "2025-11-25"])
+async def test_task_after_s_counts_from_the_requests_arrival(legacy: bool) -> None:
+    async with wrapped(AT_ONCE.replace(task_after_s=0.4)) as h:
+        answer, took = await _first_answer_after(h, legacy, "slow", {"seconds": 3, "tag": "from-arrival"})
+        task_id = created(answer)
+        assert 0.35 < took < 0.75, f"the CreateTaskResult took {took:.2f}s"
+        assert (await h.task("tasks/cancel", task_id)).status_code == 200
+        plain, _ = await _first_answer_after(h, legacy, "slow", {"seconds": 0.2, "tag": "in-time"})
+        assert plain["result"]["content"][0]["text"] == "slept in-time"

@@ -44,7 +44,6 @@ from mcp_resume_asgi.tasks.record import (
     SUPPORTED_METHODS,
     StreamView,
     TaskRecord,
-    answer_of,
     create_task_result,
     get_task_result,
 )
@@ -143,11 +142,12 @@ class TasksMiddleware(FeatureMiddleware):
     async def _as_task(self, ctx: RequestContext, receive: Receive, send: Send) -> None:
         """Host the call; answer a `CreateTaskResult` instead of its result once it is a task.
 
-        After `task_after_s` (counted from when the app starts its answer, which the engine
-        waits for up to `hosted.STATUS_HOLD_S`) it becomes one by the delivery's deadline, as a
-        resume token's interim result does; a call done sooner keeps its plain result. With
-        0 it is a task from the start: its record is written before the app runs, and an
-        answer that comes before the deadline fires is replaced by the `CreateTaskResult`.
+        After `task_after_s`, counted from the request's arrival, it becomes one by the
+        delivery's deadline, as a resume token's interim result does; a call done sooner keeps
+        its plain result. With 0 it is a task from the start, whatever the app answers: its
+        record is written and the client answered as soon as the app has read the request (its
+        auth said who is calling, whom the task is bound to; the core's `request_read`), not
+        when the app starts its answer.
         """
         policy = ctx.policy
         after_s = policy.task_after_s
@@ -190,14 +190,6 @@ class TasksMiddleware(FeatureMiddleware):
             return frame(await create())
 
         delivery.on_deadline = on_deadline
-        if after_s == 0:
-            instead = frame(await create())
-
-            def answer_as_task(seq: int, payload: bytes) -> bytes:
-                answer = answer_of(payload)
-                return instead if answer is not None and answer.get("id") == ctx.request_id else payload
-
-            delivery.transform = answer_as_task
         await self._forward(ctx, receive, send, delivery=delivery, policy=hosted_policy)
         # Here the app is done (its request ran on this call) and its client was let go.
         if not created:
