@@ -30,6 +30,7 @@ import anyio.abc
 import httpx
 
 from .errors import McpError, SessionError
+from .interim import RESUME_TOKENS_CAPABILITY, follow_resume_tokens
 from .reading import answer_from_json, answer_from_sse, raise_for_error_body, result_of
 from .sse import DEFAULT_MAX_EVENT_BYTES
 from .tasks import (
@@ -41,10 +42,6 @@ from .tasks import (
     routing_headers,
 )
 from .transport import ResumableTransport
-
-#: The resume-token layer's experimental capability and interim marker (see `mcp_resume_asgi.resume_tokens`).
-RESUME_TOKENS_CAPABILITY: Final = "resumeTokens"
-INTERIM_META: Final = "io.github.mcp-resume-asgi/interim"
 
 logger = logging.getLogger(__name__)
 
@@ -283,28 +280,15 @@ class ResumableSession:
 
     async def _request_resuming(self, method: str, params: JSONObject | None) -> JSONObject:
         result = await self._request_once(method, params)
-        polls = 0
-        while self._resume_tokens:
-            meta = result.get("_meta")
-            token = meta.get("nextResumeToken") if isinstance(meta, dict) else None
-            if not (isinstance(meta, dict) and meta.get(INTERIM_META) is True and isinstance(token, str)):
-                return result
-            polls += 1
-            if polls > self._max_resume_polls:
-                raise SessionError(f"{method!r} still unfinished after {polls - 1} resumes")
-            hint = meta.get("resumeAfterMs")
-            wait_s = 0.0
-            if self._resume_poll_s is not None:
-                wait_s = self._resume_poll_s
-            elif isinstance(hint, int | float) and not isinstance(hint, bool) and 0 <= hint <= 60_000:
-                wait_s = hint / 1000
-            await anyio.sleep(wait_s)
-            again: JSONObject = dict(params or {})
-            again_meta = dict(again.get("_meta") or {})
-            again_meta["resumeToken"] = token
-            again["_meta"] = again_meta
-            result = await self._request_once(method, again)
-        return result
+        if not self._resume_tokens:
+            return result
+
+        async def reissue(again: JSONObject) -> JSONObject:
+            return await self._request_once(method, again)
+
+        return await follow_resume_tokens(
+            result, reissue, params, what=method, poll_s=self._resume_poll_s, max_polls=self._max_resume_polls
+        )
 
     async def _task_request(self, method: str, params: JSONObject) -> JSONObject:
         return await self._request_once(method, params, routing_headers(method, params["taskId"]))
