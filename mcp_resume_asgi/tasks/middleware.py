@@ -36,18 +36,18 @@ from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestCon
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.sse import encode_payload
-from mcp_resume_asgi.store.base import GapError, StreamKind, StreamMeta, StreamState
+from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.tasks.advertising import AdvertisingAnswer
 from mcp_resume_asgi.tasks.capability import declares, missing_capability, stripped
 from mcp_resume_asgi.tasks.record import (
     EMPTY_ACK,
     SUPPORTED_METHODS,
-    StreamView,
     TaskRecord,
     create_task_result,
     get_task_result,
 )
 from mcp_resume_asgi.tasks.routing import HEADER_MISMATCH, MAX_TASK_ID, routing_problem, task_id_of
+from mcp_resume_asgi.tasks.update import no_client, task_key, update, view_of
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +56,6 @@ TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 ADVERTISED_IN = frozenset({"initialize", "server/discover"})
 #: How a 2026-07-28 server maps JSON-RPC errors it answers itself to HTTP statuses.
 _MODERN_STATUS = {p.INVALID_PARAMS: 400, HEADER_MISMATCH: 400, -32021: 400}
-
-
-def task_key(stream_id: str) -> str:
-    return f"task:{stream_id}"
 
 
 class TasksMiddleware(FeatureMiddleware):
@@ -174,6 +170,7 @@ class TasksMiddleware(FeatureMiddleware):
                     poll_interval_ms=policy.task_poll_interval_ms,
                     path=ctx.scope["path"],
                     version=ctx.version,
+                    call=ctx.message,
                 )
                 # Durable before the client hears of it: a `tasks/get` for the id resolves from now on.
                 await engine.store.set_key(task_key(stream_id), record.encode(), ttl_s)
@@ -196,12 +193,19 @@ class TasksMiddleware(FeatureMiddleware):
             # Answered with its plain result: kept no longer than any other request's stream.
             await engine.store.update_stream(stream_id, ttl_s=policy.retain_completed_s)
             return
-        record = TaskRecord.decode(await engine.store.get_key(task_key(stream_id))) or created[0]
-        meta = await engine.store.get_stream(stream_id)
-        if meta is not None:  # as the app's own auth saw the caller
-            record = dataclasses.replace(record, principal=meta.principal)
-        now = time.time()
-        await engine.store.set_key(task_key(stream_id), record.ended(now).encode(), record.ttl_left_s(now))
+        await _round_ended(engine, stream_id, stream_id, created[0])
+
+    async def _next_round(self, ctx: RequestContext, delivery: Delivery, origin: str) -> None:
+        """Host the call issued again for a task's next round (`update.py`) on this ASGI call,
+        whose client has its acknowledgement already, as `_as_task` hosts the first."""
+        ttl_s = ctx.policy.task_ttl_s
+        hosted_policy = ctx.policy.replace(
+            max_wait_s=max(ctx.policy.max_wait_s, ttl_s),
+            retain_completed_s=max(ctx.policy.retain_completed_s, ttl_s),
+        )
+        receive, send = no_client()
+        await self._forward(ctx, receive, send, delivery=delivery, policy=hosted_policy)
+        await _round_ended(ctx.engine, origin, ctx.stream_id, None)
 
     # ------------------------------------------------------------------ tasks/get, update, cancel
     @staticmethod
@@ -230,14 +234,22 @@ class TasksMiddleware(FeatureMiddleware):
             return
         stream_id, record, meta = found
         if ctx.method == "tasks/get":
-            result = get_task_result(task_id, record, await self._view(engine, meta))
+            result = get_task_result(task_id, record, await view_of(engine, record, meta))
         elif ctx.method == "tasks/update":
-            if not isinstance(ctx.params.get("inputResponses"), dict):
-                await _error(ctx, send, _invalid(ctx, "params.inputResponses must be an object"))
-                return
-            # This layer's tasks never wait for input: no key is outstanding, so every
-            # response is one the extension says to ignore.
-            result = EMPTY_ACK
+            if meta is not None and meta.pending_inputs and await self._relayed(ctx, receive, send, meta):
+                return  # the app's session (its server-to-client requests) lives on that node
+
+            async def answer(message: dict[str, Any]) -> None:
+                if "error" in message:
+                    await _error(ctx, send, message)
+                else:
+                    await send_json(send, 200, message)
+
+            async def host(round_ctx: RequestContext, delivery: Delivery) -> None:
+                await self._next_round(round_ctx, delivery, stream_id)
+
+            await update(ctx, record, meta, answer, host)
+            return
         else:
             if not await self._cancel(ctx, receive, send, stream_id, record, meta):
                 return  # relayed to the node hosting it, which answered
@@ -256,7 +268,7 @@ class TasksMiddleware(FeatureMiddleware):
         if isinstance(stream_id, str):
             record = TaskRecord.decode(await engine.store.get_key(task_key(stream_id)))
         if isinstance(stream_id, str) and record is not None and record.stream_id == stream_id:
-            meta = await engine.store.get_stream(stream_id)
+            meta = await engine.store.get_stream(record.current_stream)
             # The stream's principal is the app's own auth's word (it may run inside the app).
             principal = meta.principal if meta is not None else record.principal
             # The app says who is calling, as on every path that answers from the store; no
@@ -271,22 +283,6 @@ class TasksMiddleware(FeatureMiddleware):
         await _error(ctx, send, _invalid(ctx, "Failed to retrieve task: Task not found"))
         return None
 
-    @staticmethod
-    async def _view(engine: Engine, meta: StreamMeta | None) -> StreamView:
-        if meta is None:
-            return StreamView(exists=False)
-        if meta.state is StreamState.EXPIRED:
-            return StreamView(exists=True, expired=True)
-        if meta.final_seq is None:
-            return StreamView(exists=True)
-        try:
-            events = await engine.store.read(meta.stream_id, meta.final_seq - 1, 1)
-        except GapError:
-            events = []
-        if events and events[0][0] == meta.final_seq:
-            return StreamView(exists=True, final=events[0][1])
-        return StreamView(exists=True, final_lost=True)
-
     async def _cancel(
         self,
         ctx: RequestContext,
@@ -296,32 +292,54 @@ class TasksMiddleware(FeatureMiddleware):
         record: TaskRecord,
         meta: StreamMeta | None,
     ) -> bool:
-        """Cancel the task's request where it runs; False when relayed to its node (which answered)."""
+        """Cancel the task's request where it runs; False when relayed to its node (which answered).
+
+        A task waiting between rounds (its `InputRequiredResult` is its current answer) has no
+        request running: it is marked cancelled, and a next round issued meanwhile stops."""
         engine = ctx.engine
-        if record.ended_at is not None or record.cancelled_at is not None:
-            return True  # nothing left to stop: cancelling is idempotent
-        hosted = engine.live.get(stream_id)
-        if hosted is None:
-            node = engine.node
-            if (
-                meta is not None
-                and meta.state is StreamState.RUNNING
-                and node is not None
-                and node.running
-                and meta.owner != engine.node_id
-                and "mcp_resume_asgi.relayed_from" not in ctx.scope
-                and await node.alive(meta.owner)
-            ):
-                await node.relay(meta.owner, ctx.scope, receive, send, ctx.body)
-                return False
+        if record.cancelled_at is not None:
+            return True  # cancelling is idempotent (and a finished task stays finished)
+        hosted = engine.live.get(record.current_stream)
+        if hosted is None and meta is not None and await self._relayed(ctx, receive, send, meta):
+            return False
         now = time.time()
         await engine.store.set_key(
             task_key(stream_id), record.cancelled(now).encode(), record.ttl_left_s(now)
         )
         if hosted is not None and not hosted.done.is_set() and not hosted.expired:
-            logger.info("stream %s: the client cancelled its task", stream_id)
+            logger.info("stream %s: the client cancelled its task", hosted.stream_id)
             spawn(expiry.cancel_app, hosted, "the client cancelled the task")
         return True
+
+    @staticmethod
+    async def _relayed(ctx: RequestContext, receive: Receive, send: Send, meta: StreamMeta) -> bool:
+        """Relay the request to the node running the task's request, if another (alive) one does."""
+        engine, node = ctx.engine, ctx.engine.node
+        if (
+            meta.state is StreamState.RUNNING
+            and node is not None
+            and node.running
+            and meta.owner != engine.node_id
+            and meta.stream_id not in engine.live
+            and "mcp_resume_asgi.relayed_from" not in ctx.scope
+            and await node.alive(meta.owner)
+        ):
+            await node.relay(meta.owner, ctx.scope, receive, send, ctx.body)
+            return True
+        return False
+
+
+async def _round_ended(engine: Engine, origin: str, stream_id: str, fallback: TaskRecord | None) -> None:
+    """The app returned the call of the task's round `stream_id`: note when (its last update),
+    and whose it was as the app's own auth saw the caller."""
+    record = TaskRecord.decode(await engine.store.get_key(task_key(origin))) or fallback
+    if record is None or record.current_stream != stream_id:
+        return
+    meta = await engine.store.get_stream(stream_id)
+    if meta is not None:
+        record = dataclasses.replace(record, principal=meta.principal)
+    now = time.time()
+    await engine.store.set_key(task_key(origin), record.ended(now).encode(), record.ttl_left_s(now))
 
 
 def _headers(ctx: RequestContext, name: bytes) -> list[str]:

@@ -29,8 +29,8 @@ from mcp_resume_asgi.sse import SSEError, SSEParser
 EXTENSION = "io.modelcontextprotocol/tasks"
 #: Requests that may be answered with a `CreateTaskResult` ("Supported Methods").
 SUPPORTED_METHODS = frozenset({"tools/call"})
-#: Largest record accepted back from the store (a record is ~300 bytes).
-MAX_RECORD_BYTES = 4096
+#: Largest record accepted back from the store (~300 bytes, plus the call it re-issues).
+MAX_RECORD_BYTES = 8 * 1024 * 1024
 #: Largest final event read back to inline a result (the policy's `max_event_bytes` bounds it too).
 MAX_FINAL_BYTES = 16 * 1024 * 1024
 
@@ -65,6 +65,19 @@ class TaskRecord:
     """When its work ended (the app returned), if it did."""
     cancelled_at: float | None = None
     """When a client asked to cancel it (`tasks/cancel`), if one did."""
+    current: str | None = None
+    """The stream of its current round (None: `stream_id`); a round ends with an
+    `InputRequiredResult`, and the call issued again with the answers is the next one."""
+    round: int = 0
+    call: dict[str, Any] | None = None
+    """The `tools/call` as the app saw it, to issue again with the client's `inputResponses`."""
+
+    @property
+    def current_stream(self) -> str:
+        return self.current or self.stream_id
+
+    def next_round(self, stream_id: str) -> TaskRecord:
+        return dataclasses.replace(self, current=stream_id, round=self.round + 1, ended_at=None)
 
     def ttl_left_s(self, now: float) -> float:
         """How long the record must still be kept (at least a second: it is being written now)."""
@@ -109,6 +122,9 @@ def _well_formed(r: TaskRecord) -> bool:
         and isinstance(r.version, str)
         and (r.ended_at is None or _number(r.ended_at))
         and (r.cancelled_at is None or _number(r.cancelled_at))
+        and (r.current is None or isinstance(r.current, str))
+        and isinstance(r.round, int)
+        and (r.call is None or isinstance(r.call, dict))
     )
 
 
@@ -124,6 +140,10 @@ class StreamView:
     """The SSE frame of its final event (the request's answer), once recorded and still readable."""
     final_lost: bool = False
     """The answer was recorded but is no longer readable (evicted to stay within the store's budget)."""
+    input_round: dict[str, Any] | None = None
+    """The round's answer when it is an `InputRequiredResult` (the task goes on after it)."""
+    inputs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The round's outstanding input requests by task key (`inputs.outstanding`)."""
 
 
 def iso(ts: float) -> str:
@@ -131,8 +151,8 @@ def iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def answer_of(frame: bytes) -> dict[str, Any] | None:
-    """The JSON-RPC response an SSE frame carries, or None."""
+def message_of(frame: bytes) -> dict[str, Any] | None:
+    """The JSON-RPC message an SSE frame carries, or None."""
     try:
         events = SSEParser(MAX_FINAL_BYTES).feed(frame if frame.endswith(b"\n\n") else frame + b"\n\n")
     except SSEError:
@@ -144,8 +164,15 @@ def answer_of(frame: bytes) -> dict[str, Any] | None:
             message = json.loads(event.data)
         except (ValueError, RecursionError):
             return None
-        if isinstance(message, dict) and ("result" in message or "error" in message):
-            return message
+        return message if isinstance(message, dict) else None
+    return None
+
+
+def answer_of(frame: bytes) -> dict[str, Any] | None:
+    """The JSON-RPC response an SSE frame carries, or None."""
+    message = message_of(frame)
+    if message is not None and ("result" in message or "error" in message):
+        return message
     return None
 
 
@@ -191,8 +218,10 @@ def create_task_result(task_id: str, record: TaskRecord) -> dict[str, Any]:
 def detailed_task(task_id: str, record: TaskRecord, view: StreamView) -> dict[str, Any]:
     """The `DetailedTask` for the task's state as the store holds it (the body of `tasks/get`)."""
     ended = record.ended_at
-    if view.final is not None:
-        status, payload = outcome(view.final)
+    # An `InputRequiredResult` ends a round, not the task (`inputs.py`).
+    final = view.final if view.final is not None and view.input_round is None else None
+    if final is not None:
+        status, payload = outcome(final)
         if status is Status.COMPLETED:
             return {**task_fields(task_id, record, status, updated_at=ended), "result": payload}
         message = payload.get("message") if isinstance(payload.get("message"), str) else None
@@ -222,6 +251,11 @@ def detailed_task(task_id: str, record: TaskRecord, view: StreamView) -> dict[st
             status_message="The task's work was stopped before it produced a result.",
             updated_at=ended,
         )
+    if view.inputs:
+        return {
+            **task_fields(task_id, record, Status.INPUT_REQUIRED, updated_at=ended),
+            "inputRequests": view.inputs,
+        }
     return task_fields(task_id, record, Status.WORKING)
 
 

@@ -8,11 +8,14 @@ the real annotations of the tool functions.
 """
 
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel
 from starlette.applications import Starlette
 
 
@@ -55,9 +58,43 @@ async def rpc_error(seconds: float = 0.0) -> str:
     raise MCPError(code=-32042, message="the server refused it")
 
 
+class Confirmation(BaseModel):
+    confirm: bool
+
+
+class Answer(BaseModel):
+    name: str
+
+
+def ask_confirmation(filename: str) -> Elicit[Confirmation]:
+    return Elicit(f"Delete {filename}?", Confirmation)
+
+
+def ask_first() -> Elicit[Answer]:
+    return Elicit("First name?", Answer)
+
+
+def ask_second() -> Elicit[Answer]:
+    return Elicit("Second name?", Answer)
+
+
+async def confirm(filename: str, answer: Annotated[Confirmation, Resolve(ask_confirmation)]) -> str:
+    """Asks the client the SDK's way: `elicitation/create` on 2025 revisions, an
+    `InputRequiredResult` on 2026-07-28 (answered when the call comes again)."""
+    await anyio.sleep(0.2)
+    return f"deleted {filename}" if answer.confirm else f"kept {filename}"
+
+
+async def two_questions(
+    first: Annotated[Answer, Resolve(ask_first)], second: Annotated[Answer, Resolve(ask_second)]
+) -> str:
+    """Two questions at once (one `InputRequiredResult` with two input requests)."""
+    return f"{first.name} and {second.name}"
+
+
 def create_app(*, json_response: bool = False) -> Starlette:
     server = MCPServer("tasks-test-app", version="0.0.1", log_level="WARNING")
-    for fn in (echo, slow, tool_error, rpc_error):
+    for fn in (echo, slow, tool_error, rpc_error, confirm, two_questions):
         server.add_tool(fn, structured_output=False)
     return server.streamable_http_app(
         streamable_http_path="/mcp",
