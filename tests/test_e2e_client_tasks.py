@@ -166,3 +166,54 @@ async def test_cancelling_the_sdk_call_sends_tasks_cancel_and_the_tool_stops() -
             tg.cancel_scope.cancel()
         await until(lambda: tag in SEEN.cancelled)
     assert app.count("tasks/cancel") == 1 and tag not in SEEN.finished
+
+
+# -- input_required (the server side: tasks/inputs.py, tasks/update.py) ----------------------------
+
+
+async def test_the_session_answers_a_tasks_input_requests_with_its_elicitation_callback() -> None:
+    """2025-11-25: the app's `elicitation/create` makes the task `input_required`; the helper
+    hands each entry to `on_request` and sends the answers with `tasks/update`."""
+    asked: list[str] = []
+
+    async def on_request(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(f"{method}: {params['message']}")
+        return {"action": "accept", "content": {"confirm": True}}
+
+    app = wrapped(AT_ONCE)
+    async with serve(app) as info, ResumableSession(info.mcp_url, on_request=on_request) as session:
+        with anyio.fail_after(15):
+            result = await session.call_tool("confirm", {"filename": "a.txt"})
+    assert text(result) == "deleted a.txt"
+    assert asked == ["elicitation/create: Delete a.txt?"]
+    assert app.count("tasks/update") == 1 and app.count("tasks/get") >= 1
+
+
+async def test_the_sdk_client_answers_a_tasks_input_requests_with_its_elicitation_callback() -> None:
+    """2026-07-28: the app's `InputRequiredResult` (two questions) makes the task `input_required`;
+    the SDK's own elicitation callback answers both, in one `tasks/update`."""
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.types import ElicitResult
+
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: Any) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action="accept", content={"name": params.message.split()[0].lower()})
+
+    app = wrapped(AT_ONCE)
+    async with (
+        serve(app) as info,
+        sdk_http_client() as http,
+        Client(
+            streamable_http_client(info.mcp_url, http_client=http),
+            extensions=[sdk_tasks_extension()],
+            elicitation_callback=elicit,
+        ) as client,
+    ):
+        with anyio.fail_after(15):
+            result = await client.call_tool("two_questions", {})
+    assert result.content[0].text == "first and second"  # type: ignore[union-attr]
+    assert sorted(asked) == ["First name?", "Second name?"]
+    assert app.count("tasks/update") == 1
