@@ -11,6 +11,7 @@ Examples (from the repository root)::
     python -m conformance.run --wrapped --strict              # active suite, behind mcp_resume_asgi
     python -m conformance.run --compare                       # bare vs wrapped; exit 1 on regressions
     python -m conformance.run --requirements 2026-07-28 --compare   # a revision's frozen requirement set
+    python -m conformance.run --scenario tasks --wrapped --strict     # the ten tasks-* scenarios (SEP-2663)
     python -m conformance.run --scenario server-sse-polling --wrapped \\
         --expect-success server-sse-priming-event,server-sse-retry-field,server-sse-disconnect-resume
 
@@ -55,6 +56,36 @@ SUITE_VERSION = "0.1.16"
 #: installed next to the default one, in ``<cache>/requirements/``.
 REQUIREMENTS_SUITE_VERSION = "0.2.0-alpha.12"
 REQUIREMENT_SETS = ("2025-11-25", "2026-07-28")
+#: The Tasks extension's scenarios (SEP-2663), in that release only; `--scenario tasks`
+#: runs all of them against one server (fixtures: `conformance/tasks_fixtures.py`).
+TASKS_SCENARIOS = (
+    "tasks-lifecycle",
+    "tasks-capability-negotiation",
+    "tasks-wire-fields",
+    "tasks-request-state-removal",
+    "tasks-mrtr-input",
+    "tasks-request-headers",
+    "tasks-dispatch-and-envelope",
+    "tasks-status-notifications",
+    "tasks-required-task-error",
+    "tasks-mrtr-composition",
+)
+
+
+def scenarios_of(scenario: str | None) -> list[str]:
+    """The scenarios `--scenario` names: one, a comma-separated list, or `tasks` (all ten)."""
+    if scenario is None:
+        return []
+    if scenario == "tasks":
+        return list(TASKS_SCENARIOS)
+    return [name.strip() for name in scenario.split(",") if name.strip()]
+
+
+def needs_requirements_suite(scenario: str | None) -> bool:
+    """Whether the scenarios exist only in the requirements release (the `tasks-*` ones)."""
+    return any(name.startswith("tasks-") for name in scenarios_of(scenario))
+
+
 NODE_MAJOR = 22
 
 # The SEP-1699 checks of scenario ``server-sse-polling`` (a *pending* scenario in 0.1.16:
@@ -311,39 +342,39 @@ def run_suite(
     out_dir.mkdir(parents=True)
     stdout_path = run_dir / "suite-stdout.txt"
     server_log = run_dir / "server.log"
+    names = scenarios_of(scenario)
+    runs: list[list[str]] = [["--scenario", name] for name in names]
+    if not runs:
+        runs = [["--requirements", requirements] if requirements else ["--suite", suite_name]]
+    stdout = stderr = ""
+    returncode = 0
     with serve(wrapped, server_log) as url:
-        args = ["server", "--url", url, "-o", str(out_dir)]
-        if scenario:
-            args += ["--scenario", scenario]
-        elif requirements:
-            args += ["--requirements", requirements]
-        else:
-            args += ["--suite", suite_name]
         started = time.monotonic()
-        try:
-            proc = subprocess.run(
-                suite.command(*args),
-                cwd=suite.cache_dir,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                env={**os.environ, "NO_COLOR": "1", "FORCE_COLOR": "0"},
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise ConformanceError(
-                f"conformance suite timed out after {timeout}s against the {label} server"
-            ) from exc
+        for what in runs:  # several scenarios run one after another against the same server
+            try:
+                proc = subprocess.run(
+                    suite.command("server", "--url", url, "-o", str(out_dir), *what),
+                    cwd=suite.cache_dir,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                    env={**os.environ, "NO_COLOR": "1", "FORCE_COLOR": "0"},
+                )
+            except subprocess.TimeoutExpired as exc:
+                raise ConformanceError(
+                    f"conformance suite timed out after {timeout}s against the {label} server"
+                ) from exc
+            stdout, stderr = stdout + proc.stdout, stderr + proc.stderr
+            returncode = returncode or proc.returncode
         seconds = time.monotonic() - started
-    stdout_path.write_text(proc.stdout + ("\n--- stderr ---\n" + proc.stderr if proc.stderr else ""))
-    if "Validation error" in proc.stdout + proc.stderr or "Unknown suite" in proc.stdout + proc.stderr:
-        raise ConformanceError(f"suite rejected its arguments:\n{proc.stdout}\n{proc.stderr}")
-    raw = parse_results(out_dir, proc.stdout, [scenario] if scenario else [])
+    stdout_path.write_text(stdout + ("\n--- stderr ---\n" + stderr if stderr else ""))
+    if "Validation error" in stdout + stderr or "Unknown suite" in stdout + stderr:
+        raise ConformanceError(f"suite rejected its arguments:\n{stdout}\n{stderr}")
+    raw = parse_results(out_dir, stdout, names)
     if not raw:
-        raise ConformanceError(
-            f"suite produced no results (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-        )
+        raise ConformanceError(f"suite produced no results (exit {returncode}):\n{stdout}\n{stderr}")
     statuses = {name: collapse(checks) for name, checks in raw.items()}
-    return RunResult(label, statuses, raw, seconds, proc.returncode, stdout_path, server_log)
+    return RunResult(label, statuses, raw, seconds, returncode, stdout_path, server_log)
 
 
 # --------------------------------------------------------------------------- reports
@@ -470,7 +501,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--wrapped", action="store_true", help="test the server wrapped by mcp_resume_asgi.resumable"
     )
     what = p.add_mutually_exclusive_group()
-    what.add_argument("--scenario", help="run one scenario (e.g. server-sse-polling) instead of a suite")
+    what.add_argument(
+        "--scenario",
+        help="run one scenario (e.g. server-sse-polling), a comma-separated list, or `tasks` "
+        f"(the ten tasks-* scenarios of suite {REQUIREMENTS_SUITE_VERSION}) instead of a suite",
+    )
     what.add_argument(
         "--suite",
         default="active",
@@ -503,7 +538,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
     try:
         started = time.monotonic()
-        if args.requirements:
+        if args.requirements or needs_requirements_suite(args.scenario):
             cache_dir = args.cache_dir / "requirements"
             suite = ensure_suite(cache_dir, version=REQUIREMENTS_SUITE_VERSION)
         else:

@@ -30,6 +30,8 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer, UserMessage
 from mcp.server.mcpserver.tools import Tool
 
+from conformance.tasks_fixtures import add_task_tools, task_routes
+
 logger = logging.getLogger("conformance.server")
 
 MCP_PATH = "/mcp"
@@ -369,6 +371,8 @@ def build_server() -> MCPServer:
         logger.info("log level set to %s", params.level)
         return types.EmptyResult()
 
+    add_task_tools(mcp)  # the `tasks-*` scenarios' fixtures (0.2.0-alpha.12)
+
     lowlevel = mcp._lowlevel_server  # pyright: ignore[reportPrivateUsage]
     lowlevel.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
     lowlevel.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
@@ -389,7 +393,9 @@ def make_app(wrapped: bool) -> Any:
     import mcp_resume_asgi  # lazily: the bare server must work without the middleware
 
     policy = mcp_resume_asgi.Policy(retry_ms=WRAPPED_RETRY_MS, max_connection_s=WRAPPED_MAX_CONNECTION_S)
-    return mcp_resume_asgi.resumable(bare, policy=policy)
+    # The Tasks extension for the `tasks-*` scenarios: which tools become tasks is per route.
+    routes = task_routes(WRAPPED_RETRY_MS)
+    return mcp_resume_asgi.resumable(bare, policy=policy, routes=routes, tasks=True)
 
 
 def main(argv: list[str] | None = None) -> None:
