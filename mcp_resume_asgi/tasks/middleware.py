@@ -234,7 +234,14 @@ class TasksMiddleware(FeatureMiddleware):
             return
         stream_id, record, meta = found
         if ctx.method == "tasks/get":
-            result = get_task_result(task_id, record, await view_of(engine, record, meta))
+            view = await view_of(engine, record, meta)
+            if record.ended_at is None and view.final is not None and view.input_round is None:
+                # Its answer is recorded but the end of its call not noted yet: the first poll
+                # to see it fixes the time, so every later poll reports the same lastUpdatedAt.
+                now = time.time()
+                record = record.ended(now)
+                await engine.store.set_key(task_key(stream_id), record.encode(), record.ttl_left_s(now))
+            result = get_task_result(task_id, record, view)
         elif ctx.method == "tasks/update":
             if meta is not None and meta.pending_inputs and await self._relayed(ctx, receive, send, meta):
                 return  # the app's session (its server-to-client requests) lives on that node
@@ -339,7 +346,9 @@ async def _round_ended(engine: Engine, origin: str, stream_id: str, fallback: Ta
     if meta is not None:
         record = dataclasses.replace(record, principal=meta.principal)
     now = time.time()
-    await engine.store.set_key(task_key(origin), record.ended(now).encode(), record.ttl_left_s(now))
+    if record.ended_at is None:  # (else a poll saw the answer first and fixed the time)
+        record = record.ended(now)
+    await engine.store.set_key(task_key(origin), record.encode(), record.ttl_left_s(now))
 
 
 def _headers(ctx: RequestContext, name: bytes) -> list[str]:
