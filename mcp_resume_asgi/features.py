@@ -61,6 +61,10 @@ class RequestContext:
 class FeatureMiddleware:
     """Base class of feature layers: registers itself in the scope, then calls inward."""
 
+    answers: frozenset[str] = frozenset()
+    """JSON-RPC methods this layer answers itself (the app does not know them). They need
+    the store: while it is down they get a 503 to retry, not the app's "method not found"."""
+
     def __init__(self, app: ASGIApp) -> None:
         check_asgi_app(app, wrapper=type(self).__name__)
         self.app = app

@@ -136,7 +136,14 @@ class ResumeMiddleware:
             return
         outage = self.outage
         if outage.skipping:
-            await outage.without_store(self.app, scope, receive, send, where[0] == "stream")
+            await outage.without_store(
+                self.app,
+                scope,
+                receive,
+                send,
+                stream_url=where[0] == "stream",
+                max_body_bytes=self.max_body_bytes,
+            )
             return
         tracked = TrackedSend(send)
         try:
@@ -236,7 +243,15 @@ class ResumeMiddleware:
             if tracked.started or not self.outage.is_outage(exc):
                 raise
             self.outage.failed(exc)
-            await self.outage.without_store(self.app, scope, replay_receive(body, receive), send, False)
+            await self.outage.without_store(
+                self.app,
+                scope,
+                receive,
+                send,
+                stream_url=False,
+                max_body_bytes=self.max_body_bytes,
+                body=body,
+            )
 
     async def _post_body(self, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
         owner = await self._owner_elsewhere(scope, send)

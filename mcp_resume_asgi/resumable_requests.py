@@ -56,6 +56,8 @@ class ResumableRequestsMiddleware(FeatureMiddleware):
     does that for you.
     """
 
+    answers = frozenset({"requests/resume", "requests/getStatus"})
+
     def __init__(
         self, app: ASGIApp, *, methods: Sequence[str] = ("tools/call",), tools: Sequence[str] = ("*",)
     ) -> None:

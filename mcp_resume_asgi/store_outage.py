@@ -14,8 +14,15 @@ import time
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import UNAVAILABLE_HEADER, header, send_jsonrpc_error
+from mcp_resume_asgi._http import (
+    UNAVAILABLE_HEADER,
+    header,
+    read_body_or_refuse,
+    replay_receive,
+    send_jsonrpc_error,
+)
 from mcp_resume_asgi.cluster import OutageLog
+from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware
 from mcp_resume_asgi.store.base import Store
 
 #: After the store failed, how long requests skip it before trying again.
@@ -78,13 +85,33 @@ class StoreOutage:
 
     @staticmethod
     async def without_store(
-        app: ASGIApp, scope: Scope, receive: Receive, send: Send, stream_url: bool
+        app: ASGIApp,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        *,
+        stream_url: bool,
+        max_body_bytes: int,
+        body: bytes | None = None,
     ) -> None:
-        """The app answers as it would unwrapped, and says so in a header; a resume or a
-        stream URL cannot be served without the store: 503, retry later."""
+        """The app answers as it would unwrapped, and says so in a header. What cannot be
+        served without the store - a resume, a stream URL, a method a feature layer answers
+        itself (`tasks/get`, `requests/resume`...) - gets a 503: retry later."""
         if stream_url or (scope["method"] == "GET" and header(scope, b"last-event-id") is not None):
             await send_unavailable(send)
             return
+        features: tuple[FeatureMiddleware, ...] = scope.get(FEATURES_KEY, ())
+        owned = frozenset().union(*(feature.answers for feature in features))
+        if body is None and owned and scope["method"] == "POST":
+            body = await read_body_or_refuse(receive, send, max_body_bytes)
+            if body is None:
+                return
+        if body is not None:
+            message = p.loads_wire(body) if owned else None
+            if isinstance(message, dict) and message.get("method") in owned:
+                await send_unavailable(send)
+                return
+            receive = replay_receive(body, receive)
 
         async def tagged(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -66,6 +66,8 @@ class TasksMiddleware(FeatureMiddleware):
     `task_ttl_s`, `task_poll_interval_ms`).
     """
 
+    answers = TASK_METHODS
+
     async def intercept(self, ctx: RequestContext, receive: Receive, send: Send) -> bool:
         method = ctx.method
         declared = declares(ctx.capabilities)
