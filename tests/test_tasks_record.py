@@ -141,6 +141,24 @@ def test_an_answer_recorded_before_the_cancel_took_effect_wins() -> None:
     assert get_task_result("t1", RECORD.cancelled(RECORD.created_at + 1), view)["status"] == "completed"
 
 
+def test_a_task_whose_node_is_gone_is_failed_unless_cancelled_first() -> None:
+    gone = StreamView(exists=True, owner_gone=True)
+    assert gone.ended and not StreamView(exists=True).ended
+    task = get_task_result("t1", RECORD, gone)
+    assert task["status"] == "failed" and "result" not in task
+    assert task["error"]["code"] == -32603 and task["statusMessage"] == task["error"]["message"]
+    assert "stopped" in task["error"]["message"]
+    ended = get_task_result("t1", RECORD.ended(RECORD.created_at + 2), gone)
+    assert ended["lastUpdatedAt"].startswith("2025-11-25T10:30:02")
+    assert get_task_result("t1", RECORD.cancelled(RECORD.created_at + 1), gone)["status"] == "cancelled"
+
+
+def test_an_input_round_answer_does_not_end_the_task() -> None:
+    answer = frame({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "input_required"}})
+    assert not StreamView(exists=True, final=answer, input_round={"resultType": "input_required"}).ended
+    assert StreamView(exists=True, final=answer).ended
+
+
 # ---------------------------------------------------------------------------- negotiation
 def test_declaring_the_extension() -> None:
     assert declares({"extensions": {EXTENSION: {}}})

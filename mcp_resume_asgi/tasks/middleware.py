@@ -237,7 +237,7 @@ class TasksMiddleware(FeatureMiddleware):
         stream_id, record, meta = found
         if ctx.method == "tasks/get":
             view = await view_of(engine, record, meta)
-            if record.ended_at is None and view.final is not None and view.input_round is None:
+            if record.ended_at is None and view.ended:
                 # Its answer is recorded but the end of its call not noted yet: the first poll
                 # to see it fixes the time, so every later poll reports the same lastUpdatedAt.
                 now = time.time()

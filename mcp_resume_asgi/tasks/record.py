@@ -144,6 +144,13 @@ class StreamView:
     """The round's answer when it is an `InputRequiredResult` (the task goes on after it)."""
     inputs: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The round's outstanding input requests by task key (`inputs.outstanding`)."""
+    owner_gone: bool = False
+    """The node running the request stopped (its heartbeat lapsed) before the answer."""
+
+    @property
+    def ended(self) -> bool:
+        """The task has reached its last status (an input round's answer is not one)."""
+        return (self.final is not None and self.input_round is None) or self.owner_gone
 
 
 def iso(ts: float) -> str:
@@ -243,6 +250,12 @@ def detailed_task(task_id: str, record: TaskRecord, view: StreamView) -> dict[st
             status_message="The task was cancelled at the client's request.",
             updated_at=record.cancelled_at,
         )
+    if view.owner_gone:
+        text = "the server running the task stopped before it finished"
+        return {
+            **task_fields(task_id, record, Status.FAILED, status_message=text, updated_at=ended),
+            "error": {"code": -32603, "message": text},
+        }
     if not view.exists or view.expired:
         return task_fields(
             task_id,

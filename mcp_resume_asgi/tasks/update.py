@@ -53,6 +53,9 @@ async def view_of(engine: Engine, record: TaskRecord, meta: StreamMeta | None) -
     if meta.state is StreamState.EXPIRED:
         return StreamView(exists=True, expired=True)
     if meta.final_seq is None:
+        node = engine.node
+        if node is not None and node.running and meta.owner and not await node.alive(meta.owner):
+            return StreamView(exists=True, owner_gone=True)  # nobody will ever answer it
         view = StreamView(exists=True)
     else:
         final = await _event(engine, meta.stream_id, meta.final_seq)
