@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_resume_asgi._misconfig import check_asgi_app
+from mcp_resume_asgi.connection import Delivery
 from mcp_resume_asgi.policy import Policy
 
 if TYPE_CHECKING:
@@ -56,6 +57,35 @@ class RequestContext:
     def params(self) -> dict[str, Any]:
         params = self.message.get("params")
         return params if isinstance(params, dict) else {}
+
+    async def host(
+        self,
+        receive: Receive,
+        send: Send,
+        *,
+        delivery: Delivery | None = None,
+        policy: Policy | None = None,
+        first_messages: list[dict[str, Any]] | None = None,
+        idempotency_key: str | None = None,
+    ) -> tuple[str, int] | None:
+        """Hand the request to the engine as it stands here (a layer that serves it its own way:
+        with a `Delivery`, another policy); see `Engine.handle_request`."""
+        return await self.engine.handle_request(
+            self.scope,
+            receive,
+            send,
+            body=self.body,
+            message=self.message,
+            route=self.route,
+            policy=policy or self.policy,
+            version=self.version,
+            session_id=self.session_id,
+            accepts_sse=True,
+            idempotency_key=idempotency_key,
+            stream_id=self.stream_id,
+            first_messages=first_messages,
+            delivery=delivery,
+        )
 
 
 class FeatureMiddleware:

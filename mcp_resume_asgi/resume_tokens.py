@@ -117,20 +117,7 @@ class ResumeTokenMiddleware(FeatureMiddleware):
             on_deadline=self._interim_frame(ctx, ctx.stream_id),
             at_will=False,
         )
-        await ctx.engine.handle_request(
-            ctx.scope,
-            receive,
-            send,
-            body=ctx.body,
-            message=ctx.message,
-            route=ctx.route,
-            policy=ctx.policy,
-            version=ctx.version,
-            session_id=ctx.session_id,
-            accepts_sse=True,
-            stream_id=ctx.stream_id,
-            delivery=delivery,
-        )
+        await ctx.host(receive, send, delivery=delivery)
         return True
 
     def _token(self, ctx: RequestContext, stream_id: str, cursor: int) -> str:

@@ -205,20 +205,7 @@ class TaskLike(FeatureMiddleware):
     async def intercept(self, ctx: RequestContext, receive: Receive, send: Send) -> bool:
         if ctx.method != "tools/call":
             return False
-        await ctx.engine.handle_request(
-            ctx.scope,
-            receive,
-            send,
-            body=ctx.body,
-            message=ctx.message,
-            route=ctx.route,
-            policy=ctx.policy,
-            version=ctx.version,
-            session_id=ctx.session_id,
-            accepts_sse=True,
-            stream_id=ctx.stream_id,
-            delivery=Delivery(survives_close=True),
-        )
+        await ctx.host(receive, send, delivery=Delivery(survives_close=True))
         return True
 
 

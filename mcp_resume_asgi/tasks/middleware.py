@@ -119,21 +119,15 @@ class TasksMiddleware(FeatureMiddleware):
         first: list[dict[str, Any]] = []
         for feature in features:
             first += await feature.first_messages(ctx)
-        return await ctx.engine.handle_request(
-            ctx.scope,
+        if delivery is None and ctx.survives_close:  # as `ResumeMiddleware` does (SEP-975's way back)
+            delivery = Delivery(survives_close=True)
+        return await ctx.host(
             receive,
             send,
-            body=ctx.body,
-            message=ctx.message,
-            route=ctx.route,
-            policy=policy or ctx.policy,
-            version=ctx.version,
-            session_id=ctx.session_id,
-            accepts_sse=True,
-            idempotency_key=header(ctx.scope, b"idempotency-key"),
-            stream_id=ctx.stream_id,
-            first_messages=first,
             delivery=delivery,
+            policy=policy,
+            first_messages=first,
+            idempotency_key=header(ctx.scope, b"idempotency-key"),
         )
 
     # ------------------------------------------------------------------ a call that may become a task
