@@ -17,14 +17,7 @@ Debug by hand:   node tests/ts_client/client.mjs http://127.0.0.1:PORT/mcp --tra
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import re
-import shutil
-import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +26,7 @@ import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_resume_asgi import Policy, resumable
+from tests.support.npm import NpmPeer
 from tests.support.server import load_app, serve_in_thread
 
 pytestmark = pytest.mark.timeout(300)  # the first run includes `npm ci`
@@ -40,48 +34,9 @@ pytestmark = pytest.mark.timeout(300)  # the first run includes `npm ci`
 TS_DIR = Path(__file__).resolve().parent / "ts_client"
 CLIENT_SCRIPT = TS_DIR / "client.mjs"
 SDK_PACKAGE = "@modelcontextprotocol/sdk"
-STAMP_NAME = ".mcp-resume-asgi-install-stamp"
-MIN_NODE_MAJOR = 18  # the SDK's "engines"
 APP = "tests.apps.mcpserver_app:create_app"
 CLIENT_TIMEOUT_S = 60.0
-NPM_TIMEOUT_S = 240.0
-
-
-def _skip_or_fail(reason: str) -> None:
-    if os.environ.get("CI", "").strip().lower() == "true":
-        pytest.fail(f"{reason} (CI=true: not skipping)")
-    pytest.skip(reason)
-
-
-def _node_major(node: str) -> int | None:
-    try:
-        out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    m = re.match(r"v(\d+)\.", out.strip())
-    return int(m.group(1)) if m else None
-
-
-def _pinned_sdk_version() -> str:
-    lock = json.loads((TS_DIR / "package-lock.json").read_text())
-    return str(lock["packages"][f"node_modules/{SDK_PACKAGE}"]["version"])
-
-
-def _install_fingerprint() -> str:
-    digest = hashlib.sha256()
-    for name in ("package.json", "package-lock.json"):
-        digest.update((TS_DIR / name).read_bytes())
-    return digest.hexdigest()
-
-
-def _installed(fingerprint: str) -> bool:
-    modules = TS_DIR / "node_modules"
-    try:
-        stamp = (modules / STAMP_NAME).read_text().strip()
-        sdk = json.loads((modules / SDK_PACKAGE / "package.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return stamp == fingerprint and sdk.get("version") == _pinned_sdk_version()
+PEER = NpmPeer(TS_DIR, (SDK_PACKAGE,), min_node_major=18)  # the SDK's "engines"
 
 
 @dataclass(frozen=True)
@@ -93,36 +48,8 @@ class TsClient:
 
 @pytest.fixture(scope="module")
 def ts_client() -> TsClient:
-    node = shutil.which("node")
-    if node is None:
-        _skip_or_fail("node is not installed: the TypeScript MCP SDK client cannot run")
-        raise AssertionError("unreachable")
-    major = _node_major(node)
-    if major is None or major < MIN_NODE_MAJOR:
-        _skip_or_fail(f"node {major} is too old for {SDK_PACKAGE} (needs >= {MIN_NODE_MAJOR})")
-    fingerprint = _install_fingerprint()
-    install_s: float | None = None
-    if not _installed(fingerprint):
-        npm = shutil.which("npm")
-        if npm is None:
-            _skip_or_fail(f"npm is not installed: {SDK_PACKAGE} cannot be installed into {TS_DIR}")
-            raise AssertionError("unreachable")
-        cmd = [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error", "--prefer-offline"]
-        started = time.monotonic()
-        try:
-            proc = subprocess.run(cmd, cwd=TS_DIR, capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"{' '.join(cmd)} did not finish within {NPM_TIMEOUT_S}s (in {TS_DIR})")
-        install_s = time.monotonic() - started
-        if proc.returncode != 0:
-            pytest.fail(
-                f"{' '.join(cmd)} failed ({proc.returncode}) in {TS_DIR}:\n{proc.stdout}\n{proc.stderr}"
-            )
-        (TS_DIR / "node_modules" / STAMP_NAME).write_text(fingerprint + "\n")
-        if not _installed(fingerprint):
-            pytest.fail(f"npm ci succeeded but {SDK_PACKAGE} {_pinned_sdk_version()} is not in {TS_DIR}")
-        print(f"[ts_client] npm ci: {install_s:.1f}s", file=sys.stderr)
-    return TsClient(node, _pinned_sdk_version(), install_s)
+    node, install_s = PEER.prepare()
+    return TsClient(node, PEER.pinned_versions()[SDK_PACKAGE], install_s)
 
 
 class RequestLog:
@@ -164,20 +91,10 @@ class Run:
 
 
 def run_client(client: TsClient, url: str, trace: Path, *args: str) -> Run:
-    cmd = [client.node, str(CLIENT_SCRIPT), url, "--trace", str(trace), *args]
-    started = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, cwd=TS_DIR, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        tail = trace.read_text().splitlines()[-80:] if trace.exists() else []
-        pytest.fail(f"the TS client did not exit within {CLIENT_TIMEOUT_S}s: {exc}\n" + "\n".join(tail))
-    elapsed = time.monotonic() - started
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        pytest.fail(
-            f"the TS client printed no JSON summary (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-        )
-    return Run(json.loads(lines[-1]), proc.returncode, proc.stderr, trace, elapsed)
+    summary, returncode, stderr, elapsed = PEER.run_script(
+        client.node, CLIENT_SCRIPT, [url, "--trace", str(trace), *args], trace, CLIENT_TIMEOUT_S
+    )
+    return Run(summary, returncode, stderr, trace, elapsed)
 
 
 def _assert_common(run: Run, client: TsClient, log: RequestLog) -> None:

@@ -31,13 +31,7 @@ Debug by hand:   node tests/ts_tasks_client/client.mjs http://127.0.0.1:PORT/mcp
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import re
-import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,76 +42,20 @@ import pytest
 
 from mcp_resume_asgi import Policy, resumable
 from tests.apps import tasks_app
+from tests.support.npm import NpmPeer
 from tests.support.server import load_app, serve_in_thread
 
 pytestmark = pytest.mark.timeout(300)  # the first run includes `npm ci`
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 TS_DIR = Path(__file__).resolve().parent / "ts_tasks_client"
 CLIENT_SCRIPT = TS_DIR / "client.mjs"
 PACKAGES = ("@modelcontextprotocol/client", "@modelcontextprotocol/ext-tasks")
-STAMP_NAME = ".mcp-resume-asgi-install-stamp"
-MIN_NODE_MAJOR = 20  # @modelcontextprotocol/client 2.x "engines"
+PEER = NpmPeer(TS_DIR, PACKAGES, min_node_major=20)  # @modelcontextprotocol/client 2.x "engines"
 APP = "tests.apps.tasks_app:create_app"
 POLICY = Policy(retry_ms=None, task_after_s=0, task_ttl_s=60, task_poll_interval_ms=50)
 CLIENT_TIMEOUT_S = 60.0
-NPM_TIMEOUT_S = 240.0
 MODERN = "2026-07-28"
 CANCEL_TAG = "ts-tasks-cancel"
-
-
-def _skip_or_fail(reason: str) -> None:
-    if os.environ.get("CI", "").strip().lower() == "true":
-        pytest.fail(f"{reason} (CI=true: not skipping)")
-    pytest.skip(reason)
-
-
-def _node_major(node: str | Path) -> int | None:
-    try:
-        out = subprocess.run([str(node), "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    m = re.match(r"v(\d+)\.", out.strip())
-    return int(m.group(1)) if m else None
-
-
-def _find_node() -> str | None:
-    """The system node if new enough, else the Node 22 that conformance/run.py installs."""
-    candidates: list[str | Path] = []
-    system = shutil.which("node")
-    if system:
-        candidates.append(system)
-    cache = Path(os.environ.get("MCP_CONFORMANCE_CACHE") or REPO_ROOT / ".cache" / "conformance")
-    candidates += sorted((cache / "node_modules").glob("node-*-*/bin/node"))
-    for node in candidates:
-        if (_node_major(node) or 0) >= MIN_NODE_MAJOR:
-            return str(node)
-    return None
-
-
-def _pinned_versions() -> dict[str, str]:
-    lock = json.loads((TS_DIR / "package-lock.json").read_text())
-    return {name: str(lock["packages"][f"node_modules/{name}"]["version"]) for name in PACKAGES}
-
-
-def _install_fingerprint() -> str:
-    digest = hashlib.sha256()
-    for name in ("package.json", "package-lock.json"):
-        digest.update((TS_DIR / name).read_bytes())
-    return digest.hexdigest()
-
-
-def _installed(fingerprint: str) -> bool:
-    modules = TS_DIR / "node_modules"
-    try:
-        stamp = (modules / STAMP_NAME).read_text().strip()
-        installed = {
-            name: json.loads((modules / name / "package.json").read_text()).get("version")
-            for name in PACKAGES
-        }
-    except (OSError, ValueError):
-        return False
-    return stamp == fingerprint and installed == _pinned_versions()
 
 
 @dataclass(frozen=True)
@@ -128,31 +66,8 @@ class TsTasksClient:
 
 @pytest.fixture(scope="module")
 def ts_tasks_client() -> TsTasksClient:
-    node = _find_node()
-    if node is None:
-        _skip_or_fail(f"no node >= {MIN_NODE_MAJOR}: {', '.join(PACKAGES)} cannot run")
-        raise AssertionError("unreachable")
-    fingerprint = _install_fingerprint()
-    if not _installed(fingerprint):
-        npm = shutil.which("npm")
-        if npm is None:
-            _skip_or_fail(f"npm is not installed: {', '.join(PACKAGES)} cannot be installed into {TS_DIR}")
-            raise AssertionError("unreachable")
-        cmd = [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error", "--prefer-offline"]
-        started = time.monotonic()
-        try:
-            proc = subprocess.run(cmd, cwd=TS_DIR, capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"{' '.join(cmd)} did not finish within {NPM_TIMEOUT_S}s (in {TS_DIR})")
-        if proc.returncode != 0:
-            pytest.fail(
-                f"{' '.join(cmd)} failed ({proc.returncode}) in {TS_DIR}:\n{proc.stdout}\n{proc.stderr}"
-            )
-        (TS_DIR / "node_modules" / STAMP_NAME).write_text(fingerprint + "\n")
-        if not _installed(fingerprint):
-            pytest.fail(f"npm ci succeeded but {_pinned_versions()} are not in {TS_DIR}")
-        print(f"[ts_tasks_client] npm ci: {time.monotonic() - started:.1f}s", file=sys.stderr)
-    return TsTasksClient(node, _pinned_versions())
+    node, _ = PEER.prepare()
+    return TsTasksClient(node, PEER.pinned_versions())
 
 
 @dataclass
@@ -180,20 +95,7 @@ class Run:
 
 
 def _run_client(client: TsTasksClient, url: str, trace: Path) -> tuple[dict[str, Any], int, str, float]:
-    cmd = [client.node, str(CLIENT_SCRIPT), url, "--trace", str(trace)]
-    started = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, cwd=TS_DIR, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        tail = trace.read_text().splitlines()[-60:] if trace.exists() else []
-        pytest.fail(f"the TS client did not exit within {CLIENT_TIMEOUT_S}s: {exc}\n" + "\n".join(tail))
-    elapsed = time.monotonic() - started
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        pytest.fail(
-            f"the TS client printed no JSON summary (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-        )
-    return json.loads(lines[-1]), proc.returncode, proc.stderr, elapsed
+    return PEER.run_script(client.node, CLIENT_SCRIPT, [url, "--trace", str(trace)], trace, CLIENT_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
