@@ -403,3 +403,12 @@ class ResumeMiddleware:
             await self.engine.end_session(session_id)
         for message in held:
             await send(message)
+
+
+def __getattr__(name: str) -> Any:
+    """`resumable` moved to `wrap.py` (it imports this module); still importable from here."""
+    if name == "resumable":
+        from mcp_resume_asgi.wrap import resumable
+
+        return resumable
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

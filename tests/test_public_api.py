@@ -1,0 +1,21 @@
+"""The names users import: from the package, and from the module paths they used before a split."""
+
+from __future__ import annotations
+
+import pytest
+
+import mcp_resume_asgi
+from mcp_resume_asgi import middleware
+
+
+def test_the_package_exports_what_the_readme_uses() -> None:
+    for name in ("resumable", "ResumeMiddleware", "Policy", "Route", "MemoryStore", "TasksMiddleware"):
+        assert name in mcp_resume_asgi.__all__ and getattr(mcp_resume_asgi, name) is not None
+
+
+def test_resumable_is_still_importable_from_the_middleware_module() -> None:
+    from mcp_resume_asgi.middleware import resumable
+
+    assert resumable is mcp_resume_asgi.resumable
+    with pytest.raises(AttributeError):
+        _ = middleware.no_such_name  # type: ignore[attr-defined]
