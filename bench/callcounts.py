@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from bench.apps import create_app
+from bench.exchange import Exchange, post_scope
 
 HEADERS = [
     (b"host", b"127.0.0.1:8000"),
@@ -43,48 +44,11 @@ async def _call(app: Any, body: bytes, session: bytes | None) -> tuple[int, dict
     headers = [*HEADERS, (b"content-length", str(len(body)).encode())]
     if session:
         headers.append((b"mcp-session-id", session))
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "root_path": "",
-        "query_string": b"",
-        "headers": headers,
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-    }
-    done = asyncio.Event()
-    sent = False
-    status = 0
-    out_headers: dict[bytes, bytes] = {}
-    chunks: list[bytes] = []
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await done.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = message["status"]
-            out_headers.update(message.get("headers", []))
-        elif message["type"] == "http.response.body":
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                done.set()
-
-    task = asyncio.ensure_future(app(scope, receive, send))
-    await asyncio.wait_for(done.wait(), 10)
+    exchange = Exchange(body)
+    task = asyncio.ensure_future(app(post_scope(headers), exchange.receive, exchange.send))
+    await asyncio.wait_for(exchange.done.wait(), 10)
     await asyncio.wait_for(task, 10)
-    return status, out_headers, b"".join(chunks)
+    return exchange.status, exchange.headers, exchange.payload
 
 
 async def _run(variant: str, requests: int) -> dict[str, Any]:

@@ -60,6 +60,7 @@ from mcp.server.mcpserver import MCPServer
 from starlette.types import ASGIApp, Message
 
 from bench.apps import echo
+from bench.exchange import Exchange, post_scope
 from bench.stores import Tally, _loadavg, counting_redis_store, machine_facts, other_load
 from mcp_resume_asgi import MemoryStore, Policy, Store, resumable
 from mcp_resume_asgi.store import RedisStore
@@ -162,55 +163,21 @@ class Caller:
         """One request; with `detach`, the ASGI call goes on in the background once answered
         (a task's call returns when its app is done, as under a server)."""
         body, headers = self.request(method, params, name)
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": "/mcp",
-            "raw_path": b"/mcp",
-            "root_path": "",
-            "query_string": b"",
-            "headers": headers,
-            "client": ("127.0.0.1", 50000),
-            "server": ("127.0.0.1", 8000),
-        }
-        done = asyncio.Event()
-        sent = False
-        status = 0
-        chunks: list[bytes] = []
-
-        async def receive() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await done.wait()
-            return {"type": "http.disconnect"}
-
-        async def send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            elif message["type"] == "http.response.body":
-                chunks.append(message.get("body", b""))
-                if not message.get("more_body", False):
-                    done.set()
-
+        exchange = Exchange(body)
+        scope, receive, send = post_scope(headers), exchange.receive, exchange.send
         if detach:
             running = asyncio.ensure_future(self.app(scope, receive, send))
             self.background.add(running)
             running.add_done_callback(self.background.discard)
             await asyncio.wait(
-                [running, asyncio.ensure_future(done.wait())], return_when=asyncio.FIRST_COMPLETED
+                [running, asyncio.ensure_future(exchange.done.wait())], return_when=asyncio.FIRST_COMPLETED
             )
             if running.done():
                 running.result()
         else:
             await self.app(scope, receive, send)
-        payload = b"".join(chunks)
-        assert status == 200, (status, payload[:300])
+        payload = exchange.payload
+        assert exchange.status == 200, (exchange.status, payload[:300])
         return _answer(payload)
 
     async def create(self, tool: str, arguments: dict[str, Any]) -> str:
