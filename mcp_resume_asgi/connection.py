@@ -13,19 +13,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 from starlette.types import Message, Receive, Send
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
-
     from mcp_resume_asgi.stream_core import Attachment
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -80,6 +80,52 @@ class Flag:
         await self._event.wait()
 
 
+class Interruptible:
+    """One await at a time that another task may stop (`interrupt`).
+
+    Every request listens and every event of a first connection is written through
+    one of these, so on asyncio it avoids a cancel scope (a few microseconds each):
+    `interrupt` cancels the awaiting task itself, which takes back exactly that
+    cancellation (`Task.uncancel`), leaving any other one pending. Other backends
+    use a cancel scope.
+    """
+
+    __slots__ = ("_scope", "_task")
+
+    def __init__(self) -> None:
+        self._scope: anyio.CancelScope | None = None
+        self._task: asyncio.Task[Any] | None = None
+
+    async def run(self, awaitable: Awaitable[T]) -> tuple[T | None, bool]:
+        """`(its result, False)`, or `(None, True)` when interrupted."""
+        task = _asyncio_task()
+        if task is None:
+            result: T | None = None
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                try:
+                    result = await awaitable
+                finally:
+                    self._scope = None
+            return (None, True) if scope.cancelled_caught else (result, False)
+        self._task = task
+        try:
+            return await awaitable, False
+        except asyncio.CancelledError:
+            if self._task is not None or task.uncancel() > 0:
+                raise  # not (only) ours
+            return None, True
+        finally:
+            self._task = None
+
+    def interrupt(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+
+
 class Connection:
     """A client connection (see the module docstring)."""
 
@@ -94,15 +140,13 @@ class Connection:
         "head",
         "headers",
         "keepalive_due",
-        "listen_scope",
-        "listen_task",
+        "listener",
         "listening",
         "own_writer",
         "released",
         "started",
         "wake",
-        "write_scope",
-        "write_task",
+        "writing",
     )
 
     def __init__(self, send: Send, receive: Receive) -> None:
@@ -126,37 +170,17 @@ class Connection:
         self.wake: anyio.Event | None = None
         self.keepalive_due = False
         self.listening = False
-        self.listen_scope: anyio.CancelScope | None = None
-        self.listen_task: asyncio.Task[Any] | None = None
-        self.write_scope: anyio.CancelScope | None = None
-        self.write_task: asyncio.Task[Any] | None = None
+        self.listener = Interruptible()
+        self.writing = Interruptible()
 
     async def listen(self) -> None:
-        """Read `receive` until the client leaves, or `stop_listening` is called.
-
-        Every request listens (the app's disconnect listener), so on asyncio this
-        too takes back its own cancellation instead of opening a cancel scope (see
-        `write_interruptibly`).
-        """
+        """Read `receive` until the client leaves, or `stop_listening` is called."""
         if self.listening or self.gone.is_set():
             return
         self.listening = True
-        task = _asyncio_task()
         try:
-            if task is None:
-                with anyio.CancelScope() as scope:
-                    self.listen_scope = scope
-                    await self._read_until_gone()
-                return
-            self.listen_task = task
-            try:
-                await self._read_until_gone()
-            except asyncio.CancelledError:
-                if self.listen_task is not None or task.uncancel() > 0:
-                    raise  # not (only) ours
+            await self.listener.run(self._read_until_gone())
         finally:
-            self.listen_scope = None
-            self.listen_task = None
             self.listening = False
 
     async def _read_until_gone(self) -> None:
@@ -167,11 +191,7 @@ class Connection:
                 return
 
     def stop_listening(self) -> None:
-        if self.listen_scope is not None:
-            self.listen_scope.cancel()
-        task, self.listen_task = self.listen_task, None
-        if task is not None:
-            task.cancel()
+        self.listener.interrupt()
 
     def mark_gone(self) -> None:
         if not self.gone.is_set():
@@ -179,40 +199,16 @@ class Connection:
             self.interrupt_write()
 
     async def write_interruptibly(self, data: bytes, *, end: bool = False) -> bool | None:
-        """`write`, which `interrupt_write` can stop: True, False when gone, None when interrupted.
-
-        Every event of the first connection is written this way, so on asyncio it
-        avoids a cancel scope (a few microseconds each): it cancels the writing task
-        itself and takes back exactly that cancellation (`Task.uncancel`), leaving any
-        other one pending. Other backends use a cancel scope.
-        """
+        """`write`, which `interrupt_write` can stop: True, False when gone, None when interrupted."""
         message = {"type": "http.response.body", "body": data, "more_body": not end}
-        task = _asyncio_task()
-        if task is None:
-            with anyio.CancelScope() as scope:
-                self.write_scope = scope
-                written = await self.send(message)
-            self.write_scope = None
-            if scope.cancelled_caught:
-                return False if self.gone.is_set() else None
-            return written
-        self.write_task = task
-        try:
-            return await self.send(message)
-        except asyncio.CancelledError:
-            if self.write_task is not None or task.uncancel() > 0:
-                raise  # not (only) ours
+        written, interrupted = await self.writing.run(self.send(message))
+        if interrupted:
             return False if self.gone.is_set() else None
-        finally:
-            self.write_task = None
+        return written
 
     def interrupt_write(self) -> None:
         """Stop the write in flight (it returns None, or False if the client is gone)."""
-        if self.write_scope is not None:
-            self.write_scope.cancel()
-        task, self.write_task = self.write_task, None
-        if task is not None:
-            task.cancel()
+        self.writing.interrupt()
 
     def signal(self) -> None:
         """Tell its own writer (after a stall) that there is work."""
