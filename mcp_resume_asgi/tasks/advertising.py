@@ -9,13 +9,16 @@ carrying the answer, whose `data` is rewritten and whose other lines (`id:`,
 `event:`, `retry:`) are kept. Anything it cannot read within `limit` bytes goes
 out untouched: the advertisement is lost, the answer never is.
 
-Sans-IO: `feed(message)` returns the messages to send instead.
+Sans-IO: `feed(message)` returns the messages to send instead. With another `edit`,
+the same serves any one message of an answer that needs completing on its way out
+(the acknowledgement of a `subscriptions/listen`, `listen.py`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from starlette.types import Message
@@ -39,11 +42,33 @@ def _content_type(headers: list[tuple[bytes, bytes]]) -> bytes:
 class AdvertisingAnswer:
     """One HTTP answer on its way out (see the module docstring)."""
 
-    __slots__ = ("chunks", "done", "held_start", "limit", "mode", "request_id", "size", "tail")
+    __slots__ = (
+        "chunks",
+        "done",
+        "edit",
+        "held_start",
+        "limit",
+        "marker",
+        "mode",
+        "request_id",
+        "size",
+        "tail",
+    )
 
-    def __init__(self, request_id: Any, *, limit: int = MAX_ANSWER_BYTES) -> None:
+    def __init__(
+        self,
+        request_id: Any,
+        *,
+        limit: int = MAX_ANSWER_BYTES,
+        edit: Callable[[Any], bool] | None = None,
+        marker: bytes = b'"capabilities"',
+    ) -> None:
         self.request_id = request_id
         self.limit = limit
+        self.edit = edit
+        """Changes the message it is given in place, True if it was the one (default: advertise)."""
+        self.marker = marker
+        """Bytes the message's JSON must contain (not to parse every frame)."""
         self.mode: str | None = None
         """"json" (held until complete), "sse" (frame by frame), "pass" (untouched)."""
         self.held_start: Message | None = None
@@ -144,13 +169,14 @@ class AdvertisingAnswer:
         return newline.join(out)
 
     def _rewrite(self, data: bytes) -> bytes | None:
-        if b'"capabilities"' not in data:
+        if self.marker not in data:
             return None
         try:
             answer = json.loads(data)
         except (ValueError, RecursionError):
             return None
-        if not advertise(answer, self.request_id):
+        edited = self.edit(answer) if self.edit is not None else advertise(answer, self.request_id)
+        if not edited:
             return None
         self.done = True
         try:

@@ -29,7 +29,7 @@ from starlette.types import Message, Receive, Send
 from mcp_resume_asgi import expiry
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import header, send_json
-from mcp_resume_asgi.admission import NOT_FOUND
+from mcp_resume_asgi.admission import NOT_FOUND, Refusal
 from mcp_resume_asgi.connection import Delivery
 from mcp_resume_asgi.engine import Engine
 from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestContext
@@ -37,6 +37,7 @@ from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.sse import encode_payload
 from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
+from mcp_resume_asgi.tasks import listen
 from mcp_resume_asgi.tasks.advertising import AdvertisingAnswer
 from mcp_resume_asgi.tasks.capability import declares, missing_capability, stripped
 from mcp_resume_asgi.tasks.record import (
@@ -44,7 +45,7 @@ from mcp_resume_asgi.tasks.record import (
     SUPPORTED_METHODS,
     TaskRecord,
     create_task_result,
-    get_task_result,
+    detailed_task,
 )
 from mcp_resume_asgi.tasks.routing import HEADER_MISMATCH, MAX_TASK_ID, routing_problem, task_id_of
 from mcp_resume_asgi.tasks.update import no_client, task_key, update, view_of
@@ -83,6 +84,12 @@ class TasksMiddleware(FeatureMiddleware):
         plain = stripped(ctx.message)
         if plain is not None:
             ctx = dataclasses.replace(ctx, message=plain, body=p.dumps(plain))
+        if method == listen.LISTEN and (task_ids := listen.requested_task_ids(ctx.params)) is not None:
+            if not declared:
+                await _error(ctx, send, missing_capability(ctx.request_id))
+            else:
+                await listen.serve(self, ctx, receive, send, task_ids)
+            return True
         if method in ADVERTISED_IN:
             answer = AdvertisingAnswer(ctx.request_id)
 
@@ -99,6 +106,10 @@ class TasksMiddleware(FeatureMiddleware):
             return False
         await self._forward(ctx, receive, send)
         return True
+
+    async def forward(self, ctx: RequestContext, receive: Receive, send: Send) -> None:
+        """Hand a request the layer has edited on to the app (see `_forward`)."""
+        await self._forward(ctx, receive, send)
 
     async def _forward(
         self,
@@ -230,14 +241,7 @@ class TasksMiddleware(FeatureMiddleware):
             return
         stream_id, record, meta = found
         if ctx.method == "tasks/get":
-            view = await view_of(engine, record, meta)
-            if record.ended_at is None and view.ended:
-                # Its answer is recorded but the end of its call not noted yet: the first poll
-                # to see it fixes the time, so every later poll reports the same lastUpdatedAt.
-                now = time.time()
-                record = record.ended(now)
-                await engine.store.set_key(task_key(stream_id), record.encode(), record.ttl_left_s(now))
-            result = get_task_result(task_id, record, view)
+            result = {"resultType": "complete", **await self.detailed(engine, task_id, record, meta)}
         elif ctx.method == "tasks/update":
             if meta is not None and meta.pending_inputs and await self._relayed(ctx, receive, send, meta):
                 return  # the app's session (its server-to-client requests) lives on that node
@@ -259,12 +263,44 @@ class TasksMiddleware(FeatureMiddleware):
             result = EMPTY_ACK
         await send_json(send, 200, {"jsonrpc": "2.0", "id": ctx.request_id, "result": result})
 
+    @staticmethod
+    async def detailed(
+        engine: Engine, task_id: str, record: TaskRecord, meta: StreamMeta | None
+    ) -> dict[str, Any]:
+        """The `DetailedTask` as `tasks/get` answers it (and `notifications/tasks` carries it)."""
+        view = await view_of(engine, record, meta)
+        if record.ended_at is None and view.ended:
+            # Its answer is recorded but the end of its call not noted yet: the first reader to
+            # see it fixes the time, so every later poll reports the same lastUpdatedAt.
+            now = time.time()
+            record = record.ended(now)
+            await engine.store.set_key(task_key(record.stream_id), record.encode(), record.ttl_left_s(now))
+        return detailed_task(task_id, record, view)
+
+    async def resolve(self, ctx: RequestContext, task_id: str) -> str | None:
+        """The task's stream id if the caller may see the task, else None (nothing answered)."""
+        found = await self._lookup(ctx, task_id)
+        return found[0] if isinstance(found, tuple) else None
+
     async def _find(
         self, ctx: RequestContext, send: Send, task_id: str
     ) -> tuple[str, TaskRecord, StreamMeta | None] | None:
         """The task's stream id, record and stream (if still there) when the caller may see
         it; else None, answered (unknown - another principal's task is unknown too - or the
         app's own refusal, as it gave it)."""
+        found = await self._lookup(ctx, task_id)
+        if isinstance(found, tuple):
+            return found
+        if found is not None:
+            await found.send(send)
+            return None
+        await _error(ctx, send, _invalid(ctx, "Failed to retrieve task: Task not found"))
+        return None
+
+    async def _lookup(
+        self, ctx: RequestContext, task_id: str
+    ) -> tuple[str, TaskRecord, StreamMeta | None] | Refusal | None:
+        """The task if the caller may see it; the app's own refusal; or None (unknown)."""
         engine = ctx.engine
         stream_id = engine.signer.unsign(TASK_PURPOSE, task_id, max_length=MAX_TASK_ID)
         record = meta = None
@@ -281,9 +317,7 @@ class TasksMiddleware(FeatureMiddleware):
             if refusal is None:
                 return stream_id, record, meta
             if refusal is not NOT_FOUND:
-                await refusal.send(send)
-                return None
-        await _error(ctx, send, _invalid(ctx, "Failed to retrieve task: Task not found"))
+                return refusal
         return None
 
     async def _cancel(
@@ -309,6 +343,7 @@ class TasksMiddleware(FeatureMiddleware):
         await engine.store.set_key(
             task_key(stream_id), record.cancelled(now).encode(), record.ttl_left_s(now)
         )
+        await listen.touch(engine, record.current_stream)  # (a task between rounds: only its record changed)
         if hosted is not None and not hosted.done.is_set() and not hosted.expired:
             logger.info("stream %s: the client cancelled its task", hosted.stream_id)
             spawn(expiry.cancel_app, hosted, "the client cancelled the task")

@@ -169,6 +169,7 @@ async def _next_round(
         """The new round's stream exists: the task continues on it (a cancel meanwhile stops it)."""
         current = TaskRecord.decode(await engine.store.get_key(task_key(origin))) or record
         await engine.store.set_key(task_key(origin), current.next_round(stream_id).encode(), ttl)
+        await engine.store.update_stream(current.current_stream)  # wakes a listen stream following it
         if current.cancelled_at is not None:
             spawn(engine.cancel_stream, stream_id, "the client cancelled the task")
         return b""
