@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Scope key: the capabilities an `initialize` declared, when a layer edited what the app sees.
+DECLARED_CAPABILITIES = "mcp_resume_asgi.declared_capabilities"
+
 
 class Sessions:
     def __init__(self, engine: Engine) -> None:
@@ -46,11 +49,16 @@ class Sessions:
         if version is None:
             return
         capabilities: dict[str, Any] = {}
-        with contextlib.suppress(ValueError):
-            request = json.loads(hosted.body)
-            requested = request.get("params", {}).get("capabilities") if isinstance(request, dict) else None
-            if isinstance(requested, dict):
-                capabilities = requested
+        declared = hosted.scope.get(DECLARED_CAPABILITIES)
+        if isinstance(declared, dict):  # a layer took its own part out of what the app saw
+            capabilities = declared
+        else:
+            with contextlib.suppress(ValueError):
+                request = json.loads(hosted.body)
+                params = request.get("params") if isinstance(request, dict) else None
+                requested = params.get("capabilities") if isinstance(params, dict) else None
+                if isinstance(requested, dict):
+                    capabilities = requested
         info = SessionInfo(
             session_id=hosted.session_id,
             protocol_version=version,

@@ -141,3 +141,27 @@ async def test_a_2025_session_answers_the_apps_elicitation_through_tasks_update(
         assert task["result"]["content"][0]["text"] == "deleted e.txt"
         again = await call("tasks/update", taskId=task_id, inputResponses={key: YES})
         assert again["result"] == {"resultType": "complete"}
+
+
+async def test_a_2025_session_declares_the_extension_yet_the_app_never_sees_it() -> None:
+    async with wrapped() as h:
+        session = RawSession(h.client)
+        await session.initialize(capabilities={"extensions": {EXTENSION: {}, "x.example/other": {}}})
+        seen = await session.exchange("POST", "/mcp", session.tool_call("declared_extensions", {}))
+        answer = seen.messages()[-1]
+        task_id = created(answer)  # the session declared it: its calls become tasks
+        with anyio.fail_after(10):
+            while True:
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": session.next_id(),
+                    "method": "tasks/get",
+                    "params": {"taskId": task_id},
+                }
+                task = (await h.client.post("/mcp", json=body, headers=session.headers())).json()["result"]
+                if task["status"] == "completed":
+                    break
+                await anyio.sleep(0.05)
+        assert task["result"]["content"][0]["text"] == "x.example/other", (
+            "the app saw only the other extension"
+        )

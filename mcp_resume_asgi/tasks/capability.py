@@ -53,6 +53,25 @@ def stripped(message: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
+def stripped_initialize(message: dict[str, Any]) -> dict[str, Any] | None:
+    """A copy of an `initialize` request without the extension among the capabilities the
+    session declares (2025 revisions); None when it declares none (it goes as it came)."""
+    params = message.get("params")
+    declared = params.get("capabilities") if isinstance(params, dict) else None
+    if not isinstance(params, dict) or not isinstance(declared, dict) or not declares(declared):
+        return None
+    capabilities = dict(declared)
+    extensions = dict(capabilities["extensions"])
+    del extensions[EXTENSION]
+    if extensions:
+        capabilities["extensions"] = extensions
+    else:
+        del capabilities["extensions"]
+    out = copy.copy(message)
+    out["params"] = {**params, "capabilities": capabilities}
+    return out
+
+
 def advertise(answer: Any, request_id: Any) -> bool:
     """Add the extension to the server capabilities of an `initialize` or `server/discover`
     answer (in place); False when `answer` is not that request's successful answer."""

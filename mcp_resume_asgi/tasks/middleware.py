@@ -35,11 +35,12 @@ from mcp_resume_asgi.engine import Engine
 from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestContext
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.scheduler import spawn
+from mcp_resume_asgi.sessions import DECLARED_CAPABILITIES
 from mcp_resume_asgi.sse import encode_payload
 from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.tasks import listen
 from mcp_resume_asgi.tasks.advertising import AdvertisingAnswer
-from mcp_resume_asgi.tasks.capability import declares, missing_capability, stripped
+from mcp_resume_asgi.tasks.capability import declares, missing_capability, stripped, stripped_initialize
 from mcp_resume_asgi.tasks.record import (
     EMPTY_ACK,
     SUPPORTED_METHODS,
@@ -84,6 +85,10 @@ class TasksMiddleware(FeatureMiddleware):
         plain = stripped(ctx.message)
         if plain is not None:
             ctx = dataclasses.replace(ctx, message=plain, body=p.dumps(plain))
+        elif method == "initialize" and (plain := stripped_initialize(ctx.message)) is not None:
+            # The session keeps what its client declared; the app sees it without the extension.
+            scope = {**ctx.scope, DECLARED_CAPABILITIES: ctx.params.get("capabilities")}
+            ctx = dataclasses.replace(ctx, scope=scope, message=plain, body=p.dumps(plain))
         if method == listen.LISTEN and (task_ids := listen.requested_task_ids(ctx.params)) is not None:
             if not declared:
                 await _error(ctx, send, missing_capability(ctx.request_id))

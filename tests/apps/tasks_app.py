@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.shared.exceptions import MCPError
@@ -92,9 +92,16 @@ async def two_questions(
     return f"{first.name} and {second.name}"
 
 
+async def declared_extensions(ctx: Context) -> str:
+    """The extensions the app believes its client declared (the middleware's own are hidden)."""
+    capabilities = ctx.client_capabilities
+    extensions = capabilities.extensions if capabilities is not None else None
+    return ",".join(sorted(extensions or {})) or "none"
+
+
 def create_app(*, json_response: bool = False) -> Starlette:
     server = MCPServer("tasks-test-app", version="0.0.1", log_level="WARNING")
-    for fn in (echo, slow, tool_error, rpc_error, confirm, two_questions):
+    for fn in (echo, slow, tool_error, rpc_error, confirm, two_questions, declared_extensions):
         server.add_tool(fn, structured_output=False)
     return server.streamable_http_app(
         streamable_http_path="/mcp",
