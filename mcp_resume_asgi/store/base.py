@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import math
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -135,6 +136,60 @@ class GapError(Exception):
         self.stream_id = stream_id
         self.after_seq = after_seq
         self.first_seq = first_seq
+
+
+#: Longest index name and member the index operations take (UTF-8 bytes): names are built from
+#: request data (a principal's digest, a call id), and a store must not hold unbounded keys.
+MAX_INDEX_NAME_BYTES = 256
+MAX_INDEX_MEMBER_BYTES = 256
+#: Most members one `index_page` returns (a larger `limit` is cut to this).
+MAX_INDEX_PAGE = 1000
+
+
+def _check_index_text(what: str, value: str, max_bytes: int) -> None:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string")
+    try:
+        size = len(value.encode())
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} must be valid Unicode text") from None
+    if size > max_bytes:
+        raise ValueError(f"{what} is {size} bytes, more than {max_bytes}")
+
+
+def _check_time(what: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number (unix time)")
+
+
+def check_index_args(
+    index: str,
+    member: str | None = None,
+    *,
+    expires_at: float | None = None,
+    cap: int | None = None,
+    after: tuple[float, str] | None = None,
+) -> None:
+    """Refuse what no index operation may get (ValueError), the same for every store."""
+    _check_index_text("index name", index, MAX_INDEX_NAME_BYTES)
+    if member is not None:
+        _check_index_text("index member", member, MAX_INDEX_MEMBER_BYTES)
+    if expires_at is not None:
+        _check_time("expires_at", expires_at)
+    if after is not None:
+        if not isinstance(after, tuple) or len(after) != 2:
+            raise ValueError("after must be an (expires_at, member) pair")
+        _check_time("after's expires_at", after[0])
+        _check_index_text("after's member", after[1], MAX_INDEX_MEMBER_BYTES)
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0):
+        raise ValueError("cap must be a positive int")
+
+
+def page_limit(limit: int) -> int:
+    """`index_page`'s `limit`, capped at `MAX_INDEX_PAGE`."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+        raise ValueError("limit must be a positive int")
+    return min(limit, MAX_INDEX_PAGE)
 
 
 class StoreFullError(Exception):
@@ -294,6 +349,41 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def add_key(self, key: str, value: str, ttl_s: float) -> str | None:
         """Set `key` only if it is absent (atomically); return the value already there, if any."""
+
+    # -- bounded, self-expiring indexes --------------------------------------------------
+    # Sets of ids that must be counted or listed per owner (a principal's tasks, its REST
+    # calls) while each id lives only as long as what it names: every member carries its own
+    # expiry, and a set whose members all expired leaves nothing behind.
+
+    @abc.abstractmethod
+    async def index_add(self, index: str, member: str, expires_at: float, *, cap: int) -> bool:
+        """Add `member` (or move its expiry) to the bounded, self-expiring set `index`.
+
+        Drops the members whose `expires_at` (unix time) passed first; returns False,
+        adding nothing, when the set already holds `cap` live members and `member` is not
+        one of them. Atomic across processes: concurrent adds never take the set past
+        `cap`. An `expires_at` already past leaves `member` out (True). Names and members
+        longer than `MAX_INDEX_NAME_BYTES` / `MAX_INDEX_MEMBER_BYTES` are a ValueError.
+        """
+
+    @abc.abstractmethod
+    async def index_remove(self, index: str, member: str) -> None:
+        """Take `member` out of `index` (nothing happens if it is not there)."""
+
+    @abc.abstractmethod
+    async def index_page(
+        self, index: str, *, after: tuple[float, str] | None = None, limit: int = 100
+    ) -> list[tuple[str, float]]:
+        """Live members as `(member, expires_at)`, ordered by `(expires_at, member)`.
+
+        Only those after `after` (the `(expires_at, member)` of the last one a previous
+        page returned, whether or not it is still there), at most `limit` (capped at
+        `MAX_INDEX_PAGE`). Members are ordered as their UTF-8 bytes are.
+        """
+
+    @abc.abstractmethod
+    async def index_count(self, index: str) -> int:
+        """How many live members `index` holds."""
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the memory store has none."""

@@ -30,6 +30,7 @@ from mcp_resume_asgi.store.base import (
     StreamMeta,
     StreamState,
 )
+from mcp_resume_asgi.store.memory_index import MemoryIndexes
 
 __all__ = ["MemoryStore", "StoreFullError"]
 
@@ -58,7 +59,12 @@ def _ttu(_key: str, value: tuple[Any, float], _now: float) -> float:
     return value[1]
 
 
-class MemoryStore(Store):
+class MemoryStore(MemoryIndexes, Store):
+    """`Store` in this process's memory (see the module docstring for its bounds).
+
+    `max_index_members` bounds the members of all indexes together (`memory_index.py`).
+    """
+
     def __init__(
         self,
         *,
@@ -66,9 +72,11 @@ class MemoryStore(Store):
         max_streams: int = 100_000,
         max_sessions: int = 100_000,
         max_keys: int = 100_000,
+        max_index_members: int = 1_000_000,
     ) -> None:
         if max_bytes <= 0 or max_streams <= 0 or max_sessions <= 0 or max_keys <= 0:
             raise ValueError("MemoryStore bounds must be positive")
+        self._init_indexes(max_index_members)
         self.max_bytes = max_bytes
         self.max_streams = max_streams
         self._streams: OrderedDict[str, _Entry] = OrderedDict()  # least recently active first

@@ -59,6 +59,7 @@ from mcp_resume_asgi.store.base import (
     StreamMeta,
     StreamState,
 )
+from mcp_resume_asgi.store.redis_index import RedisIndexes
 
 __all__ = ["RedisStore"]
 
@@ -95,7 +96,7 @@ _RECONNECT: dict[str, Any] = {
 }
 
 
-class RedisStore(Store):
+class RedisStore(RedisIndexes, Store):
     """`Store` on Redis, shared by every process that uses the same Redis and prefix.
 
     Give either `url` (the store owns its connection pools and closes them in
@@ -173,6 +174,7 @@ class RedisStore(Store):
         self._put = client.register_script(lua.PRELUDE + lua.PUT)
         self._delete_key = client.register_script(lua.PRELUDE + lua.DELETE_KEY)
         self._delete_session = client.register_script(lua.PRELUDE + lua.DELETE_SESSION)
+        self._init_indexes(client)
 
     # -- helpers ---------------------------------------------------------------------
     def _m(self, stream_id: str) -> str:

@@ -18,6 +18,7 @@ stores can share a Redis database; every node of one deployment uses the same):
   events), `P g:exp` (zset stream -> expiry in ms), `P g:tick`, and `P g:sess`,
   `P g:keys` (zsets id -> expiry, to bound how many there are).
 * Pub/sub channel `P ch:<channel>` for `publish` / `subscribe`.
+* `P i:<index>` - zset member -> expiry (unix s), the indexes (`redis_index.py`).
 
 Every script gets the key prefix as ARGV[1] and builds key names from it; each is
 registered with `PRELUDE` in front (the key-name helpers).

@@ -1,0 +1,144 @@
+"""`RedisStore`'s bounded, self-expiring indexes (`Store.index_add` and the rest).
+
+One sorted set per index, `P i:<index>` (next to the keys `redis_scripts.py`
+lays out): member -> its expiry in unix seconds as the score, so the live
+members are the scores above now, in `(expires_at, member)` order as Redis keeps
+equal scores (by the members' bytes). The key's own TTL is kept at its latest
+member's expiry by every script that changes it, so an index whose members all
+expired is gone with them, even if nobody touches it again.
+
+Each operation is one Lua script: an add checks the cap and adds in one step (no
+other process can add in between), and all four read "now" from Redis (`TIME`),
+one clock for every node. The scripts live here, with the only code that runs
+them, rather than in `redis_scripts.py`, which holds the streams' scripts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from mcp_resume_asgi.store.base import check_index_args, page_limit
+
+__all__ = ["RedisIndexes"]
+
+_INDEX_PRELUDE = r"""
+local key = KEYS[1]
+local function now_s()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+-- As a score argument: Lua's own number formatting keeps only 14 digits (whole ms lost).
+local function score(x) return string.format('%.6f', x) end
+
+-- The key lives as long as its last member: its TTL follows the highest score.
+local function retune()
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if #last == 0 then return end
+  redis.call('PEXPIREAT', key, string.format('%d', math.ceil(tonumber(last[2]) * 1000)))
+end
+"""
+
+# KEYS: index. ARGV: member, expires_at (the caller's exact float text), cap. Returns 1 / 0.
+_ADD = r"""
+local member, expires, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local now = now_s()
+redis.call('ZREMRANGEBYSCORE', key, '-inf', score(now))
+if expires <= now then
+  redis.call('ZREM', key, member)
+  retune()
+  return 1
+end
+if not redis.call('ZSCORE', key, member) and redis.call('ZCARD', key) >= cap then return 0 end
+redis.call('ZADD', key, ARGV[2], member)
+retune()
+return 1
+"""
+
+# KEYS: index. ARGV: member.
+_REMOVE = r"""
+if redis.call('ZREM', key, ARGV[1]) == 1 then retune() end
+return 1
+"""
+
+# KEYS: index. Returns the number of live members.
+_COUNT = r"""
+return redis.call('ZCOUNT', key, '(' .. score(now_s()), '+inf')
+"""
+
+# KEYS: index. ARGV: limit, has_after ('1' | '0'), after score, after member.
+# Returns a flat list member, score, member, score...
+_PAGE = r"""
+local limit = tonumber(ARGV[1])
+local now = now_s()
+local low = '(' .. score(now)
+local out = {}
+-- Members are ordered by their bytes, as Redis orders equal scores (Lua's `<` on
+-- strings follows the server's locale, so it is not used).
+local function bytes_after(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x > y end
+  end
+  return #a > #b
+end
+if ARGV[2] == '1' and tonumber(ARGV[3]) > now then
+  local same = redis.call('ZRANGEBYSCORE', key, ARGV[3], ARGV[3], 'WITHSCORES')
+  for i = 1, #same, 2 do
+    if #out >= 2 * limit then break end
+    if bytes_after(same[i], ARGV[4]) then
+      out[#out + 1] = same[i]
+      out[#out + 1] = same[i + 1]
+    end
+  end
+  low = '(' .. ARGV[3]
+end
+local left = limit - #out / 2
+if left > 0 then
+  for _, x in ipairs(redis.call('ZRANGEBYSCORE', key, low, '+inf', 'WITHSCORES', 'LIMIT', 0, left)) do
+    out[#out + 1] = x
+  end
+end
+return out
+"""
+
+
+class RedisIndexes:
+    """The index operations of `RedisStore` (a mixin: it calls `_init_indexes`)."""
+
+    prefix: str
+
+    def _init_indexes(self, client: aioredis.Redis) -> None:
+        self._index_add = client.register_script(_INDEX_PRELUDE + _ADD)
+        self._index_remove = client.register_script(_INDEX_PRELUDE + _REMOVE)
+        self._index_count = client.register_script(_INDEX_PRELUDE + _COUNT)
+        self._index_page = client.register_script(_INDEX_PRELUDE + _PAGE)
+
+    def _index_key(self, index: str) -> str:
+        return f"{self.prefix}i:{index}"
+
+    async def index_add(self, index: str, member: str, expires_at: float, *, cap: int) -> bool:
+        check_index_args(index, member, expires_at=expires_at, cap=cap)
+        added = await self._index_add(
+            keys=[self._index_key(index)], args=[member, repr(float(expires_at)), cap]
+        )
+        return bool(added)
+
+    async def index_remove(self, index: str, member: str) -> None:
+        check_index_args(index, member)
+        await self._index_remove(keys=[self._index_key(index)], args=[member])
+
+    async def index_page(
+        self, index: str, *, after: tuple[float, str] | None = None, limit: int = 100
+    ) -> list[tuple[str, float]]:
+        check_index_args(index, after=after)
+        args: list[Any] = [page_limit(limit), "0", "0", ""]
+        if after is not None:
+            args[1:] = ["1", repr(float(after[0])), after[1]]
+        reply = await self._index_page(keys=[self._index_key(index)], args=args)
+        return [(reply[i].decode(), float(reply[i + 1])) for i in range(0, len(reply), 2)]
+
+    async def index_count(self, index: str) -> int:
+        check_index_args(index)
+        return int(await self._index_count(keys=[self._index_key(index)]))
