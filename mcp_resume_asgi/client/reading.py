@@ -102,3 +102,28 @@ async def answer_from_sse(
     except SSEError as exc:
         raise SessionError(str(exc)) from exc
     return None
+
+
+async def read_answer(
+    response: httpx.Response,
+    method: str,
+    request_id: int,
+    dispatch: Dispatch,
+    *,
+    max_json_bytes: int,
+    max_event_bytes: int,
+    in_session: bool,
+) -> JSONObject | None:
+    """The JSON-RPC response to `request_id` in one HTTP answer (a JSON body or an SSE
+    stream), other messages met on the way going to `dispatch`; None when it never came."""
+    status = response.status_code
+    media = str(response.headers.get("content-type", "")).partition(";")[0].strip().lower()
+    if status == 202:
+        raise SessionError(f"server accepted {method!r} without answering it", status)
+    if status >= 400:
+        await raise_for_error_body(response, media, max_json_bytes, in_session=in_session)
+    if media == "application/json":
+        return await answer_from_json(response, request_id, dispatch, max_json_bytes)
+    if media == "text/event-stream":
+        return await answer_from_sse(response, request_id, dispatch, max_event_bytes)
+    raise SessionError(f"unexpected content type {media!r} for {method!r}", status)

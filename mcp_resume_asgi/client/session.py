@@ -2,7 +2,7 @@
 
 Why it exists next to the SDK adapter: the `mcp` SDK is a large, optional
 dependency; scripts, tests, health checks and other languages' reference ports
-want a client whose whole behaviour fits in one file. It is deliberately
+want a client whose whole behaviour fits in a few small files. It is deliberately
 minimal: JSON-RPC requests over Streamable HTTP, answers to server-to-client
 requests, notifications and progress. Resuming is not its business: it sends
 everything through a :class:`~mcp_resume_asgi.client.transport.ResumableTransport`,
@@ -11,17 +11,24 @@ exchange (SEP-1335) is invisible here - the answer to a server request is
 POSTed to the MCP URL like any client would, and the transport decides whether
 it belongs in a stream's answer buffer.
 
+Eras (`protocol_version`): 2025 revisions (the default) `initialize` a session;
+2026-07-28 sends `server/discover` instead, has no session, dresses every request
+with its own `_meta` and headers (`modern.py`), and answers a server's
+`InputRequiredResult` through `on_request` and a retry (`mrtr.py`); `"auto"` is
+2026-07-28 when the server answers `server/discover`, else 2025-11-25. Tasks
+(`tasks.py`) are followed alike in both.
+
 Not covered: the standalone GET stream for server messages unrelated to a
-request, batching, and cancellation of server requests.
+request, `subscriptions/listen`, batching, and cancellation of server requests.
 """
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
+from functools import partial
 from types import TracebackType
 from typing import Any, Final, Self
 
@@ -29,9 +36,12 @@ import anyio
 import anyio.abc
 import httpx
 
-from .errors import McpError, SessionError
+from . import modern
+from .errors import SessionError
+from .incoming import Incoming, NotificationHandler, ProgressHandler, RequestHandler
 from .interim import RESUME_TOKENS_CAPABILITY, follow_resume_tokens
-from .reading import answer_from_json, answer_from_sse, raise_for_error_body, result_of
+from .mrtr import DEFAULT_MAX_ROUNDS, INPUT_METHODS, follow_input_required, is_input_required
+from .reading import read_answer, result_of
 from .sse import DEFAULT_MAX_EVENT_BYTES
 from .tasks import (
     TASK_AUGMENTED_METHODS,
@@ -50,30 +60,24 @@ DEFAULT_PROTOCOL_VERSION: Final = "2025-11-25"
 DEFAULT_TIMEOUT: Final = httpx.Timeout(30.0, read=300.0)
 DEFAULT_MAX_JSON_BYTES: Final = 16 * 1024 * 1024
 
-METHOD_NOT_FOUND: Final = -32601
-INTERNAL_ERROR: Final = -32603
-
 JSONObject = dict[str, Any]
-RequestHandler = Callable[[str, JSONObject], Awaitable[JSONObject] | JSONObject]
-NotificationHandler = Callable[[str, JSONObject], Awaitable[None] | None]
-ProgressHandler = Callable[[float, float | None, str | None], Awaitable[None] | None]
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
 
 
 class ResumableSession:
-    """An initialised MCP session over Streamable HTTP; use ``async with``.
+    """An MCP client over Streamable HTTP, connected (``initialize`` or ``server/discover``) by ``async with``.
 
     Args:
         url: the MCP endpoint.
         http_client: an ``httpx.AsyncClient``, best with a ``ResumableTransport``; by
             default one is created with the SDK's timeouts (and closed with the session).
-        protocol_version: the revision asked for in ``initialize``.
-        on_request: ``(method, params) -> result`` (sync or async) for server-to-client
-            requests; raise :class:`McpError` to answer with an error. Without it every
-            request but ``ping`` is answered "method not found".
+        protocol_version: the revision to speak: a 2025 one (asked for in ``initialize``),
+            ``"2026-07-28"`` (``server/discover``, per-request ``_meta``; a server that does
+            not speak it is an error), or ``"auto"`` (``server/discover`` at 2026-07-28, and
+            ``initialize`` at 2025-11-25 if the server is evidently of the 2025 era).
+        on_request: ``(method, params) -> result`` (sync or async) for what the server asks
+            the client: server-to-client requests (2025), input requests of a task or of an
+            ``InputRequiredResult`` (2026-07-28); raise :class:`McpError` to refuse. Without
+            it every such request but ``ping`` is refused "method not found".
         on_notification: ``(method, params)`` (sync or async) for notifications.
         capabilities: client capabilities to announce (default: elicitation and
             sampling when ``on_request`` is given, none otherwise).
@@ -82,6 +86,8 @@ class ResumableSession:
         tasks: declare the Tasks extension (SEP-2663, added to ``capabilities``) and follow a
             ``tools/call`` answered with a task to its result; a :class:`TaskPolling` sets how,
             ``False`` declares nothing (the server then never answers with a task).
+        max_input_rounds: on 2026-07-28, how many ``InputRequiredResult`` rounds one request
+            may take before it fails with :class:`SessionError`.
     """
 
     def __init__(
@@ -100,15 +106,17 @@ class ResumableSession:
         resume_poll_s: float | None = None,
         max_resume_polls: int = 10_000,
         tasks: TaskPolling | bool = True,
+        max_input_rounds: int = DEFAULT_MAX_ROUNDS,
     ) -> None:
+        if max_input_rounds < 1:
+            raise ValueError("max_input_rounds must be at least 1")
         self.url = url
         self._owns_client = http_client is None
         self._client = http_client or httpx.AsyncClient(
             transport=ResumableTransport(), timeout=DEFAULT_TIMEOUT
         )
-        self._requested_version = protocol_version
-        self._on_request = on_request
-        self._on_notification = on_notification
+        self._mode = modern.mode_of(protocol_version)
+        self._requested_version = modern.FALLBACK_VERSION if self._mode == "auto" else protocol_version
         if capabilities is None:
             capabilities = {"elicitation": {}, "sampling": {}} if on_request is not None else {}
             if resume_tokens:
@@ -119,36 +127,42 @@ class ResumableSession:
         self._resume_tokens = resume_tokens
         self._resume_poll_s = resume_poll_s
         self._max_resume_polls = max_resume_polls
+        self._max_input_rounds = max_input_rounds
         self._capabilities = capabilities
         self._client_info = client_info or {"name": "mcp-resume-asgi", "version": "0.1.0"}
         self._max_event_bytes = max_event_bytes
         self._max_json_bytes = max_json_bytes
         self._ids = itertools.count(1)
         self._tokens = itertools.count(1)
-        self._progress: dict[str, ProgressHandler] = {}
-        self._tg: anyio.abc.TaskGroup | None = None
+        self._incoming = Incoming(on_request, on_notification, self._post_no_answer)
+        self._wire: modern.ModernWire | None = None
         self._closed = False
         self.in_flight: dict[int, str] = {}
         """Requests waiting for their answer: id -> method (see `request_status`)."""
         self.session_id: str | None = None
         self.protocol_version: str | None = None
+        """The revision spoken, once connected (2026-07-28 or later: no session)."""
         self.initialize_result: JSONObject = {}
+        self.discover_result: JSONObject = {}
+        """The `server/discover` result on 2026-07-28 (`initialize_result` stays empty then)."""
 
     @property
     def server_info(self) -> JSONObject:
+        if self.discover_result:
+            return modern.server_info_of(self.discover_result)
         info = self.initialize_result.get("serverInfo")
         return info if isinstance(info, dict) else {}
 
     @property
     def server_capabilities(self) -> JSONObject:
-        caps = self.initialize_result.get("capabilities")
+        caps = (self.discover_result or self.initialize_result).get("capabilities")
         return caps if isinstance(caps, dict) else {}
 
     async def __aenter__(self) -> Self:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+        self._incoming.task_group = anyio.create_task_group()
+        await self._incoming.task_group.__aenter__()
         try:
-            await self.initialize()
+            await self.connect()
         except BaseException as exc:
             await self.__aexit__(type(exc), exc, exc.__traceback__)
             raise
@@ -160,15 +174,43 @@ class ResumableSession:
         try:
             await self.aclose()
         finally:
-            tg, self._tg = self._tg, None
+            tg, self._incoming.task_group = self._incoming.task_group, None
             if tg is not None:
                 # Our tasks never raise; the body's exception is not the task group's business
                 # (handing it over would come back wrapped in an ExceptionGroup).
                 tg.cancel_scope.cancel()
                 await tg.__aexit__(None, None, None)
 
+    async def connect(self) -> JSONObject:
+        """Start speaking the revision `protocol_version` names; done by ``async with``.
+
+        Returns the `initialize` result (2025 revisions, and auto mode's fallback) or
+        the `server/discover` result (2026-07-28).
+        """
+        if self._mode == "legacy":
+            return await self.initialize()
+        version = modern.MODERN_VERSION if self._mode == "auto" else self._requested_version
+        resumes = isinstance(self._client._transport, ResumableTransport)
+        self._wire = modern.ModernWire(version, self._client_info, self._capabilities, resumes)
+        try:
+            verdict = await modern.discover(
+                partial(self._request_once, "server/discover"), version, self._mode
+            )
+        except BaseException:
+            self._wire = None
+            raise
+        if isinstance(verdict, modern.FallBack):
+            self._wire = None
+            logger.info("%s: %s; initialize at %s instead", self.url, verdict.why, self._requested_version)
+            return await self.initialize()
+        self.discover_result = verdict.result
+        self.protocol_version = version
+        self._incoming.answers_requests = False
+        logger.info("MCP server at %s speaks %s (no session)", self.url, version)
+        return verdict.result
+
     async def initialize(self) -> JSONObject:
-        """``initialize`` + ``notifications/initialized``; done by ``async with``."""
+        """``initialize`` + ``notifications/initialized`` (2025 revisions); done by ``async with``."""
         params = {
             "protocolVersion": self._requested_version,
             "capabilities": self._capabilities,
@@ -233,11 +275,11 @@ class ResumableSession:
             return await self.request("tools/call", params)
         token = f"mcp-resume-asgi-{next(self._tokens)}"
         params["_meta"] = {"progressToken": token}
-        self._progress[token] = on_progress
+        self._incoming.progress[token] = on_progress
         try:
             return await self.request("tools/call", params)
         finally:
-            self._progress.pop(token, None)
+            self._incoming.progress.pop(token, None)
 
     async def request_status(self, request_id: int) -> JSONObject:
         """SEP-975 `requests/getStatus` of one of this session's requests, without draining it.
@@ -263,16 +305,33 @@ class ResumableSession:
         `resume_poll_s`) until the final result comes. A `nextResumeToken` the app
         itself returns (pagination, say) is left for the caller.
 
+        On 2026-07-28 an `InputRequiredResult` is not returned either: its input
+        requests go to `on_request` and the request is sent again with the answers
+        (`mrtr.py`), for at most `max_input_rounds` rounds.
+
         A task handle answering a ``tools/call`` (SEP-2663, when the session declared
         tasks) is not returned either: the task is polled to its end (`tasks.py`) and
         its result returned, its JSON-RPC error raised as :class:`McpError`.
         """
         result = await self._request_resuming(method, params)
+        if self._wire is not None and method in INPUT_METHODS and is_input_required(result):
+
+            async def reissue(again: JSONObject) -> JSONObject:
+                return await self._request_resuming(method, again)
+
+            result = await follow_input_required(
+                result,
+                method=method,
+                params=params,
+                reissue=reissue,
+                answer_input=self._incoming.answer_input,
+                max_rounds=self._max_input_rounds,
+            )
         if self._tasks is not None and method in TASK_AUGMENTED_METHODS and is_create_task_result(result):
             return await drive_task(
                 result,
                 send=self._task_request,
-                answer_input=self._answer_input,
+                answer_input=self._incoming.answer_input,
                 transient=_transient,
                 polling=self._tasks,
             )
@@ -293,15 +352,15 @@ class ResumableSession:
     async def _task_request(self, method: str, params: JSONObject) -> JSONObject:
         return await self._request_once(method, params, routing_headers(method, params["taskId"]))
 
-    async def _answer_input(self, key: str, method: str, params: JSONObject) -> JSONObject:
-        """An entry of a task's `inputRequests`: answered by `on_request`, as if the server had sent it."""
-        return await self._handle(method, params)
-
     async def _request_once(
         self, method: str, params: JSONObject | None = None, headers: dict[str, str] | None = None
     ) -> JSONObject:
         if self._closed:
             raise SessionError("the session is closed")
+        if self._wire is not None:
+            # 2026-07-28: what a session said once, every request says itself.
+            params = self._wire.params(params)
+            headers = {**self._wire.headers(method, params), **(headers or {})}
         request_id = next(self._ids)
         message: JSONObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
@@ -325,103 +384,30 @@ class ResumableSession:
         async with self._client.stream("POST", self.url, content=body, headers=headers) as response:
             if method == "initialize":
                 self.session_id = response.headers.get("mcp-session-id") or None
-            status = response.status_code
-            media = str(response.headers.get("content-type", "")).partition(";")[0].strip().lower()
-            if status == 202:
-                raise SessionError(f"server accepted {method!r} without answering it", status)
-            if status >= 400:
-                await raise_for_error_body(
-                    response, media, self._max_json_bytes, in_session=self.session_id is not None
-                )
-            if media == "application/json":
-                answer = await answer_from_json(response, request_id, self._dispatch, self._max_json_bytes)
-            elif media == "text/event-stream":
-                answer = await answer_from_sse(response, request_id, self._dispatch, self._max_event_bytes)
-            else:
-                raise SessionError(f"unexpected content type {media!r} for {method!r}", status)
-        return answer
+            return await read_answer(
+                response,
+                method,
+                request_id,
+                self._incoming.dispatch,
+                max_json_bytes=self._max_json_bytes,
+                max_event_bytes=self._max_event_bytes,
+                in_session=self.session_id is not None,
+            )
 
     async def _post_no_answer(self, message: JSONObject) -> None:
         body = json.dumps(message, separators=(",", ":")).encode()
+        headers = self._headers()
+        method = message.get("method")
+        if self._wire is not None and isinstance(method, str):
+            headers.update(self._wire.headers(method, None))
         try:
-            response = await self._client.post(self.url, content=body, headers=self._headers())
+            response = await self._client.post(self.url, content=body, headers=headers)
         except httpx.HTTPError as exc:
             raise SessionError(f"sending {message.get('method', 'an answer')!r} failed: {exc!r}") from exc
         if response.status_code >= 400:
             raise SessionError(
                 f"server refused a message with HTTP {response.status_code}", response.status_code
             )
-
-    # -- incoming ---------------------------------------------------------------------------------
-
-    async def _dispatch(self, message: Any, request_id: int) -> JSONObject | None:
-        """Route one incoming message; return it if it is the answer to ``request_id``."""
-        if not isinstance(message, dict):
-            logger.warning("ignoring a message that is not a JSON object")
-            return None
-        method = message.get("method")
-        if isinstance(method, str):
-            params = message.get("params")
-            params = params if isinstance(params, dict) else {}
-            if "id" in message:
-                if self._tg is None:
-                    logger.warning("server request %r outside the session context: not answered", method)
-                else:
-                    self._tg.start_soon(self._answer, message["id"], method, params)
-            else:
-                await self._notification(method, params)
-            return None
-        if message.get("id") == request_id and not isinstance(message.get("id"), bool):
-            return message
-        logger.debug("ignoring a response to another request (id %r)", message.get("id"))
-        return None
-
-    async def _notification(self, method: str, params: JSONObject) -> None:
-        try:
-            if method == "notifications/progress":
-                handler = self._progress.get(str(params.get("progressToken")))
-                progress = params.get("progress")
-                if handler is not None and isinstance(progress, int | float):
-                    total = params.get("total")
-                    text = params.get("message")
-                    await _maybe_await(
-                        handler(
-                            float(progress),
-                            float(total) if isinstance(total, int | float) else None,
-                            text if isinstance(text, str) else None,
-                        )
-                    )
-            if self._on_notification is not None:
-                await _maybe_await(self._on_notification(method, params))
-        except Exception:
-            logger.exception("notification handler failed for %r", method)
-
-    async def _answer(self, server_request_id: Any, method: str, params: JSONObject) -> None:
-        reply: JSONObject = {"jsonrpc": "2.0", "id": server_request_id}
-        try:
-            reply["result"] = await self._handle(method, params)
-        except McpError as exc:
-            reply["error"] = {"code": exc.code, "message": exc.message}
-            if exc.data is not None:
-                reply["error"]["data"] = exc.data
-        except Exception as exc:
-            logger.exception("on_request failed for %r", method)
-            reply["error"] = {"code": INTERNAL_ERROR, "message": f"client failed to handle {method!r}: {exc}"}
-        try:
-            await self._post_no_answer(reply)
-        except (SessionError, httpx.HTTPError) as exc:
-            logger.warning("could not deliver the answer to server request %r: %r", server_request_id, exc)
-
-    async def _handle(self, method: str, params: JSONObject) -> JSONObject:
-        """The result of a server-to-client request; :class:`McpError` to refuse it."""
-        if method == "ping":
-            return {}
-        if self._on_request is None:
-            raise McpError(METHOD_NOT_FOUND, f"client does not handle {method!r}")
-        result = await _maybe_await(self._on_request(method, params))
-        if not isinstance(result, dict):
-            raise TypeError(f"on_request returned {type(result).__name__}, not a dict")
-        return result
 
 
 def _transient(exc: Exception) -> bool:

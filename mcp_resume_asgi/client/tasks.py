@@ -33,7 +33,6 @@ is answered:
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from typing import Any, Final
 import anyio
 
 from .errors import McpError, SessionError, TaskCancelled
+from .modern import encode_header_value
 
 logger = logging.getLogger(__name__)
 
@@ -105,11 +105,7 @@ def routing_headers(method: str, task_id: str) -> dict[str, str]:
 
     A value that is not plain visible ASCII is sent in the transport's Base64 form.
     """
-    if all(" " <= c <= "~" for c in task_id) and task_id == task_id.strip():
-        name = task_id
-    else:
-        name = "=?base64?" + base64.b64encode(task_id.encode()).decode() + "?="
-    return {"mcp-method": method, "mcp-name": name}
+    return {"mcp-method": method, "mcp-name": encode_header_value(task_id)}
 
 
 @dataclass(frozen=True)
