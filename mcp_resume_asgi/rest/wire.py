@@ -1,0 +1,401 @@
+"""The REST face's MCP client: JSON-RPC requests sent through the wrapped stack, in process.
+
+Every REST request becomes one (or a few) MCP requests, sent as internal ASGI calls to
+the stack the face wraps (Tasks layer -> stream engine -> app), with the REST request's
+own scope and credentials: the app's auth, the principal a task is bound to, the
+relays between nodes are exactly what an MCP client would get. The app changes not a
+line and is reached the way it speaks:
+
+* **2026-07-28** (single exchange) when it answers `server/discover` at that revision:
+  every request stands alone, with the revision and the client's capabilities in its
+  `_meta` and the `Mcp-Method` / `Mcp-Name` routing headers;
+* else a **2025-11-25 session** the face opens (`initialize`, `notifications/initialized`)
+  and keeps per caller (principal and credentials) in a bounded cache, opened again when
+  the app no longer knows it (404).
+
+The face declares the Tasks extension (so a `tools/call` may become a task), elicitation
+and sampling (a REST client answers those with `advance`). Which era the app speaks is
+learnt once per `Wire`; a refusal of the discovery itself (401, 403, ...) is not an answer
+about the era and is returned to the caller instead.
+
+API, for the modules of the face (`calls.py`, `reads.py`):
+
+    answer = await wire.call(scope, "tools/list", {})
+    answer.result / answer.error / answer.problem("tool 'x'")
+
+`call` returns when the answer has arrived. The ASGI call that carries it may go on (a
+`tools/call` that became a task runs its tool in it; a `tasks/update` its next round):
+pass `background=` a task group that outlives the answer, else `call` waits for the end.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.abc
+from cachetools import TTLCache
+from starlette.types import ASGIApp, Message, Scope
+
+from mcp_resume_asgi import protocol as p
+from mcp_resume_asgi._http import Headers, header
+from mcp_resume_asgi.rest.problems import Problem, from_http, from_jsonrpc
+from mcp_resume_asgi.sse import SSEError, SSEParser
+from mcp_resume_asgi.tasks.capability import CLIENT_CAPABILITIES_META
+from mcp_resume_asgi.tasks.record import EXTENSION
+
+logger = logging.getLogger(__name__)
+
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+#: Set in the scope of the face's own MCP requests (the middleware's feature hook reads it).
+REST_SCOPE_KEY = "mcp_resume_asgi.rest"
+#: What the face tells the app it can do.
+CLIENT_CAPABILITIES: dict[str, Any] = {"elicitation": {}, "sampling": {}, "extensions": {EXTENSION: {}}}
+CLIENT_INFO = {"name": "mcp-resume-asgi-rest", "version": "1"}
+#: Largest answer read from the app (a tool result, a resource's contents).
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+#: Headers of the REST request that describe it, not the MCP request made for it.
+_NOT_FORWARDED = {
+    b"content-length",
+    b"content-type",
+    b"accept",
+    b"transfer-encoding",
+    b"expect",
+    b"idempotency-key",
+    b"if-match",
+    b"if-none-match",
+    b"last-event-id",
+    b"mcp-session-id",
+    b"mcp-protocol-version",
+    b"mcp-method",
+    b"mcp-name",
+}
+#: Where each method carries the name the `Mcp-Name` header repeats (2026-07-28).
+_NAME_PARAM = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
+#: Statuses of a refused discovery that say nothing about the era (the caller's problem).
+_NOT_AN_ANSWER = frozenset({401, 403, 407, 429, 503})
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What the app answered one MCP request: the HTTP reply and the JSON-RPC response in it."""
+
+    status: int
+    headers: Headers
+    message: dict[str, Any] | None
+    """The JSON-RPC response to the request (or a JSON-RPC error the app answered instead)."""
+    body: bytes = b""
+    """The reply's body when it held no JSON-RPC message (bounded), for the problem's detail."""
+
+    @property
+    def result(self) -> dict[str, Any] | None:
+        """The result, when the request succeeded."""
+        if self.message is None or "error" in self.message:
+            return None
+        result = self.message.get("result")
+        return result if isinstance(result, dict) else None
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        error = self.message.get("error") if self.message is not None else None
+        return error if isinstance(error, dict) else None
+
+    def problem(self, subject: str) -> Problem | None:
+        """None when the request succeeded; else how the face answers the failure."""
+        if self.result is not None:
+            return None
+        if self.error is not None and (self.status < 300 or self.status == 400):
+            return from_jsonrpc(self.error, subject)  # (2026-07-28 answers some errors with a 400)
+        body = self.body or (p.dumps(self.message) if self.message is not None else b"")
+        return from_http(self.status, self.headers, body, subject)
+
+
+class Wire:
+    """Sends MCP requests to `app` (the wrapped stack) on behalf of REST requests."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        path: str,
+        principal: Callable[[Scope], str | None] | None = None,
+        max_sessions: int = 1024,
+        session_ttl_s: float = 3600.0,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
+    ) -> None:
+        self.app = app
+        self.path = path
+        self.principal = principal
+        self.max_answer_bytes = max_answer_bytes
+        self.era: str | None = None
+        """`MODERN` or `LEGACY` once learnt."""
+        self._sessions: TTLCache[str, str] = TTLCache(maxsize=max_sessions, ttl=session_ttl_s)
+        self._learning = anyio.Lock()
+
+    # ------------------------------------------------------------------ the one entry point
+    async def call(
+        self,
+        scope: Scope,
+        method: str,
+        params: dict[str, Any],
+        *,
+        background: anyio.abc.TaskGroup | None = None,
+        headers: Iterable[tuple[bytes, bytes]] = (),
+    ) -> Answer:
+        """Send `method(params)` as the REST request of `scope` would, and return the answer."""
+        if self.era is None:
+            refused = await self._learn_era(scope)
+            if refused is not None:
+                return refused
+        if self.era == MODERN:
+            return await self._modern(scope, method, params, background, list(headers))
+        return await self._in_session(scope, method, params, background, list(headers))
+
+    # ------------------------------------------------------------------ eras
+    async def _learn_era(self, scope: Scope) -> Answer | None:
+        async with self._learning:
+            if self.era is not None:
+                return None
+            answer = await self._modern(scope, "server/discover", {}, None, [])
+            if answer.result is not None:
+                versions = answer.result.get("supportedVersions")
+                modern = not isinstance(versions, list) or MODERN in versions
+                self.era = MODERN if modern else LEGACY
+            elif answer.status in _NOT_AN_ANSWER:
+                return answer
+            else:
+                self.era = LEGACY
+            logger.info("REST face: the app speaks %s", self.era)
+            return None
+
+    async def _modern(
+        self,
+        scope: Scope,
+        method: str,
+        params: dict[str, Any],
+        background: anyio.abc.TaskGroup | None,
+        headers: Headers,
+    ) -> Answer:
+        meta = params.get("_meta")
+        meta = dict(meta) if isinstance(meta, dict) else {}
+        meta["io.modelcontextprotocol/protocolVersion"] = MODERN
+        meta[CLIENT_CAPABILITIES_META] = CLIENT_CAPABILITIES
+        message = _request(method, {**params, "_meta": meta})
+        extra = [(b"mcp-protocol-version", MODERN.encode()), (b"mcp-method", method.encode())]
+        name = params.get(_NAME_PARAM.get(method, ""))
+        if isinstance(name, str):
+            extra.append((b"mcp-name", encode_header_value(name).encode()))
+        return await self._exchange(scope, message, extra + headers, background)
+
+    async def _in_session(
+        self,
+        scope: Scope,
+        method: str,
+        params: dict[str, Any],
+        background: anyio.abc.TaskGroup | None,
+        headers: Headers,
+    ) -> Answer:
+        key = self._caller_key(scope)
+        for attempt in range(2):
+            session_id = self._sessions.get(key)
+            if session_id is None:
+                opened = await self._open_session(scope)
+                if isinstance(opened, Answer):
+                    return opened
+                session_id = self._sessions[key] = opened
+            extra = [(b"mcp-protocol-version", LEGACY.encode()), (b"mcp-session-id", session_id.encode())]
+            answer = await self._exchange(scope, _request(method, params), extra + headers, background)
+            if answer.status != 404 or attempt:
+                return answer
+            logger.debug("REST face: the app forgot session %s; opening another", session_id)
+            self._sessions.pop(key, None)
+        raise AssertionError("unreachable")
+
+    async def _open_session(self, scope: Scope) -> str | Answer:
+        params = {"protocolVersion": LEGACY, "capabilities": CLIENT_CAPABILITIES, "clientInfo": CLIENT_INFO}
+        answer = await self._exchange(scope, _request("initialize", params), [], None)
+        session_id = _header_of(answer.headers, b"mcp-session-id")
+        if answer.result is None or session_id is None or not 0 < len(session_id) <= 256:
+            return answer
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        extra = [(b"mcp-protocol-version", LEGACY.encode()), (b"mcp-session-id", session_id.encode())]
+        done = await self._exchange(scope, initialized, extra, None)
+        if done.status >= 300:
+            return done
+        return session_id
+
+    def _caller_key(self, scope: Scope) -> str:
+        """Whose session: the principal and the credentials the app will judge."""
+        who = self.principal(scope) if self.principal is not None else None
+        parts = [who, header(scope, b"authorization"), header(scope, b"cookie")]
+        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+    # ------------------------------------------------------------------ one ASGI exchange
+    async def _exchange(
+        self,
+        scope: Scope,
+        message: dict[str, Any],
+        headers: Headers,
+        background: anyio.abc.TaskGroup | None,
+    ) -> Answer:
+        body = p.dumps(message)
+        reader = AnswerReader(message.get("id"), self.max_answer_bytes)
+        answered = anyio.Event()
+        sent = False
+
+        async def receive() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await answered.wait()  # then the face, as a client, is gone
+            return {"type": "http.disconnect"}
+
+        async def send(out: Message) -> None:
+            if reader.feed(out):
+                answered.set()
+
+        async def run() -> None:
+            try:
+                await self.app(self._scope(scope, body, headers), receive, send)
+            except Exception:
+                logger.exception("REST face: the app failed on %s", message.get("method"))
+                reader.failed()
+            finally:
+                answered.set()
+
+        if background is None:
+            await run()
+        else:
+            background.start_soon(run)
+            await answered.wait()
+        return reader.answer()
+
+    def _scope(self, template: Scope, body: bytes, headers: Headers) -> Scope:
+        forwarded = [(k, v) for k, v in template["headers"] if k not in _NOT_FORWARDED]
+        forwarded += [
+            (b"content-type", b"application/json"),
+            (b"accept", b"application/json, text/event-stream"),
+            (b"content-length", str(len(body)).encode()),
+            *headers,
+        ]
+        root = template.get("root_path", "") or ""
+        path = root + self.path
+        scope = dict(template)
+        scope.update(method="POST", path=path, raw_path=path.encode(), query_string=b"", headers=forwarded)
+        scope[REST_SCOPE_KEY] = True
+        return scope
+
+
+def _request(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": f"rest-{secrets.token_hex(6)}", "method": method, "params": params}
+
+
+def _header_of(headers: Headers, name: bytes) -> str | None:
+    for key, value in headers:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def encode_header_value(value: str) -> str:
+    """A header value as the transport encodes it: verbatim when plain visible ASCII, else
+    the `=?base64?...?=` sentinel form (a tool name or URI with other characters)."""
+    if value.isascii() and value.isprintable() and value == value.strip() and not value.startswith("=?"):
+        return value
+    return f"=?base64?{base64.b64encode(value.encode()).decode('ascii')}?="
+
+
+class AnswerReader:
+    """Finds the response to one request in what the app sends (JSON, or SSE), bounded.
+
+    Sans-IO: `feed` each ASGI message; True once the answer is in (or the reply ended).
+    """
+
+    def __init__(self, request_id: Any, limit: int) -> None:
+        self.request_id = request_id
+        self.limit = limit
+        self.status = 502
+        self.headers: Headers = []
+        self.message: dict[str, Any] | None = None
+        self._sse: SSEParser | None = None
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._done = False
+        self._too_large = False
+
+    def feed(self, message: Message) -> bool:
+        if self._done:
+            return True
+        if message["type"] == "http.response.start":
+            self.status = int(message["status"])
+            self.headers = list(message.get("headers", []))
+            content_type = (_header_of(self.headers, b"content-type") or "").lower()
+            if content_type.startswith("text/event-stream"):
+                self._sse = SSEParser(self.limit)
+            return False
+        if message["type"] != "http.response.body":
+            return False
+        chunk: bytes = message.get("body", b"")
+        if self._sse is not None:
+            try:
+                events = self._sse.feed(chunk)
+            except SSEError:
+                self._too_large = self._done = True
+                return True
+            for event in events:
+                if event.data and self._take(event.data):
+                    self._done = True
+                    return True
+        elif not self._too_large:
+            self._size += len(chunk)
+            if self._size > self.limit:
+                self._too_large = True
+                self._chunks.clear()
+            else:
+                self._chunks.append(chunk)
+        if not message.get("more_body", False):
+            if self._sse is None and not self._too_large:
+                self._take(b"".join(self._chunks), any_id=True)
+            self._done = True
+        return self._done
+
+    def _take(self, data: bytes, *, any_id: bool = False) -> bool:
+        try:
+            value = json.loads(data)
+        except (ValueError, RecursionError):
+            return False
+        if not isinstance(value, dict) or not ("result" in value or "error" in value):
+            return False
+        if value.get("id") == self.request_id or (any_id and "error" in value):
+            self.message = value
+            return True
+        return False
+
+    def failed(self) -> None:
+        self._done = True
+        self.status = 502
+
+    def answer(self) -> Answer:
+        if self._too_large:
+            text = f"the app's answer is larger than {self.limit} bytes"
+            return Answer(502, [], None, text.encode())
+        if self.message is None and self.status < 300 and self.request_id is not None:
+            return Answer(502, self.headers, None, b"the app's answer held no response to the request")
+        body = b"" if self.message is not None else b"".join(self._chunks)[:4096]
+        return Answer(self.status, self.headers, self.message, body)

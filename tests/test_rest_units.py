@@ -1,0 +1,319 @@
+"""The REST face's sans-IO rules (SEP-1597), without an event loop: routes, problems, the
+tool-call resource, its ETag and the conditional-request decisions."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from mcp_resume_asgi.rest.problems import from_http, from_jsonrpc, invalid_arguments, problem
+from mcp_resume_asgi.rest.resource import (
+    CallStatus,
+    build,
+    first_input,
+    not_modified,
+    precondition_status,
+    progress_of,
+    retry_after_s,
+    state_of_answer,
+    state_of_task,
+    valid_idempotency_key,
+)
+from mcp_resume_asgi.rest.routes import BadRoute, Op, Route, match
+from mcp_resume_asgi.rest.wire import AnswerReader
+
+# ---------------------------------------------------------------------------------------- routes
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "expected"),
+    [
+        ("GET", "/mcp/tools", Route(Op.TOOLS)),
+        ("GET", "/mcp/tools/", Route(Op.TOOLS)),
+        ("PUT", "/mcp/tools/echo/calls/c1", Route(Op.CALL_PUT, tool="echo", call_id="c1")),
+        ("GET", "/mcp/tools/echo/calls/c1", Route(Op.CALL_GET, tool="echo", call_id="c1")),
+        ("HEAD", "/mcp/tools/echo/calls/c1", Route(Op.CALL_GET, tool="echo", call_id="c1")),
+        ("POST", "/mcp/tools/echo/calls/c1/advance", Route(Op.CALL_ADVANCE, tool="echo", call_id="c1")),
+        ("POST", "/mcp/tools/echo/calls/c1/cancel", Route(Op.CALL_CANCEL, tool="echo", call_id="c1")),
+        ("GET", "/mcp/tools/echo/calls", Route(Op.CALLS, tool="echo")),
+        ("GET", "/mcp/prompts", Route(Op.PROMPTS)),
+        ("POST", "/mcp/prompts/greet", Route(Op.PROMPT, name="greet")),
+        ("GET", "/mcp/resources", Route(Op.RESOURCES)),
+        ("GET", "/mcp/resources/file%3A%2F%2F%2Fa%2Fb.txt", Route(Op.RESOURCE, name="file:///a/b.txt")),
+        ("GET", "/mcp/resources-templates", Route(Op.TEMPLATES)),
+        ("POST", "/mcp/complete", Route(Op.COMPLETE)),
+        ("GET", "/mcp/openapi.json", Route(Op.OPENAPI)),
+        # Encoded slashes and friendly ids stay inside their segment.
+        (
+            "PUT",
+            "/mcp/tools/a%2Fb/calls/ada%40example.com%20%231",
+            Route(Op.CALL_PUT, tool="a/b", call_id="ada@example.com #1"),
+        ),
+        ("GET", "/api/mcp/tools", None),
+    ],
+)
+def test_routes_match_the_seps_table(method: str, path: str, expected: Route | None) -> None:
+    base = "/api/x" if expected is None else "/mcp"
+    assert match(base, method, path) == expected
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/mcp",
+        "/mcp/",
+        "/mcp/streams/abc",
+        "/mcp/tools/echo",
+        "/mcp/tools/echo/other",
+        "/mcp/nothing",
+        "/mcp/tools/echo/calls/c1/pause",
+        "/mcp/tools/echo/calls/c1/advance/x",
+        "/mcpx/tools",
+    ],
+)
+def test_paths_that_are_not_the_faces_go_to_the_app(path: str) -> None:
+    assert match("/mcp", "GET", path) is None
+    assert match("/mcp", "POST", path) is None
+
+
+def test_a_known_path_with_another_method_is_405_with_allow() -> None:
+    assert match("/mcp", "POST", "/mcp/tools") == BadRoute(405, "POST is not allowed here", ("GET",))
+    refused = match("/mcp", "DELETE", "/mcp/tools/echo/calls/c1")
+    assert isinstance(refused, BadRoute) and refused.status == 405 and refused.allow == ("GET", "PUT")
+    advance = match("/mcp", "GET", "/mcp/tools/echo/calls/c1/advance")
+    assert isinstance(advance, BadRoute) and advance.allow == ("POST",)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/mcp/tools/%FF/calls/c1",
+        "/mcp/tools/echo/calls/a%0Ab",
+        "/mcp/tools/echo/calls/" + "x" * 257,
+        "/mcp/tools/echo/calls/%",
+    ],
+)
+def test_a_segment_that_cannot_name_anything_is_400(path: str) -> None:
+    refused = match("/mcp", "PUT", path)
+    if path.endswith("%"):  # a lone % is kept as it is (unquote's rule): a valid, odd id
+        assert refused == Route(Op.CALL_PUT, tool="echo", call_id="%")
+        return
+    assert isinstance(refused, BadRoute) and refused.status == 400, refused
+
+
+# -------------------------------------------------------------------------------------- problems
+
+
+def test_a_problem_is_rfc_9457_json() -> None:
+    p = problem(428, "If-Match is required", callId="c1")
+    body = json.loads(p.body())
+    assert body == {
+        "type": "about:blank",
+        "title": "Precondition Required",
+        "status": 428,
+        "detail": "If-Match is required",
+        "callId": "c1",
+    }
+    assert (b"content-type", b"application/problem+json") in p.headers()
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        ({"code": -32601, "message": "Method not found"}, 404),
+        ({"code": -32602, "message": "Unknown tool: nope"}, 404),
+        ({"code": -32602, "message": "Prompt not found"}, 404),
+        ({"code": -32002, "message": "Resource missing"}, 404),
+        ({"code": -32602, "message": "bad arguments"}, 400),
+        ({"code": -32600, "message": "bad"}, 400),
+        ({"code": -32603, "message": "boom"}, 502),
+        ({"code": -32042, "message": "app's own"}, 400),
+        ("not an error", 502),
+    ],
+)
+def test_json_rpc_errors_map_to_statuses(error: Any, status: int) -> None:
+    p = from_jsonrpc(error, "tool 'x'")
+    assert p.status == status
+    if isinstance(error, dict):
+        assert p.extra["error"] == error
+
+
+def test_the_apps_http_refusals_keep_what_a_client_needs() -> None:
+    challenge = (b"WWW-Authenticate", b'Bearer error="invalid_token"')
+    p = from_http(401, [challenge, (b"content-type", b"application/json")], b'{"error":"invalid_token"}', "x")
+    assert p.status == 401 and p.detail == "invalid_token"
+    assert (b"www-authenticate", challenge[1]) in p.headers()
+    outage = from_http(503, [(b"retry-after", b"1")], b"", "x")
+    assert outage.status == 503 and (b"retry-after", b"1") in outage.headers()
+    other = from_http(500, [], b"<html>\x00", "x")
+    assert other.status == 502 and "HTTP 500" in other.detail
+
+
+def test_invalid_arguments_lists_the_reasons() -> None:
+    p = invalid_arguments([{"pointer": "#/text", "detail": "1 is not of type 'string'"}])
+    assert p.status == 400 and p.extra["errors"][0]["pointer"] == "#/text"
+    assert p.detail.endswith("1 is not of type 'string'")
+
+
+# -------------------------------------------------------------------------------------- resource
+
+WORKING = {"taskId": "t", "status": "working", "pollIntervalMs": 1500}
+ELICITING = {
+    "taskId": "t",
+    "status": "input_required",
+    "inputRequests": {
+        "0#4": {"method": "roots/list"},
+        "1/answer": {"method": "elicitation/create", "params": {"message": "Delete a.txt?"}},
+    },
+}
+SAMPLING = {
+    "status": "input_required",
+    "inputRequests": {"0#2": {"method": "sampling/createMessage", "params": {"maxTokens": 5}}},
+}
+RESULT = {"content": [{"type": "text", "text": "done"}], "isError": False, "resultType": "complete"}
+
+
+@pytest.mark.parametrize(
+    ("task", "status"),
+    [
+        (WORKING, CallStatus.RUNNING),
+        (ELICITING, CallStatus.AWAITING_ELICITATION),
+        (SAMPLING, CallStatus.AWAITING_SAMPLING),
+        ({"status": "completed", "result": RESULT}, CallStatus.SUCCESS),
+        ({"status": "completed", "result": {**RESULT, "isError": True}}, CallStatus.FAILED),
+        ({"status": "failed", "error": {"code": -32042, "message": "no"}}, CallStatus.FAILED),
+        ({"status": "cancelled"}, CallStatus.CANCELED),
+        (
+            {"status": "input_required", "inputRequests": {"0#1": {"method": "roots/list"}}},
+            CallStatus.RUNNING,
+        ),
+    ],
+)
+def test_task_statuses_map_to_the_seps(task: dict[str, Any], status: CallStatus) -> None:
+    assert state_of_task(task)["status"] is status
+
+
+def test_the_resource_has_the_seps_shape() -> None:
+    r = build("confirm", "c1", {"filename": "a.txt"}, state_of_task(ELICITING), {"progress": 1, "total": 3})
+    assert list(r) == ["toolname", "id", "etag", "status", "request", "elicitationRequest", "progress"]
+    assert r["status"] == "awaitingElicitationResult"
+    assert r["elicitationRequest"] == {"message": "Delete a.txt?"}
+    pending = first_input(ELICITING)
+    assert pending is not None and pending.key == "1/answer", "roots/list is not a REST client's to answer"
+    sampling = build("s", "c1", {}, state_of_task(SAMPLING))
+    assert sampling["samplingRequest"] == {"maxTokens": 5} and "elicitationRequest" not in sampling
+
+
+def test_outcomes_success_tool_error_and_json_rpc_error() -> None:
+    ok = build("echo", "c", {}, state_of_answer({"result": RESULT}))
+    assert ok["status"] == "success" and ok["result"] == {"content": RESULT["content"], "isError": False}
+    assert "error" not in ok
+    tool_error = state_of_answer(
+        {"result": {**RESULT, "isError": True, "content": [{"type": "text", "text": "it broke"}]}}
+    )
+    assert tool_error["status"] is CallStatus.FAILED and tool_error["error"] == {"message": "it broke"}
+    assert tool_error["result"]["isError"] is True, "the tool's own result is kept"
+    rpc = state_of_answer({"error": {"code": -32042, "message": "no"}})
+    assert rpc == {"status": CallStatus.FAILED, "error": {"code": -32042, "message": "no"}}
+
+
+def test_the_etag_is_a_digest_of_the_state() -> None:
+    one = build("echo", "c", {"a": 1}, {"status": CallStatus.RUNNING}, {"progress": 1})
+    same = build("echo", "c", {"a": 1}, {"status": CallStatus.RUNNING}, {"progress": 1})
+    moved = build("echo", "c", {"a": 1}, {"status": CallStatus.RUNNING}, {"progress": 2})
+    assert one == same and one["etag"] != moved["etag"] and len(one["etag"]) == 20
+    done = build("echo", "c", {"a": 1}, state_of_answer({"result": RESULT}), {"progress": 2})
+    assert "progress" not in done, "a finished call's progress is over"
+
+
+def test_progress_is_the_notifications_params_without_its_token() -> None:
+    note = {
+        "jsonrpc": "2.0",
+        "method": "notifications/progress",
+        "params": {"progressToken": "p", "progress": 2, "total": 3, "message": "m"},
+    }
+    assert progress_of(note) == {"progress": 2, "total": 3, "message": "m"}
+    assert progress_of({"method": "notifications/message", "params": {}}) is None
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        (None, False),
+        ('"abc"', True),
+        ("abc", True),
+        ('W/"abc"', True),
+        ('"x", "abc"', True),
+        ("*", True),
+        ('"abd"', False),
+    ],
+)
+def test_if_none_match(header: str | None, expected: bool) -> None:
+    assert not_modified(header, "abc") is expected
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        (None, 428),
+        ("", 428),
+        ('"abc"', None),
+        ('"x", "abc"', None),
+        ("*", None),
+        ('"abd"', 412),
+        ('W/"abc"', 412),
+    ],
+)
+def test_if_match(header: str | None, expected: int | None) -> None:
+    assert precondition_status(header, "abc") == expected
+
+
+def test_idempotency_keys_and_retry_after() -> None:
+    assert valid_idempotency_key("8f0c-uuid") and not valid_idempotency_key(None)
+    assert (
+        not valid_idempotency_key("") and not valid_idempotency_key("é") and not valid_idempotency_key("a\nb")
+    )
+    assert not valid_idempotency_key("x" * 256)
+    assert retry_after_s(50) == 1 and retry_after_s(1500) == 2 and retry_after_s("x") == 1
+
+
+# ---------------------------------------------------------------------------- the answer reader
+
+
+def test_the_answer_reader_finds_the_response_in_sse_and_json() -> None:
+    sse = AnswerReader("r1", 1 << 20)
+    assert not sse.feed(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
+    )
+    progress = b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{}}\n\n'
+    assert not sse.feed({"type": "http.response.body", "body": progress, "more_body": True})
+    answer = b'id: 7\ndata: {"jsonrpc":"2.0","id":"r1","result":{"ok":true}}\n\n'
+    assert sse.feed({"type": "http.response.body", "body": answer[:20], "more_body": True}) is False
+    assert sse.feed({"type": "http.response.body", "body": answer[20:], "more_body": True})
+    assert sse.answer().result == {"ok": True}
+    js = AnswerReader("r2", 1 << 20)
+    js.feed(
+        {"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"application/json")]}
+    )
+    js.feed(
+        {
+            "type": "http.response.body",
+            "body": b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found"}}',
+        }
+    )
+    refused = js.answer()
+    assert refused.status == 404 and refused.error == {"code": -32600, "message": "Session not found"}
+    problem_ = refused.problem("x")
+    assert problem_ is not None and problem_.status == 404
+
+
+def test_the_answer_reader_is_bounded() -> None:
+    reader = AnswerReader("r", 100)
+    reader.feed(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
+    )
+    reader.feed({"type": "http.response.body", "body": b"x" * 101})
+    answer = reader.answer()
+    assert answer.status == 502 and b"larger than 100 bytes" in answer.body
