@@ -79,6 +79,16 @@ class Policy:
     running and its record and result readable that long, then both are freed."""
     task_poll_interval_ms: int = 1000
     """Tasks layer: the `pollIntervalMs` suggested to the client."""
+    max_tasks_per_principal: int | None = 1000
+    """Tasks layer: the most task records one principal holds at a time (None: no bound).
+    A record counts from its task's creation to the end of its `task_ttl_s`, finished or
+    not, as it is kept that long; callers without a principal share one bound; each route's
+    calls are held to its own value. A call that would pass it is not made a task: it runs
+    as a plain request and its client gets its plain result - or, found over the bound only
+    when it was to become a task (the principal known once the app read the request, or a
+    race for the last place) by a client that cannot come back for a plain result
+    (2026-07-28), a JSON-RPC error (-32000) and the call is cancelled
+    (`tasks/limits.py`). Issue 13's bound on task records."""
 
     def __post_init__(self) -> None:
         if self.retry_ms is not None and (
@@ -104,6 +114,12 @@ class Policy:
             or self.task_poll_interval_ms <= 0
         ):
             raise ValueError("task_poll_interval_ms must be a positive int")
+        if self.max_tasks_per_principal is not None and (
+            isinstance(self.max_tasks_per_principal, bool)
+            or not isinstance(self.max_tasks_per_principal, int)
+            or self.max_tasks_per_principal <= 0
+        ):
+            raise ValueError("max_tasks_per_principal must be a positive int or None")
         if not isinstance(self.disconnect_on_input_request, bool):
             raise TypeError("disconnect_on_input_request must be a bool")
         for name in ("max_events_per_stream", "max_bytes_per_stream", "max_event_bytes"):

@@ -38,7 +38,7 @@ from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.sessions import DECLARED_CAPABILITIES
 from mcp_resume_asgi.sse import encode_payload
 from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
-from mcp_resume_asgi.tasks import listen
+from mcp_resume_asgi.tasks import limits, listen
 from mcp_resume_asgi.tasks.advertising import AdvertisingAnswer
 from mcp_resume_asgi.tasks.capability import declares, missing_capability, stripped, stripped_initialize
 from mcp_resume_asgi.tasks.record import (
@@ -162,6 +162,13 @@ class TasksMiddleware(FeatureMiddleware):
         assert after_s is not None
         engine, stream_id = ctx.engine, ctx.stream_id
         ttl_s = policy.task_ttl_s
+        cap = policy.max_tasks_per_principal
+        if cap is not None and not await limits.has_room(engine.store, engine.principal(ctx.scope), cap):
+            # The caller holds its most task records already: a plain request (`limits.py`).
+            limits.log_refusal(engine.principal(ctx.scope), cap, stream_id, "served as a plain request")
+            await self._forward(ctx, receive, send)
+            return
+        refused: list[str | None] = []  # (the principal refused a task)
         # The task's work and its record outlive the client for the task's life.
         hosted_policy = policy.replace(
             max_wait_s=max(policy.max_wait_s, ttl_s),
@@ -171,7 +178,9 @@ class TasksMiddleware(FeatureMiddleware):
         # Not `survives_close` yet: until it is a task, a close cancels where it does.
         delivery = Delivery(deadline_s=after_s, at_will=False)
 
-        async def create() -> TaskRecord:
+        async def create() -> TaskRecord | None:
+            if refused:
+                return None
             if not created:
                 hosted = engine.live.get(stream_id)
                 record = TaskRecord(
@@ -184,6 +193,12 @@ class TasksMiddleware(FeatureMiddleware):
                     version=ctx.version,
                     call=ctx.message,
                 )
+                expires_at = record.created_at + ttl_s
+                if cap is not None and not await limits.claim(
+                    engine.store, record.principal, stream_id, expires_at, cap
+                ):
+                    refused.append(record.principal)
+                    return None
                 # Durable before the client hears of it: a `tasks/get` for the id resolves from now on.
                 await engine.store.set_key(task_key(stream_id), record.encode(), ttl_s)
                 created.append(record)
@@ -196,7 +211,10 @@ class TasksMiddleware(FeatureMiddleware):
             return encode_payload(p.dumps({"jsonrpc": "2.0", "id": ctx.request_id, "result": result}))
 
         async def on_deadline(cursor: int) -> bytes:
-            return frame(await create())
+            record = await create()
+            if record is None:  # the caller holds its most task records (`limits.py`)
+                return limits.refused_answer(engine, stream_id, ctx.request_id, policy, refused[0])
+            return frame(record)
 
         delivery.on_deadline = on_deadline
         await self._forward(ctx, receive, send, delivery=delivery, policy=hosted_policy)
