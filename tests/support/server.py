@@ -394,6 +394,8 @@ class SubprocessServer:
 
     RUNNER = "tests.support._uvicorn_main"
     OWN_SESSION = False
+    #: The child's interpreter (None: this one); another venv's, to serve another `mcp`.
+    PYTHON: str | None = None
 
     def __init__(
         self,
@@ -452,7 +454,7 @@ class SubprocessServer:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
         env.setdefault("PYTHONUNBUFFERED", "1")
         cmd = [
-            sys.executable,
+            self.PYTHON or sys.executable,
             "-m",
             self.RUNNER,
             self.target,
