@@ -29,6 +29,7 @@ def resumable(
     resumable_requests: bool | Mapping[str, Any] = False,
     resume_tokens: bool | Mapping[str, Any] = False,
     tasks: bool = False,
+    rest: bool | Mapping[str, Any] = False,
     **options: Any,
 ) -> ASGIApp:
     """Wrap an ASGI MCP app so its Streamable HTTP traffic becomes resumable.
@@ -37,7 +38,8 @@ def resumable(
     adds SEP-975 on top of the stream engine; `resume_tokens=True` (or a dict of
     `ResumeTokenMiddleware` options) adds `_meta.nextResumeToken` interim results;
     `tasks=True` adds the Tasks extension (`TasksMiddleware`; which calls become tasks
-    is each route's `Policy.task_after_s`).
+    is each route's `Policy.task_after_s`); `rest=True` (or a dict of `RestMiddleware`
+    options) adds the REST face (SEP-1597) outermost, and the Tasks layer it needs.
     """
     check_asgi_app(app)
     wrapped: ASGIApp = ResumeMiddleware(
@@ -53,8 +55,15 @@ def resumable(
 
         token_options = dict(resume_tokens) if isinstance(resume_tokens, Mapping) else {}
         wrapped = ResumeTokenMiddleware(wrapped, **token_options)
-    if tasks:
+    if tasks or rest:
         from mcp_resume_asgi.tasks import TasksMiddleware
 
         wrapped = TasksMiddleware(wrapped)  # outermost: a call that becomes a task is its alone
+    if rest:
+        from mcp_resume_asgi.rest import RestMiddleware
+
+        rest_options = dict(rest) if isinstance(rest, Mapping) else {}
+        path = options.get("path", "/mcp")
+        rest_options.setdefault("path", path if isinstance(path, str) else next(iter(path), "/mcp"))
+        wrapped = RestMiddleware(wrapped, **rest_options)  # its calls are tasks: it sends them inward
     return wrapped

@@ -1,0 +1,13 @@
+"""The REST face (SEP-1597): any MCP app's tools, prompts and resources as HTTP resources.
+
+`routes.py` maps HTTP methods and paths to operations, `problems.py` words failures
+(RFC 9457), `resource.py` is the tool-call resource with its ETag and conditional
+rules, `calls.py` a call's record in the store, `wire.py` the MCP client that reaches
+the app through the wrapped stack, `tool_calls.py` and `listing.py` the call
+operations, `validation.py` and `openapi.py` the input-schema check and the OpenAPI
+document, and `middleware.py` the ASGI layer that ties them together.
+"""
+
+from mcp_resume_asgi.rest.middleware import RestMiddleware
+
+__all__ = ["RestMiddleware"]

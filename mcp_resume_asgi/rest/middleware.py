@@ -1,0 +1,267 @@
+"""`RestMiddleware`: the REST face (SEP-1597) of any ASGI MCP app, beside Streamable HTTP.
+
+It sits outside the Tasks layer and the stream engine (`resumable(app, rest=True)` puts
+it there) and answers the face's routes (`routes.py`) under the MCP path; every other
+request goes on untouched. A REST request becomes MCP requests sent through the stack
+it wraps (`wire.py`) with the request's own scope and credentials, so the app - which
+changes not a line - sees an MCP client, and the tool calls are tasks with everything
+the Tasks layer gives them (`tool_calls.py`).
+
+It is also a feature layer (it registers in the scope like the others): for its own
+`tools/call` it makes the call a task at once, whatever the route's `task_after_s` says,
+because a REST call must be durable from its PUT on (a retried PUT finds it, input
+requests become `awaiting*`); how long the PUT waits for a result is that `task_after_s`
+(the face's `task_after_s` where the route has none).
+
+The read routes (prompts, resources, templates, completion, the OpenAPI document) are
+`reads.py`'s (`ReadRoutes.serve`), served when that module is there. Bodies are
+read bounded (413), must be JSON (415), errors are `application/problem+json`, and a
+store outage is a 503 with `Retry-After`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Iterable, Iterator
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+import anyio.abc
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mcp_resume_asgi._http import BodyTooLarge, ClientGone, header, media_types, read_body
+from mcp_resume_asgi.engine import Engine
+from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestContext
+from mcp_resume_asgi.rest.problems import method_not_allowed, problem
+from mcp_resume_asgi.rest.replies import Reply, problem_reply
+from mcp_resume_asgi.rest.routes import READ_OPS, BadRoute, Op, Route, match
+from mcp_resume_asgi.rest.tool_calls import ToolCalls, Validator
+from mcp_resume_asgi.rest.wire import REST_SCOPE_KEY, Wire
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+#: How long a PUT waits for a result when the route's `task_after_s` is None.
+DEFAULT_TASK_AFTER_S = 1.0
+#: Routes whose request has a body to read.
+_WITH_BODY = frozenset({Op.CALL_PUT, Op.CALL_ADVANCE})
+#: Routes `reads.py` serves (it reads their bodies itself).
+_READ_ROUTES = READ_OPS | {Op.OPENAPI}
+_MISPLACED = (
+    "RestMiddleware must wrap TasksMiddleware and ResumeMiddleware (the face's calls are tasks): "
+    "use resumable(app, rest=True), or list it first in middleware=[...]"
+)
+
+
+class RestMiddleware(FeatureMiddleware):
+    """Serves SEP-1597's HTTP routes for the MCP app it wraps (see the module docstring).
+
+    `path`: the app's MCP endpoint (the routes live under it). `task_after_s`: how long a
+    PUT waits for its result where the route's policy has no `task_after_s`. `validate`:
+    check PUT bodies against the tool's input schema (needs `jsonschema`: the `rest` extra).
+    `max_calls_per_tool`: the most calls of one tool one caller holds at a time (429 past it).
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        path: str = "/mcp",
+        task_after_s: float = DEFAULT_TASK_AFTER_S,
+        validate: bool = True,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_calls_per_tool: int = 10_000,
+    ) -> None:
+        super().__init__(app)
+        if not isinstance(path, str) or not path.startswith("/"):
+            raise ValueError("path must be an absolute path such as '/mcp'")
+        if not (task_after_s >= 0) or max_body_bytes <= 0 or max_calls_per_tool <= 0:
+            raise ValueError("task_after_s must be >= 0, max_body_bytes and max_calls_per_tool positive")
+        self.path = path.rstrip("/") or "/"
+        self.task_after_s = float(task_after_s)
+        self.max_body_bytes = max_body_bytes
+        self.max_calls_per_tool = max_calls_per_tool
+        self.validator: Validator | None = _validator() if validate else None
+        self.wire = Wire(self._inward, path=self.path)
+        self._engine: Engine | None = None
+        self._tasks_seen = False
+        self._tool_calls: ToolCalls | None = None
+        self._reads: Any = None
+
+    # ------------------------------------------------------------------ ASGI
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        route = match(self.path, scope["method"], _local_raw_path(scope))
+        if route is None:
+            await super().__call__(scope, receive, send)
+            return
+        head = scope["method"] == "HEAD"
+        if isinstance(route, BadRoute):
+            failure = (
+                method_not_allowed(route.detail, route.allow) if route.allow else problem(400, route.detail)
+            )
+            await problem_reply(failure).send(send, head=head)
+            return
+        if route.op in _READ_ROUTES:
+            reads = self._read_routes()
+            if reads is not None:
+                await self._calls(scope)  # (the engine found, the wire knows the principal)
+                await reads.serve(route, scope, receive, send)
+                return
+        body = b""
+        if route.op in _WITH_BODY:
+            read = await self._body(scope, receive, send)
+            if read is None:
+                return
+            body = read
+        async with anyio.create_task_group() as background:  # the calls' work may outlive the answer
+            reply = await self._answer(route, scope, body, background)
+            await reply.send(send, head=head)
+
+    async def _inward(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The face's own MCP requests: into the stack, with this layer registered as a feature."""
+        await super().__call__(scope, receive, send)
+
+    async def intercept(self, ctx: RequestContext, receive: Receive, send: Send) -> bool:
+        """The face's `tools/call` is a task from the start (see the module docstring)."""
+        self._engine = ctx.engine
+        self._tasks_seen = self._tasks_seen or _has_tasks(ctx.scope.get(FEATURES_KEY, ()))
+        if ctx.method == "tools/call" and ctx.scope.get(REST_SCOPE_KEY) and ctx.policy.task_after_s != 0:
+            ctx.policy = ctx.policy.replace(task_after_s=0)
+        return False
+
+    # ------------------------------------------------------------------ dispatch
+    async def _answer(
+        self, route: Route, scope: Scope, body: bytes, background: anyio.abc.TaskGroup
+    ) -> Reply:
+        calls = await self._calls(scope)
+        try:
+            return await self._dispatch(calls, route, scope, body, background)
+        except Exception as exc:
+            if not calls.engine.store_outage(exc):
+                raise
+            logger.warning("REST face: the store is unavailable (%s)", type(exc).__name__)
+            return problem_reply(
+                problem(503, "the store is unavailable; retry", headers=[(b"retry-after", b"1")])
+            )
+
+    async def _dispatch(
+        self, calls: ToolCalls, route: Route, scope: Scope, body: bytes, background: anyio.abc.TaskGroup
+    ) -> Reply:
+        op = route.op
+        if op is Op.TOOLS:
+            return await calls.list_tools(scope)
+        if op is Op.CALL_PUT:
+            return await calls.put(scope, route, body, background)
+        if op is Op.CALL_GET:
+            return await calls.get(scope, route)
+        if op is Op.CALL_ADVANCE:
+            return await calls.advance(scope, route, body, background)
+        if op is Op.CALL_CANCEL:
+            return await calls.cancel(scope, route)
+        if op is Op.CALLS:
+            from mcp_resume_asgi.rest.listing import list_calls
+
+            return await list_calls(calls, scope, route)
+        return problem_reply(problem(404, "this route is not served here"))
+
+    def _read_routes(self) -> Any:
+        """`reads.py`'s routes (prompts, resources, templates, completion, OpenAPI), if present."""
+        if self._reads is None:
+            module = _optional_module("mcp_resume_asgi.rest.reads")
+            if module is None:
+                return None
+            self._reads = module.ReadRoutes(
+                self.wire, base_path=self.path, max_body_bytes=self.max_body_bytes
+            )
+        return self._reads
+
+    async def _calls(self, scope: Scope) -> ToolCalls:
+        if self._tool_calls is None:
+            engine = _engine_of(self.app) or self._engine
+            if engine is None:
+                await self.wire.call(scope, "ping", {})  # through the stack: `intercept` sees the engine
+                engine = self._engine
+            if engine is None or not (self._tasks_seen or _has_tasks(_layers(self.app))):
+                raise RuntimeError(_MISPLACED)
+            self.wire.principal = engine.principal
+            self._tool_calls = ToolCalls(
+                self.wire,
+                engine,
+                path=self.path,
+                task_after_s=self.task_after_s,
+                max_calls_per_tool=self.max_calls_per_tool,
+                validator=self.validator,
+            )
+        return self._tool_calls
+
+    async def _body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
+        """The request's JSON body (bounded), or None once refused."""
+        content_type = header(scope, b"content-type")
+        if content_type is not None and not media_types(content_type) & {"application/json"}:
+            await problem_reply(problem(415, "the body must be application/json")).send(send)
+            return None
+        try:
+            return await read_body(receive, self.max_body_bytes)
+        except BodyTooLarge:
+            await problem_reply(problem(413, f"the body exceeds {self.max_body_bytes} bytes")).send(send)
+        except ClientGone:
+            pass
+        return None
+
+
+def _local_raw_path(scope: Scope) -> str:
+    """The request's path as sent (percent-encoded), without the app's mount point."""
+    raw = scope.get("raw_path")
+    path = raw.decode("latin-1") if isinstance(raw, bytes) else quote(scope.get("path", ""))
+    path = path.split("?", 1)[0]
+    root: str = scope.get("root_path", "") or ""
+    if root and path.startswith(root):
+        path = path[len(root) :] or "/"
+    return path
+
+
+def _layers(app: Any) -> Iterator[Any]:
+    for _ in range(64):
+        if app is None:
+            return
+        yield app
+        app = getattr(app, "app", None)
+
+
+def _engine_of(app: Any) -> Engine | None:
+    for layer in _layers(app):
+        engine = getattr(layer, "engine", None)
+        if isinstance(engine, Engine):
+            return engine
+    return None
+
+
+def _has_tasks(layers: Iterable[Any]) -> bool:
+    from mcp_resume_asgi.tasks import TasksMiddleware
+
+    return any(isinstance(layer, TasksMiddleware) for layer in layers)
+
+
+def _validator() -> Validator:
+    from mcp_resume_asgi.rest.validation import require_jsonschema, validate_arguments
+
+    require_jsonschema()  # fail at start-up, with the extra to install, not on the first PUT
+
+    def reasons(schema: Any, arguments: Any) -> list[dict[str, str]]:
+        return [reason.as_json() for reason in validate_arguments(schema, arguments)]
+
+    return reasons
+
+
+def _optional_module(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:
+            raise
+        return None

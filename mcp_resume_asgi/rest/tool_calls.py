@@ -1,0 +1,361 @@
+"""The tool-call operations of the REST face: PUT, GET, advance, cancel (SEP-1597).
+
+Each is the Tasks layer's operation through the wire (`wire.py`): a PUT is a
+`tools/call` declaring the Tasks extension, made a task at once (the face's hook in
+the middleware), a GET `tasks/get`, an advance `tasks/update`, a cancel `tasks/cancel`
+- so stores, relays to the node running the call, dead-owner detection and the
+principal check are the Tasks layer's, unchanged. This module adds what HTTP asks for:
+
+* the call named by the client and scoped to the caller (`calls.py`): PUT without
+  `Idempotency-Key` is 400, the same id and key again is 200 with the current state
+  (the call never runs twice, even when the first PUT's connection was cut before its
+  answer: its record was created first, atomically), another key 409;
+* the PUT (and an advance) waits up to the route's `task_after_s` (the face's default
+  when the route has none) for the task to settle - finished, or asking for input - so
+  a fast tool answers `success` with its result and a slow one `running`. The wait
+  wakes on the task's stream (`Store.wait`), it does not poll;
+* `ETag` / `If-None-Match` (304), `If-Match` on advance (428 / 412; of several
+  advances of one state exactly one is taken, the others are 412), `Retry-After`
+  while the call runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+from starlette.types import Scope
+
+from mcp_resume_asgi._http import Headers, header, header_count
+from mcp_resume_asgi.admission import post_to_app
+from mcp_resume_asgi.engine import Engine
+from mcp_resume_asgi.rest import resource as res
+from mcp_resume_asgi.rest.calls import CallRecord, CallStore, advance_key, call_key, cancel_key
+from mcp_resume_asgi.rest.problems import Problem, invalid_arguments, problem
+from mcp_resume_asgi.rest.replies import Reply, json_reply, problem_reply, tagged_reply
+from mcp_resume_asgi.rest.routes import Route
+from mcp_resume_asgi.rest.wire import LEGACY, Wire
+
+logger = logging.getLogger(__name__)
+
+#: Validates a tool's arguments against its `inputSchema`: the reasons, as problem members.
+Validator = Callable[[Any, Any], list[dict[str, str]]]
+#: Most pages of a list the face follows (SEP-1597 lists are whole: no paging).
+MAX_LIST_PAGES = 100
+_CACHE = (b"cache-control", b"private, no-cache")
+
+
+class ToolCalls:
+    """The tool-call routes, on one wire and one engine (its store, signer, routes, node)."""
+
+    def __init__(
+        self,
+        wire: Wire,
+        engine: Engine,
+        *,
+        path: str,
+        task_after_s: float,
+        max_calls_per_tool: int,
+        validator: Validator | None,
+    ) -> None:
+        self.wire = wire
+        self.engine = engine
+        self.calls = CallStore(engine)
+        self.path = path
+        self.task_after_s = task_after_s
+        self.max_calls_per_tool = max_calls_per_tool
+        self.validator = validator
+
+    # ------------------------------------------------------------------ who, and the app's tools
+    async def principal(self, scope: Scope) -> str | Reply | None:
+        """Whose calls: the principal as the app's own auth sees the caller (a `ping` with the
+        caller's credentials when no outer layer said), or the app's refusal."""
+        outer = self.engine.principal(scope)
+        if outer is not None:
+            return outer
+        ping = b'{"jsonrpc":"2.0","id":"mcp-resume-rest-who","method":"ping"}'
+        reply = await post_to_app(self.engine.app, scope, self.path, None, self.wire.era or LEGACY, ping)
+        if reply.status in (401, 403):
+            headers = [(k, v) for k, v in reply.headers if k.lower() == b"www-authenticate"]
+            return problem_reply(
+                problem(reply.status, "the app refused the caller's credentials", headers=headers)
+            )
+        return self.engine.principal(reply.scope)
+
+    async def tools(self, scope: Scope) -> list[dict[str, Any]] | Reply:
+        """Every tool the app lists (its pages followed), or the failure as a reply."""
+        tools: list[dict[str, Any]] = []
+        cursor: Any = None
+        for _ in range(MAX_LIST_PAGES):
+            answer = await self.wire.call(scope, "tools/list", {} if cursor is None else {"cursor": cursor})
+            failure = answer.problem("tools/list")
+            if failure is not None or answer.result is None:
+                return problem_reply(failure or problem(502, "tools/list gave no result"))
+            listed = answer.result.get("tools")
+            tools += [t for t in listed if isinstance(t, dict)] if isinstance(listed, list) else []
+            cursor = answer.result.get("nextCursor")
+            if not isinstance(cursor, str) or not cursor:
+                break
+        return tools
+
+    async def list_tools(self, scope: Scope) -> Reply:
+        """`GET /mcp/tools`: the MCP list result, whole, with an ETag (304 when unchanged)."""
+        tools = await self.tools(scope)
+        if isinstance(tools, Reply):
+            return tools
+        value = {"tools": tools}
+        return tagged_reply(value, res.etag_of(value), header(scope, b"if-none-match"), [_CACHE])
+
+    # ------------------------------------------------------------------ PUT
+    async def put(self, scope: Scope, route: Route, body: bytes, background: anyio.abc.TaskGroup) -> Reply:
+        tool, call_id = _names(route)
+        key_value = header(scope, b"idempotency-key")
+        if header_count(scope, b"idempotency-key") != 1 or not res.valid_idempotency_key(key_value):
+            return _problem(
+                400, "the Idempotency-Key header is required once (1-255 printable ASCII characters)"
+            )
+        assert key_value is not None
+        arguments = _json_object(body)
+        if isinstance(arguments, Reply):
+            return arguments
+        who = await self.principal(scope)
+        if isinstance(who, Reply):
+            return who
+        key = call_key(who, tool, call_id)
+        existing = await self.calls.load(key)
+        if existing is not None:
+            return await self._again(scope, key, existing, key_value)
+        listed = await self.tools(scope)
+        if isinstance(listed, Reply):
+            return listed
+        found = next((t for t in listed if t.get("name") == tool), None)
+        if found is None:
+            return _problem(404, f"the app has no tool named {tool!r}")
+        if self.validator is not None:
+            reasons = self.validator(found.get("inputSchema"), arguments)
+            if reasons:
+                return problem_reply(invalid_arguments(reasons))
+        _, policy = self.engine.routes.choose(self.path, "tools/call", tool)
+        record = CallRecord(
+            tool, call_id, key_value, time.time(), arguments, self.engine.node_id, policy.task_ttl_s
+        )
+        if not await self.calls.indexed(who, record, self.max_calls_per_tool):
+            return _problem(429, f"the caller holds {self.max_calls_per_tool} calls of {tool!r} already")
+        existing = await self.calls.create(key, record)
+        if existing is not None:
+            return await self._again(scope, key, existing, key_value)
+        wait_s = policy.task_after_s if policy.task_after_s is not None else self.task_after_s
+        try:
+            return await self._run(scope, key, who, record, wait_s, background)
+        except BaseException:
+            with anyio.CancelScope(shield=True):  # never leave it `submitted` for good
+                current = await self.calls.load(key)
+                if current is not None and current.task_id is None and current.answer is None:
+                    interrupted = {
+                        "error": {"code": -32603, "message": "the call was interrupted on its way"}
+                    }
+                    await self.calls.save(key, dataclasses.replace(current, answer=interrupted), time.time())
+            raise
+
+    async def _run(
+        self,
+        scope: Scope,
+        key: str,
+        who: str | None,
+        record: CallRecord,
+        wait_s: float,
+        background: anyio.abc.TaskGroup,
+    ) -> Reply:
+        params = {"name": record.tool, "arguments": record.request, "_meta": {"progressToken": key[-32:]}}
+        answer = await self.wire.call(scope, "tools/call", params, background=background)
+        result = answer.result
+        if (
+            result is not None
+            and result.get("resultType") == "task"
+            and isinstance(result.get("taskId"), str)
+        ):
+            record = dataclasses.replace(record, task_id=result["taskId"])
+            await self.calls.save(key, record, time.time())
+            if await self.engine.store.get_key(cancel_key(key)) is not None:
+                await self.wire.call(scope, "tasks/cancel", {"taskId": record.task_id})
+            return await self._reply(scope, record, 201, wait_s=wait_s)
+        if result is not None:  # answered without becoming a task (the Tasks layer's bounds)
+            record = dataclasses.replace(record, answer=answer.message)
+            await self.calls.save(key, record, time.time())
+            return await self._reply(scope, record, 201)
+        await self.calls.forget(key, who, record)  # refused outright: it never ran
+        return problem_reply(answer.problem(f"tool {record.tool!r}") or problem(502, "no answer"))
+
+    async def _again(self, scope: Scope, key: str, record: CallRecord, key_value: str) -> Reply:
+        """A PUT for a call that exists: its retry (the current state) or a conflict."""
+        if record.idempotency_key != key_value:
+            return _problem(409, "this call id is taken by a PUT with another Idempotency-Key")
+        return await self._reply(scope, record, 200)
+
+    # ------------------------------------------------------------------ GET, advance, cancel
+    async def get(self, scope: Scope, route: Route) -> Reply:
+        found = await self._find(scope, route)
+        if isinstance(found, Reply):
+            return found
+        return await self._reply(scope, found[1], 200, if_none_match=header(scope, b"if-none-match"))
+
+    async def advance(
+        self, scope: Scope, route: Route, body: bytes, background: anyio.abc.TaskGroup
+    ) -> Reply:
+        found = await self._find(scope, route)
+        if isinstance(found, Reply):
+            return found
+        key, record = found
+        if_match = header(scope, b"if-match")
+        if res.precondition_status(if_match, "") == 428:
+            return _problem(428, "advance needs If-Match: the etag of the state it answers")
+        answer_body = _json_object(body)
+        if isinstance(answer_body, Reply):
+            return answer_body
+        state = await self._state(scope, record)
+        if isinstance(state, Reply):
+            return state
+        current, task, _ = state
+        status = res.precondition_status(if_match, current["etag"])
+        if status is not None:
+            return _stale(current["etag"])
+        pending = res.first_input(task) if task is not None else None
+        if pending is None or record.task_id is None:
+            return _problem(409, f"the call is {current['status']}: it waits for no result")
+        claim = advance_key(key, current["etag"])
+        if await self.engine.store.add_key(claim, "1", record.ttl_left_s(time.time())) is not None:
+            return _stale(current["etag"])  # another advance of this state was taken
+        params = {"taskId": record.task_id, "inputResponses": {pending.key: answer_body}}
+        answer = await self.wire.call(scope, "tasks/update", params, background=background)
+        failure = answer.problem(f"call {record.call_id!r}")
+        if failure is not None:
+            await self.engine.store.delete_key(claim)
+            return problem_reply(failure)
+        _, policy = self.engine.routes.choose(self.path, "tools/call", record.tool)
+        wait_s = policy.task_after_s if policy.task_after_s is not None else self.task_after_s
+        return await self._reply(scope, record, 200, wait_s=wait_s)
+
+    async def cancel(self, scope: Scope, route: Route) -> Reply:
+        found = await self._find(scope, route)
+        if isinstance(found, Reply):
+            return found
+        key, record = found
+        if record.task_id is not None:
+            answer = await self.wire.call(scope, "tasks/cancel", {"taskId": record.task_id})
+            failure = answer.problem(f"call {record.call_id!r}")
+            if failure is not None:
+                return problem_reply(failure)
+        elif record.answer is None:  # its PUT has not got the task yet: it cancels it once it has
+            await self.engine.store.set_key(cancel_key(key), "1", record.ttl_left_s(time.time()))
+        return await self._reply(scope, record, 200)
+
+    # ------------------------------------------------------------------ the resource
+    async def _find(self, scope: Scope, route: Route) -> tuple[str, CallRecord] | Reply:
+        tool, call_id = _names(route)
+        who = await self.principal(scope)
+        if isinstance(who, Reply):
+            return who
+        key = call_key(who, tool, call_id)
+        record = await self.calls.load(key)
+        if record is None or record.tool != tool or record.call_id != call_id:
+            return _problem(404, f"no call {call_id!r} of tool {tool!r}")
+        return key, record
+
+    async def _state(
+        self, scope: Scope, record: CallRecord, wait_s: float = 0.0
+    ) -> tuple[dict[str, Any], dict[str, Any] | None, int] | Reply:
+        """The call's resource, its task (if any) and poll interval; with `wait_s`, the first
+        settled state (not running) within that long, woken by the task's stream."""
+        if record.task_id is None:
+            return self._untasked(record), None, 1000
+        deadline = anyio.current_time() + wait_s
+        while True:
+            meta = await self.calls.current_stream(record.task_id)
+            answer = await self.wire.call(scope, "tasks/get", {"taskId": record.task_id})
+            task = answer.result
+            if task is None:
+                failure = answer.problem(f"call {record.call_id!r}")
+                return problem_reply(failure or problem(502, "tasks/get gave no result"))
+            left = deadline - anyio.current_time()
+            if task.get("status") != "working" or left <= 0 or meta is None:
+                break
+            await self.engine.store.wait(meta.stream_id, meta.last_seq, left, version=meta.version)
+        state = res.state_of_task(task)
+        progress = None
+        if state["status"] not in res.TERMINAL:
+            progress = res.progress_of(await self.calls.latest_progress(meta))
+        built = res.build(record.tool, record.call_id, record.request, state, progress)
+        poll = task.get("pollIntervalMs")
+        return built, task, poll if isinstance(poll, int) else 1000
+
+    def _untasked(self, record: CallRecord) -> dict[str, Any]:
+        if record.answer is not None:
+            return res.build(record.tool, record.call_id, record.request, res.state_of_answer(record.answer))
+        state: dict[str, Any] = {"status": res.CallStatus.SUBMITTED}
+        return res.build(record.tool, record.call_id, record.request, state)
+
+    async def _reply(
+        self,
+        scope: Scope,
+        record: CallRecord,
+        status: int,
+        *,
+        wait_s: float = 0.0,
+        if_none_match: str | None = None,
+    ) -> Reply:
+        state = await self._state(scope, record, wait_s)
+        if isinstance(state, Reply):
+            return state
+        current, _, poll_ms = state
+        if current["status"] == res.CallStatus.SUBMITTED and await self._owner_gone(record):
+            lost = {
+                "status": res.CallStatus.FAILED,
+                "error": {"message": "the server handling the call stopped"},
+            }
+            current = res.build(record.tool, record.call_id, record.request, lost)
+        headers: Headers = [(b"etag", res.etag_header(current["etag"])), _CACHE]
+        if current["status"] in res.IN_PROGRESS:
+            headers.append((b"retry-after", str(res.retry_after_s(poll_ms)).encode()))
+        if res.not_modified(if_none_match, current["etag"]):
+            return Reply(304, b"", headers)
+        return json_reply(status, current, headers)
+
+    async def _owner_gone(self, record: CallRecord) -> bool:
+        node = self.engine.node
+        return (
+            node is not None
+            and node.running
+            and record.owner != node.node_id
+            and not await node.alive(record.owner)
+        )
+
+
+def _names(route: Route) -> tuple[str, str]:
+    assert route.tool is not None and route.call_id is not None
+    return route.tool, route.call_id
+
+
+def _problem(status: int, detail: str) -> Reply:
+    return problem_reply(problem(status, detail))
+
+
+def _stale(etag: str) -> Reply:
+    failure = Problem(412, "the call changed since that etag: GET it for its current state", {"etag": etag})
+    reply = problem_reply(failure)
+    return Reply(reply.status, reply.body, [*reply.headers, (b"etag", res.etag_header(etag))])
+
+
+def _json_object(body: bytes) -> dict[str, Any] | Reply:
+    try:
+        value = json.loads(body) if body.strip() else None
+    except (ValueError, RecursionError):
+        return _problem(400, "the body is not JSON")
+    if not isinstance(value, dict):
+        return _problem(400, "the body must be a JSON object")
+    return value
