@@ -22,6 +22,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resolve import Elicit, Resolve
+from mcp.server.request_state import RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 from starlette.applications import Starlette
@@ -72,8 +73,12 @@ async def confirm(filename: str, answer: Annotated[Confirmation, Resolve(ask_con
     return f"deleted {filename}" if answer.confirm else f"kept {filename}"
 
 
-def create_app() -> Starlette:
-    server = MCPServer("rest-test-app", version="0.0.1", log_level="WARNING")
+def create_app(request_state_key: str | None = None) -> Starlette:
+    """`request_state_key`: the 2026-07-28 `requestState` sealing key nodes of one deployment
+    share (the SDK's rule for several instances: a round answered on another node must unseal
+    what this one sealed); None is the SDK's per-process key."""
+    security = RequestStateSecurity(keys=[request_state_key]) if request_state_key else None
+    server = MCPServer("rest-test-app", version="0.0.1", log_level="WARNING", request_state_security=security)
     for fn in (echo, fail, refuse, slow, confirm):
         server.add_tool(fn, structured_output=False)
     return server.streamable_http_app(

@@ -1,0 +1,58 @@
+"""One node of a multi-process deployment serving the REST face: `tests.apps.rest_app`, wrapped
+with `rest=True` on a shared Redis store, tagged like `multinode_app` (``x-node: <pid>``).
+
+Environment as for `multinode_app` (``MCP_RESUME_PREFIX``, ``MCP_RESUME_SECRET``,
+``MCP_RESUME_POLICY_JSON``, ``MCP_RESUME_OPTIONS_JSON``), plus ``MCP_RESUME_ERA=2025-11-25`` for
+the app refusing 2026-07-28 (the face then opens sessions). ``GET /__seen__`` returns what this
+process's tools did: ``{"pid", "runs": {tag: n}, "cancelled": [tag, ...]}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mcp_resume_asgi import Policy, resumable
+from mcp_resume_asgi.store import RedisStore
+from tests.apps.multinode_app import NodeTag, _json_env
+from tests.apps.rest_app import CANCELLED, RUNS, legacy
+from tests.apps.rest_app import create_app as create_rest_app
+from tests.support.stores import REDIS_URL
+
+SEEN_PATH = "/__seen__"
+
+
+class SeenEndpoint:
+    """Answers ``GET /__seen__`` itself; everything else goes to the node."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != SEEN_PATH:
+            await self.app(scope, receive, send)
+            return
+        body = json.dumps({"pid": os.getpid(), "runs": dict(RUNS), "cancelled": CANCELLED}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def create_app() -> SeenEndpoint:
+    # The nodes of one deployment share the app's requestState key, as the SDK asks of them.
+    inner: ASGIApp = create_rest_app(request_state_key=os.environ["MCP_RESUME_SECRET"] * 2)
+    if os.environ.get("MCP_RESUME_ERA") == "2025-11-25":
+        inner = legacy(inner)
+    app = resumable(
+        inner,
+        policy=Policy(**_json_env("MCP_RESUME_POLICY_JSON")),
+        store=RedisStore(
+            os.environ.get("MCP_RESUME_REDIS_URL") or REDIS_URL, prefix=os.environ["MCP_RESUME_PREFIX"]
+        ),
+        secret=os.environ["MCP_RESUME_SECRET"],
+        rest=True,
+        **_json_env("MCP_RESUME_OPTIONS_JSON"),
+    )
+    return SeenEndpoint(NodeTag(app))
