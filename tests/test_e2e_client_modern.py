@@ -408,6 +408,7 @@ async def test_auto_mode_falls_back_to_a_2025_session_on_the_stock_servers_2025_
     assert [r.verb for r in recorder.requests][-2] == "DELETE", "the 2025 session was ended"
 
 
+@pytest.mark.timeout(180)  # the first run builds the mcp 1.x venv, as tests/test_mcp1_client.py does
 async def test_auto_mode_falls_back_against_the_stock_mcp1_server() -> None:
     """A real 2025-only server: mcp 1.x knows no `server/discover` (it answers 400 without a
     session). Skips without the venv's network install, except under CI=true."""

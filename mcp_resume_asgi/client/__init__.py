@@ -8,7 +8,9 @@ answer. This package supplies that behaviour where it is cheapest to add:
 * :class:`ResumableTransport` - an ``httpx`` transport; any httpx-based MCP
   client that uses it sees each request's answer as one uninterrupted stream.
 * :class:`ResumableSession` - a minimal MCP client on top of it, with no
-  dependency beyond ``httpx``.
+  dependency beyond ``httpx``, for 2025 revisions (``initialize``, a session) and
+  2026-07-28 (``server/discover``, per-request ``_meta``, multi round-trip
+  requests), or either (``protocol_version="auto"``).
 * Tasks (SEP-2663): both declare ``io.modelcontextprotocol/tasks`` and follow a
   tool call answered with a task to its result (:class:`ResumableSession` itself;
   the ``mcp`` SDK's ``Client`` with :func:`sdk_tasks_extension`).
