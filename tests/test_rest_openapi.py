@@ -190,7 +190,7 @@ def test_headers_parameters_and_problems(stock_tools: list[dict[str, Any]]) -> N
     assert {"name": "Idempotency-Key", "in": "header", "required": True}.items() <= next(
         p for p in params if p["name"] == "Idempotency-Key"
     ).items()
-    assert set(put["responses"]) >= {"200", "201", "400", "404", "409", "503"}
+    assert set(put["responses"]) >= {"200", "201", "400", "404", "409", "413", "415", "429", "502", "503"}
     assert set(put["responses"]["200"]["headers"]) == {"ETag", "Retry-After"}
     for code in ("400", "404", "409", "503"):
         problem = components["responses"][put["responses"][code]["$ref"].rsplit("/", 1)[1]]

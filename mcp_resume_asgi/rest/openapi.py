@@ -52,6 +52,10 @@ _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "example"})
 _SCOPE_KEYWORDS = frozenset({"$id", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef"})
 #: Schema digest -> whether it is valid JSON Schema 2020-12 (see `_valid_2020_12`).
 _VERDICTS: LRUCache[str, bool] = LRUCache(maxsize=4096)
+_BODY_PROBLEMS = ("BadRequest", "NotFound", "PayloadTooLarge", "UnsupportedMediaType")
+_PUT_PROBLEMS = (*_BODY_PROBLEMS, "Conflict", "TooManyRequests")
+_ADVANCE_PROBLEMS = (*_BODY_PROBLEMS, "Conflict", "PreconditionFailed", "PreconditionRequired")
+_POST_READ_PROBLEMS = _BODY_PROBLEMS
 _GENERIC_BODY = {"type": "object", "description": "The tool's arguments (see GET /tools)."}
 
 
@@ -124,7 +128,7 @@ def _call_put(operation_id: str, body: dict[str, Any], params: list[dict[str, st
     return _operation(
         operation_id,
         "Start a tool call (idempotent with Idempotency-Key); the body is the tool's arguments",
-        {"200": call_ok, "201": created, **problems("BadRequest", "NotFound", "Conflict", "PayloadTooLarge")},
+        {"200": call_ok, "201": created, **problems(*_PUT_PROBLEMS)},
         parameters=[*params, *_params("IdempotencyKey")],
         requestBody=_json_body(body),
     )
@@ -167,9 +171,7 @@ def _add_generic_routes(paths: dict[str, Any], base: str) -> None:
             "Answer the call's sampling or elicitation request",
             {
                 "200": _ok("The call's new state.", "ToolCall", retry=True),
-                **problems(
-                    "BadRequest", "NotFound", "Conflict", "PreconditionFailed", "PreconditionRequired"
-                ),
+                **problems(*_ADVANCE_PROBLEMS),
             },
             parameters=[*tool_call, *_params("IfMatch")],
             requestBody=_json_body(advance_body),
@@ -201,7 +203,7 @@ def _add_generic_routes(paths: dict[str, Any], base: str) -> None:
         "post": _operation(
             "getPrompt",
             "Get a prompt; the body is its arguments",
-            {"200": _ok("The prompt.", "GetPromptResult", etag=False), **problems("BadRequest", "NotFound")},
+            {"200": _ok("The prompt.", "GetPromptResult"), **problems(*_POST_READ_PROBLEMS)},
             parameters=_params("PromptName"),
             requestBody=_json_body(ref("schemas", "PromptArguments"), required=False),
         )
@@ -226,7 +228,7 @@ def _add_generic_routes(paths: dict[str, Any], base: str) -> None:
         "post": _operation(
             "complete",
             "Complete a prompt or resource-template argument",
-            {"200": _ok("Completions.", "CompleteResult", etag=False), **problems("BadRequest", "NotFound")},
+            {"200": _ok("Completions.", "CompleteResult"), **problems(*_POST_READ_PROBLEMS)},
             requestBody=_json_body(ref("schemas", "CompleteRequest")),
         )
     }

@@ -294,6 +294,8 @@ _PROBLEMS = {
     "PreconditionFailed": "If-Match is stale: GET the call for its current state.",
     "PreconditionRequired": "If-Match is required.",
     "PayloadTooLarge": "The body is larger than the face accepts.",
+    "UnsupportedMediaType": "The body must be application/json.",
+    "TooManyRequests": "The caller holds as many calls of this tool as the face allows.",
     "BadGateway": "The app failed, or its answer could not be read.",
     "Unavailable": "The store or the app is unavailable; retry after Retry-After.",
 }
@@ -316,6 +318,8 @@ def problems(*names: str) -> dict[str, Any]:
         "Conflict": "409",
         "PreconditionFailed": "412",
         "PayloadTooLarge": "413",
+        "UnsupportedMediaType": "415",
+        "TooManyRequests": "429",
         "PreconditionRequired": "428",
         "BadGateway": "502",
         "Unavailable": "503",
