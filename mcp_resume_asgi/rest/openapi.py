@@ -29,6 +29,7 @@ import hashlib
 import importlib
 import json
 import re
+import threading
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote
@@ -52,6 +53,7 @@ _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "example"})
 _SCOPE_KEYWORDS = frozenset({"$id", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef"})
 #: Schema digest -> whether it is valid JSON Schema 2020-12 (see `_valid_2020_12`).
 _VERDICTS: LRUCache[str, bool] = LRUCache(maxsize=4096)
+_VERDICTS_LOCK = threading.Lock()
 _BODY_PROBLEMS = ("BadRequest", "NotFound", "PayloadTooLarge", "UnsupportedMediaType")
 _PUT_PROBLEMS = (*_BODY_PROBLEMS, "Conflict", "TooManyRequests")
 _ADVANCE_PROBLEMS = (*_BODY_PROBLEMS, "Conflict", "PreconditionFailed", "PreconditionRequired")
@@ -345,7 +347,8 @@ def _valid_2020_12(schema: dict[str, Any], digest: str) -> bool:
     verdicts are remembered by the schema's digest: a document rebuilt after one tool
     changed checks that tool only.
     """
-    known = _VERDICTS.get(digest)
+    with _VERDICTS_LOCK:  # documents are built in worker threads (reads.py)
+        known = _VERDICTS.get(digest)
     if known is not None:
         return known
     try:
@@ -358,7 +361,8 @@ def _valid_2020_12(schema: dict[str, Any], digest: str) -> bool:
         verdict = True
     except Exception:  # SchemaError, or RecursionError on a pathological schema
         verdict = False
-    _VERDICTS[digest] = verdict
+    with _VERDICTS_LOCK:
+        _VERDICTS[digest] = verdict
     return verdict
 
 
