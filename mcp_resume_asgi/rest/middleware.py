@@ -72,7 +72,7 @@ class RestMiddleware(FeatureMiddleware):
         task_after_s: float = DEFAULT_TASK_AFTER_S,
         validate: bool = True,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-        max_calls_per_tool: int = 10_000,
+        max_calls_per_tool: int = 1000,
     ) -> None:
         super().__init__(app)
         if not isinstance(path, str) or not path.startswith("/"):

@@ -276,7 +276,8 @@ class ToolCalls:
             return self._untasked(record), None, 1000
         deadline = anyio.current_time() + wait_s
         while True:
-            meta = await self.calls.current_stream(record.task_id)
+            # Read before `tasks/get` when it may be waited on: a change after it wakes the wait.
+            meta = await self.calls.current_stream(record.task_id) if wait_s > 0 else None
             answer = await self.wire.call(scope, "tasks/get", {"taskId": record.task_id})
             task = answer.result
             if task is None:
@@ -288,7 +289,8 @@ class ToolCalls:
             await self.engine.store.wait(meta.stream_id, meta.last_seq, left, version=meta.version)
         state = res.state_of_task(task)
         progress = None
-        if state["status"] not in res.TERMINAL:
+        if state["status"] not in res.TERMINAL:  # (a finished call's progress is over: no read)
+            meta = meta or await self.calls.current_stream(record.task_id)
             progress = res.progress_of(await self.calls.latest_progress(meta))
         built = res.build(record.tool, record.call_id, record.request, state, progress)
         poll = task.get("pollIntervalMs")
