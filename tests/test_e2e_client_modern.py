@@ -33,7 +33,7 @@ from mcp_resume_asgi.client import (
     ResumableTransport,
 )
 from tests.apps.tasks_app import SEEN, create_app
-from tests.support.server import ServerInfo, SubprocessServer, serve, serve_in_loop
+from tests.support.server import ServerInfo, SubprocessServer, ThreadedServer, serve, serve_in_loop
 from tests.support.stores import REDIS_URL, require_redis
 
 pytestmark = pytest.mark.anyio
@@ -441,3 +441,56 @@ async def test_auto_mode_falls_back_against_the_stock_mcp1_server() -> None:
     assert text(echoed) == "from 1.x" and text(slept) == "slept 1.0"
     assert sent[:2] == ["server/discover", "initialize"], sent
     assert "tasks/get" in sent, "the 1.x app's slow call became a task of the middleware"
+
+
+def recorded_tasks_app(at_once: bool = False) -> Recorder:
+    """The wrapped tasks app, recorded; built by the server thread's own loop (`ThreadedServer`
+    with an import string), so that the app's anyio primitives are asyncio's under a trio test."""
+    return Recorder(resumable(create_app(), policy=AT_ONCE if at_once else POLICY, tasks=True))
+
+
+@contextlib.asynccontextmanager
+async def threaded(at_once: bool) -> AsyncIterator[tuple[ServerInfo, Recorder]]:
+    child = ThreadedServer(f"{__name__}:recorded_tasks_app", factory_kwargs={"at_once": at_once})
+    info = await anyio.to_thread.run_sync(child.start)
+    try:
+        app = child.app
+        assert isinstance(app, Recorder)
+        yield info, app
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(child.stop)
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_the_2026_client_runs_on_trio() -> None:
+    """The client side on trio (the server keeps its own asyncio loop in a thread): auto mode's
+    discover, a task with an elicitation, a cancelled task, and a multi round-trip call."""
+    tag = "modern-trio-cancelled"
+
+    async def on_request(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"action": "accept", "content": {"confirm": True}}
+
+    async with (
+        threaded(at_once=True) as (info, recorder),
+        ResumableSession(info.mcp_url, protocol_version="auto", on_request=on_request) as session,
+    ):
+        with anyio.fail_after(20):
+            in_a_task = await session.call_tool("confirm", {"filename": "t.txt"})
+            polls_before = len(recorder.posts("tasks/get"))
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(session.call_tool, "slow", {"seconds": 30, "tag": tag})
+                await until(lambda: len(recorder.posts("tasks/get")) >= polls_before + 2)
+                tg.cancel_scope.cancel()
+            await until(lambda: tag in SEEN.cancelled)
+    assert session.protocol_version == MODERN and len(recorder.posts("tasks/cancel")) == 1
+    async with (
+        threaded(at_once=False) as (info, recorder),
+        ResumableSession(
+            info.mcp_url, protocol_version=MODERN, on_request=on_request, tasks=False
+        ) as session,
+    ):
+        with anyio.fail_after(20):
+            rounds = await session.call_tool("confirm", {"filename": "u.txt"})
+    assert text(in_a_task) == "deleted t.txt" and text(rounds) == "deleted u.txt"
+    assert len(recorder.posts("tools/call")) == 2
