@@ -308,9 +308,26 @@ async def test_get_tools_lists_the_apps_tools_with_an_etag() -> None:
     async with face() as client:
         listed = await client.get("/mcp/tools")
         assert listed.status_code == 200
-        assert {t["name"] for t in listed.json()["tools"]} == {"echo", "fail", "refuse", "slow", "confirm"}
+        assert {t["name"] for t in listed.json()["tools"]} == {
+            "echo",
+            "fail",
+            "refuse",
+            "slow",
+            "confirm",
+            "regional",
+        }
         again = await client.get("/mcp/tools", headers={"if-none-match": listed.headers["etag"]})
         assert again.status_code == 304
+
+
+async def test_a_parameter_the_tool_mirrors_in_a_header_is_sent_there() -> None:
+    """`x-mcp-header` (2026-07-28): the app refuses a call without `Mcp-Param-Region`."""
+    async with face() as client:
+        for region in ("eu-west", "région sud"):
+            done = await sep_client_loop(client, "regional", f"region-{region}", {"region": region})
+            assert (
+                done["status"] == "success" and done["result"]["content"][0]["text"] == f"served in {region}"
+            )
 
 
 async def test_tool_errors_fail_with_the_result_kept() -> None:

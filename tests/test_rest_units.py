@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from mcp_resume_asgi.rest.headers import encode_header_value, param_headers
 from mcp_resume_asgi.rest.problems import from_http, from_jsonrpc, invalid_arguments, problem
 from mcp_resume_asgi.rest.resource import (
     CallStatus,
@@ -317,3 +318,29 @@ def test_the_answer_reader_is_bounded() -> None:
     reader.feed({"type": "http.response.body", "body": b"x" * 101})
     answer = reader.answer()
     assert answer.status == 502 and b"larger than 100 bytes" in answer.body
+
+
+# ------------------------------------------------------------------------------------ headers
+
+
+def test_parameters_annotated_x_mcp_header_are_mirrored() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "urgent": {"type": "boolean", "x-mcp-header": "Urgent"},
+            "where": {"type": "object", "properties": {"zone": {"type": "integer", "x-mcp-header": "Zone"}}},
+            "list": {"type": "array", "x-mcp-header": "List"},
+            "plain": {"type": "string"},
+        },
+    }
+    args = {"region": "Zürich", "urgent": False, "where": {"zone": 3}, "list": [1], "plain": "x"}
+    assert dict(param_headers(schema, args)) == {
+        b"mcp-param-region": encode_header_value("Zürich").encode(),
+        b"mcp-param-urgent": b"false",
+        b"mcp-param-zone": b"3",
+    }
+    assert encode_header_value("Zürich").startswith("=?base64?") and encode_header_value("eu") == "eu"
+    assert param_headers(schema, {}) == [], "an absent argument has no header"
+    assert param_headers({"properties": {"a": {"x-mcp-header": "bad token"}}}, {"a": "x"}) == []
+    assert param_headers("not a schema", {"a": 1}) == []

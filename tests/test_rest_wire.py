@@ -48,7 +48,14 @@ async def test_the_wire_picks_the_apps_era_and_lists_its_tools(old: bool, era: s
         answer = await wire.call(SCOPE, "tools/list", {})
         assert wire.era == era and answer.status == 200
         assert answer.result is not None
-        assert {t["name"] for t in answer.result["tools"]} == {"echo", "fail", "refuse", "slow", "confirm"}
+        assert {t["name"] for t in answer.result["tools"]} == {
+            "echo",
+            "fail",
+            "refuse",
+            "slow",
+            "confirm",
+            "regional",
+        }
 
 
 @pytest.mark.parametrize("old", [False, True])

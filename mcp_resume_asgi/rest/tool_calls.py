@@ -37,10 +37,11 @@ from mcp_resume_asgi.admission import post_to_app
 from mcp_resume_asgi.engine import Engine
 from mcp_resume_asgi.rest import resource as res
 from mcp_resume_asgi.rest.calls import CallRecord, CallStore, advance_key, call_key, cancel_key
+from mcp_resume_asgi.rest.headers import param_headers
 from mcp_resume_asgi.rest.problems import Problem, invalid_arguments, problem
 from mcp_resume_asgi.rest.replies import Reply, json_reply, problem_reply, tagged_reply
 from mcp_resume_asgi.rest.routes import Route
-from mcp_resume_asgi.rest.wire import LEGACY, Wire
+from mcp_resume_asgi.rest.wire import LEGACY, MODERN, Wire
 
 logger = logging.getLogger(__name__)
 
@@ -151,8 +152,9 @@ class ToolCalls:
         if existing is not None:
             return await self._again(scope, key, existing, key_value)
         wait_s = policy.task_after_s if policy.task_after_s is not None else self.task_after_s
+        mirrored = param_headers(found.get("inputSchema"), arguments) if self.wire.era == MODERN else []
         try:
-            return await self._run(scope, key, who, record, wait_s, background)
+            return await self._run(scope, key, who, record, wait_s, background, mirrored)
         except BaseException:
             with anyio.CancelScope(shield=True):  # never leave it `submitted` for good
                 current = await self.calls.load(key)
@@ -171,9 +173,10 @@ class ToolCalls:
         record: CallRecord,
         wait_s: float,
         background: anyio.abc.TaskGroup,
+        headers: Headers,
     ) -> Reply:
         params = {"name": record.tool, "arguments": record.request, "_meta": {"progressToken": key[-32:]}}
-        answer = await self.wire.call(scope, "tools/call", params, background=background)
+        answer = await self.wire.call(scope, "tools/call", params, background=background, headers=headers)
         result = answer.result
         if (
             result is not None

@@ -30,7 +30,6 @@ pass `background=` a task group that outlives the answer, else `call` waits for 
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import logging
@@ -46,6 +45,7 @@ from starlette.types import ASGIApp, Message, Scope
 
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import Headers, header
+from mcp_resume_asgi.rest.headers import encode_header_value
 from mcp_resume_asgi.rest.problems import Problem, from_http, from_jsonrpc
 from mcp_resume_asgi.sse import SSEError, SSEParser
 from mcp_resume_asgi.tasks.capability import CLIENT_CAPABILITIES_META
@@ -311,14 +311,6 @@ def _header_of(headers: Headers, name: bytes) -> str | None:
         if key.lower() == name:
             return value.decode("latin-1")
     return None
-
-
-def encode_header_value(value: str) -> str:
-    """A header value as the transport encodes it: verbatim when plain visible ASCII, else
-    the `=?base64?...?=` sentinel form (a tool name or URI with other characters)."""
-    if value.isascii() and value.isprintable() and value == value.strip() and not value.startswith("=?"):
-        return value
-    return f"=?base64?{base64.b64encode(value.encode()).decode('ascii')}?="
 
 
 class AnswerReader:

@@ -24,7 +24,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.server.request_state import RequestStateSecurity
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -60,6 +60,11 @@ async def slow(steps: int, tag: str, ctx: Context, step_s: float = 0.2) -> str:
     return f"done {tag}"
 
 
+async def regional(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
+    """A parameter mirrored in an `Mcp-Param-Region` header on 2026-07-28 (`x-mcp-header`)."""
+    return f"served in {region}"
+
+
 class Confirmation(BaseModel):
     confirm: bool
 
@@ -79,7 +84,7 @@ def create_app(request_state_key: str | None = None) -> Starlette:
     what this one sealed); None is the SDK's per-process key."""
     security = RequestStateSecurity(keys=[request_state_key]) if request_state_key else None
     server = MCPServer("rest-test-app", version="0.0.1", log_level="WARNING", request_state_security=security)
-    for fn in (echo, fail, refuse, slow, confirm):
+    for fn in (echo, fail, refuse, slow, confirm, regional):
         server.add_tool(fn, structured_output=False)
     return server.streamable_http_app(
         streamable_http_path="/mcp",
