@@ -131,6 +131,7 @@ def test_a_problem_is_rfc_9457_json() -> None:
         ({"code": -32600, "message": "bad"}, 400),
         ({"code": -32603, "message": "boom"}, 502),
         ({"code": -32042, "message": "app's own"}, 400),
+        ({"code": -32000, "message": "Too many tasks", "data": {"maxTasks": 5}}, 429),
         ("not an error", 502),
     ],
 )

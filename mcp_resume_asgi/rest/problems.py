@@ -111,6 +111,9 @@ def from_jsonrpc(error: Any, subject: str) -> Problem:
         code == INVALID_PARAMS and any(word in text.lower() for word in _NOT_FOUND_WORDS)
     ):
         return problem(404, text or f"{subject} was not found", **kept)
+    data = error.get("data")
+    if isinstance(data, dict) and "maxTasks" in data:  # the Tasks layer's bound on a caller's tasks
+        return problem(429, text or "the caller holds too many calls", **kept)
     if code == INTERNAL_ERROR:
         return problem(502, f"the app failed on {subject}" + (f": {text}" if text else ""), **kept)
     return problem(400, text or f"the app refused the request for {subject}", **kept)

@@ -33,7 +33,7 @@ import anyio.abc
 from starlette.types import Scope
 
 from mcp_resume_asgi._http import Headers, header, header_count
-from mcp_resume_asgi.admission import post_to_app
+from mcp_resume_asgi.admission import PROBE_TIMEOUT_S, post_to_app
 from mcp_resume_asgi.engine import Engine
 from mcp_resume_asgi.rest import resource as res
 from mcp_resume_asgi.rest.calls import CallRecord, CallStore, advance_key, call_key, cancel_key
@@ -50,6 +50,8 @@ Validator = Callable[[Any, Any], list[dict[str, str]]]
 #: Most pages of a list the face follows (SEP-1597 lists are whole: no paging).
 MAX_LIST_PAGES = 100
 _CACHE = (b"cache-control", b"private, no-cache")
+#: How long a failed PUT tries to record that it failed.
+STORE_GRACE_S = 5.0
 
 
 class ToolCalls:
@@ -81,7 +83,12 @@ class ToolCalls:
         if outer is not None:
             return outer
         ping = b'{"jsonrpc":"2.0","id":"mcp-resume-rest-who","method":"ping"}'
-        reply = await post_to_app(self.engine.app, scope, self.path, None, self.wire.era or LEGACY, ping)
+        reply = None
+        with anyio.move_on_after(PROBE_TIMEOUT_S):
+            reply = await post_to_app(self.engine.app, scope, self.path, None, self.wire.era or LEGACY, ping)
+        if reply is None:
+            failure = problem(503, "the app did not say who calls in time", headers=[(b"retry-after", b"1")])
+            return problem_reply(failure)
         if reply.status in (401, 403):
             headers = [(k, v) for k, v in reply.headers if k.lower() == b"www-authenticate"]
             return problem_reply(
@@ -156,14 +163,22 @@ class ToolCalls:
         try:
             return await self._run(scope, key, who, record, wait_s, background, mirrored)
         except BaseException:
-            with anyio.CancelScope(shield=True):  # never leave it `submitted` for good
+            await self._interrupted(key)
+            raise
+
+    async def _interrupted(self, key: str) -> None:
+        """A PUT that failed or was cancelled before the call got its task: never leave it
+        `submitted` for good (best effort: the store may be what failed)."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(STORE_GRACE_S):
+            try:
                 current = await self.calls.load(key)
                 if current is not None and current.task_id is None and current.answer is None:
                     interrupted = {
                         "error": {"code": -32603, "message": "the call was interrupted on its way"}
                     }
                     await self.calls.save(key, dataclasses.replace(current, answer=interrupted), time.time())
-            raise
+            except Exception as exc:
+                logger.warning("REST call %s: its interruption could not be recorded (%s)", key, exc)
 
     async def _run(
         self,
