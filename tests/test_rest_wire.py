@@ -6,6 +6,7 @@ background after its answer."""
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -95,3 +96,52 @@ async def test_the_apps_errors_come_back_as_problems() -> None:
         assert failure is not None and failure.status == 400 and failure.extra["error"] == answer.error
         missing = await wire.call(SCOPE, "no/such/method", {})
         assert (problem := missing.problem("x")) is not None and problem.status == 404, missing
+
+
+async def _asgi(app: Any, method: str, path: str, body: bytes = b"", **headers: str) -> tuple[int, Any]:
+    """One request to `app` in process: its status and JSON body."""
+    scope = {**SCOPE, "method": method, "path": path, "raw_path": path.encode()}
+    scope["headers"] = [
+        *SCOPE["headers"],
+        *((k.replace("_", "-").encode(), v.encode()) for k, v in headers.items()),
+    ]
+    status, chunks, done, sent = 0, [], anyio.Event(), False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        else:
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                done.set()
+
+    async with anyio.create_task_group() as tg:  # (the call's work may outlive its answer)
+        tg.start_soon(app, scope, receive, send)
+        await done.wait()
+    return status, json.loads(b"".join(chunks))
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_the_face_runs_on_trio(anyio_backend: str) -> None:
+    """uvicorn runs only on asyncio: in process, the face on trio, a call settled within its PUT."""
+    inner = create_app()
+    app = resumable(inner, policy=Policy(task_poll_interval_ms=100), rest=True)
+    async with inner.router.lifespan_context(inner):
+        status, fast = await _asgi(
+            app, "PUT", "/mcp/tools/echo/calls/t1", b'{"text": "trio"}', idempotency_key="k"
+        )
+        assert status == 201 and fast["status"] == "success", fast
+        body = b'{"steps": 2, "tag": "trio", "step_s": 0.1}'
+        status, slow = await _asgi(app, "PUT", "/mcp/tools/slow/calls/t2", body, idempotency_key="k")
+        assert status == 201 and slow["status"] == "success", "it ended within the PUT's wait"
+        status, again = await _asgi(app, "GET", "/mcp/tools/slow/calls/t2")
+        assert status == 200 and again == slow

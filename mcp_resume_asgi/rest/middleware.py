@@ -128,8 +128,9 @@ class RestMiddleware(FeatureMiddleware):
 
     async def intercept(self, ctx: RequestContext, receive: Receive, send: Send) -> bool:
         """The face's `tools/call` is a task from the start (see the module docstring)."""
-        self._engine = ctx.engine
-        self._tasks_seen = self._tasks_seen or _has_tasks(ctx.scope.get(FEATURES_KEY, ()))
+        if self._engine is None:
+            self._engine = ctx.engine
+            self._tasks_seen = _has_tasks(ctx.scope.get(FEATURES_KEY, ()))
         if ctx.method == "tools/call" and ctx.scope.get(REST_SCOPE_KEY) and ctx.policy.task_after_s != 0:
             ctx.policy = ctx.policy.replace(task_after_s=0)
         return False
