@@ -228,6 +228,8 @@ async def test_http_semantics_304_409_412_428_400_404() -> None:
             and not_modified.headers["etag"] == etag
         )
         assert (await client.get(url, headers={"if-none-match": '"other"'})).status_code == 200
+        head = await client.head(url)
+        assert head.status_code == 200 and head.content == b"" and head.headers["etag"] == etag
         # The same id and key: 200 with the current state; another key: 409.
         same = await client.put(url, json={"text": "x"}, headers={"idempotency-key": "key-a"})
         assert same.status_code == 200 and same.json() == created.json()
