@@ -39,6 +39,7 @@ from mcp_resume_asgi.scheduler import Scheduler
 from mcp_resume_asgi.sessions import Sessions
 from mcp_resume_asgi.sse import encode_payload
 from mcp_resume_asgi.store.base import GapError, Store, StreamKind, StreamMeta, StreamState
+from mcp_resume_asgi.store_recovery import StoreRecovery
 from mcp_resume_asgi.stream_core import close_cancels, primed
 from mcp_resume_asgi.tokens import TokenSigner
 
@@ -87,6 +88,8 @@ class Engine:
         self.scheduler = Scheduler()
         self.sessions = Sessions(self)
         self.answers = ClientAnswers(self)
+        self.recovery = StoreRecovery(self)
+        """Writes the store failed, held until it answers again (one waiter, only meanwhile)."""
 
     # ------------------------------------------------------------------ helpers
     def link_header(self, mcp_path: str, stream_id: str, after_seq: int) -> tuple[bytes, bytes]:

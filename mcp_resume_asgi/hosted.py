@@ -35,7 +35,7 @@ from mcp_resume_asgi.connection import Connection, Delivery, Flag
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.recording import Recorder
 from mcp_resume_asgi.sse import SSEError, SSEEvent, SSEParser, single_event_frame
-from mcp_resume_asgi.store.base import StreamKind, StreamState
+from mcp_resume_asgi.store.base import StreamKind
 from mcp_resume_asgi.stream_core import StreamCore
 from mcp_resume_asgi.tokens import new_stream_id
 from mcp_resume_asgi.writer import Writer
@@ -245,9 +245,7 @@ class HostedStream(Writer):
                 if self.expired:
                     await self.store.delete_stream(self.stream_id)  # nobody is coming back for it
                 elif self.core.final_seq is None:  # (a request's answer completed it when recorded)
-                    await self.store.update_stream(
-                        self.stream_id, ttl_s=self.policy.retain_completed_s, state=StreamState.COMPLETED
-                    )
+                    await self.recorder.complete()
             elif self.mode is None and self.first is not None:
                 first = self.first
                 if not first.started and not first.gone.is_set():

@@ -5,6 +5,12 @@ seen can be replayed to it. With a store that pays a network round trip per
 write (Redis: `write_behind`), an app sending events one by one would wait a
 round trip per event: while a write is in flight, what the app sends queues up
 (bounded) and goes to the store as one batch, in order.
+
+A write the store fails because it cannot be reached is not lost: it is held, with
+everything the app sends after it, and written in order once the store answers
+again (`held_writes.py`, `store_recovery.py`). A stream whose record the store lost
+meanwhile (a restart without persistence) is recorded again holding an error that
+says so, so its client or task is told why instead of waiting for nothing.
 """
 
 from __future__ import annotations
@@ -19,24 +25,31 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 
 from mcp_resume_asgi import protocol as p
+from mcp_resume_asgi.held_writes import Batch, HeldWrites
 from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.sse import SSEEvent, encode_payload
-from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
+from mcp_resume_asgi.store.base import StoreFullError, StreamKind, StreamMeta, StreamState
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.hosted import HostedStream
+    from mcp_resume_asgi.stream_terms import Recorded
 
 logger = logging.getLogger(__name__)
 
 #: Write-behind: how much the app may send ahead of the store before its `send` waits.
 WRITE_BEHIND_FRAMES = 512
 WRITE_BEHIND_BYTES = 1024 * 1024
+#: The answer recorded instead of a request's own when the store lost its stream.
+LOST_TEXT = (
+    "the server's store lost this request's stream before its answer could be recorded "
+    "(was the store restarted without persistence?); the result is not available"
+)
 
 
 class Recorder:
     """The store side of one hosted stream (see the module docstring)."""
 
-    __slots__ = ("_written", "backlog", "backlog_bytes", "hosted", "writing")
+    __slots__ = ("_written", "backlog", "backlog_bytes", "held", "hosted", "lost", "writing")
 
     def __init__(self, hosted: HostedStream) -> None:
         # A proxy, not a reference: a stream and its recorder in a cycle would outlive
@@ -47,6 +60,10 @@ class Recorder:
         self.backlog_bytes = 0
         self.writing = False
         self._written: anyio.Event | None = None
+        self.held: HeldWrites | None = None
+        """What the store failed to take and everything after it, while it cannot be reached."""
+        self.lost = False
+        """The store was found without the stream's record (said once)."""
 
     async def record_events(self, events: list[SSEEvent]) -> None:
         await self.record_frames([(encode_payload(e.data, e.event), e.data) for e in events if e.data])
@@ -86,11 +103,9 @@ class Recorder:
             while self.backlog:
                 await self.write(self._take_backlog())
                 self._signal_written()
-        except Exception as exc:
-            self.backlog = []
-            if not self.hosted.engine.store_outage(exc):
-                raise
-            logger.warning("stream %s: events lost to a store outage", self.hosted.stream_id)
+        except Exception:
+            self.backlog = []  # (`write` holds what the store fails: this is another error, logged by `spawn`)
+            raise
         finally:
             self.writing = False
             self._signal_written()
@@ -103,45 +118,205 @@ class Recorder:
             await self.write(self._take_backlog())
 
     async def write(self, frames: list[tuple[bytes, bytes]]) -> None:
-        """Give the frames ids, store them, note inputs and the final response, deliver."""
+        """Give the frames ids, store them, note inputs and the final response, deliver.
+
+        While the store cannot be reached, what it failed to take is held, and so is
+        everything after it, in order, until `write_held` catches up."""
         hosted = self.hosted
         if hosted.expired:
             return  # cancelled: nobody is coming back for what the app still says
         recorded = hosted.core.record(frames)
         if recorded is None:
             return
+        if self.held is not None:
+            self._add_held(recorded)
+            return
+        policy = hosted.policy
+        try:
+            await hosted.store.append(
+                hosted.stream_id,
+                recorded.batch,
+                max_events=policy.max_events_per_stream,
+                max_bytes=policy.max_bytes_per_stream,
+            )
+            if recorded.inputs or recorded.final_seq is not None:
+                await self._note(recorded.inputs, recorded.final_seq, recorded.final_data, None)
+        except Exception as exc:
+            if not hosted.engine.store_outage(exc):
+                raise
+            self._hold(exc)
+            self._add_held(recorded)
+            return
+        await self._deliver(recorded.batch)
+
+    async def _note(
+        self,
+        inputs: list[list[Any]],
+        final_seq: int | None,
+        final_data: bytes | None,
+        meta: StreamMeta | None,
+    ) -> None:
+        """Note recorded input requests and the final answer on the stream's record (`meta`: as
+        read just before, if it was)."""
+        hosted = self.hosted
         store = hosted.store
         policy = hosted.policy
         stream_id = hosted.stream_id
-        await store.append(
-            stream_id,
-            recorded.batch,
-            max_events=policy.max_events_per_stream,
-            max_bytes=policy.max_bytes_per_stream,
-        )
-        if recorded.inputs:
-            meta = await store.get_stream(stream_id)
+        if inputs:
+            if meta is None:
+                meta = await store.get_stream(stream_id)
             if meta is not None:
-                pending = meta.pending_inputs + recorded.inputs
-                issued = (meta.issued_inputs + [i for i, _ in recorded.inputs])[-1000:]
+                pending = meta.pending_inputs + inputs
+                issued = (meta.issued_inputs + [i for i, _ in inputs])[-1000:]
                 await store.update_stream(stream_id, pending_inputs=pending, issued_inputs=issued)
                 if hosted.session_id is not None:
                     ttl = hosted.engine.running_ttl(policy)
-                    for message_id, _ in recorded.inputs:
+                    for message_id, _ in inputs:
                         await store.set_key(input_key(hosted.session_id, message_id), stream_id, ttl)
-        if recorded.final_seq is not None:
+        if final_seq is not None:
             # Complete from its answer on, and kept that long from now: the app's end, a
             # moment later, need not write the stream again.
-            await store.update_stream(
+            completed = await store.update_stream(
                 stream_id,
                 ttl_s=policy.retain_completed_s,
-                final_seq=recorded.final_seq,
+                final_seq=final_seq,
                 state=StreamState.COMPLETED,
             )
-            if hosted.method == "initialize" and recorded.final_data is not None:
+            if completed is None:
+                await self._lost(final_seq)
+            elif hosted.method == "initialize" and final_data is not None:
                 with contextlib.suppress(ValueError):
-                    await hosted.engine.sessions.remember(hosted, json.loads(recorded.final_data))
-        await hosted.deliver(recorded.batch)
+                    await hosted.engine.sessions.remember(hosted, json.loads(final_data))
+
+    async def _deliver(self, batch: list[tuple[int, bytes]]) -> None:
+        """Write recorded events to the attached connection. (Catching it up reads the store: if
+        that fails now, the events are stored all the same and it gets them when it resumes.)"""
+        hosted = self.hosted
+        try:
+            await hosted.deliver(batch)
+        except Exception as exc:
+            if not hosted.engine.store_outage(exc):
+                raise
+
+    # ------------------------------------------------------------------ while the store is down
+    def _hold(self, exc: BaseException) -> HeldWrites:
+        """The store failed a write (`exc`): hold writes from now on, until the engine's recovery
+        waiter finds it answering again."""
+        hosted = self.hosted
+        policy = hosted.policy
+        held = self.held = HeldWrites(policy.max_events_per_stream, policy.max_bytes_per_stream)
+        # The recovery keeps the stream itself (`hosted` here is a proxy): it outlives its request
+        # until what it holds is written. Every write happens while the request is hosted.
+        itself = hosted.engine.live.get(hosted.stream_id)
+        if itself is not None:
+            hosted.engine.recovery.hold(itself, exc)
+        else:
+            logger.warning("stream %s: a write failed after its request ended; it is lost", hosted.stream_id)
+        return held
+
+    def _add_held(self, recorded: Recorded) -> None:
+        held = self.held
+        assert held is not None
+        dropped = held.add(recorded)
+        if dropped and held.dropped == dropped:
+            logger.warning(
+                "stream %s: more than its limits waited for the store; its oldest held events are "
+                "dropped (a client resuming from before them is told so)",
+                self.hosted.stream_id,
+            )
+
+    async def write_held(self) -> None:
+        """Write what is held, in order, and deliver it; then write directly again. Raises the
+        store's error when it still fails (what was not written stays held, for the next try)."""
+        hosted = self.hosted
+        held = self.held
+        while held is not None and held.waiting and not hosted.expired:
+            batch = held.take()
+            try:
+                events = await self._write_batch(batch)
+            except BaseException:
+                held.put_back(batch)
+                raise
+            if events and hosted.stream_id in hosted.engine.live:
+                await self._deliver(events)
+        self.held = None
+
+    async def _write_batch(self, batch: Batch) -> list[tuple[int, bytes]]:
+        """Write one held batch; returns the events written. The stream's record says what a
+        previous try wrote already (a batch can fail after its events were appended)."""
+        hosted = self.hosted
+        store = hosted.store
+        meta = await store.get_stream(hosted.stream_id)
+        if meta is None:
+            await self._lost(batch.final_seq)
+            return []
+        events, inputs = batch.unwritten(meta.last_seq, meta.issued_inputs)
+        if events:
+            max_events, max_bytes = batch.limits(
+                hosted.policy.max_events_per_stream, hosted.policy.max_bytes_per_stream
+            )
+            await store.append(hosted.stream_id, events, max_events=max_events, max_bytes=max_bytes)
+        if batch.first_seq is not None and meta.first_seq < batch.first_seq:
+            await store.update_stream(hosted.stream_id, first_seq=batch.first_seq)
+        await self._note(inputs, batch.final_seq, batch.final_data, meta)
+        if batch.complete and batch.final_seq is None:
+            await store.update_stream(
+                hosted.stream_id, ttl_s=hosted.policy.retain_completed_s, state=StreamState.COMPLETED
+            )
+        return events
+
+    async def complete(self) -> None:
+        """The app ended a stream that has no final answer: mark it completed, now or once what
+        it holds is written."""
+        hosted = self.hosted
+        held = self.held
+        if held is None:
+            try:
+                await hosted.store.update_stream(
+                    hosted.stream_id, ttl_s=hosted.policy.retain_completed_s, state=StreamState.COMPLETED
+                )
+                return
+            except Exception as exc:
+                if not hosted.engine.store_outage(exc):
+                    raise
+                held = self._hold(exc)
+        held.complete = True
+
+    async def _lost(self, final_seq: int | None) -> None:
+        """The store has no record of the stream while its app ran here: it lost it (a restart
+        without persistence) or let it expire. What the stream held before is gone, so its
+        answer cannot be vouched for: a request's stream is recorded again holding only an
+        error that says so (a resuming client gets it, `tasks/get` reports the task failed
+        with it) instead of staying unknown, or a task reading as cancelled."""
+        hosted = self.hosted
+        if hosted.expired or not hosted.meta_created:
+            return  # deleted on purpose (expired, cancelled, its session ended), or never opened
+        if not self.lost:
+            self.lost = True
+            logger.warning(
+                "stream %s: the store no longer holds it (restarted without persistence, or "
+                "expired while its request ran)%s",
+                hosted.stream_id,
+                "; its answer is recorded as an error saying so" if final_seq is not None else "",
+            )
+        if final_seq is None or hosted.kind is not StreamKind.REQUEST:
+            return
+        meta = self._meta(attached=False)
+        meta.state = StreamState.COMPLETED
+        meta.last_seq = final_seq - 1
+        meta.final_seq = final_seq
+        error = p.error_message(hosted.request_id, p.STREAM_ERROR, LOST_TEXT)
+        try:
+            await hosted.store.create_stream(meta, ttl_s=hosted.policy.retain_completed_s)
+        except StoreFullError:
+            logger.warning("stream %s: the store is full; the error was not recorded", hosted.stream_id)
+            return
+        await hosted.store.append(
+            hosted.stream_id,
+            [(final_seq, encode_payload(p.dumps(error), b"message"))],
+            max_events=hosted.policy.max_events_per_stream,
+            max_bytes=hosted.policy.max_bytes_per_stream,
+        )
 
     async def record_json_answer(self) -> None:
         """An UPGRADED stream's one event: the app's JSON answer (or an error saying what it was)."""
@@ -179,7 +354,18 @@ class Recorder:
         hosted.prefix = None if hosted.core.close_cancels else engine.signer.event_prefix(hosted.stream_id)
         # Now that the app has seen the request, its own auth may have said who is calling.
         hosted.principal = engine.principal(hosted.scope)
-        meta = StreamMeta(
+        ttl = engine.running_ttl(hosted.policy)
+        await hosted.store.create_stream(self._meta(attached=attached), ttl_s=ttl)
+        hosted.meta_created = True
+        hosted.opened.set()
+        if hosted.kind is StreamKind.STANDALONE and hosted.session_id is not None:
+            # The app accepted the GET: from now on a second GET of the session resumes this one.
+            await hosted.store.set_key(engine.standalone_key(hosted.session_id), hosted.stream_id, ttl)
+
+    def _meta(self, *, attached: bool) -> StreamMeta:
+        """The stream's record as it is created."""
+        hosted = self.hosted
+        return StreamMeta(
             stream_id=hosted.stream_id,
             kind=hosted.kind,
             session_id=hosted.session_id,
@@ -188,20 +374,13 @@ class Recorder:
             path=hosted.path,
             request_id=hosted.request_id,
             method=hosted.method,
-            owner=engine.node_id,
+            owner=hosted.engine.node_id,
             route=hosted.route,
             resumable_opt_in=hosted.opted_in,
             attached=attached,
             attach_gen=1 if attached else 0,
             last_contact=time.time(),
         )
-        ttl = engine.running_ttl(hosted.policy)
-        await hosted.store.create_stream(meta, ttl_s=ttl)
-        hosted.meta_created = True
-        hosted.opened.set()
-        if hosted.kind is StreamKind.STANDALONE and hosted.session_id is not None:
-            # The app accepted the GET: from now on a second GET of the session resumes this one.
-            await hosted.store.set_key(engine.standalone_key(hosted.session_id), hosted.stream_id, ttl)
 
 
 def input_key(session_id: str, message_id: Any) -> str:
