@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -43,7 +43,7 @@ from mcp_resume_asgi.store_recovery import StoreRecovery
 from mcp_resume_asgi.stream_core import close_cancels, primed
 from mcp_resume_asgi.tokens import TokenSigner
 
-__all__ = ["STREAM_SEGMENT", "Delivery", "Engine"]
+__all__ = ["STREAM_SEGMENT", "Delivery", "Engine", "RetryAnswer"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,10 @@ SSE_HEADERS: Headers = [
     (b"cache-control", b"no-cache, no-transform"),
     (b"x-accel-buffering", b"no"),
 ]
+RetryAnswer = Callable[[StreamMeta, int], Awaitable[bool]]
+"""A feature layer's own answer to a retried POST (the same `Idempotency-Key`), asked once the
+retry is admitted to the original's stream `meta`, with the seq it resumes after: True when
+it answered (the Tasks layer answers a call that became a task with that task)."""
 
 
 class Engine:
@@ -167,6 +171,7 @@ class Engine:
         stream_id: str | None = None,
         first_messages: list[dict[str, Any]] | None = None,
         delivery: Delivery | None = None,
+        on_retry: RetryAnswer | None = None,
     ) -> tuple[str, int] | None:
         """Host a JSON-RPC request of the app, detached from `send`'s connection.
 
@@ -195,7 +200,7 @@ class Engine:
             digest = hashlib.sha256(body).hexdigest()
             existing = await self.store.add_key(key, f"{hosted.stream_id} {digest}", self.running_ttl(policy))
             if existing is not None:
-                await self._retry_of(scope, receive, send, existing, digest)
+                await self._retry_of(scope, receive, send, existing, digest, on_retry)
                 return None
             hosted.idempotency_key = key
             open_before = 0.0  # the stream must exist before the client can lose its answer
@@ -207,8 +212,17 @@ class Engine:
             hosted.delivery = delivery
         return await hosted.host(Connection(send, receive), open_before_s=open_before)
 
-    async def _retry_of(self, scope: Scope, receive: Receive, send: Send, existing: str, digest: str) -> None:
-        """A POST repeating an Idempotency-Key attaches to the request already running."""
+    async def _retry_of(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        existing: str,
+        digest: str,
+        on_retry: RetryAnswer | None = None,
+    ) -> None:
+        """A POST repeating an Idempotency-Key attaches to the request already running
+        (unless the layer that served the original answers it its own way: `on_retry`)."""
         stream_id, _, first_digest = existing.partition(" ")
         meta = await self.store.get_stream(stream_id)
         if meta is None and stream_id in self.live:
@@ -247,6 +261,8 @@ class Engine:
                 )
                 return
             after = parsed[1]
+        if on_retry is not None and await on_retry(meta, after):
+            return
         logger.debug("stream %s: a retried POST attaches after %s", stream_id, after)
         await self.serve_stream(scope, receive, send, meta, after)
 

@@ -21,7 +21,7 @@ from mcp_resume_asgi.connection import Delivery
 from mcp_resume_asgi.policy import Policy
 
 if TYPE_CHECKING:
-    from mcp_resume_asgi.engine import Engine
+    from mcp_resume_asgi.engine import Engine, RetryAnswer
 
 FEATURES_KEY = "mcp_resume_asgi.features"
 
@@ -67,9 +67,10 @@ class RequestContext:
         policy: Policy | None = None,
         first_messages: list[dict[str, Any]] | None = None,
         idempotency_key: str | None = None,
+        on_retry: RetryAnswer | None = None,
     ) -> tuple[str, int] | None:
         """Hand the request to the engine as it stands here (a layer that serves it its own way:
-        with a `Delivery`, another policy); see `Engine.handle_request`."""
+        with a `Delivery`, another policy, its own answer to a retry); see `Engine.handle_request`."""
         return await self.engine.handle_request(
             self.scope,
             receive,
@@ -85,6 +86,7 @@ class RequestContext:
             stream_id=self.stream_id,
             first_messages=first_messages,
             delivery=delivery,
+            on_retry=on_retry,
         )
 
 

@@ -36,9 +36,9 @@ from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.recording import Recorder
 from mcp_resume_asgi.sse import SSEError, SSEEvent, SSEParser, single_event_frame
 from mcp_resume_asgi.store.base import StreamKind
-from mcp_resume_asgi.stream_core import StreamCore
+from mcp_resume_asgi.stream_core import Reason, StreamCore
 from mcp_resume_asgi.tokens import new_stream_id
-from mcp_resume_asgi.writer import Writer
+from mcp_resume_asgi.writer import Writer, finish_answer
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine import Engine
@@ -377,11 +377,24 @@ class HostedStream(Writer):
             self.session_id, self.path, self.stream_id, 0, link=not self.core.close_cancels
         )
         held.delivery = self.delivery
+        if self.conn is not None:
+            await self.superseded(held)
+            return
         meta = await self.store.attach(self.stream_id, time.time())
         if meta is None:
             return
         self.attach(held, gen=meta.attach_gen, cursor=0, hold_head=False, opening=self.priming(0))
         await self.open_and_pump(held)
+
+    async def superseded(self, held: Connection) -> None:
+        """A retry (the same Idempotency-Key) took the stream over while the first connection's
+        answer waited for the app: the retry keeps it, and the first is answered as any replaced
+        connection is (it must not take the stream back, and its ASGI call needs an answer)."""
+        if await held.open():
+            await finish_answer(held, Reason.REPLACED, 0, self.policy)
+        held.released.set()
+        self.outcome = (str(Reason.REPLACED), 0)
+        logger.debug("stream %s: a retry took it over before its first answer opened", self.stream_id)
 
     async def upgrade(self) -> None:
         """Open the stream's record for a request the app has not answered (yet)."""

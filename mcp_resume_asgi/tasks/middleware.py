@@ -31,7 +31,7 @@ from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import header, send_json
 from mcp_resume_asgi.admission import NOT_FOUND, Refusal
 from mcp_resume_asgi.connection import Delivery
-from mcp_resume_asgi.engine import Engine
+from mcp_resume_asgi.engine import Engine, RetryAnswer
 from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestContext
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.scheduler import spawn
@@ -48,6 +48,7 @@ from mcp_resume_asgi.tasks.record import (
     create_task_result,
     detailed_task,
 )
+from mcp_resume_asgi.tasks.retries import RetriedCall
 from mcp_resume_asgi.tasks.routing import HEADER_MISMATCH, MAX_TASK_ID, routing_problem, task_id_of
 from mcp_resume_asgi.tasks.update import no_client, task_key, update, view_of
 
@@ -124,6 +125,7 @@ class TasksMiddleware(FeatureMiddleware):
         *,
         delivery: Delivery | None = None,
         policy: Policy | None = None,
+        on_retry: RetryAnswer | None = None,
     ) -> tuple[str, int] | None:
         """Hand the request on as the middleware would have (the layers after this one may
         still take it, unless it is to become a task), with the body the app is to see."""
@@ -144,6 +146,7 @@ class TasksMiddleware(FeatureMiddleware):
             policy=policy,
             first_messages=first,
             idempotency_key=header(ctx.scope, b"idempotency-key"),
+            on_retry=on_retry,
         )
 
     # ------------------------------------------------------------------ a call that may become a task
@@ -217,7 +220,13 @@ class TasksMiddleware(FeatureMiddleware):
             return frame(record)
 
         delivery.on_deadline = on_deadline
-        await self._forward(ctx, receive, send, delivery=delivery, policy=hosted_policy)
+        # A retry of this call (its Idempotency-Key) gets its task, never a second run (`retries.py`).
+        retried = RetriedCall(
+            ctx, receive, send, task_id=lambda sid: self.task_id(engine, sid), relay=self._relayed
+        )
+        await self._forward(
+            ctx, receive, send, delivery=delivery, policy=hosted_policy, on_retry=retried.answer
+        )
         # Here the app is done (its request ran on this call) and its client was let go.
         if not created:
             # Answered with its plain result: kept no longer than any other request's stream.
