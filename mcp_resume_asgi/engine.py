@@ -180,6 +180,9 @@ class Engine:
         answer passed through, or a retried POST).
         """
         method = message["method"]
+        opted_in = p.asks_resumable_streams(message)
+        if opted_in and (plain := p.without_extension(message, p.RESUMABLE_STREAMS_EXTENSION)) is not None:
+            body = p.dumps(plain)  # the middleware's own extension: the app is not told of it
         hosted = HostedStream(
             self,
             kind=StreamKind.REQUEST,
@@ -192,7 +195,7 @@ class Engine:
             request_id=message["id"],
             method=method,
             stream_id=stream_id,
-            opted_in=p.asks_resumable_streams(message),
+            opted_in=opted_in,
         )
         open_before = policy.upgrade_json_after_s if accepts_sse and method != "initialize" else None
         if idempotency_key is not None and accepts_sse and method != "initialize":

@@ -69,6 +69,26 @@ def asks_resumable_streams(message: dict[str, Any]) -> bool:
     return isinstance(extensions, dict) and RESUMABLE_STREAMS_EXTENSION in extensions
 
 
+def without_extension(message: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """A copy of a request without extension `name` in its per-request capabilities (2026-07-28
+    `_meta`); None when it declares no such extension there. For a layer that serves an
+    extension itself: the app is not to see a declaration it might act on."""
+    declared = request_capabilities(message)
+    extensions = declared.get("extensions") if declared is not None else None
+    if declared is None or not isinstance(extensions, dict) or name not in extensions:
+        return None
+    capabilities = dict(declared)
+    rest = {key: value for key, value in extensions.items() if key != name}
+    if rest:
+        capabilities["extensions"] = rest
+    else:
+        del capabilities["extensions"]
+    params = message["params"]
+    out = dict(message)
+    out["params"] = {**params, "_meta": {**params["_meta"], CLIENT_CAPABILITIES_META: capabilities}}
+    return out
+
+
 class Kind(enum.Enum):
     NOTIFICATION = 1
     SERVER_REQUEST = 2

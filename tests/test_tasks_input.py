@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
+from mcp_resume_asgi import RESUMABLE_STREAMS_EXTENSION
 from mcp_resume_asgi.tasks import EXTENSION
 from tests.support.raw import RawSession
 from tests.test_tasks import AT_ONCE, Harness, created, store_kind, wrapped
@@ -165,3 +166,11 @@ async def test_a_2025_session_declares_the_extension_yet_the_app_never_sees_it()
         assert task["result"]["content"][0]["text"] == "x.example/other", (
             "the app saw only the other extension"
         )
+
+
+async def test_a_2026_request_declaring_the_middlewares_extensions_reaches_the_app_without_them() -> None:
+    async with wrapped() as h:
+        declared = {"extensions": {EXTENSION: {}, RESUMABLE_STREAMS_EXTENSION: {}, "x.example/other": {}}}
+        task_id = created(await h.call("declared_extensions", {}, capabilities=declared))
+        task = await h.until_terminal(task_id)
+        assert task["result"]["content"][0]["text"] == "x.example/other", "only the app's own extension"

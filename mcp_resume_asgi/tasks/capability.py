@@ -33,24 +33,8 @@ def declares(capabilities: Any) -> bool:
 def stripped(message: dict[str, Any]) -> dict[str, Any] | None:
     """A copy of a request without the extension in its per-request capabilities; None when
     it declares none there (the request goes to the app as it came)."""
-    params = message.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    declared = meta.get(CLIENT_CAPABILITIES_META) if isinstance(meta, dict) else None
-    if not declares(declared):
-        return None
-    out = copy.copy(message)
-    out["params"] = dict(params) if isinstance(params, dict) else {}
-    out_meta = dict(meta) if isinstance(meta, dict) else {}
-    capabilities = dict(declared) if isinstance(declared, dict) else {}
-    extensions = dict(capabilities["extensions"])
-    del extensions[EXTENSION]
-    if extensions:
-        capabilities["extensions"] = extensions
-    else:
-        del capabilities["extensions"]
-    out_meta[CLIENT_CAPABILITIES_META] = capabilities
-    out["params"]["_meta"] = out_meta
-    return out
+    declared = p.request_capabilities(message)
+    return p.without_extension(message, EXTENSION) if declared is not None and declares(declared) else None
 
 
 def stripped_initialize(message: dict[str, Any]) -> dict[str, Any] | None:

@@ -24,6 +24,7 @@ import logging
 import time
 from typing import Any
 
+import anyio
 from starlette.types import Message, Receive, Send
 
 from mcp_resume_asgi import expiry
@@ -181,7 +182,13 @@ class TasksMiddleware(FeatureMiddleware):
         # Not `survives_close` yet: until it is a task, a close cancels where it does.
         delivery = Delivery(deadline_s=after_s, at_will=False)
 
+        creating = anyio.Lock()  # the original's deadline and a retry's may both ask, at once
+
         async def create() -> TaskRecord | None:
+            async with creating:
+                return await create_once()
+
+        async def create_once() -> TaskRecord | None:
             if refused:
                 return None
             if not created:
