@@ -151,7 +151,7 @@ async def serve(
     """Forward the listen request to the app and follow the agreed tasks on its stream."""
     found: list[tuple[str, str]] = []
     for task_id in task_ids:
-        hit = await tasks.resolve(ctx, task_id)
+        hit = await tasks.requests.resolve(ctx, task_id)
         if hit is not None:
             found.append((task_id, hit))
     stream = ListenStream(ctx.request_id, [task_id for task_id, _ in found])
@@ -203,7 +203,7 @@ async def follow(
         if record is None or record.stream_id != stream_id:
             return  # expired: nothing more will be said of it
         meta = await engine.store.get_stream(record.current_stream)
-        task = await tasks.detailed(engine, task_id, record, meta)
+        task = await tasks.requests.detailed(engine, task_id, record, meta)
         seen = (task["status"], task.get("statusMessage"), task.get("lastUpdatedAt"), _keys(task))
         if seen != last:
             last = seen

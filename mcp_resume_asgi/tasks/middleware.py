@@ -15,6 +15,9 @@ Which calls become tasks is policy: `task_after_s` None never, 0 at once, > 0 wh
 still running after that long; `task_required` answers -32021 to a client that did
 not declare the extension. The app is told nothing: the declaration is taken out of
 what it sees, and its `initialize` / `server/discover` answer gets the advertisement.
+
+What a client asks of a task afterwards (`tasks/get`, `update`, `cancel`) is
+`operations.py`; `notifications/tasks` on `subscriptions/listen` is `listen.py`.
 """
 
 from __future__ import annotations
@@ -25,41 +28,31 @@ import time
 from typing import Any
 
 import anyio
-from starlette.types import Message, Receive, Send
+from starlette.types import ASGIApp, Message, Receive, Send
 
-from mcp_resume_asgi import expiry
 from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import header, send_json
-from mcp_resume_asgi.admission import NOT_FOUND, Refusal
+from mcp_resume_asgi._http import header
 from mcp_resume_asgi.connection import Delivery
 from mcp_resume_asgi.engine import Engine, RetryAnswer
 from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestContext
 from mcp_resume_asgi.policy import Policy
-from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.sessions import DECLARED_CAPABILITIES
 from mcp_resume_asgi.sse import encode_payload
-from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.tasks import limits, listen
 from mcp_resume_asgi.tasks.advertising import AdvertisingAnswer
 from mcp_resume_asgi.tasks.capability import declares, missing_capability, stripped, stripped_initialize
+from mcp_resume_asgi.tasks.operations import TASK_METHODS, TaskRequests, error_answer, task_id_for
 from mcp_resume_asgi.tasks.record import (
-    EMPTY_ACK,
     SUPPORTED_METHODS,
     TaskRecord,
     create_task_result,
-    detailed_task,
 )
 from mcp_resume_asgi.tasks.retries import RetriedCall
-from mcp_resume_asgi.tasks.routing import HEADER_MISMATCH, MAX_TASK_ID, routing_problem, task_id_of
-from mcp_resume_asgi.tasks.update import no_client, task_key, update, view_of
+from mcp_resume_asgi.tasks.update import no_client, task_key
 
 logger = logging.getLogger(__name__)
 
-TASK_PURPOSE = "task"
-TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 ADVERTISED_IN = frozenset({"initialize", "server/discover"})
-#: How a 2026-07-28 server maps JSON-RPC errors it answers itself to HTTP statuses.
-_MODERN_STATUS = {p.INVALID_PARAMS: 400, HEADER_MISMATCH: 400, -32021: 400}
 
 
 class TasksMiddleware(FeatureMiddleware):
@@ -71,18 +64,23 @@ class TasksMiddleware(FeatureMiddleware):
     """
 
     answers = TASK_METHODS
+    task_id = staticmethod(task_id_for)
+
+    def __init__(self, app: ASGIApp) -> None:
+        super().__init__(app)
+        self.requests = TaskRequests(self._next_round)
 
     async def intercept(self, ctx: RequestContext, receive: Receive, send: Send) -> bool:
         method = ctx.method
         declared = declares(ctx.capabilities)
         if method in TASK_METHODS:
             if not declared:
-                await _error(ctx, send, missing_capability(ctx.request_id))
+                await error_answer(ctx, send, missing_capability(ctx.request_id))
             else:
-                await self._task_request(ctx, receive, send)
+                await self.requests.serve(ctx, receive, send)
             return True
         if method in SUPPORTED_METHODS and not declared and ctx.policy.task_required:
-            await _error(ctx, send, missing_capability(ctx.request_id))
+            await error_answer(ctx, send, missing_capability(ctx.request_id))
             return True
         plain = stripped(ctx.message)
         if plain is not None:
@@ -93,7 +91,7 @@ class TasksMiddleware(FeatureMiddleware):
             ctx = dataclasses.replace(ctx, scope=scope, message=plain, body=p.dumps(plain))
         if method == listen.LISTEN and (task_ids := listen.requested_task_ids(ctx.params)) is not None:
             if not declared:
-                await _error(ctx, send, missing_capability(ctx.request_id))
+                await error_answer(ctx, send, missing_capability(ctx.request_id))
             else:
                 await listen.serve(self, ctx, receive, send, task_ids)
             return True
@@ -229,7 +227,7 @@ class TasksMiddleware(FeatureMiddleware):
         delivery.on_deadline = on_deadline
         # A retry of this call (its Idempotency-Key) gets its task, never a second run (`retries.py`).
         retried = RetriedCall(
-            ctx, receive, send, task_id=lambda sid: self.task_id(engine, sid), relay=self._relayed
+            ctx, receive, send, task_id=lambda sid: self.task_id(engine, sid), relay=self.requests.relayed
         )
         await self._forward(
             ctx, receive, send, delivery=delivery, policy=hosted_policy, on_retry=retried.answer
@@ -253,158 +251,6 @@ class TasksMiddleware(FeatureMiddleware):
         await self._forward(ctx, receive, send, delivery=delivery, policy=hosted_policy)
         await _round_ended(ctx.engine, origin, ctx.stream_id, None)
 
-    # ------------------------------------------------------------------ tasks/get, update, cancel
-    @staticmethod
-    def task_id(engine: Engine, stream_id: str) -> str:
-        """Unguessable (the stream id is random) and signed (no store read for a forged one)."""
-        return engine.signer.sign(TASK_PURPOSE, stream_id)
-
-    async def _task_request(self, ctx: RequestContext, receive: Receive, send: Send) -> None:
-        engine = ctx.engine
-        task_id = task_id_of(ctx.params)
-        if task_id is None:
-            await _error(ctx, send, _invalid(ctx, "params.taskId must be a task id"))
-            return
-        problem = routing_problem(
-            ctx.version,
-            ctx.method,
-            task_id,
-            _headers(ctx, b"mcp-method"),
-            _headers(ctx, b"mcp-name"),
-        )
-        if problem is not None:
-            await send_json(send, 400, p.error_message(ctx.request_id, HEADER_MISMATCH, problem))
-            return
-        found = await self._find(ctx, send, task_id)
-        if found is None:
-            return
-        stream_id, record, meta = found
-        if ctx.method == "tasks/get":
-            result = {"resultType": "complete", **await self.detailed(engine, task_id, record, meta)}
-        elif ctx.method == "tasks/update":
-            if meta is not None and meta.pending_inputs and await self._relayed(ctx, receive, send, meta):
-                return  # the app's session (its server-to-client requests) lives on that node
-
-            async def answer(message: dict[str, Any]) -> None:
-                if "error" in message:
-                    await _error(ctx, send, message)
-                else:
-                    await send_json(send, 200, message)
-
-            async def host(round_ctx: RequestContext, delivery: Delivery) -> None:
-                await self._next_round(round_ctx, delivery, stream_id)
-
-            await update(ctx, record, meta, answer, host)
-            return
-        else:
-            if not await self._cancel(ctx, receive, send, stream_id, record, meta):
-                return  # relayed to the node hosting it, which answered
-            result = EMPTY_ACK
-        await send_json(send, 200, {"jsonrpc": "2.0", "id": ctx.request_id, "result": result})
-
-    @staticmethod
-    async def detailed(
-        engine: Engine, task_id: str, record: TaskRecord, meta: StreamMeta | None
-    ) -> dict[str, Any]:
-        """The `DetailedTask` as `tasks/get` answers it (and `notifications/tasks` carries it)."""
-        view = await view_of(engine, record, meta)
-        if record.ended_at is None and view.ended:
-            # Its answer is recorded but the end of its call not noted yet: the first reader to
-            # see it fixes the time, so every later poll reports the same lastUpdatedAt.
-            now = time.time()
-            record = record.ended(now)
-            await engine.store.set_key(task_key(record.stream_id), record.encode(), record.ttl_left_s(now))
-        return detailed_task(task_id, record, view)
-
-    async def resolve(self, ctx: RequestContext, task_id: str) -> str | None:
-        """The task's stream id if the caller may see the task, else None (nothing answered)."""
-        found = await self._lookup(ctx, task_id)
-        return found[0] if isinstance(found, tuple) else None
-
-    async def _find(
-        self, ctx: RequestContext, send: Send, task_id: str
-    ) -> tuple[str, TaskRecord, StreamMeta | None] | None:
-        """The task's stream id, record and stream (if still there) when the caller may see
-        it; else None, answered (unknown - another principal's task is unknown too - or the
-        app's own refusal, as it gave it)."""
-        found = await self._lookup(ctx, task_id)
-        if isinstance(found, tuple):
-            return found
-        if found is not None:
-            await found.send(send)
-            return None
-        await _error(ctx, send, _invalid(ctx, "Failed to retrieve task: Task not found"))
-        return None
-
-    async def _lookup(
-        self, ctx: RequestContext, task_id: str
-    ) -> tuple[str, TaskRecord, StreamMeta | None] | Refusal | None:
-        """The task if the caller may see it; the app's own refusal; or None (unknown)."""
-        engine = ctx.engine
-        stream_id = engine.signer.unsign(TASK_PURPOSE, task_id, max_length=MAX_TASK_ID)
-        record = meta = None
-        if isinstance(stream_id, str):
-            record = TaskRecord.decode(await engine.store.get_key(task_key(stream_id)))
-        if isinstance(stream_id, str) and record is not None and record.stream_id == stream_id:
-            meta = await engine.store.get_stream(record.current_stream)
-            # The stream's principal is the app's own auth's word (it may run inside the app).
-            principal = meta.principal if meta is not None else record.principal
-            # The app says who is calling, as on every path that answers from the store; no
-            # session binds a task (a client may poll from any, after a restart too).
-            probe = StreamMeta(stream_id, StreamKind.REQUEST, None, principal, record.version, record.path)
-            refusal = await engine.admit(ctx.scope, probe)
-            if refusal is None:
-                return stream_id, record, meta
-            if refusal is not NOT_FOUND:
-                return refusal
-        return None
-
-    async def _cancel(
-        self,
-        ctx: RequestContext,
-        receive: Receive,
-        send: Send,
-        stream_id: str,
-        record: TaskRecord,
-        meta: StreamMeta | None,
-    ) -> bool:
-        """Cancel the task's request where it runs; False when relayed to its node (which answered).
-
-        A task waiting between rounds (its `InputRequiredResult` is its current answer) has no
-        request running: it is marked cancelled, and a next round issued meanwhile stops."""
-        engine = ctx.engine
-        if record.cancelled_at is not None:
-            return True  # cancelling is idempotent (and a finished task stays finished)
-        hosted = engine.live.get(record.current_stream)
-        if hosted is None and meta is not None and await self._relayed(ctx, receive, send, meta):
-            return False
-        now = time.time()
-        await engine.store.set_key(
-            task_key(stream_id), record.cancelled(now).encode(), record.ttl_left_s(now)
-        )
-        await listen.touch(engine, record.current_stream)  # (a task between rounds: only its record changed)
-        if hosted is not None and not hosted.done.is_set() and not hosted.expired:
-            logger.info("stream %s: the client cancelled its task", hosted.stream_id)
-            spawn(expiry.cancel_app, hosted, "the client cancelled the task")
-        return True
-
-    @staticmethod
-    async def _relayed(ctx: RequestContext, receive: Receive, send: Send, meta: StreamMeta) -> bool:
-        """Relay the request to the node running the task's request, if another (alive) one does."""
-        engine, node = ctx.engine, ctx.engine.node
-        if (
-            meta.state is StreamState.RUNNING
-            and node is not None
-            and node.running
-            and meta.owner != engine.node_id
-            and meta.stream_id not in engine.live
-            and "mcp_resume_asgi.relayed_from" not in ctx.scope
-            and await node.alive(meta.owner)
-        ):
-            await node.relay(meta.owner, ctx.scope, receive, send, ctx.body)
-            return True
-        return False
-
 
 async def _round_ended(engine: Engine, origin: str, stream_id: str, fallback: TaskRecord | None) -> None:
     """The app returned the call of the task's round `stream_id`: note when (its last update),
@@ -419,19 +265,3 @@ async def _round_ended(engine: Engine, origin: str, stream_id: str, fallback: Ta
     if record.ended_at is None:  # (else a poll saw the answer first and fixed the time)
         record = record.ended(now)
     await engine.store.set_key(task_key(origin), record.encode(), record.ttl_left_s(now))
-
-
-def _headers(ctx: RequestContext, name: bytes) -> list[str]:
-    return [value.decode("latin-1") for key, value in ctx.scope["headers"] if key == name]
-
-
-def _invalid(ctx: RequestContext, text: str) -> dict[str, Any]:
-    return p.error_message(ctx.request_id, p.INVALID_PARAMS, text)
-
-
-async def _error(ctx: RequestContext, send: Send, message: dict[str, Any]) -> None:
-    """A JSON-RPC error answered by the layer itself, with the status its revision gives it."""
-    status = 200
-    if p.at_least(ctx.version, p.SINGLE_EXCHANGE_VERSION):
-        status = _MODERN_STATUS.get(message["error"]["code"], 200)
-    await send_json(send, status, message)
