@@ -14,14 +14,13 @@ requests become `awaiting*`); how long the PUT waits for a result is that `task_
 (the face's `task_after_s` where the route has none).
 
 The read routes (prompts, resources, templates, completion, the OpenAPI document) are
-`reads.py`'s (`ReadRoutes.serve`), served when that module is there. Bodies are
+`reads.py`'s (`ReadRoutes.serve`). Bodies are
 read bounded (413), must be JSON (415), errors are `application/problem+json`, and a
 store outage is a 503 with `Retry-After`.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -35,6 +34,7 @@ from mcp_resume_asgi._http import BodyTooLarge, ClientGone, header, media_types,
 from mcp_resume_asgi.engine import Engine
 from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestContext
 from mcp_resume_asgi.rest.problems import method_not_allowed, problem
+from mcp_resume_asgi.rest.reads import ReadRoutes
 from mcp_resume_asgi.rest.replies import Reply, problem_reply
 from mcp_resume_asgi.rest.routes import READ_OPS, BadRoute, Op, Route, match
 from mcp_resume_asgi.rest.tool_calls import ToolCalls, Validator
@@ -88,7 +88,7 @@ class RestMiddleware(FeatureMiddleware):
         self._engine: Engine | None = None
         self._tasks_seen = False
         self._tool_calls: ToolCalls | None = None
-        self._reads: Any = None
+        self.reads = ReadRoutes(self.wire, base_path=self.path, max_body_bytes=self.max_body_bytes)
 
     # ------------------------------------------------------------------ ASGI
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -107,11 +107,9 @@ class RestMiddleware(FeatureMiddleware):
             await problem_reply(failure).send(send, head=head)
             return
         if route.op in _READ_ROUTES:
-            reads = self._read_routes()
-            if reads is not None:
-                await self._calls(scope)  # (the engine found, the wire knows the principal)
-                await reads.serve(route, scope, receive, send)
-                return
+            await self._calls(scope)  # (the engine found, the wire knows the principal)
+            await self.reads.serve(route, scope, receive, send)
+            return
         body = b""
         if route.op in _WITH_BODY:
             read = await self._body(scope, receive, send)
@@ -169,17 +167,6 @@ class RestMiddleware(FeatureMiddleware):
 
             return await list_calls(calls, scope, route)
         return problem_reply(problem(404, "this route is not served here"))
-
-    def _read_routes(self) -> Any:
-        """`reads.py`'s routes (prompts, resources, templates, completion, OpenAPI), if present."""
-        if self._reads is None:
-            module = _optional_module("mcp_resume_asgi.rest.reads")
-            if module is None:
-                return None
-            self._reads = module.ReadRoutes(
-                self.wire, base_path=self.path, max_body_bytes=self.max_body_bytes
-            )
-        return self._reads
 
     async def _calls(self, scope: Scope) -> ToolCalls:
         if self._tool_calls is None:
@@ -257,12 +244,3 @@ def _validator() -> Validator:
         return [reason.as_json() for reason in validate_arguments(schema, arguments)]
 
     return reasons
-
-
-def _optional_module(name: str) -> Any:
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name != name:
-            raise
-        return None
