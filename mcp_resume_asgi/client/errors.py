@@ -44,3 +44,12 @@ class TaskCancelled(Exception):
         super().__init__(f"task {task_id} was cancelled{detail}")
         self.task_id = task_id
         self.status_message = status_message
+
+
+class GiveUp(Exception):
+    """Internal to :class:`ResumableTransport`: a request's logical stream cannot be continued.
+
+    It never reaches the application as an exception: the transport ends the
+    request's stream with an error event carrying this message (code -32000,
+    ``STREAM_ERROR_CODE``), so the consumer is never left waiting.
+    """

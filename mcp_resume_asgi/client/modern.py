@@ -26,8 +26,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from .declarations import RESUMABLE_STREAMS_EXTENSION
 from .errors import McpError, SessionError
-from .transport import RESUMABLE_STREAMS_EXTENSION
 
 #: The revision this module speaks, and what an auto-mode session falls back to.
 MODERN_VERSION: Final = "2026-07-28"
