@@ -16,7 +16,8 @@ Eras (`protocol_version`): 2025 revisions (the default) `initialize` a session;
 with its own `_meta` and headers (`modern.py`), and answers a server's
 `InputRequiredResult` through `on_request` and a retry (`mrtr.py`); `"auto"` is
 2026-07-28 when the server answers `server/discover`, else 2025-11-25. Tasks
-(`tasks.py`) are followed alike in both.
+(`tasks.py`) are followed alike in both; `follow_ups.py` chains every way a
+server answers "not yet" (resume tokens, input rounds, tasks) to the final result.
 
 Not covered: the standalone GET stream for server messages unrelated to a
 request, `subscriptions/listen`, batching, and cancellation of server requests.
@@ -38,19 +39,13 @@ import httpx
 
 from . import modern
 from .errors import SessionError
+from .follow_ups import FollowUps
 from .incoming import Incoming, NotificationHandler, ProgressHandler, RequestHandler
-from .interim import RESUME_TOKENS_CAPABILITY, follow_resume_tokens
-from .mrtr import DEFAULT_MAX_ROUNDS, INPUT_METHODS, follow_input_required, is_input_required
+from .interim import RESUME_TOKENS_CAPABILITY
+from .mrtr import DEFAULT_MAX_ROUNDS
 from .reading import read_answer, result_of
 from .sse import DEFAULT_MAX_EVENT_BYTES
-from .tasks import (
-    TASK_AUGMENTED_METHODS,
-    TaskPolling,
-    declare,
-    drive_task,
-    is_create_task_result,
-    routing_headers,
-)
+from .tasks import TaskPolling, declare
 from .transport import ResumableTransport
 
 logger = logging.getLogger(__name__)
@@ -121,13 +116,12 @@ class ResumableSession:
             capabilities = {"elicitation": {}, "sampling": {}} if on_request is not None else {}
             if resume_tokens:
                 capabilities["experimental"] = {RESUME_TOKENS_CAPABILITY: {}}
-        self._tasks = (TaskPolling() if tasks is True else tasks) or None
-        if self._tasks is not None:
+        polling = (TaskPolling() if tasks is True else tasks) or None
+        if polling is not None:
             capabilities = declare(capabilities)
-        self._resume_tokens = resume_tokens
-        self._resume_poll_s = resume_poll_s
-        self._max_resume_polls = max_resume_polls
-        self._max_input_rounds = max_input_rounds
+        self._follow_ups = FollowUps(
+            resume_tokens, resume_poll_s, max_resume_polls, max_input_rounds, polling
+        )
         self._capabilities = capabilities
         self._client_info = client_info or {"name": "mcp-resume-asgi", "version": "0.1.0"}
         self._max_event_bytes = max_event_bytes
@@ -313,44 +307,13 @@ class ResumableSession:
         tasks) is not returned either: the task is polled to its end (`tasks.py`) and
         its result returned, its JSON-RPC error raised as :class:`McpError`.
         """
-        result = await self._request_resuming(method, params)
-        if self._wire is not None and method in INPUT_METHODS and is_input_required(result):
-
-            async def reissue(again: JSONObject) -> JSONObject:
-                return await self._request_resuming(method, again)
-
-            result = await follow_input_required(
-                result,
-                method=method,
-                params=params,
-                reissue=reissue,
-                answer_input=self._incoming.answer_input,
-                max_rounds=self._max_input_rounds,
-            )
-        if self._tasks is not None and method in TASK_AUGMENTED_METHODS and is_create_task_result(result):
-            return await drive_task(
-                result,
-                send=self._task_request,
-                answer_input=self._incoming.answer_input,
-                transient=_transient,
-                polling=self._tasks,
-            )
-        return result
-
-    async def _request_resuming(self, method: str, params: JSONObject | None) -> JSONObject:
-        result = await self._request_once(method, params)
-        if not self._resume_tokens:
-            return result
-
-        async def reissue(again: JSONObject) -> JSONObject:
-            return await self._request_once(method, again)
-
-        return await follow_resume_tokens(
-            result, reissue, params, what=method, poll_s=self._resume_poll_s, max_polls=self._max_resume_polls
+        return await self._follow_ups.final_result(
+            method,
+            params,
+            send=self._request_once,
+            answer_input=self._incoming.answer_input,
+            input_rounds=self._wire is not None,
         )
-
-    async def _task_request(self, method: str, params: JSONObject) -> JSONObject:
-        return await self._request_once(method, params, routing_headers(method, params["taskId"]))
 
     async def _request_once(
         self, method: str, params: JSONObject | None = None, headers: dict[str, str] | None = None
@@ -408,10 +371,3 @@ class ResumableSession:
             raise SessionError(
                 f"server refused a message with HTTP {response.status_code}", response.status_code
             )
-
-
-def _transient(exc: Exception) -> bool:
-    """A task request whose exchange broke (not one the server answered): worth sending again."""
-    if not isinstance(exc, SessionError):
-        return False
-    return isinstance(exc.__cause__, httpx.TransportError) or exc.status_code in (502, 503, 504)
