@@ -182,6 +182,21 @@ class Admission:
             return NOT_FOUND
         return None
 
+    async def identify(self, scope: Scope, path: str, version: str) -> str | Refusal | None:
+        """Who is calling, as the app's own auth sees this request (outside any session): its
+        principal, or its refusal (401 / 403 as the app gave it; silence past the timeout).
+        For what the middleware answers by the caller alone (a notice naming its request)."""
+        probe = p.dumps({"jsonrpc": "2.0", "id": PROBE_ID_PREFIX + secrets.token_hex(8), "method": "ping"})
+        reply = None
+        with anyio.move_on_after(PROBE_TIMEOUT_S):
+            reply = await post_to_app(self.app, scope, path, None, version, probe)
+        if reply is None:
+            return SILENT
+        if reply.status in (401, 403):
+            headers = [(k, v) for k, v in reply.headers if k.lower() not in _NOT_PASSED_ON]
+            return Refusal(reply.status, headers, reply.body)
+        return self.principal(reply.scope)
+
     async def _holds(self, session_id: str) -> bool:
         """Whether this node's app holds the session (always, with one node)."""
         if self.node is None or not self.node.running:

@@ -30,6 +30,7 @@ from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import Headers, header, send_bytes, send_json
 from mcp_resume_asgi.admission import NOT_FOUND, Admission, Refusal, post_to_app
 from mcp_resume_asgi.client_answers import ClientAnswers, nothing_to_send
+from mcp_resume_asgi.client_cancels import ClientCancels
 from mcp_resume_asgi.cluster import Node
 from mcp_resume_asgi.connection import Connection, Delivery
 from mcp_resume_asgi.follower import follow
@@ -92,6 +93,8 @@ class Engine:
         self.scheduler = Scheduler()
         self.sessions = Sessions(self)
         self.answers = ClientAnswers(self)
+        self.cancels = ClientCancels(self)
+        """A client's `notifications/cancelled` for a request its close does not cancel."""
         self.recovery = StoreRecovery(self)
         """Writes the store failed, held until it answers again (one waiter, only meanwhile)."""
 

@@ -223,6 +223,7 @@ class HostedStream(Writer):
         self.principal = principal
         if self.core.request_read(time.monotonic()):
             self.arm()
+        await self.engine.cancels.taken(self)  # a notice may cancel it from now on (`client_cancels.py`)
 
     def disconnect_app(self) -> None:
         """Tell the app its request is over (`http.disconnect` on its `receive`)."""
@@ -258,6 +259,7 @@ class HostedStream(Writer):
             self.opened.set()
             self.app_disconnect.set()
             self.after_app()
+            await self.engine.cancels.forget(self)
 
     # ------------------------------------------------------------------ the app's answer
     async def on_app_send(self, message: Message) -> None:

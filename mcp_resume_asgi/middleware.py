@@ -260,6 +260,9 @@ class ResumeMiddleware:
                 await self.node.relay(owner, scope, receive, send, body)
             return
         message = p.loads_wire(body)
+        if (notice := self.engine.cancels.notice(scope, message)) is not None:
+            await self.engine.cancels.handle(scope, receive, send, body, notice)
+            return
         if (
             isinstance(message, dict)
             and isinstance(message.get("method"), str)

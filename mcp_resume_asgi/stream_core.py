@@ -239,6 +239,22 @@ class StreamCore:
         self.cancelled = self.expiry_paused = True
         return True
 
+    def cancel_asked(self, *, survives_close: bool = False) -> bool:
+        """The client asked to cancel the request (`notifications/cancelled`: how a client whose
+        close only detaches - the resumable-streams opt-in - cancels): True when that cancels the
+        app's work. As for `left`, once and while there is work to stop; not for work that
+        outlives its request's answer (a task: `survives_close`), which is cancelled its own way."""
+        if (
+            not self.is_request
+            or self.cancelled
+            or survives_close
+            or self.app_done
+            or self.final_seq is not None
+        ):
+            return False
+        self.cancelled = self.expiry_paused = True
+        return True
+
     def contact(self, at: float) -> None:
         """Someone (a client on another node) was in contact at `at`; expiry counts from there."""
         self.contact_at = max(self.contact_at, at)
