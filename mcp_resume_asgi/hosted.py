@@ -383,7 +383,9 @@ class HostedStream(Writer):
             await self.superseded(held)
             return
         meta = await self.store.attach(self.stream_id, time.time())
-        if meta is None:
+        if meta is None:  # deleted while held (its request cancelled): an answer with nothing in it
+            if await held.open():
+                await held.finish()
             return
         self.attach(held, gen=meta.attach_gen, cursor=0, hold_head=False, opening=self.priming(0))
         await self.open_and_pump(held)

@@ -108,12 +108,14 @@ class Call:
     def __init__(self, client: httpx.AsyncClient, body: dict[str, Any], **extra: str | None) -> None:
         self.client, self.body, self.extra = client, body, extra
         self.messages: list[Any] = []
+        self.status: int | None = None
         self.ended = anyio.Event()
 
     async def run(self, *, attached: bool, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         h = headers("tools/call", self.body["params"]["name"], **self.extra)
         try:
             async with self.client.stream("POST", "/mcp", json=self.body, headers=h) as response:
+                self.status = response.status_code
                 assert response.status_code == 200, await response.aread()
                 task_status.started()
                 if response.headers["content-type"].startswith("application/json"):
@@ -141,18 +143,26 @@ async def until(predicate: Callable[[], bool], within: float) -> bool:
 
 
 @pytest.mark.parametrize("store_kind", ["memory", "redis"])
-@pytest.mark.parametrize("attached", [True, False], ids=["attached", "detached"])
+@pytest.mark.parametrize("when", ["held", "attached", "detached"])
 async def test_a_notice_cancels_the_callers_running_call_at_once_and_frees_its_stream(
-    store_kind: str, attached: bool, caplog: pytest.LogCaptureFixture
+    store_kind: str, when: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """`held`: before its answer opened (an Idempotency-Key holds it up to 1 s for the app's
+    status; the app answers this tool with JSON at its end); `attached`: its SSE answer open;
+    `detached`: its client left after the priming event."""
     caplog.set_level(logging.WARNING, logger="mcp_resume_asgi")
-    tag = f"cancel-{store_kind}-{attached}"
+    tag = f"cancel-{store_kind}-{when}"
     key = uuid.uuid4().hex
     async with wrapped(store_kind) as (client, store), anyio.create_task_group() as tg:
         first = Call(client, call(1, "slow", {"seconds": 30, "tag": tag}), idempotency_key=key)
-        await tg.start(lambda task_status: first.run(attached=attached, task_status=task_status))
+        if when == "held":
+            tg.start_soon(lambda: first.run(attached=True))
+        else:
+            await tg.start(
+                lambda task_status: first.run(attached=when == "attached", task_status=task_status)
+            )
         assert await until(lambda: tag in SEEN.started, 5)
-        if not attached:
+        if when == "detached":
             await first.ended.wait()
             await anyio.sleep(0.3)
             assert tag not in SEEN.cancelled, "a close of an opted-in stream cancelled it"
@@ -161,7 +171,7 @@ async def test_a_notice_cancels_the_callers_running_call_at_once_and_frees_its_s
         assert tag not in SEEN.finished
         with anyio.fail_after(5):
             await first.ended.wait()
-        assert first.answer is None, "a cancelled request was answered"
+        assert first.status == 200 and first.answer is None, "a cancelled request was answered"
         assert await streams_left(store) == 0, "the stream of a cancelled request was kept"
         assert await cancel(client, 1, idempotency_key=key) == 202  # again: nothing left to stop
     noisy = [
