@@ -534,6 +534,58 @@ async def test_add_key_only_if_absent_and_conditional_delete(make: Factory) -> N
     assert await store.add_key("once", "again", ttl_s=60) is None
 
 
+async def test_replace_key_is_a_compare_and_set(make: Factory) -> None:
+    store = await make()
+    peer = await make(peer=store)
+    assert await store.replace_key("cas", "nothing", "v1", ttl_s=60) is False, "absent is not 'nothing'"
+    assert await store.get_key("cas") is None
+    assert await store.replace_key("cas", None, "v1", ttl_s=60) is True, "None: only if absent"
+    assert await peer.replace_key("cas", None, "v2", ttl_s=60) is False
+    assert await peer.get_key("cas") == "v1"
+    assert await peer.replace_key("cas", "v0", "v2", ttl_s=60) is False
+    assert await peer.replace_key("cas", "v1", "v2", ttl_s=60) is True
+    assert await store.get_key("cas") == "v2"
+    assert await store.replace_key("cas", "v1", "v3", ttl_s=60) is False, "a stale expectation"
+    assert await store.get_key("cas") == "v2"
+    # The TTL is the write's.
+    assert await store.replace_key("cas", "v2", "short", ttl_s=0.1) is True
+    await anyio.sleep(0.25)
+    assert await store.get_key("cas") is None
+    assert await store.replace_key("cas", "short", "late", ttl_s=60) is False, "expired is absent"
+
+
+async def test_replace_key_serialises_concurrent_read_modify_writes(make: Factory) -> None:
+    """40 increments from two handles, each a read then a compare-and-set retried on conflict:
+    none is lost (with `set_key` most would be)."""
+    store = await make()
+    peer = await make(peer=store)
+    conflicts = 0
+
+    async def increment(handle: Store) -> None:
+        nonlocal conflicts
+        while True:
+            current = await handle.get_key("counter")
+            await anyio.sleep(0)  # let the others read the same value
+            value = str(int(current or "0") + 1)
+            if await handle.replace_key("counter", current, value, ttl_s=60):
+                return
+            conflicts += 1
+
+    async with anyio.create_task_group() as tg:
+        for i in range(40):
+            tg.start_soon(increment, store if i % 2 else peer)
+    assert await store.get_key("counter") == "40"
+    assert conflicts > 0, "the writers did race"
+
+
+async def test_replace_key_keeps_the_key_count_bounded(make: Factory) -> None:
+    store = await make(max_keys=5)
+    for i in range(12):
+        assert await store.replace_key(f"r{i}", None, str(i), ttl_s=60 + i) is True
+    kept = [i for i in range(12) if await store.get_key(f"r{i}") is not None]
+    assert len(kept) <= 5 and 11 in kept
+
+
 async def test_key_count_is_bounded(make: Factory) -> None:
     store = await make(max_keys=5)
     for i in range(12):

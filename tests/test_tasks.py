@@ -109,10 +109,13 @@ class Harness:
 
 @contextlib.asynccontextmanager
 async def wrapped(
-    policy: Policy = AT_ONCE, factory: Callable[[], ASGIApp] = create_app
+    policy: Policy = AT_ONCE,
+    factory: Callable[[], ASGIApp] = create_app,
+    wrap: Callable[[Store], Any] = lambda store: store,
 ) -> AsyncIterator[Harness]:
+    """The app wrapped on the store of this test's `store_kind` (as `wrap` returns it)."""
     if STORE_KIND == "memory":
-        store: Store = MemoryStore()
+        store: Store = wrap(MemoryStore())
         app = resumable(factory(), policy=policy, store=store, tasks=True)
         async with serve(app) as info, httpx.AsyncClient(base_url=info.base_url, timeout=15) as client:
             yield Harness(client, store, app)
@@ -120,15 +123,14 @@ async def wrapped(
     from mcp_resume_asgi.store import RedisStore
 
     redis_store = RedisStore(REDIS_URL, prefix=f"test-tasks:{uuid.uuid4().hex}:")
-    app = resumable(
-        factory(), policy=policy, store=redis_store, secret="tasks-tests-shared-secret", tasks=True
-    )
+    store = wrap(redis_store)
+    app = resumable(factory(), policy=policy, store=store, secret="tasks-tests-shared-secret", tasks=True)
     try:
         async with (
             serve_in_loop(app) as info,
             httpx.AsyncClient(base_url=info.base_url, timeout=15) as client,
         ):
-            yield Harness(client, redis_store, app)
+            yield Harness(client, store, app)
     finally:
         await redis_store.clear()
         await redis_store.aclose()

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from mcp_resume_asgi.store.base import GapError, Store, StreamMeta
 from mcp_resume_asgi.tasks.record import TaskRecord, message_of
 from mcp_resume_asgi.tasks.routing import MAX_TASK_ID
-from mcp_resume_asgi.tasks.update import task_key
+from mcp_resume_asgi.tasks.stored import task_key
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine import Engine

@@ -350,6 +350,15 @@ class Store(abc.ABC):
     async def add_key(self, key: str, value: str, ttl_s: float) -> str | None:
         """Set `key` only if it is absent (atomically); return the value already there, if any."""
 
+    @abc.abstractmethod
+    async def replace_key(self, key: str, expected: str | None, value: str, ttl_s: float) -> bool:
+        """Compare-and-set: set `key` to `value` (TTL `ttl_s`) only if it holds `expected`
+        now (`expected=None`: only if it is absent), atomically across processes. True if set.
+
+        A read-modify-write of a key (`get_key`, compute, write) that several nodes may do
+        at once writes with this and, on False, reads again and recomputes, so no writer's
+        change is lost to another's (a task's record: `tasks/stored.py`)."""
+
     # -- bounded, self-expiring indexes --------------------------------------------------
     # Sets of ids that must be counted or listed per owner (a principal's tasks, its REST
     # calls) while each id lives only as long as what it names: every member carries its own

@@ -323,6 +323,14 @@ class MemoryStore(MemoryIndexes, Store):
         self._keys[key] = (value, time.monotonic() + ttl_s)
         return None
 
+    async def replace_key(self, key: str, expected: str | None, value: str, ttl_s: float) -> bool:
+        # No await between the check and the write: atomic on the event loop.
+        item = self._keys.get(key)
+        if (None if item is None else item[0]) != expected:
+            return False
+        self._keys[key] = (value, time.monotonic() + ttl_s)
+        return True
+
     # -- between nodes (one process: between tasks) ---------------------------------------
     async def publish(self, channel: str, message: bytes) -> int:
         delivered = 0

@@ -60,6 +60,7 @@ from mcp_resume_asgi.store.base import (
     StreamState,
 )
 from mcp_resume_asgi.store.redis_index import RedisIndexes
+from mcp_resume_asgi.store.redis_keys import RedisKeys
 
 __all__ = ["RedisStore"]
 
@@ -96,7 +97,7 @@ _RECONNECT: dict[str, Any] = {
 }
 
 
-class RedisStore(RedisIndexes, Store):
+class RedisStore(RedisIndexes, RedisKeys, Store):
     """`Store` on Redis, shared by every process that uses the same Redis and prefix.
 
     Give either `url` (the store owns its connection pools and closes them in
@@ -175,6 +176,7 @@ class RedisStore(RedisIndexes, Store):
         self._delete_key = client.register_script(lua.PRELUDE + lua.DELETE_KEY)
         self._delete_session = client.register_script(lua.PRELUDE + lua.DELETE_SESSION)
         self._init_indexes(client)
+        self._init_keys(client)
 
     # -- helpers ---------------------------------------------------------------------
     def _m(self, stream_id: str) -> str:

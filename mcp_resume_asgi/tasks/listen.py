@@ -35,8 +35,8 @@ from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi.features import RequestContext
 from mcp_resume_asgi.sse import encode_payload
 from mcp_resume_asgi.tasks.advertising import AdvertisingAnswer
-from mcp_resume_asgi.tasks.record import TERMINAL, TaskRecord
-from mcp_resume_asgi.tasks.update import task_key
+from mcp_resume_asgi.tasks.record import TERMINAL
+from mcp_resume_asgi.tasks.stored import read_record
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine import Engine
@@ -199,8 +199,8 @@ async def follow(
     engine = ctx.engine
     last: tuple[Any, ...] | None = None
     while True:
-        record = TaskRecord.decode(await engine.store.get_key(task_key(stream_id)))
-        if record is None or record.stream_id != stream_id:
+        record = await read_record(engine.store, stream_id)
+        if record is None:
             return  # expired: nothing more will be said of it
         meta = await engine.store.get_stream(record.current_stream)
         task = await tasks.requests.detailed(engine, task_id, record, meta)

@@ -48,7 +48,8 @@ from mcp_resume_asgi.tasks.record import (
     create_task_result,
 )
 from mcp_resume_asgi.tasks.retries import RetriedCall
-from mcp_resume_asgi.tasks.update import no_client, task_key
+from mcp_resume_asgi.tasks.stored import RecordContention, change_record, create_record
+from mcp_resume_asgi.tasks.update import no_client
 
 logger = logging.getLogger(__name__)
 
@@ -208,8 +209,7 @@ class TasksMiddleware(FeatureMiddleware):
                     refused.append(record.principal)
                     return None
                 # Durable before the client hears of it: a `tasks/get` for the id resolves from now on.
-                await engine.store.set_key(task_key(stream_id), record.encode(), ttl_s)
-                created.append(record)
+                created.append(await create_record(engine.store, record))
                 delivery.survives_close = True
                 logger.debug("stream %s is a task", stream_id)
             return created[0]
@@ -254,14 +254,20 @@ class TasksMiddleware(FeatureMiddleware):
 
 async def _round_ended(engine: Engine, origin: str, stream_id: str, fallback: TaskRecord | None) -> None:
     """The app returned the call of the task's round `stream_id`: note when (its last update),
-    and whose it was as the app's own auth saw the caller."""
-    record = TaskRecord.decode(await engine.store.get_key(task_key(origin))) or fallback
-    if record is None or record.current_stream != stream_id:
-        return
+    and whose it was as the app's own auth saw the caller (`fallback`: the record as created,
+    written again if the store lost it)."""
     meta = await engine.store.get_stream(stream_id)
-    if meta is not None:
-        record = dataclasses.replace(record, principal=meta.principal)
     now = time.time()
-    if record.ended_at is None:  # (else a poll saw the answer first and fixed the time)
-        record = record.ended(now)
-    await engine.store.set_key(task_key(origin), record.encode(), record.ttl_left_s(now))
+
+    def ended(record: TaskRecord) -> TaskRecord:
+        if record.current_stream != stream_id:
+            return record  # the task has moved on to its next round
+        if meta is not None:
+            record = dataclasses.replace(record, principal=meta.principal)
+        # (A poll that saw the answer first fixed the time already.)
+        return record if record.ended_at is not None else record.ended(now)
+
+    try:
+        await change_record(engine.store, origin, ended, create=fallback)
+    except RecordContention:
+        logger.exception("task %s: the end of its round %s was not noted", origin, stream_id)

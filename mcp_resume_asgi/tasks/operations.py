@@ -29,12 +29,15 @@ from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.tasks import listen
 from mcp_resume_asgi.tasks.record import EMPTY_ACK, TaskRecord, detailed_task
 from mcp_resume_asgi.tasks.routing import HEADER_MISMATCH, MAX_TASK_ID, routing_problem, task_id_of
-from mcp_resume_asgi.tasks.update import task_key, update, view_of
+from mcp_resume_asgi.tasks.stored import RecordContention, change_record, read_record
+from mcp_resume_asgi.tasks.update import update, view_of
 
 logger = logging.getLogger(__name__)
 
 TASK_PURPOSE = "task"
 TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+#: A cancel whose compare-and-set kept losing (`stored.RecordContention`): not stored, so not acked.
+_BUSY = "the task changed too often to be cancelled now; send tasks/cancel again"
 #: How a 2026-07-28 server maps JSON-RPC errors it answers itself to HTTP statuses.
 _MODERN_STATUS = {p.INVALID_PARAMS: 400, HEADER_MISMATCH: 400, -32021: 400}
 
@@ -93,7 +96,7 @@ class TaskRequests:
             return
         else:
             if not await self._cancel(ctx, receive, send, stream_id, record, meta):
-                return  # relayed to the node hosting it, which answered
+                return  # relayed to the node hosting it, which answered (or an error answered)
             result = EMPTY_ACK
         await send_json(send, 200, {"jsonrpc": "2.0", "id": ctx.request_id, "result": result})
 
@@ -106,9 +109,17 @@ class TaskRequests:
         if record.ended_at is None and view.ended:
             # Its answer is recorded but the end of its call not noted yet: the first reader to
             # see it fixes the time, so every later poll reports the same lastUpdatedAt.
-            now = time.time()
-            record = record.ended(now)
-            await engine.store.set_key(task_key(record.stream_id), record.encode(), record.ttl_left_s(now))
+            now, current = time.time(), record.current_stream
+
+            def ended(r: TaskRecord) -> TaskRecord:
+                return r.ended(now) if r.ended_at is None and r.current_stream == current else r
+
+            try:
+                stored = await change_record(engine.store, record.stream_id, ended)
+            except RecordContention:
+                logger.warning("task %s: the end of its round was not noted", record.stream_id)
+                stored = None
+            record = stored if stored is not None and stored.current_stream == current else record.ended(now)
         return detailed_task(task_id, record, view)
 
     async def resolve(self, ctx: RequestContext, task_id: str) -> str | None:
@@ -139,8 +150,8 @@ class TaskRequests:
         stream_id = engine.signer.unsign(TASK_PURPOSE, task_id, max_length=MAX_TASK_ID)
         record = meta = None
         if isinstance(stream_id, str):
-            record = TaskRecord.decode(await engine.store.get_key(task_key(stream_id)))
-        if isinstance(stream_id, str) and record is not None and record.stream_id == stream_id:
+            record = await read_record(engine.store, stream_id)
+        if isinstance(stream_id, str) and record is not None:
             meta = await engine.store.get_stream(record.current_stream)
             # The stream's principal is the app's own auth's word (it may run inside the app).
             principal = meta.principal if meta is not None else record.principal
@@ -163,24 +174,40 @@ class TaskRequests:
         record: TaskRecord,
         meta: StreamMeta | None,
     ) -> bool:
-        """Cancel the task's request where it runs; False when relayed to its node (which answered).
+        """Cancel the task's request where it runs; False when answered already (relayed to the
+        node running it, which answered; or an error).
 
         A task waiting between rounds (its `InputRequiredResult` is its current answer) has no
-        request running: it is marked cancelled, and a next round issued meanwhile stops."""
+        request running: it is marked cancelled, and a next round issued meanwhile stops. The mark
+        is a compare-and-set (`stored.py`): a next round that takes over before it is found in the
+        record as it is written, and stopped here (or relayed to its node); one that takes over
+        after it finds the mark and stops itself (`update.py`)."""
         engine = ctx.engine
         if record.cancelled_at is not None:
-            return True  # cancelling is idempotent (and a finished task stays finished)
+            # Idempotent (and a finished task stays finished); a round that took over as the
+            # cancel was stored elsewhere is stopped here, where it runs (relayed to this node).
+            _stop(engine, record.current_stream)
+            return True
         hosted = engine.live.get(record.current_stream)
         if hosted is None and meta is not None and await self.relayed(ctx, receive, send, meta):
             return False
         now = time.time()
-        await engine.store.set_key(
-            task_key(stream_id), record.cancelled(now).encode(), record.ttl_left_s(now)
-        )
-        await listen.touch(engine, record.current_stream)  # (a task between rounds: only its record changed)
-        if hosted is not None and not hosted.done.is_set() and not hosted.expired:
-            logger.info("stream %s: the client cancelled its task", hosted.stream_id)
-            spawn(expiry.cancel_app, hosted, "the client cancelled the task")
+        try:
+            cancelled = await change_record(engine.store, stream_id, lambda r: r.cancelled(now))
+        except RecordContention:
+            logger.warning("task %s: its record kept changing; the cancel was not stored", stream_id)
+            await error_answer(ctx, send, p.error_message(ctx.request_id, p.INTERNAL_ERROR, _BUSY))
+            return False
+        if cancelled is None:  # its record expired meanwhile
+            await error_answer(ctx, send, invalid(ctx, "Failed to retrieve task: Task not found"))
+            return False
+        current = cancelled.current_stream
+        await listen.touch(engine, current)  # (a task between rounds: only its record changed)
+        if current != record.current_stream and current not in engine.live:
+            moved = await engine.store.get_stream(current)  # a next round took over meanwhile
+            if moved is not None and await self.relayed(ctx, receive, send, moved):
+                return False
+        _stop(engine, current)
         return True
 
     @staticmethod
@@ -199,6 +226,14 @@ class TaskRequests:
             await node.relay(meta.owner, ctx.scope, receive, send, ctx.body)
             return True
         return False
+
+
+def _stop(engine: Engine, stream_id: str) -> None:
+    """Cancel the app's request of a cancelled task's round, if it runs on this node."""
+    hosted = engine.live.get(stream_id)
+    if hosted is not None and not hosted.done.is_set() and not hosted.expired:
+        logger.info("stream %s: the client cancelled its task", hosted.stream_id)
+        spawn(expiry.cancel_app, hosted, "the client cancelled the task")
 
 
 def _headers(ctx: RequestContext, name: bytes) -> list[str]:

@@ -48,7 +48,7 @@ from mcp_resume_asgi.features import RequestContext
 from mcp_resume_asgi.store.base import StreamMeta, StreamState
 from mcp_resume_asgi.tasks.capability import CLIENT_CAPABILITIES_META
 from mcp_resume_asgi.tasks.record import EXTENSION, TaskRecord, create_task_result
-from mcp_resume_asgi.tasks.update import task_key
+from mcp_resume_asgi.tasks.stored import read_record
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.hosted import HostedStream
@@ -156,7 +156,7 @@ class RetriedCall:
         same call); False leaves it to the engine, which attaches it to that stream."""
         ctx, engine = self.ctx, self.ctx.engine
         stream_id = meta.stream_id
-        record = TaskRecord.decode(await engine.store.get_key(task_key(stream_id)))
+        record = await read_record(engine.store, stream_id)
         hosted = engine.live.get(stream_id)
         found = Found(
             stream_id=stream_id,

@@ -26,6 +26,7 @@ from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.store.base import GapError, StreamMeta, StreamState
 from mcp_resume_asgi.tasks.inputs import Pending, mrtr_of, next_round, outstanding, plan_update
 from mcp_resume_asgi.tasks.record import StreamView, TaskRecord, answer_of, message_of
+from mcp_resume_asgi.tasks.stored import RecordContention, change_record
 from mcp_resume_asgi.tokens import new_stream_id
 
 if TYPE_CHECKING:
@@ -36,10 +37,6 @@ logger = logging.getLogger(__name__)
 
 #: Headers the re-issued call gets anew (the rest are the client's own: its credentials).
 _REPLACED = {b"content-length", b"mcp-method", b"mcp-name", b"idempotency-key", b"last-event-id"}
-
-
-def task_key(stream_id: str) -> str:
-    return f"task:{stream_id}"
 
 
 def answer_key(origin: str, key: str) -> str:
@@ -165,12 +162,20 @@ async def _next_round(
         headers.append((b"mcp-name", tool.encode()))
     scope: Scope = dict(ctx.scope, headers=headers, path=record.path, raw_path=record.path.encode())
 
+    def moved_on(current: TaskRecord) -> TaskRecord:
+        return current if current.current == stream_id else current.next_round(stream_id)
+
     async def point_record(cursor: int) -> bytes:
-        """The new round's stream exists: the task continues on it (a cancel meanwhile stops it)."""
-        current = TaskRecord.decode(await engine.store.get_key(task_key(origin))) or record
-        await engine.store.set_key(task_key(origin), current.next_round(stream_id).encode(), ttl)
-        await engine.store.update_stream(current.current_stream)  # wakes a listen stream following it
-        if current.cancelled_at is not None:
+        """The new round's stream exists: the task continues on it. Atomically: a cancel stored
+        before this write stops the round here; one stored after it finds the round in the record."""
+        try:
+            moved = await change_record(engine.store, origin, moved_on, create=record)
+        except RecordContention:
+            logger.exception("task %s: its next round %s is stopped", origin, stream_id)
+            moved = None
+        # Wakes a listen stream following the round this update answered (only it moves the task on).
+        await engine.store.update_stream(record.current_stream)
+        if moved is None or moved.cancelled_at is not None:
             spawn(engine.cancel_stream, stream_id, "the client cancelled the task")
         return b""
 

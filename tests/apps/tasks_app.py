@@ -85,6 +85,17 @@ async def confirm(filename: str, answer: Annotated[Confirmation, Resolve(ask_con
     return f"deleted {filename}" if answer.confirm else f"kept {filename}"
 
 
+def ask_go_ahead(tag: str) -> Elicit[Confirmation]:
+    return Elicit(f"Go ahead with {tag}?", Confirmation)
+
+
+async def confirm_then_work(
+    seconds: float, tag: str, answer: Annotated[Confirmation, Resolve(ask_go_ahead)]
+) -> str:
+    """Asks first (as `confirm`), then works as `slow` does: a task's next round that runs a while."""
+    return await slow(seconds, tag)
+
+
 async def two_questions(
     first: Annotated[Answer, Resolve(ask_first)], second: Annotated[Answer, Resolve(ask_second)]
 ) -> str:
@@ -101,7 +112,16 @@ async def declared_extensions(ctx: Context) -> str:
 
 def create_app(*, json_response: bool = False) -> Starlette:
     server = MCPServer("tasks-test-app", version="0.0.1", log_level="WARNING")
-    for fn in (echo, slow, tool_error, rpc_error, confirm, two_questions, declared_extensions):
+    for fn in (
+        echo,
+        slow,
+        tool_error,
+        rpc_error,
+        confirm,
+        confirm_then_work,
+        two_questions,
+        declared_extensions,
+    ):
         server.add_tool(fn, structured_output=False)
     return server.streamable_http_app(
         streamable_http_path="/mcp",
