@@ -71,7 +71,8 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 SECRET = "bench-tasks-shared-secret-0123456789"
 MODERN = "2026-07-28"
 EXTENSION = "io.modelcontextprotocol/tasks"
-POLICY = Policy(task_after_s=0, task_ttl_s=3600, task_poll_interval_ms=1000)
+#: Unbounded tasks per principal: part 2 makes 10,000 tasks as one caller (the default bound is 1,000).
+POLICY = Policy(task_after_s=0, task_ttl_s=3600, task_poll_interval_ms=1000, max_tasks_per_principal=None)
 KINDS = ("tools/list", "get completed", "get working")
 #: The baseline is `tools/list`: the stock `MCPServer` answers `ping` on 2026-07-28 with -32601.
 BASELINE = KINDS[0]
