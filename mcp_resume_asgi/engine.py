@@ -55,10 +55,11 @@ SSE_HEADERS: Headers = [
     (b"cache-control", b"no-cache, no-transform"),
     (b"x-accel-buffering", b"no"),
 ]
-RetryAnswer = Callable[[StreamMeta, int], Awaitable[bool]]
-"""A feature layer's own answer to a retried POST (the same `Idempotency-Key`), asked once the
-retry is admitted to the original's stream `meta`, with the seq it resumes after: True when
-it answered (the Tasks layer answers a call that became a task with that task)."""
+RetryAnswer = Callable[[str, StreamMeta | None, int], Awaitable[bool]]
+"""A feature layer's own answer to a retried POST (the same `Idempotency-Key`), asked with the
+original's stream id once the retry is admitted to its stream `meta`, with the seq it resumes
+after - or, that stream gone, with None (the same body; the layer admits the caller itself):
+True when it answered (the Tasks layer answers a call that became a task with that task)."""
 
 
 class Engine:
@@ -234,6 +235,8 @@ class Engine:
         if meta is None and stream_id in self.live:
             meta = await self._opened(stream_id)
         if meta is None:
+            if on_retry is not None and first_digest == digest and await on_retry(stream_id, None, 0):
+                return  # (a cancelled task's stream is freed; its record still answers)
             await send_json(
                 send,
                 409,
@@ -267,7 +270,7 @@ class Engine:
                 )
                 return
             after = parsed[1]
-        if on_retry is not None and await on_retry(meta, after):
+        if on_retry is not None and await on_retry(stream_id, meta, after):
             return
         logger.debug("stream %s: a retried POST attaches after %s", stream_id, after)
         await self.serve_stream(scope, receive, send, meta, after)

@@ -294,3 +294,52 @@ async def test_a_plain_idempotent_retry_while_the_originals_answer_is_held_keeps
         assert reply.status == 200 and answer is not None, (reply.status, reply.raw)
         assert answer["result"]["content"][0]["text"] == f"slept {tag}"
         assert SEEN.started.count(tag) == 1, "the tool ran once"
+
+
+async def until_freed(h: Harness, task_id: str) -> None:
+    """Until the task's stream is gone from the store (a cancelled task's is freed)."""
+    stream_id = h.stream_of(task_id)
+    with anyio.fail_after(10):
+        while await h.store.get_stream(stream_id) is not None:
+            await anyio.sleep(0.05)
+
+
+@ERAS
+async def test_a_retry_of_a_cancelled_task_whose_stream_is_freed_gets_the_same_task(legacy: bool) -> None:
+    """Cancelling a task frees its stream; the call retried with its key is answered from the
+    task's record - the same `CreateTaskResult`, the task `cancelled` - not 409, not a second run."""
+    tag = f"cancelled-{uuid.uuid4().hex[:8]}"
+    async with wrapped() as h:
+        caller = await Caller.start(h, legacy)
+        call, key = caller.call("slow", {"seconds": 5.0, "tag": tag}), new_key()
+        _, first = await caller.post(call, key)
+        task = task_of(first)
+        _, ack = await caller.post(caller.request("tasks/cancel", {"taskId": task["taskId"]}))
+        assert ack is not None and ack["result"] == {"resultType": "complete"}, ack
+        await until_freed(h, task["taskId"])
+        reply, again = await caller.post(call, key)
+        assert reply.status == 200 and again == first, (reply.status, reply.raw)
+        assert (await caller.get(task["taskId"]))["status"] == "cancelled"
+        assert SEEN.started.count(tag) == 1 and tag in SEEN.cancelled, "the tool ran once, cancelled"
+
+
+async def test_a_cancelled_tasks_record_answers_a_retry_only_once_the_app_admits_the_caller() -> None:
+    """Bob presenting alice's 2025 session and key, once her cancelled task's stream is freed,
+    gets the app's refusal (404), as `tasks/get` of her task would: never her task."""
+    from tests.apps.auth_app import create_app as auth_app
+
+    async with wrapped(factory=auth_app) as h:
+        alice = await Caller.start(h, True, "token-alice")
+        call, key = alice.call("whoami", {"seconds": 5.0, "steps": 2}), new_key()
+        _, first = await alice.post(call, key)
+        task = task_of(first)
+        _, ack = await alice.post(alice.request("tasks/cancel", {"taskId": task["taskId"]}))
+        assert ack is not None and ack["result"] == {"resultType": "complete"}, ack
+        await until_freed(h, task["taskId"])
+        intruder = Caller(h.client, True, "token-bob")
+        intruder.session_id = alice.session_id
+        reply, answer = await intruder.post(call, key)
+        assert reply.status == 404 and answer is None, (reply.status, reply.raw)
+        assert task["taskId"] not in reply.raw.decode()
+        _, again = await alice.post(call, key)
+        assert again == first, "alice still gets her task"

@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from starlette.types import Receive, Send
+from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi import expiry
 from mcp_resume_asgi import protocol as p
@@ -153,12 +153,7 @@ class TaskRequests:
             record = await read_record(engine.store, stream_id)
         if isinstance(stream_id, str) and record is not None:
             meta = await engine.store.get_stream(record.current_stream)
-            # The stream's principal is the app's own auth's word (it may run inside the app).
-            principal = meta.principal if meta is not None else record.principal
-            # The app says who is calling, as on every path that answers from the store; no
-            # session binds a task (a client may poll from any, after a restart too).
-            probe = StreamMeta(stream_id, StreamKind.REQUEST, None, principal, record.version, record.path)
-            refusal = await engine.admit(ctx.scope, probe)
+            refusal = await admit_to_task(engine, ctx.scope, record, meta)
             if refusal is None:
                 return stream_id, record, meta
             if refusal is not NOT_FOUND:
@@ -226,6 +221,19 @@ class TaskRequests:
             await node.relay(meta.owner, ctx.scope, receive, send, ctx.body)
             return True
         return False
+
+
+async def admit_to_task(
+    engine: Engine, scope: Scope, record: TaskRecord, meta: StreamMeta | None
+) -> Refusal | None:
+    """None when the app admits the caller to the task (`meta`: its current round's stream, if
+    still there); else what to answer instead (`NOT_FOUND`: another principal's task)."""
+    # The stream's principal is the app's own auth's word (it may run inside the app).
+    principal = meta.principal if meta is not None else record.principal
+    # The app says who is calling, as on every path that answers from the store; no
+    # session binds a task (a client may poll from any, after a restart too).
+    probe = StreamMeta(record.stream_id, StreamKind.REQUEST, None, principal, record.version, record.path)
+    return await engine.admit(scope, probe)
 
 
 def _stop(engine: Engine, stream_id: str) -> None:

@@ -19,6 +19,9 @@ retry gets what the original got, or would have got:
   plain result. The tool runs once either way.
 * It runs on another node and is not a task yet: the retry is relayed there, to be
   answered the same way.
+* It became a task whose stream is gone (cancelling a task frees it): its
+  `CreateTaskResult` still, from the record, once the app admits the caller to the task
+  as it does for `tasks/get` (the engine had no stream to admit it to).
 * It ended without becoming a task: its stream (the plain result), as for any retry.
 
 Where a close is a cancel (2026-07-28), the original's client closing before its call
@@ -47,6 +50,7 @@ from mcp_resume_asgi.connection import Delivery
 from mcp_resume_asgi.features import RequestContext
 from mcp_resume_asgi.store.base import StreamMeta, StreamState
 from mcp_resume_asgi.tasks.capability import CLIENT_CAPABILITIES_META
+from mcp_resume_asgi.tasks.operations import admit_to_task
 from mcp_resume_asgi.tasks.record import EXTENSION, TaskRecord, create_task_result
 from mcp_resume_asgi.tasks.stored import read_record
 
@@ -151,26 +155,33 @@ class RetriedCall:
         self.task_id = task_id
         self.relay = relay
 
-    async def answer(self, meta: StreamMeta, after_seq: int) -> bool:
+    async def answer(self, stream_id: str, meta: StreamMeta | None, after_seq: int) -> bool:
         """Answer the retry of the call whose stream is `meta` (admitted: the caller's and the
-        same call); False leaves it to the engine, which attaches it to that stream."""
+        same call) or, None, is gone (the same call; not admitted yet); False leaves it to the
+        engine, which attaches it to that stream (or answers that it is gone)."""
         ctx, engine = self.ctx, self.ctx.engine
-        stream_id = meta.stream_id
         record = await read_record(engine.store, stream_id)
-        hosted = engine.live.get(stream_id)
+        hosted = engine.live.get(stream_id) if meta is not None else None
         found = Found(
             stream_id=stream_id,
             record=record,
-            running=meta.state is StreamState.RUNNING,
+            running=meta is not None and meta.state is StreamState.RUNNING,
             becoming_here=hosted is not None and may_become_task(hosted),
             owner_elsewhere=(
-                hosted is None and meta.owner != engine.node_id and RELAYED_FROM not in ctx.scope
+                meta is not None
+                and hosted is None
+                and meta.owner != engine.node_id
+                and RELAYED_FROM not in ctx.scope
             ),
         )
         answer = decide(found)
         logger.debug("stream %s: a retried task-creating call: %s", stream_id, answer.value)
         if answer is Answer.TASK:
             assert record is not None
+            refusal = await admit_to_task(engine, ctx.scope, record, None) if meta is None else None
+            if refusal is not None:
+                await refusal.send(self.send)
+                return True
             result = create_task_result(self.task_id(stream_id), record)
             headers = [] if ctx.session_id is None else [(b"mcp-session-id", ctx.session_id.encode())]
             await send_json(
@@ -178,10 +189,11 @@ class RetriedCall:
             )
             return True
         if answer is Answer.JOIN:
-            assert hosted is not None
+            assert hosted is not None and meta is not None
             await self._join(hosted, meta, after_seq)
             return True
         if answer is Answer.RELAY:
+            assert meta is not None
             sent = dataclasses.replace(ctx, body=p.dumps(as_sent(ctx.message)))
             return await self.relay(sent, self.receive, self.send, meta)
         return False
