@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from mcp_resume_asgi.store import (
@@ -565,7 +566,7 @@ async def test_replace_key_serialises_concurrent_read_modify_writes(make: Factor
         nonlocal conflicts
         while True:
             current = await handle.get_key("counter")
-            await anyio.sleep(0)  # let the others read the same value
+            await anyio.lowlevel.checkpoint()  # let the others read the same value
             value = str(int(current or "0") + 1)
             if await handle.replace_key("counter", current, value, ttl_s=60):
                 return
@@ -584,6 +585,28 @@ async def test_replace_key_keeps_the_key_count_bounded(make: Factory) -> None:
         assert await store.replace_key(f"r{i}", None, str(i), ttl_s=60 + i) is True
     kept = [i for i in range(12) if await store.get_key(f"r{i}") is not None]
     assert len(kept) <= 5 and 11 in kept
+
+
+async def test_read_key_and_stream_is_the_three_reads_in_one(store: Store) -> None:
+    nothing = await store.read_key_and_stream("k", "s1")
+    assert (nothing.value, nothing.meta, nothing.final) == (None, None, None)
+    await store.set_key("k", "v", ttl_s=60)
+    await store.create_stream(meta("s1"), ttl_s=60)
+    running = await store.read_key_and_stream("k", "s1")
+    assert running.value == "v" and running.final is None
+    assert running.meta is not None and running.meta.stream_id == "s1" and running.meta.final_seq is None
+    batch = events(1, 5)
+    await append(store, "s1", batch, max_events=2)  # events 4 and 5 kept
+    await store.update_stream("s1", final_seq=5)
+    done = await store.read_key_and_stream("k", "s1")
+    assert done.final == batch[4][1]
+    assert done.meta is not None and done.meta == await store.get_stream("s1")
+    await store.update_stream("s1", final_seq=3)  # recorded, then evicted
+    lost = await store.read_key_and_stream("k", "s1")
+    assert lost.final is None and lost.meta is not None and lost.meta.final_seq == 3
+    await store.delete_stream("s1")
+    gone = await store.read_key_and_stream("k", "s1")
+    assert (gone.value, gone.meta, gone.final) == ("v", None, None)
 
 
 async def test_key_count_is_bounded(make: Factory) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_resume_asgi.store.base import (
     GapError,
+    KeyAndStream,
     SessionInfo,
     Store,
     StoreFullError,
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GapError",
+    "KeyAndStream",
     "MemoryStore",
     "RedisStore",
     "SessionInfo",

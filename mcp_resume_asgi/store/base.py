@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import abc
 import enum
-import math
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
+
+from mcp_resume_asgi.store.index_bounds import MAX_INDEX_MEMBER_BYTES as MAX_INDEX_MEMBER_BYTES
+from mcp_resume_asgi.store.index_bounds import MAX_INDEX_NAME_BYTES as MAX_INDEX_NAME_BYTES
+from mcp_resume_asgi.store.index_bounds import MAX_INDEX_PAGE as MAX_INDEX_PAGE
 
 JSONValue = Any
 """A decoded JSON value (a JSON-RPC id is a str or an int)."""
@@ -138,58 +141,17 @@ class GapError(Exception):
         self.first_seq = first_seq
 
 
-#: Longest index name and member the index operations take (UTF-8 bytes): names are built from
-#: request data (a principal's digest, a call id), and a store must not hold unbounded keys.
-MAX_INDEX_NAME_BYTES = 256
-MAX_INDEX_MEMBER_BYTES = 256
-#: Most members one `index_page` returns (a larger `limit` is cut to this).
-MAX_INDEX_PAGE = 1000
+@dataclass(slots=True)
+class KeyAndStream:
+    """What `Store.read_key_and_stream` read, at one moment."""
 
-
-def _check_index_text(what: str, value: str, max_bytes: int) -> None:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{what} must be a non-empty string")
-    try:
-        size = len(value.encode())
-    except UnicodeEncodeError:
-        raise ValueError(f"{what} must be valid Unicode text") from None
-    if size > max_bytes:
-        raise ValueError(f"{what} is {size} bytes, more than {max_bytes}")
-
-
-def _check_time(what: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{what} must be a finite number (unix time)")
-
-
-def check_index_args(
-    index: str,
-    member: str | None = None,
-    *,
-    expires_at: float | None = None,
-    cap: int | None = None,
-    after: tuple[float, str] | None = None,
-) -> None:
-    """Refuse what no index operation may get (ValueError), the same for every store."""
-    _check_index_text("index name", index, MAX_INDEX_NAME_BYTES)
-    if member is not None:
-        _check_index_text("index member", member, MAX_INDEX_MEMBER_BYTES)
-    if expires_at is not None:
-        _check_time("expires_at", expires_at)
-    if after is not None:
-        if not isinstance(after, tuple) or len(after) != 2:
-            raise ValueError("after must be an (expires_at, member) pair")
-        _check_time("after's expires_at", after[0])
-        _check_index_text("after's member", after[1], MAX_INDEX_MEMBER_BYTES)
-    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0):
-        raise ValueError("cap must be a positive int")
-
-
-def page_limit(limit: int) -> int:
-    """`index_page`'s `limit`, capped at `MAX_INDEX_PAGE`."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
-        raise ValueError("limit must be a positive int")
-    return min(limit, MAX_INDEX_PAGE)
+    value: str | None
+    """`get_key(key)`."""
+    meta: StreamMeta | None
+    """`get_stream(stream_id)`."""
+    final: bytes | None
+    """The payload of the stream's final event (`meta.final_seq`); None while it has none, or
+    once that event is no longer retained (evicted to stay within the store's bounds)."""
 
 
 class StoreFullError(Exception):
@@ -292,6 +254,26 @@ class Store(abc.ABC):
         """
         events = await self.read(stream_id, after_seq, limit)
         return events, await self.get_stream(stream_id)
+
+    async def read_key_and_stream(self, key: str, stream_id: str) -> KeyAndStream:
+        """`get_key(key)`, `get_stream(stream_id)` and the stream's final event, as one read.
+
+        What answering for a request's outcome from the store takes (a task's record, its
+        request's stream, that request's answer: `tasks/get`); a store that pays a round trip
+        per call does it in one, and atomically (`RedisStore`: one Lua script). This default
+        makes the three calls, as the memory store, which pays no round trip, keeps it.
+        """
+        value = await self.get_key(key)
+        meta = await self.get_stream(stream_id)
+        final = None
+        if meta is not None and meta.final_seq is not None:
+            try:
+                events = await self.read(stream_id, meta.final_seq - 1, 1)
+            except GapError:
+                events = []
+            if events and events[0][0] == meta.final_seq:
+                final = events[0][1]
+        return KeyAndStream(value, meta, final)
 
     @abc.abstractmethod
     async def wait(

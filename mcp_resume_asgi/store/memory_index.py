@@ -20,7 +20,7 @@ import heapq
 import math
 import time
 
-from mcp_resume_asgi.store.base import check_index_args, page_limit
+from mcp_resume_asgi.store.index_bounds import check_index_args, page_limit
 
 __all__ = ["MemoryIndexes"]
 

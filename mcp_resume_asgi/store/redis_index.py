@@ -19,7 +19,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from mcp_resume_asgi.store.base import check_index_args, page_limit
+from mcp_resume_asgi.store.index_bounds import check_index_args, page_limit
 
 __all__ = ["RedisIndexes"]
 

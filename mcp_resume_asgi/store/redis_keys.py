@@ -1,20 +1,29 @@
-"""`RedisStore`'s compare-and-set on keys (`Store.replace_key`).
+"""`RedisStore`'s compare-and-set on keys (`Store.replace_key`), and a key read with a stream
+(`Store.read_key_and_stream`).
 
 A key (`P k:<key>`, laid out as `redis_scripts.py` describes) is compared and
 written by one Lua script, so no other process can write it in between: the
 write-side of a read-modify-write that several nodes may do at once (a task's
 record). Like `PUT` (`set_key`), a write keeps the store's bound on keys
-(`max_keys`, the `P g:keys` index). The script lives here, with the only code
-that runs it, to keep `redis.py` to the stream operations.
+(`max_keys`, the `P g:keys` index).
+
+`read_key_and_stream` is one script too: the key, the stream's metadata hash and
+its final event (`XRANGE` of the one entry `<final_seq>-0`), one round trip where
+`get_key`, `get_stream` and `read` take three - what every `tasks/get` of a
+finished task needs. The scripts live here, with the only code that runs them, to
+keep `redis.py` to the stream operations.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import redis.asyncio as aioredis
 
 from mcp_resume_asgi.store import redis_scripts as lua
+from mcp_resume_asgi.store.base import KeyAndStream, StreamMeta
 
 __all__ = ["RedisKeys"]
 
@@ -34,18 +43,43 @@ bound(P .. 'g:keys', keyprefix, id, now + ttl, now, max)
 return 1
 """
 
+# ARGV: P, key, stream. Returns {value | nil, the metadata hash (flat; empty: no stream), final | nil}.
+_READ_KEY_AND_STREAM = r"""
+local s = ARGV[3]
+local value = redis.call('GET', P .. 'k:' .. ARGV[2])
+local meta = redis.call('HGETALL', mkey(s))
+local final = false
+local seq = tonumber(redis.call('HGET', mkey(s), 'final_seq') or '')  -- JSON: a number or null
+if seq then
+  local id = string.format('%d-0', seq)
+  local entry = redis.call('XRANGE', ekey(s), id, id)[1]  -- nil once evicted
+  if entry then final = entry[2][2] end
+end
+return {value, meta, final}
+"""
+
 
 class RedisKeys:
     """The compare-and-set of `RedisStore` (a mixin: it calls `_init_keys`)."""
 
     prefix: str
     max_keys: int
+    _decode_meta: Callable[[Any], StreamMeta]
 
     def _init_keys(self, client: aioredis.Redis) -> None:
         self._replace_key = client.register_script(lua.PRELUDE + _REPLACE)
+        self._read_key_and_stream = client.register_script(lua.PRELUDE + _READ_KEY_AND_STREAM)
 
     async def replace_key(self, key: str, expected: str | None, value: str, ttl_s: float) -> bool:
         ttl_ms = max(1, math.ceil(ttl_s * 1000))
         has_expected = "0" if expected is None else "1"
         args: list[str | int] = [self.prefix, key, has_expected, expected or "", value, ttl_ms, self.max_keys]
         return bool(await self._replace_key(args=args))
+
+    async def read_key_and_stream(self, key: str, stream_id: str) -> KeyAndStream:
+        value, meta, final = await self._read_key_and_stream(args=[self.prefix, key, stream_id])
+        return KeyAndStream(
+            None if value is None else bytes(value).decode(),
+            self._decode_meta(meta) if meta else None,
+            None if final is None else bytes(final),
+        )

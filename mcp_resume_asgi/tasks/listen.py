@@ -36,7 +36,7 @@ from mcp_resume_asgi.features import RequestContext
 from mcp_resume_asgi.sse import encode_payload
 from mcp_resume_asgi.tasks.advertising import AdvertisingAnswer
 from mcp_resume_asgi.tasks.record import TERMINAL
-from mcp_resume_asgi.tasks.stored import read_record
+from mcp_resume_asgi.tasks.stored import read_task
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine import Engine
@@ -199,11 +199,11 @@ async def follow(
     engine = ctx.engine
     last: tuple[Any, ...] | None = None
     while True:
-        record = await read_record(engine.store, stream_id)
-        if record is None:
+        read = await read_task(engine.store, stream_id)
+        if read is None:
             return  # expired: nothing more will be said of it
-        meta = await engine.store.get_stream(record.current_stream)
-        task = await tasks.requests.detailed(engine, task_id, record, meta)
+        record, meta = read.record, read.meta
+        task = await tasks.requests.detailed(engine, task_id, record, meta, read.final)
         seen = (task["status"], task.get("statusMessage"), task.get("lastUpdatedAt"), _keys(task))
         if seen != last:
             last = seen

@@ -29,7 +29,7 @@ from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.tasks import listen
 from mcp_resume_asgi.tasks.record import EMPTY_ACK, TaskRecord, detailed_task
 from mcp_resume_asgi.tasks.routing import HEADER_MISMATCH, MAX_TASK_ID, routing_problem, task_id_of
-from mcp_resume_asgi.tasks.stored import RecordContention, change_record, read_record
+from mcp_resume_asgi.tasks.stored import UNREAD, Final, RecordContention, TaskRead, change_record, read_task
 from mcp_resume_asgi.tasks.update import update, view_of
 
 logger = logging.getLogger(__name__)
@@ -76,9 +76,11 @@ class TaskRequests:
         found = await self._find(ctx, send, task_id)
         if found is None:
             return
-        stream_id, record, meta = found
+        stream_id, read = found
+        record, meta = read.record, read.meta
         if ctx.method == "tasks/get":
-            result = {"resultType": "complete", **await self.detailed(engine, task_id, record, meta)}
+            task = await self.detailed(engine, task_id, record, meta, read.final)
+            result = {"resultType": "complete", **task}
         elif ctx.method == "tasks/update":
             if meta is not None and meta.pending_inputs and await self.relayed(ctx, receive, send, meta):
                 return  # the app's session (its server-to-client requests) lives on that node
@@ -102,10 +104,10 @@ class TaskRequests:
 
     @staticmethod
     async def detailed(
-        engine: Engine, task_id: str, record: TaskRecord, meta: StreamMeta | None
+        engine: Engine, task_id: str, record: TaskRecord, meta: StreamMeta | None, final: Final = UNREAD
     ) -> dict[str, Any]:
         """The `DetailedTask` as `tasks/get` answers it (and `notifications/tasks` carries it)."""
-        view = await view_of(engine, record, meta)
+        view = await view_of(engine, record, meta, final)
         if record.ended_at is None and view.ended:
             # Its answer is recorded but the end of its call not noted yet: the first reader to
             # see it fixes the time, so every later poll reports the same lastUpdatedAt.
@@ -127,11 +129,9 @@ class TaskRequests:
         found = await self._lookup(ctx, task_id)
         return found[0] if isinstance(found, tuple) else None
 
-    async def _find(
-        self, ctx: RequestContext, send: Send, task_id: str
-    ) -> tuple[str, TaskRecord, StreamMeta | None] | None:
-        """The task's stream id, record and stream (if still there) when the caller may see
-        it; else None, answered (unknown - another principal's task is unknown too - or the
+    async def _find(self, ctx: RequestContext, send: Send, task_id: str) -> tuple[str, TaskRead] | None:
+        """The task's stream id, record and stream (if still there: `TaskRead`) when the caller
+        may see it; else None, answered (unknown - another principal's task is unknown too - or the
         app's own refusal, as it gave it)."""
         found = await self._lookup(ctx, task_id)
         if isinstance(found, tuple):
@@ -142,20 +142,17 @@ class TaskRequests:
         await error_answer(ctx, send, invalid(ctx, "Failed to retrieve task: Task not found"))
         return None
 
-    async def _lookup(
-        self, ctx: RequestContext, task_id: str
-    ) -> tuple[str, TaskRecord, StreamMeta | None] | Refusal | None:
+    async def _lookup(self, ctx: RequestContext, task_id: str) -> tuple[str, TaskRead] | Refusal | None:
         """The task if the caller may see it; the app's own refusal; or None (unknown)."""
         engine = ctx.engine
         stream_id = engine.signer.unsign(TASK_PURPOSE, task_id, max_length=MAX_TASK_ID)
-        record = meta = None
-        if isinstance(stream_id, str):
-            record = await read_record(engine.store, stream_id)
-        if isinstance(stream_id, str) and record is not None:
-            meta = await engine.store.get_stream(record.current_stream)
-            refusal = await admit_to_task(engine, ctx.scope, record, meta)
+        if not isinstance(stream_id, str):
+            return None  # forged: no store read
+        read = await read_task(engine.store, stream_id)
+        if read is not None:
+            refusal = await admit_to_task(engine, ctx.scope, read.record, read.meta)
             if refusal is None:
-                return stream_id, record, meta
+                return stream_id, read
             if refusal is not NOT_FOUND:
                 return refusal
         return None

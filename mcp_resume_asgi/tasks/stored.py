@@ -10,15 +10,22 @@ round's pointer, which ran to completion. So every write is a compare-and-set
 conflict the record is read again and the change applied to what is there now,
 at most `MAX_ATTEMPTS` times. A change must be idempotent (a write whose reply
 was lost is retried against its own result).
+
+Reading a task for `tasks/get` is one store read in the common cases (a task in its
+first round, working or finished): the record, its request's stream and that
+request's answer together (`Store.read_key_and_stream`, one round trip on Redis).
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
 
-from mcp_resume_asgi.store.base import Store
+from mcp_resume_asgi.store.base import Store, StreamMeta
 from mcp_resume_asgi.tasks.record import TaskRecord
 
 logger = logging.getLogger(__name__)
@@ -34,6 +41,26 @@ class RecordContention(Exception):
     """The record kept changing under a writer: its change was not stored."""
 
 
+class Unread(enum.Enum):
+    UNREAD = "unread"
+
+
+#: The final event of a round's stream was not read with it (`TaskRead.final`).
+UNREAD = Unread.UNREAD
+Final = bytes | None | Literal[Unread.UNREAD]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRead:
+    """A task as one read found it (`read_task`)."""
+
+    record: TaskRecord
+    meta: StreamMeta | None
+    """The stream of its current round (None: gone)."""
+    final: Final
+    """That stream's final event (None: none, or no longer retained), or `UNREAD`."""
+
+
 def task_key(stream_id: str) -> str:
     return f"task:{stream_id}"
 
@@ -46,6 +73,19 @@ def _decoded(raw: str | None, stream_id: str) -> TaskRecord | None:
 async def read_record(store: Store, stream_id: str) -> TaskRecord | None:
     """The record of the task whose first request is `stream_id`, if the store has one."""
     return _decoded(await store.get_key(task_key(stream_id)), stream_id)
+
+
+async def read_task(store: Store, stream_id: str) -> TaskRead | None:
+    """The task's record and its current round's stream, with that stream's final event when
+    the round is its first (one read; a later round's stream is a second, its event unread);
+    None without a record."""
+    read = await store.read_key_and_stream(task_key(stream_id), stream_id)
+    record = _decoded(read.value, stream_id)
+    if record is None:
+        return None
+    if record.current_stream == stream_id:
+        return TaskRead(record, read.meta, read.final)
+    return TaskRead(record, await store.get_stream(record.current_stream), UNREAD)
 
 
 async def change_record(

@@ -26,7 +26,7 @@ from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.store.base import GapError, StreamMeta, StreamState
 from mcp_resume_asgi.tasks.inputs import Pending, mrtr_of, next_round, outstanding, plan_update
 from mcp_resume_asgi.tasks.record import StreamView, TaskRecord, answer_of, message_of
-from mcp_resume_asgi.tasks.stored import RecordContention, change_record
+from mcp_resume_asgi.tasks.stored import UNREAD, Final, RecordContention, change_record
 from mcp_resume_asgi.tokens import new_stream_id
 
 if TYPE_CHECKING:
@@ -43,8 +43,11 @@ def answer_key(origin: str, key: str) -> str:
     return f"task-answer:{origin}:{key}"
 
 
-async def view_of(engine: Engine, record: TaskRecord, meta: StreamMeta | None) -> StreamView:
-    """The task's current round as the store holds it, with its outstanding input requests."""
+async def view_of(
+    engine: Engine, record: TaskRecord, meta: StreamMeta | None, final: Final = UNREAD
+) -> StreamView:
+    """The task's current round as the store holds it, with its outstanding input requests
+    (`final`: the round's final event if read with `meta`, `stored.read_task`)."""
     if meta is None:
         return StreamView(exists=False)
     if meta.state is StreamState.EXPIRED:
@@ -55,7 +58,8 @@ async def view_of(engine: Engine, record: TaskRecord, meta: StreamMeta | None) -
             return StreamView(exists=True, owner_gone=True)  # nobody will ever answer it
         view = StreamView(exists=True)
     else:
-        final = await _event(engine, meta.stream_id, meta.final_seq)
+        if final is UNREAD:
+            final = await _event(engine, meta.stream_id, meta.final_seq)
         if final is None:
             return StreamView(exists=True, final_lost=True)
         answer = answer_of(final)
