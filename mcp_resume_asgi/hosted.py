@@ -221,9 +221,9 @@ class HostedStream(Writer):
             if not self.engine.store_outage(exc):
                 raise
         self.principal = principal
+        await self.engine.cancels.taken(self)  # a notice may cancel it from now on (`client_cancels.py`)
         if self.core.request_read(time.monotonic()):
             self.arm()
-        await self.engine.cancels.taken(self)  # a notice may cancel it from now on (`client_cancels.py`)
 
     def disconnect_app(self) -> None:
         """Tell the app its request is over (`http.disconnect` on its `receive`)."""

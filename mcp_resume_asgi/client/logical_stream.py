@@ -32,6 +32,7 @@ import anyio
 import httpx
 
 from .answers import answers_body
+from .cancel_notices import CancelNotice
 from .errors import GiveUp
 from .links import stream_link
 from .messages import IdKey, error_event, media_type
@@ -86,9 +87,12 @@ class LogicalStream:
         *,
         tokens: TokenBook,
         live: weakref.WeakSet[LogicalStream],
+        cancel_notice: CancelNotice | None = None,
     ) -> None:
         self._settings = settings
         self._live = live
+        self._cancel_notice = cancel_notice
+        """Sent if the stream closes before the request's response (`cancel_notices.py`)."""
         self.state = StreamState(
             settings,
             mcp_url=request.url,
@@ -148,6 +152,8 @@ class LogicalStream:
             return
         self.closed = True
         self._live.discard(self)
+        if self._cancel_notice is not None and not self.state.answered:
+            await self._cancel_notice.send()  # given up: a close alone would not cancel it
         self.state.clear()
         for response in (self._first, self._current):
             if response is not None:

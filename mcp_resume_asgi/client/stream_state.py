@@ -143,6 +143,8 @@ class StreamState:
         self._tokens = tokens
         self.resume_token: str | None = None
         """SEP-975: the token of `notifications/requests/resumePolicy` for this request, once sent."""
+        self.answered = False
+        """The response to the request came (a stream closed before it gives the request up)."""
 
     def clear(self) -> None:
         """Drop what the stream holds (it ended)."""
@@ -215,7 +217,10 @@ class StreamState:
                 assert key is not None
                 self.answers.expect(key, self.limits.max_pending_requests)
             return False
-        return is_response(message) and id_key(message["id"]) == self._request_key
+        if is_response(message) and id_key(message["id"]) == self._request_key:
+            self.answered = True
+            return True
+        return False
 
     def _remember(self, event_id: str) -> None:
         self._seen.add(event_id)

@@ -30,9 +30,12 @@ What it does for a POST whose body is one JSON-RPC request answered with
 
 Requests are declared resumable on the way out (``declarations.py``): a
 2026-07-28 request gets ``RESUMABLE_STREAMS_EXTENSION``, ``initialize`` gets
-``capabilities.resumableRequests``. Everything else (JSON answers,
-notifications, GETs, DELETEs, error statuses of the first POST) passes through
-untouched.
+``capabilities.resumableRequests``. Since the extension makes a closed stream
+only detach, a 2026-07-28 request given up before its response came (its
+consumer closed the stream, or was cancelled while waiting for the headers) is
+cancelled with ``notifications/cancelled`` (``cancel_notices.py``). Everything
+else (JSON answers, notifications, GETs, DELETEs, error statuses of the first
+POST) passes through untouched.
 
 Internal requests (resume GETs, answer POSTs) are sent straight to the inner
 transport with the headers of the original POST (session id, protocol
@@ -51,6 +54,7 @@ from typing import Any, Final
 import anyio
 import httpx
 
+from .cancel_notices import CancelNotice
 from .declarations import RESUMABLE_STREAMS_EXTENSION, SINGLE_EXCHANGE_VERSION, rewrite_request
 from .links import parse_link_header, same_origin, stream_link
 from .logical_stream import LogicalByteStream, LogicalStream
@@ -163,7 +167,8 @@ class ResumableTransport(httpx.AsyncBaseTransport):
         if is_request(message):
             assert isinstance(message, dict)
             request = rewrite_request(request, message, resumable_requests=self.resumable_requests)
-            return await self._post_request(request, message["id"])
+            notice = CancelNotice.owed_for(self.inner, request, message)
+            return await self._post_request(request, message["id"], notice)
         if self._capture(request, message):
             return httpx.Response(202, request=request)
         return await self.inner.handle_async_request(request)
@@ -171,11 +176,20 @@ class ResumableTransport(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         await self.inner.aclose()
 
-    async def _post_request(self, request: httpx.Request, request_id: str | int) -> httpx.Response:
-        response = await self._send_post(request)
+    async def _post_request(
+        self, request: httpx.Request, request_id: str | int, notice: CancelNotice | None = None
+    ) -> httpx.Response:
+        try:
+            response = await self._send_post(request)
+        except anyio.get_cancelled_exc_class():
+            if notice is not None:  # given up before its answer came (`cancel_notices.py`)
+                await notice.send()
+            raise
         if not (200 <= response.status_code < 300 and media_type(response) == "text/event-stream"):
             return response
-        stream = LogicalStream(self, request, request_id, response, tokens=self._tokens, live=self._live)
+        stream = LogicalStream(
+            self, request, request_id, response, tokens=self._tokens, live=self._live, cancel_notice=notice
+        )
         self._live.add(stream)
         headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _NOT_FORWARDED]
         logger.debug("SSE answer to request %r: resumable, Link %s", request_id, stream.link is not None)
