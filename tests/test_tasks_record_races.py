@@ -75,11 +75,12 @@ async def test_two_changes_racing_are_both_kept(store_kind: str) -> None:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(end)
-            with anyio.fail_after(5):
-                await held.reached.wait()  # the first writer has read the record, not written it
-            cancelled = await change_record(store, "s1", lambda r: r.cancelled(1500.0))
-            assert cancelled is not None and cancelled.cancelled_at == 1500.0
-            held.release.set()
+            try:
+                await held.reached()  # the first writer has read the record, not written it
+                cancelled = await change_record(store, "s1", lambda r: r.cancelled(1500.0))
+            finally:
+                held.release()
+        assert cancelled is not None and cancelled.cancelled_at == 1500.0
         stored = await read_record(real, "s1")
         assert stored is not None
         assert (stored.cancelled_at, stored.ended_at) == (1500.0, 2000.0), "neither change was lost"
@@ -139,17 +140,18 @@ async def test_a_cancel_stored_between_the_next_rounds_read_and_write_stops_that
     async with wrapped(wrap=PausingStore) as h:
         store = h.store
         assert isinstance(store, PausingStore)
-        answer = await h.call("confirm_then_work", {"seconds": 4.0, "tag": tag}, capabilities=ELICITING)
+        answer = await h.call("confirm_then_work", {"seconds": 8.0, "tag": tag}, capabilities=ELICITING)
         task_id = created(answer)
         key = next(iter((await until_status(h, task_id, "input_required"))["inputRequests"]))
         held = store.hold_write(task_key(h.stream_of(task_id)), is_round(1))
-        acked = await update(h, task_id, {key: YES})
+        try:
+            acked = await update(h, task_id, {key: YES})
+            await held.reached()  # the next round has read the record (not cancelled)
+            cancel = await h.task("tasks/cancel", task_id)
+        finally:
+            held.release()
         assert acked.json()["result"] == {"resultType": "complete"}
-        with anyio.fail_after(5):
-            await held.reached.wait()  # the next round has read the record (not cancelled)
-        cancel = await h.task("tasks/cancel", task_id)
         assert cancel.json()["result"] == {"resultType": "complete"}, cancel.text
-        held.release.set()
         await until_settled(tag)
         assert tag in SEEN.cancelled and tag not in SEEN.finished, "the next round was stopped"
         assert (await h.get(task_id))["status"] == "cancelled"
@@ -160,7 +162,7 @@ async def test_a_cancel_read_before_the_next_round_took_over_and_stored_after_st
     async with wrapped(wrap=PausingStore) as h:
         store = h.store
         assert isinstance(store, PausingStore)
-        answer = await h.call("confirm_then_work", {"seconds": 4.0, "tag": tag}, capabilities=ELICITING)
+        answer = await h.call("confirm_then_work", {"seconds": 8.0, "tag": tag}, capabilities=ELICITING)
         task_id = created(answer)
         key = next(iter((await until_status(h, task_id, "input_required"))["inputRequests"]))
         origin = h.stream_of(task_id)
@@ -172,14 +174,17 @@ async def test_a_cancel_read_before_the_next_round_took_over_and_stored_after_st
                 replies.append(await h.task("tasks/cancel", task_id))
 
             tg.start_soon(cancel)
-            with anyio.fail_after(5):
-                await held.reached.wait()  # the cancel has read the record (still round 0)
-            acked = await update(h, task_id, {key: YES})
-            assert acked.json()["result"] == {"resultType": "complete"}
-            with anyio.fail_after(5):
-                while tag not in SEEN.started or getattr(await read_record(store, origin), "round", 0) != 1:
-                    await anyio.sleep(0.05)
-            held.release.set()
+            try:
+                await held.reached()  # the cancel has read the record (still round 0)
+                acked = await update(h, task_id, {key: YES})
+                with anyio.fail_after(5):
+                    while (
+                        tag not in SEEN.started or getattr(await read_record(store, origin), "round", 0) != 1
+                    ):
+                        await anyio.sleep(0.05)
+            finally:
+                held.release()
+        assert acked.json()["result"] == {"resultType": "complete"}
         assert replies[0].json()["result"] == {"resultType": "complete"}, replies[0].text
         await until_settled(tag)
         assert tag in SEEN.cancelled and tag not in SEEN.finished, "the next round was stopped"

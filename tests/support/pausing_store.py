@@ -4,29 +4,48 @@
 except that a write of a key the test armed with `hold_write` waits, before it reaches the
 store, until the test releases it. The writer has done its reads by then, so whatever the
 test does meanwhile lands between a read-modify-write's read and its write.
+
+The app may run in another thread (`tests.support.server.serve` runs uvicorn in one), so
+the hold is signalled with `threading.Event`s, waited for in a worker thread: an anyio
+event set from another thread's loop does not wake its waiter.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from mcp_resume_asgi.store.base import Store
 
 
 @dataclass
 class Held:
-    """One armed hold: `reached` once a matching write waits, which goes on at `release`."""
+    """One armed hold: `reached()` once a matching write waits, which goes on at `release()`."""
 
     key: str
     matches: Callable[[str], bool]
-    reached: anyio.Event = field(default_factory=anyio.Event)
-    release: anyio.Event = field(default_factory=anyio.Event)
+    _reached: threading.Event = field(default_factory=threading.Event)
+    _released: threading.Event = field(default_factory=threading.Event)
     value: str | None = None
     """The value of the write held."""
+
+    async def reached(self, within_s: float = 5.0) -> None:
+        """Return once a matching write waits (TimeoutError after `within_s`)."""
+        if not await anyio.to_thread.run_sync(self._reached.wait, within_s, abandon_on_cancel=True):
+            raise TimeoutError(f"no write of {self.key} matched within {within_s} s")
+
+    def release(self) -> None:
+        self._released.set()
+
+    async def _hold(self, value: str) -> None:
+        self.value = value
+        self._reached.set()
+        await anyio.to_thread.run_sync(self._released.wait, abandon_on_cancel=True)
 
 
 class PausingStore:
@@ -48,9 +67,7 @@ class PausingStore:
         for held in self.holds:
             if held.key == key and held.matches(value):
                 self.holds.remove(held)
-                held.value = value
-                held.reached.set()
-                await held.release.wait()
+                await held._hold(value)
                 return
 
     async def set_key(self, key: str, value: str, ttl_s: float) -> None:
