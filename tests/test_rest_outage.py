@@ -1,0 +1,107 @@
+"""The REST face while its store is down: `503` + `Retry-After` as problem+json, never a `500`,
+and the call that was running when the store went away ends `success` once it is back.
+
+The store is the memory store refusing every call as Redis does while it is down (a
+`ConnectionError` its `is_unavailable_error` recognises), switched off and on by the test,
+so the outage starts and ends exactly where the test wants it, in one process.
+"""
+
+from __future__ import annotations
+
+import inspect
+import uuid
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from mcp_resume_asgi import MemoryStore, Policy, resumable
+from tests.apps.rest_app import RUNS, create_app
+from tests.support.server import serve_in_loop
+
+pytestmark = pytest.mark.anyio
+
+
+class DownStore(MemoryStore):
+    """The memory store, refusing every operation while `down`."""
+
+    down = False
+
+    def is_unavailable_error(self, exc: BaseException) -> bool:
+        return isinstance(exc, ConnectionError)
+
+
+def _refused_while_down(name: str) -> Any:
+    real = getattr(MemoryStore, name)
+
+    async def method(self: DownStore, *args: Any, **kwargs: Any) -> Any:
+        if self.down:
+            raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+        return await real(self, *args, **kwargs)
+
+    return method
+
+
+for _name, _function in inspect.getmembers(MemoryStore, inspect.iscoroutinefunction):
+    if not _name.startswith("_") and _name != "aclose":
+        setattr(DownStore, _name, _refused_while_down(_name))
+
+
+def _is_outage_problem(response: httpx.Response) -> bool:
+    return (
+        response.status_code == 503
+        and response.headers["content-type"].startswith("application/problem+json")
+        and response.headers.get("retry-after") is not None
+        and response.json()["status"] == 503
+    )
+
+
+async def test_a_store_outage_is_a_503_to_retry_and_the_running_call_still_succeeds() -> None:
+    store = DownStore()
+    tag = f"outage-{uuid.uuid4().hex[:8]}"
+    app = resumable(
+        create_app(), policy=Policy(task_poll_interval_ms=100, task_ttl_s=120), store=store, rest=True
+    )
+    async with serve_in_loop(app) as info, httpx.AsyncClient(base_url=info.base_url, timeout=20) as client:
+        url = "/mcp/tools/slow/calls/outage-1"
+        put = await client.put(
+            url, json={"steps": 10, "tag": tag, "step_s": 0.2}, headers={"Idempotency-Key": tag}
+        )
+        assert put.status_code == 201 and put.json()["status"] == "running", put.text
+        store.down = True
+        try:
+            during = [
+                await client.get(url),
+                await client.put(
+                    "/mcp/tools/echo/calls/outage-2", json={"text": "x"}, headers={"Idempotency-Key": "k2"}
+                ),
+                await client.post(f"{url}/cancel"),
+                await client.get("/mcp/tools/slow/calls"),
+            ]
+            await anyio.sleep(1.0)  # the tool goes on meanwhile; what it says is held
+        finally:
+            store.down = False
+        for response in during:
+            assert _is_outage_problem(response), (response.status_code, response.text)
+        outage_answers = 0
+        with anyio.fail_after(20):
+            while True:  # the SEP's loop: 503 is "retry", as Retry-After says; running is "poll"
+                response = await client.get(url)
+                if response.status_code == 503:
+                    assert _is_outage_problem(response), response.text
+                    outage_answers += 1
+                    await anyio.sleep(float(response.headers["retry-after"]))
+                    continue
+                state = response.json()
+                if state["status"] != "running":
+                    break
+                await anyio.sleep(0.1)
+        print(f"\n503s after the store came back (until the node noticed): {outage_answers}")
+        assert state["status"] == "success", state
+        assert state["result"]["content"][0]["text"] == f"done {tag}"
+        assert RUNS[tag] == 1, "the call ran once; the outage cancelled nothing"
+        again = await client.put(
+            url, json={"steps": 10, "tag": tag, "step_s": 0.2}, headers={"Idempotency-Key": tag}
+        )
+        assert again.status_code == 200 and again.json()["status"] == "success", "its record survived"
