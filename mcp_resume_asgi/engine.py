@@ -11,7 +11,8 @@ hosted stream itself when its app runs here (`writer.py`), else from the store
 every timer is in the engine's one `Scheduler`.
 
 This module is the way in: one method per kind of HTTP request the middleware
-hands over, plus what the feature layers share (admission, links, the store).
+hands over, plus what the feature layers share (admission, links, the store). A POST
+retried with its `Idempotency-Key` is answered by `retried_posts.py`.
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
-import anyio
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_resume_asgi import expiry
@@ -36,6 +36,7 @@ from mcp_resume_asgi.connection import Connection, Delivery
 from mcp_resume_asgi.follower import follow
 from mcp_resume_asgi.hosted import HostedStream
 from mcp_resume_asgi.policy import Policy, RouteTable
+from mcp_resume_asgi.retried_posts import RetryAnswer, answer_retry
 from mcp_resume_asgi.scheduler import Scheduler
 from mcp_resume_asgi.sessions import Sessions
 from mcp_resume_asgi.sse import encode_payload
@@ -55,11 +56,6 @@ SSE_HEADERS: Headers = [
     (b"cache-control", b"no-cache, no-transform"),
     (b"x-accel-buffering", b"no"),
 ]
-RetryAnswer = Callable[[str, StreamMeta | None, int], Awaitable[bool]]
-"""A feature layer's own answer to a retried POST (the same `Idempotency-Key`), asked with the
-original's stream id once the retry is admitted to its stream `meta`, with the seq it resumes
-after - or, that stream gone, with None (the same body; the layer admits the caller itself):
-True when it answered (the Tasks layer answers a call that became a task with that task)."""
 
 
 class Engine:
@@ -207,7 +203,7 @@ class Engine:
             digest = hashlib.sha256(body).hexdigest()
             existing = await self.store.add_key(key, f"{hosted.stream_id} {digest}", self.running_ttl(policy))
             if existing is not None:
-                await self._retry_of(scope, receive, send, existing, digest, on_retry)
+                await answer_retry(self, scope, receive, send, existing, digest, on_retry)
                 return None
             hosted.idempotency_key = key
             open_before = 0.0  # the stream must exist before the client can lose its answer
@@ -218,62 +214,6 @@ class Engine:
             open_before = 0.0
             hosted.delivery = delivery
         return await hosted.host(Connection(send, receive), open_before_s=open_before)
-
-    async def _retry_of(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        existing: str,
-        digest: str,
-        on_retry: RetryAnswer | None = None,
-    ) -> None:
-        """A POST repeating an Idempotency-Key attaches to the request already running
-        (unless the layer that served the original answers it its own way: `on_retry`)."""
-        stream_id, _, first_digest = existing.partition(" ")
-        meta = await self.store.get_stream(stream_id)
-        if meta is None and stream_id in self.live:
-            meta = await self._opened(stream_id)
-        if meta is None:
-            if on_retry is not None and first_digest == digest and await on_retry(stream_id, None, 0):
-                return  # (a cancelled task's stream is freed; its record still answers)
-            await send_json(
-                send,
-                409,
-                p.error_message(
-                    None, p.INVALID_REQUEST, "the request with this Idempotency-Key is no longer available"
-                ),
-            )
-            return
-        refusal = await self.admit(scope, meta)
-        if refusal is not None:
-            await refusal.send(send)
-            return
-        if first_digest != digest:
-            await send_json(
-                send,
-                422,
-                p.error_message(
-                    None, p.INVALID_REQUEST, "this Idempotency-Key was used for a different request"
-                ),
-            )
-            return
-        after = 0
-        last_event_id = header(scope, b"last-event-id")
-        if last_event_id is not None:
-            parsed = self.signer.parse_event_id(last_event_id.strip())
-            if parsed is None or parsed[0] != stream_id or parsed[1] > meta.last_seq:
-                await send_json(
-                    send,
-                    400,
-                    p.error_message(None, p.INVALID_REQUEST, "Last-Event-ID does not belong to this request"),
-                )
-                return
-            after = parsed[1]
-        if on_retry is not None and await on_retry(stream_id, meta, after):
-            return
-        logger.debug("stream %s: a retried POST attaches after %s", stream_id, after)
-        await self.serve_stream(scope, receive, send, meta, after)
 
     # ------------------------------------------------------------------ the app, called by us
     async def call_app(
@@ -314,13 +254,6 @@ class Engine:
             await send_bytes(send, 204)
             return
         await self.serve_stream(scope, receive, send, meta, after_seq)
-
-    async def _opened(self, stream_id: str) -> StreamMeta | None:
-        """The record of a stream hosted here whose first attempt is still opening it."""
-        hosted = self.live[stream_id]
-        with anyio.move_on_after(2.0):
-            await hosted.opened.wait()
-        return await self.store.get_stream(stream_id)
 
     # ------------------------------------------------------------------ serving a client
     async def serve_stream(
