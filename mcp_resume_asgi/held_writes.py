@@ -16,6 +16,12 @@ kept, and its `first_seq` set to the first event kept, so a client resuming from
 before them is told of the gap (`GapError`) instead of silently missing events in
 the middle.
 
+All the streams of one engine also share one budget (`HeldBudget`, the engine's
+`StoreRecovery.budget`): a long outage with many busy streams cannot hold more than
+it in memory. A stream that would pass it drops its own oldest held events - the
+same gap as above - down to its newest one, so what is kept over the budget is at
+most one event (the final answer) per stream.
+
 No I/O and no clock: the rules are tested without an event loop.
 """
 
@@ -27,6 +33,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_resume_asgi.stream_terms import Recorded
+
+#: What one engine holds at most, over all its streams, while the store is down.
+MAX_HELD_BYTES = 64 * 1024 * 1024
+
+
+class HeldBudget:
+    """The bytes held over all the streams of one engine (see the module docstring)."""
+
+    __slots__ = ("max_bytes", "used")
+
+    def __init__(self, max_bytes: int = MAX_HELD_BYTES) -> None:
+        if max_bytes <= 0:
+            raise ValueError("HeldBudget needs max_bytes > 0")
+        self.max_bytes = max_bytes
+        self.used = 0
+
+    @property
+    def over(self) -> bool:
+        return self.used > self.max_bytes
 
 
 @dataclass(slots=True)
@@ -71,6 +96,7 @@ class HeldWrites:
     """One stream's writes waiting for the store (see the module docstring)."""
 
     __slots__ = (
+        "budget",
         "complete",
         "dropped",
         "events",
@@ -83,9 +109,11 @@ class HeldWrites:
         "nbytes",
     )
 
-    def __init__(self, max_events: int, max_bytes: int) -> None:
+    def __init__(self, max_events: int, max_bytes: int, budget: HeldBudget | None = None) -> None:
         self.max_events = max(1, max_events)
         self.max_bytes = max_bytes
+        self.budget = budget if budget is not None else HeldBudget(max(1, max_bytes) * 2)
+        """Shared by the engine's streams; alone (tests), one that never binds before `max_bytes`."""
         self.events: deque[tuple[int, bytes]] = deque()
         self.nbytes = 0
         self.inputs: list[list[Any]] = []
@@ -106,7 +134,7 @@ class HeldWrites:
         events held were dropped to stay within the stream's limits."""
         for event in recorded.batch:
             self.events.append(event)
-            self.nbytes += len(event[1])
+            self._count(len(event[1]))
         self.inputs += recorded.inputs
         if recorded.final_seq is not None:
             self.final_seq, self.final_data = recorded.final_seq, recorded.final_data
@@ -115,9 +143,12 @@ class HeldWrites:
     def _trim(self) -> int:
         events = self.events
         dropped = 0
-        while len(events) > 1 and (len(events) > self.max_events or self.nbytes > self.max_bytes):
+        budget = self.budget
+        while len(events) > 1 and (
+            len(events) > self.max_events or self.nbytes > self.max_bytes or budget.over
+        ):
             _, payload = events.popleft()
-            self.nbytes -= len(payload)
+            self._count(-len(payload))
             dropped += 1
         if dropped:
             self.gap = True
@@ -132,7 +163,7 @@ class HeldWrites:
             list(self.events), self.inputs, self.final_seq, self.final_data, self.complete, self.gap
         )
         self.events = deque()
-        self.nbytes = 0
+        self._count(-self.nbytes)  # in flight now: counted again if it is put back
         self.inputs = []
         self.final_seq = self.final_data = None
         self.complete = self.gap = False
@@ -141,13 +172,24 @@ class HeldWrites:
     def put_back(self, batch: Batch) -> None:
         """Writing `batch` failed (the store is down again): hold it again, before what came since."""
         self.events.extendleft(reversed(batch.events))
-        self.nbytes += sum(len(payload) for _, payload in batch.events)
+        self._count(sum(len(payload) for _, payload in batch.events))
         self.inputs = batch.inputs + self.inputs
         if self.final_seq is None:
             self.final_seq, self.final_data = batch.final_seq, batch.final_data
         self.complete = self.complete or batch.complete
         self.gap = self.gap or batch.after_gap
         self._trim()
+
+    def discard(self) -> None:
+        """Give up what is held (the stream is gone): its bytes leave the engine's budget."""
+        self.events.clear()
+        self._count(-self.nbytes)
+        self.inputs = []
+        self.final_seq = self.final_data = None
+
+    def _count(self, nbytes: int) -> None:
+        self.nbytes += nbytes
+        self.budget.used += nbytes
 
 
 class Backoff:

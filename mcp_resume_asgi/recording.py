@@ -204,7 +204,9 @@ class Recorder:
         waiter finds it answering again."""
         hosted = self.hosted
         policy = hosted.policy
-        held = self.held = HeldWrites(policy.max_events_per_stream, policy.max_bytes_per_stream)
+        held = self.held = HeldWrites(
+            policy.max_events_per_stream, policy.max_bytes_per_stream, hosted.engine.recovery.budget
+        )
         # The recovery keeps the stream itself (`hosted` here is a proxy): it outlives its request
         # until what it holds is written. Every write happens while the request is hosted.
         itself = hosted.engine.live.get(hosted.stream_id)
@@ -220,8 +222,9 @@ class Recorder:
         dropped = held.add(recorded)
         if dropped and held.dropped == dropped:
             logger.warning(
-                "stream %s: more than its limits waited for the store; its oldest held events are "
-                "dropped (a client resuming from before them is told so)",
+                "stream %s: more than its limits (or the engine's, over all streams) waited for the "
+                "store; its oldest held events are dropped (a client resuming from before them is "
+                "told so)",
                 self.hosted.stream_id,
             )
 
@@ -239,6 +242,8 @@ class Recorder:
                 raise
             if events and hosted.stream_id in hosted.engine.live:
                 await self._deliver(events)
+        if held is not None:
+            held.discard()  # (an expired stream's leftovers: nobody will read them)
         self.held = None
 
     async def _write_batch(self, batch: Batch) -> list[tuple[int, bytes]]:

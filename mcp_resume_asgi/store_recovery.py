@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from mcp_resume_asgi.cluster import describe_error
-from mcp_resume_asgi.held_writes import Backoff
+from mcp_resume_asgi.held_writes import Backoff, HeldBudget
 from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.store_outage import STORE_RETRY_S
 
@@ -45,6 +45,8 @@ class StoreRecovery:
         """By stream id, in the order their first write failed. The streams themselves, not
         proxies: a stream whose request is over stays here until what it holds is written."""
         self.running = False
+        self.budget = HeldBudget()
+        """What the held writes of all the engine's streams may take in memory, together."""
 
     def hold(self, hosted: HostedStream, exc: BaseException) -> None:
         """`hosted` holds writes the store failed (`exc`): write them once it answers again."""
@@ -88,6 +90,8 @@ class StoreRecovery:
                     logger.debug("the store still fails (%s); trying again later", describe_error(exc))
                     return written
                 logger.exception("stream %s: its held writes could not be written; dropped", stream_id)
+                if hosted.recorder.held is not None:
+                    hosted.recorder.held.discard()
                 hosted.recorder.held = None
             else:
                 written += 1

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from mcp_resume_asgi.held_writes import Backoff, HeldWrites
+from mcp_resume_asgi.held_writes import Backoff, HeldBudget, HeldWrites
 from mcp_resume_asgi.stream_terms import Recorded
 
 
@@ -128,6 +128,30 @@ def test_a_batch_written_in_part_is_finished_without_writing_anything_twice() ->
 
 
 # ----------------------------------------------------------------------------- retrying
+def test_streams_share_the_engines_budget_and_each_keeps_at_least_its_newest_event() -> None:
+    budget = HeldBudget(max_bytes=50)
+    first = HeldWrites(max_events=100, max_bytes=10_000, budget=budget)
+    second = HeldWrites(max_events=100, max_bytes=10_000, budget=budget)
+    assert first.add(recorded(1, 2, 3)) == 0 and budget.used == 30
+    # The second stream passes the budget: it drops its own oldest, down to what fits.
+    assert second.add(recorded(1, 2, 3)) == 1 and budget.used == 50
+    assert seqs(second.take().events) == [2, 3] and budget.used == 30, "a taken batch is in flight"
+    # Over the budget whatever it drops, a stream keeps its newest event (the final answer).
+    assert second.add(recorded(4, 5, 6, size=30, final=6)) == 2 and budget.used == 60
+    batch = second.take()
+    assert seqs(batch.events) == [6] and batch.final_seq == 6
+    second.put_back(batch)
+    assert budget.used == 60, "put back: counted again"
+    second.discard()
+    first.discard()
+    assert budget.used == 0 and not first.waiting, "a discarded stream gives its bytes back"
+
+
+def test_a_budget_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        HeldBudget(0)
+
+
 def test_the_backoff_doubles_up_to_its_cap() -> None:
     backoff = Backoff(0.1, 2.0)
     delays = [backoff.next_delay() for _ in range(7)]
