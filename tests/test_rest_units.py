@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mcp_resume_asgi.rest.headers import encode_header_value, param_headers
+from mcp_resume_asgi.header_values import encode_header_value, param_headers
 from mcp_resume_asgi.rest.problems import from_http, from_jsonrpc, invalid_arguments, problem
 from mcp_resume_asgi.rest.resource import (
     CallStatus,

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from mcp_resume_asgi import Policy
+from mcp_resume_asgi.header_values import decode_header_value
 from mcp_resume_asgi.sse import encode_payload
 from mcp_resume_asgi.tasks.advertising import AdvertisingAnswer
 from mcp_resume_asgi.tasks.capability import (
@@ -27,7 +28,7 @@ from mcp_resume_asgi.tasks.record import (
     iso,
     outcome,
 )
-from mcp_resume_asgi.tasks.routing import decode_header_value, routing_problem, task_id_of
+from mcp_resume_asgi.tasks.routing import routing_problem, task_id_of
 
 RECORD = TaskRecord(
     stream_id="s" * 22,

@@ -20,11 +20,12 @@ Getting that right is a matter of plain data, decided here without I/O:
 
 from __future__ import annotations
 
-import base64
 import copy
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
+
+from mcp_resume_asgi.header_values import encode_header_value
 
 from .declarations import RESUMABLE_STREAMS_EXTENSION
 from .errors import McpError, SessionError
@@ -52,8 +53,6 @@ UNSUPPORTED_VERSION: Final = -32022
 #: HTTP statuses with which a 2025-era server turns away a request it cannot place.
 _LEGACY_REFUSALS: Final = frozenset({400, 404, 405})
 
-_SENTINEL_HEAD: Final = "=?base64?"
-_SENTINEL_TAIL: Final = "?="
 
 JSONObject = dict[str, Any]
 
@@ -71,20 +70,6 @@ def mode_of(protocol_version: str) -> Mode:
 def is_modern(version: str) -> bool:
     """A revision (an ISO date, so they order as strings) from 2026-07-28 on."""
     return len(version) == 10 and version[4] == version[7] == "-" and version >= MODERN_VERSION
-
-
-def encode_header_value(value: str) -> str:
-    """`value` as the transport puts it in `Mcp-Name` / `Mcp-Param-*`: plain when it is
-    visible ASCII (spaces inside allowed) without surrounding whitespace and does not
-    look like the sentinel itself, else `=?base64?<UTF-8, Base64>?=`."""
-    plain = (
-        all(" " <= c <= "~" for c in value)
-        and value == value.strip(" ")
-        and not (value.startswith(_SENTINEL_HEAD) and value.endswith(_SENTINEL_TAIL))
-    )
-    if plain:
-        return value
-    return _SENTINEL_HEAD + base64.b64encode(value.encode()).decode() + _SENTINEL_TAIL
 
 
 @dataclass(frozen=True)

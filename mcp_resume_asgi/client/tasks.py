@@ -40,8 +40,9 @@ from typing import Any, Final
 
 import anyio
 
+from mcp_resume_asgi.header_values import encode_header_value
+
 from .errors import McpError, SessionError, TaskCancelled
-from .modern import encode_header_value
 
 logger = logging.getLogger(__name__)
 

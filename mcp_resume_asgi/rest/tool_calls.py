@@ -35,9 +35,9 @@ from starlette.types import Scope
 from mcp_resume_asgi._http import Headers, header, header_count
 from mcp_resume_asgi.admission import PROBE_TIMEOUT_S, post_to_app
 from mcp_resume_asgi.engine import Engine
+from mcp_resume_asgi.header_values import param_headers
 from mcp_resume_asgi.rest import resource as res
 from mcp_resume_asgi.rest.calls import CallRecord, CallStore, advance_key, call_key, cancel_key
-from mcp_resume_asgi.rest.headers import param_headers
 from mcp_resume_asgi.rest.problems import Problem, invalid_arguments, problem
 from mcp_resume_asgi.rest.replies import Reply, json_reply, problem_reply, tagged_reply
 from mcp_resume_asgi.rest.routes import Route

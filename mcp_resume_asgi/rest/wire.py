@@ -45,7 +45,7 @@ from starlette.types import ASGIApp, Message, Scope
 
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import Headers, header
-from mcp_resume_asgi.rest.headers import encode_header_value
+from mcp_resume_asgi.header_values import encode_header_value
 from mcp_resume_asgi.rest.problems import Problem, from_http, from_jsonrpc
 from mcp_resume_asgi.sse import SSEError, SSEParser
 from mcp_resume_asgi.tasks.capability import CLIENT_CAPABILITIES_META

@@ -10,30 +10,14 @@ tasks: a mismatch, a missing header on 2026-07-28, or an undecodable value is a
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Any
 
 from mcp_resume_asgi import protocol as p
+from mcp_resume_asgi.header_values import decode_header_value
 
 HEADER_MISMATCH = -32020
 #: Longest task id accepted (ours are about 60 characters).
 MAX_TASK_ID = 256
-_SENTINEL_HEAD = "=?base64?"
-_SENTINEL_TAIL = "?="
-
-
-def decode_header_value(value: str) -> str | None:
-    """A header value as the transport encodes it (plain visible ASCII, or the Base64
-    sentinel form); None when it is neither."""
-    if value.startswith(_SENTINEL_HEAD) and value.endswith(_SENTINEL_TAIL) and len(value) >= 11:
-        try:
-            return base64.b64decode(value[len(_SENTINEL_HEAD) : -len(_SENTINEL_TAIL)], validate=True).decode()
-        except (binascii.Error, ValueError):
-            return None
-    if all(" " <= c <= "~" or c == "\t" for c in value):
-        return value
-    return None
 
 
 def task_id_of(params: dict[str, Any]) -> str | None:

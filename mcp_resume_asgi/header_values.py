@@ -1,20 +1,52 @@
-"""Header values of the MCP requests the REST face makes (2026-07-28), as plain functions.
+"""Header values of Streamable HTTP 2026-07-28: how a value travels in a header, and which
+tool arguments a request repeats there.
 
 On 2026-07-28 a request repeats in headers what load balancers route on: `Mcp-Name`
 (the tool, prompt, resource or task it names) and, for a tool whose input schema
 annotates a parameter `x-mcp-header: <token>`, `Mcp-Param-<token>` with that argument's
 value. A value that is not plain visible ASCII travels in the transport's Base64
-sentinel form. The app checks that headers and body agree, so the face must send exactly
-what a conforming client would.
+sentinel form (`=?base64?...?=`). The server side (the Tasks layer's `Mcp-Name` check),
+the REST face and the client helper all need the same rules, so they live here, as
+plain functions: one reading of the transport page, tested once.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import re
 from typing import Any
 
-from mcp_resume_asgi._http import Headers
+SENTINEL_HEAD = "=?base64?"
+SENTINEL_TAIL = "?="
+
+
+def encode_header_value(value: str) -> str:
+    """`value` as the transport puts it in `Mcp-Name` / `Mcp-Param-*`: plain when it is
+    visible ASCII (spaces inside allowed) without surrounding spaces and does not look like
+    the sentinel itself, else `=?base64?<UTF-8, Base64>?=`."""
+    plain = (
+        all(" " <= c <= "~" for c in value)
+        and value == value.strip(" ")
+        and not (value.startswith(SENTINEL_HEAD) and value.endswith(SENTINEL_TAIL))
+    )
+    if plain:
+        return value
+    return SENTINEL_HEAD + base64.b64encode(value.encode()).decode("ascii") + SENTINEL_TAIL
+
+
+def decode_header_value(value: str) -> str | None:
+    """A header value as the transport encodes it (plain visible ASCII, or the Base64
+    sentinel form); None when it is neither."""
+    if value.startswith(SENTINEL_HEAD) and value.endswith(SENTINEL_TAIL) and len(value) >= 11:
+        try:
+            return base64.b64decode(value[len(SENTINEL_HEAD) : -len(SENTINEL_TAIL)], validate=True).decode()
+        except (binascii.Error, ValueError):
+            return None
+    if all(" " <= c <= "~" or c == "\t" for c in value):
+        return value
+    return None
+
 
 #: `x-mcp-header`: a tool parameter mirrored in an `Mcp-Param-<token>` header.
 X_MCP_HEADER = "x-mcp-header"
@@ -23,7 +55,7 @@ _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _MAX_SCHEMA_NODES = 4096
 
 
-def param_headers(input_schema: Any, arguments: dict[str, Any]) -> Headers:
+def param_headers(input_schema: Any, arguments: Any) -> list[tuple[bytes, bytes]]:
     """The `Mcp-Param-*` headers a 2026-07-28 `tools/call` of a tool with this input schema
     carries: each property reached through `properties` alone that is annotated
     `x-mcp-header: <token>` is mirrored from the arguments (a scalar: `true`/`false`, or its
@@ -46,7 +78,7 @@ def param_headers(input_schema: Any, arguments: dict[str, Any]) -> Headers:
         properties = schema.get("properties")
         if isinstance(properties, dict):
             stack.extend(((*path, str(name)), sub) for name, sub in properties.items())
-    headers: Headers = []
+    headers: list[tuple[bytes, bytes]] = []
     for path, token in sorted(found):
         value: Any = arguments
         for key in path:
@@ -59,11 +91,3 @@ def param_headers(input_schema: Any, arguments: dict[str, Any]) -> Headers:
             continue
         headers.append((f"mcp-param-{token.lower()}".encode(), encode_header_value(text).encode()))
     return headers
-
-
-def encode_header_value(value: str) -> str:
-    """A header value as the transport encodes it: verbatim when plain visible ASCII, else
-    the `=?base64?...?=` sentinel form (a tool name or URI with other characters)."""
-    if value.isascii() and value.isprintable() and value == value.strip() and not value.startswith("=?"):
-        return value
-    return f"=?base64?{base64.b64encode(value.encode()).decode('ascii')}?="
