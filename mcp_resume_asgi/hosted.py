@@ -14,12 +14,12 @@ anything else passes through untouched (`PASSTHROUGH`); a request whose stream
 had to exist before the app answered (an `Idempotency-Key`, SEP-975, resume
 tokens, `upgrade_json_after_s`) is `UPGRADED`: the client's answer is an SSE
 stream of the engine's own, and a JSON answer of the app becomes its one event.
+That decision, taken when the app's response starts, is `first_answer.py`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import json
 import logging
 import time
@@ -30,15 +30,15 @@ from starlette.types import Message, Scope
 
 from mcp_resume_asgi import expiry
 from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import UNAVAILABLE_HEADER, Headers, send_bytes
+from mcp_resume_asgi._http import send_bytes
 from mcp_resume_asgi.connection import Connection, Delivery, Flag
+from mcp_resume_asgi.first_answer import FirstAnswer, Mode
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.recording import Recorder
 from mcp_resume_asgi.sse import SSEError, SSEEvent, SSEParser, single_event_frame
 from mcp_resume_asgi.store.base import StreamKind
-from mcp_resume_asgi.stream_core import Reason, StreamCore
+from mcp_resume_asgi.stream_core import StreamCore
 from mcp_resume_asgi.tokens import new_stream_id
-from mcp_resume_asgi.writer import Writer, finish_answer
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine import Engine
@@ -49,19 +49,9 @@ logger = logging.getLogger(__name__)
 #: holds its client's answer this long for the app's status, so that the app's own
 #: refusal (404, 400) reaches the client as that status.
 STATUS_HOLD_S = 1.0
-_SKIP_APP_HEADERS = {b"content-length", b"link", b"transfer-encoding"}
 
 
-class Mode(enum.Enum):
-    PASSTHROUGH = 1
-    """The app answered with something other than an SSE stream; it goes to the client untouched."""
-    STREAM = 2
-    """The app answered with SSE; the engine records and relays it."""
-    UPGRADED = 3
-    """The engine opened the stream itself, before or instead of the app's answer."""
-
-
-class HostedStream(Writer):
+class HostedStream(FirstAnswer):
     """One request (or standalone GET) of the app, hosted on this node."""
 
     def __init__(
@@ -303,126 +293,6 @@ class HostedStream(Writer):
                     await self.learn_session(b"".join(self.passthrough_body))
             if self.first is not None:
                 await self.first.send(message)
-
-    async def on_response_start(self, message: Message) -> None:
-        self.app_started = True
-        status = int(message["status"])
-        headers: Headers = list(message.get("headers", []))
-        content_type = b""
-        for key, value in headers:
-            if key.lower() == b"content-type":
-                content_type = value.split(b";", 1)[0].strip().lower()
-        if self.mode is Mode.UPGRADED:
-            if status >= 400 and self.held is not None:
-                await self.refused_before_opening(message)
-                return
-            principal = self.engine.principal(self.scope)
-            if principal != self.principal:
-                # Opened before the app ran: its auth has only now said who is calling.
-                self.principal = principal
-                await self.store.update_stream(self.stream_id, principal=principal)
-            self.json_status = status
-            self.upgraded_sse = content_type == b"text/event-stream"
-            await self.decide()
-            return
-        first = self.first
-        self.held = None  # the app decided in time
-        self.core.decide_by = None
-        if status == 200 and content_type == b"text/event-stream":
-            for key, value in headers:
-                if key.lower() == b"mcp-session-id" and self.session_id is None:
-                    self.session_id = value.decode("latin-1")
-            self.mode = Mode.STREAM
-            try:
-                await self.recorder.open_record(attached=first is not None and not first.gone.is_set())
-            except Exception as exc:
-                if not self.engine.store_outage(exc):
-                    raise
-                # Without a store there is nothing to resume from: the app's answer goes out as
-                # it is, and says so (the store error must not reach the app's `send`, whose SSE
-                # writer would swallow it and leave the client a 500).
-                self.mode = Mode.PASSTHROUGH
-                if first is not None:
-                    await first.send(dict(message, headers=[*headers, UNAVAILABLE_HEADER]))
-                return
-            extra = [(k, v) for k, v in headers if k.lower() not in _SKIP_APP_HEADERS]
-            if not any(k.lower() == b"x-accel-buffering" for k, _ in extra):
-                extra.append((b"x-accel-buffering", b"no"))
-            if not self.core.close_cancels:
-                extra.append(self.engine.link_header(self.path, self.stream_id, 0))
-            if first is not None:
-                self.attach_first(first, extra)
-            return
-        self.mode = Mode.PASSTHROUGH
-        if self.left_early:
-            self.app_disconnect.set()
-        if first is not None:
-            await first.send(message)
-
-    def attach_first(self, client: Connection, headers: Headers) -> None:
-        """Open the SSE answer on the first connection, its head held for the first event."""
-        client.headers = headers
-        client.delivery = self.delivery
-        self.attach(client, gen=1, cursor=0, hold_head=True, opening=self.priming(0))
-
-    async def decide(self) -> None:
-        """The UPGRADED stream's answer opens: the app answered, or took too long."""
-        held, self.held = self.held, None
-        self.core.decide_by = None
-        if held is None:
-            return
-        if not self.meta_created:
-            await self.upgrade()
-        if held.gone.is_set():
-            return
-        held.headers = self.engine.sse_headers(
-            self.session_id, self.path, self.stream_id, 0, link=not self.core.close_cancels
-        )
-        held.delivery = self.delivery
-        if self.conn is not None:
-            await self.superseded(held)
-            return
-        meta = await self.store.attach(self.stream_id, time.time())
-        if meta is None:  # deleted while held (its request cancelled): an answer with nothing in it
-            if await held.open():
-                await held.finish()
-            return
-        self.attach(held, gen=meta.attach_gen, cursor=0, hold_head=False, opening=self.priming(0))
-        await self.open_and_pump(held)
-
-    async def superseded(self, held: Connection) -> None:
-        """A retry (the same Idempotency-Key) took the stream over while the first connection's
-        answer waited for the app: the retry keeps it, and the first is answered as any replaced
-        connection is (it must not take the stream back, and its ASGI call needs an answer)."""
-        if await held.open():
-            await finish_answer(held, Reason.REPLACED, 0, self.policy)
-        held.released.set()
-        self.outcome = (str(Reason.REPLACED), 0)
-        logger.debug("stream %s: a retry took it over before its first answer opened", self.stream_id)
-
-    async def upgrade(self) -> None:
-        """Open the stream's record for a request the app has not answered (yet)."""
-        self.mode = Mode.UPGRADED
-        await self.recorder.open_record()
-
-    async def refused_before_opening(self, start: Message) -> None:
-        """The app refused a request whose stream was opened ahead of its answer (a 404
-        "Session not found", a 400): the client gets that status, not an event in a 200
-        (stock clients start a new session only on an HTTP 404). Nothing ran, so the
-        stream and its Idempotency-Key are forgotten: a retry is a new request."""
-        self.mode = Mode.PASSTHROUGH
-        held, self.held = self.held, None
-        self.core.decide_by = None
-        try:
-            await self.store.delete_stream(self.stream_id)
-            if self.idempotency_key is not None:
-                await self.store.delete_key(self.idempotency_key)
-        except Exception as exc:
-            if not self.engine.store_outage(exc):
-                raise
-        self.meta_created = False
-        if held is not None:
-            await held.send(start)
 
     async def learn_session(self, body: bytes) -> None:
         if self.session_id is None:
