@@ -196,12 +196,15 @@ async def test_a_plain_call_goes_after_server_discover_with_no_session_and_the_p
         assert session.initialize_result == {} and session.discover_result["supportedVersions"] == [MODERN]
     assert text(result) == "plain" and result["isError"] is False
     assert "tasks" not in text(seen_by_app), "the middleware took its extension out of what the app sees"
-    assert recorder.methods() == ["server/discover", "tools/call", "tools/call"], recorder.methods()
-    assert [r.verb for r in recorder.requests] == ["POST"] * 3, "no DELETE: there is no session"
+    # tools/list once, before the first call: which parameters go in `Mcp-Param-*` headers.
+    assert recorder.methods() == ["server/discover", "tools/list", "tools/call", "tools/call"], (
+        recorder.methods()
+    )
+    assert [r.verb for r in recorder.requests] == ["POST"] * 4, "no DELETE: there is no session"
     for request in recorder.posts():
         assert_modern(request, extensions=BOTH)
     assert [r.headers["mcp-name"] for r in recorder.posts("tools/call")] == ["echo", "declared_extensions"]
-    assert len({r.body["id"] for r in recorder.posts()}) == 3
+    assert len({r.body["id"] for r in recorder.posts()}) == 4
 
 
 async def test_a_slow_call_becomes_a_task_polled_to_its_result_with_the_task_id_as_mcp_name(
@@ -494,3 +497,25 @@ async def test_the_2026_client_runs_on_trio() -> None:
             rounds = await session.call_tool("confirm", {"filename": "u.txt"})
     assert text(in_a_task) == "deleted t.txt" and text(rounds) == "deleted u.txt"
     assert len(recorder.posts("tools/call")) == 2
+
+
+async def test_a_tool_parameter_marked_x_mcp_header_goes_in_its_mcp_param_header(store_kind: str) -> None:
+    """The stock server refuses a 2026-07-28 call of such a tool without the header (HeaderMismatch);
+    the session lists the tools once to learn which parameters, then repeats them there."""
+    from tests.apps.rest_app import create_app as create_rest_app
+
+    async with (
+        server(store_kind, NEVER_A_TASK, app=create_rest_app) as (info, recorder),
+        ResumableSession(info.mcp_url, protocol_version=MODERN) as session,
+    ):
+        for region in ("eu-west", "région sud"):
+            result = await session.call_tool("regional", {"region": region})
+            assert result["content"][0]["text"] == f"served in {region}"
+        result = await session.call_tool("echo", {"text": "plain"})
+        assert result["content"][0]["text"] == "plain"
+    calls = [r for r in recorder.requests if r.method == "tools/call"]
+    lists = [r for r in recorder.requests if r.method == "tools/list"]
+    assert len(lists) == 1, "listed once, for the first call"
+    assert calls[0].headers["mcp-param-region"] == "eu-west"
+    assert calls[1].headers["mcp-param-region"] == "=?base64?csOpZ2lvbiBzdWQ=?="
+    assert "mcp-param-region" not in calls[2].headers

@@ -38,7 +38,7 @@ import anyio.abc
 import httpx
 
 from . import modern
-from .errors import SessionError
+from .errors import McpError, SessionError
 from .follow_ups import FollowUps
 from .incoming import Incoming, NotificationHandler, ProgressHandler, RequestHandler
 from .interim import RESUME_TOKENS_CAPABILITY
@@ -46,6 +46,7 @@ from .mrtr import DEFAULT_MAX_ROUNDS
 from .reading import read_answer, result_of
 from .sse import DEFAULT_MAX_EVENT_BYTES
 from .tasks import TaskPolling, declare
+from .tool_schemas import MAX_PAGES, ToolSchemas
 from .transport import ResumableTransport
 
 logger = logging.getLogger(__name__)
@@ -130,6 +131,7 @@ class ResumableSession:
         self._tokens = itertools.count(1)
         self._incoming = Incoming(on_request, on_notification, self._post_no_answer)
         self._wire: modern.ModernWire | None = None
+        self._tools = ToolSchemas()
         self._closed = False
         self.in_flight: dict[int, str] = {}
         """Requests waiting for their answer: id -> method (see `request_status`)."""
@@ -322,6 +324,8 @@ class ResumableSession:
             raise SessionError("the session is closed")
         if self._wire is not None:
             # 2026-07-28: what a session said once, every request says itself.
+            if method == "tools/call" and params is not None:
+                headers = {**(await self._param_headers(params)), **(headers or {})}
             params = self._wire.params(params)
             headers = {**self._wire.headers(method, params), **(headers or {})}
         request_id = next(self._ids)
@@ -338,7 +342,28 @@ class ResumableSession:
             self.in_flight.pop(request_id, None)
         if answer is None:
             raise SessionError(f"the answer to {method!r} ended without a response")
-        return result_of(answer)
+        result = result_of(answer)
+        if method == "tools/list":
+            self._tools.note(result)
+        return result
+
+    async def _param_headers(self, params: JSONObject) -> dict[str, str]:
+        """The `Mcp-Param-*` headers of a 2026-07-28 `tools/call` (`tool_schemas.py`): the tools
+        are listed first, once, when the session has not seen this one's schema."""
+        name = params.get("name")
+        if not isinstance(name, str):
+            return {}
+        if self._tools.needs_listing(name):
+            self._tools.listed = True
+            cursor: str | None = None
+            try:
+                for _ in range(MAX_PAGES):
+                    page = await self._request_once("tools/list", {"cursor": cursor} if cursor else None)
+                    if (cursor := self._tools.note(page)) is None or not self._tools.needs_listing(name):
+                        break
+            except McpError as exc:  # the call goes without them; the server judges it
+                logger.info("tools/list refused (%s): tools/call without Mcp-Param-* headers", exc)
+        return self._tools.headers(name, params.get("arguments"))
 
     async def _exchange(
         self, method: str, request_id: int, body: bytes, headers: dict[str, str]
