@@ -9,7 +9,8 @@ version and wakes waiters). Reads are one round trip each (`read` is a script
 that checks for a gap and runs `XRANGE`; `get_stream` is `HGETALL`). The stream's
 three keys share its TTL; when Redis expires a stream by TTL the global counters
 still count its bytes until a sweep (run by `create_stream`, `usage` and the
-budget itself) notices and forgets them.
+budget itself) notices and forgets them. Its connection pools are set up by
+`redis_connections.py`.
 
 `wait` reads `last_seq` and `version` (`HMGET`), then blocks in `XREAD BLOCK` on
 two streams at once: the events stream (after `after_seq`) and the notification
@@ -31,7 +32,6 @@ not supported (scripts touch one stream's keys and the shared `g:` keys).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import json
@@ -42,8 +42,6 @@ from typing import Any, cast
 import anyio
 import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -59,6 +57,8 @@ from mcp_resume_asgi.store.base import (
     StreamMeta,
     StreamState,
 )
+from mcp_resume_asgi.store.redis_connections import delete_prefixed, open_clients
+from mcp_resume_asgi.store.redis_connections import on_asyncio as _on_asyncio
 from mcp_resume_asgi.store.redis_index import RedisIndexes
 from mcp_resume_asgi.store.redis_keys import RedisKeys
 
@@ -74,27 +74,8 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _on_asyncio() -> None:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        raise RuntimeError(
-            "RedisStore runs on asyncio only: the redis client does not support trio"
-        ) from None
-
-
 def _ms(seconds: float) -> int:
     return max(1, math.ceil(seconds * 1000))
-
-
-#: After Redis restarted, every pooled connection is dead: a command that meets one is
-#: sent once more on a fresh connection instead of failing a healthy request. (A
-#: command that did run before its connection broke is not at risk of running twice
-#: unnoticed: every append names its entry ids, so a repeat is refused by Redis.)
-_RECONNECT: dict[str, Any] = {
-    "retry": Retry(NoBackoff(), 1),
-    "retry_on_error": [RedisConnectionError],
-}
 
 
 class RedisStore(RedisIndexes, RedisKeys, Store):
@@ -143,25 +124,9 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         self.max_sessions = max_sessions
         self.max_keys = max_keys
         self.full_scan = full_scan
-        self._owned: list[aioredis.Redis] = []
-        if url is not None:
-            client = aioredis.Redis(
-                connection_pool=aioredis.BlockingConnectionPool.from_url(
-                    url, max_connections=max_connections, timeout=None, **_RECONNECT
-                )
-            )
-            self._owned.append(client)
-            if wait_client is None:
-                wait_client = aioredis.Redis(
-                    connection_pool=aioredis.BlockingConnectionPool.from_url(
-                        url, max_connections=max_waiters, timeout=None, **_RECONNECT
-                    )
-                )
-                self._owned.append(wait_client)
-        assert client is not None
-        for c in (client, wait_client):
-            if c is not None and c.connection_pool.connection_kwargs.get("decode_responses"):
-                raise ValueError("RedisStore needs a client with decode_responses=False (payloads are bytes)")
+        client, wait_client, self._owned = open_clients(
+            url, client, wait_client, max_connections, max_waiters
+        )
         self._client = client
         self._waiter = wait_client if wait_client is not None else client
         self._create = client.register_script(lua.PRELUDE + lua.CREATE)
@@ -409,17 +374,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
 
     async def clear(self) -> None:
         """Delete every key under this store's prefix (tests, resets)."""
-        pattern = self.prefix.replace("\\", "\\\\")
-        for char in "*?[]":
-            pattern = pattern.replace(char, "\\" + char)
-        batch: list[Any] = []
-        async for key in self._client.scan_iter(match=pattern + "*", count=1000):
-            batch.append(key)
-            if len(batch) >= 1000:
-                await self._client.unlink(*batch)
-                batch = []
-        if batch:
-            await self._client.unlink(*batch)
+        await delete_prefixed(self._client, self.prefix)
 
     async def aclose(self) -> None:
         for client in self._owned:
