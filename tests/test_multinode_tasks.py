@@ -38,6 +38,7 @@ __all__ = ["prefix"]  # the fixture, used by name
 
 TARGET = "tests.apps.multinode_tasks_app:create_app"
 MODERN = "2026-07-28"
+ELICITING = {"elicitation": {}, "extensions": {TASKS_EXTENSION: {}}}
 POLICY = {"retry_ms": 20, "task_after_s": 0, "task_ttl_s": 60, "task_poll_interval_ms": 50}
 
 
@@ -78,13 +79,19 @@ class Raw:
         self.next_id = 0
 
     async def rpc(
-        self, method: str, params: dict[str, Any], name: str, to: SubprocessServer | None = None
+        self,
+        method: str,
+        params: dict[str, Any],
+        name: str,
+        to: SubprocessServer | None = None,
+        capabilities: dict[str, Any] | None = None,
     ) -> tuple[dict[str, Any], int]:
         """The JSON-RPC answer and the pid of the node that gave it."""
         self.next_id += 1
         meta = {
             "io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}},
+            "io.modelcontextprotocol/clientCapabilities": capabilities
+            or {"extensions": {TASKS_EXTENSION: {}}},
         }
         body = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": {**params, "_meta": meta}}
         headers = {
@@ -211,3 +218,39 @@ async def test_a_2025_session_of_the_client_helper_follows_its_task_across_the_n
     polls = Counter(node for method, node in nodes_seen if method == "tasks/get")
     assert set(polls) == {pid_of(a), pid_of(b)} and min(polls.values()) >= 3, nodes_seen
     assert sorted(on_a["started"] + on_b["started"]) == ["session-roaming"], (on_a, on_b)
+
+
+async def test_an_input_round_answered_through_node_b_goes_on_where_its_app_sealed_the_state(
+    prefix: str,
+) -> None:
+    """A 2026-07-28 tool that asks (an `InputRequiredResult`) on node A, answered with `tasks/update`
+    through node B: the next round is issued on node A, whose app sealed its `requestState` with
+    a key of its own process (the stock server's default), so the nodes need not share one."""
+    async with nodes(prefix) as ((a, b), proxy):
+        raw = Raw(proxy)
+        async with raw.client:
+            answer, node = await raw.rpc(
+                "tools/call",
+                {"name": "confirm", "arguments": {"filename": "multi.txt"}},
+                "confirm",
+                a,
+                capabilities=ELICITING,
+            )
+            assert node == pid_of(a) and answer["result"]["resultType"] == "task", answer
+            task_id = answer["result"]["taskId"]
+            with anyio.fail_after(10):
+                while (task := (await raw.get(task_id, b))[0])["status"] == "working":
+                    await anyio.sleep(0.05)
+            assert task["status"] == "input_required", task
+            (key,) = task["inputRequests"]
+            yes = {"action": "accept", "content": {"confirm": True}}
+            await steer(proxy, port_of(b))
+            updated, node = await raw.rpc(
+                "tasks/update", {"taskId": task_id, "inputResponses": {key: yes}}, task_id
+            )
+            assert "error" not in updated, updated
+            with anyio.fail_after(10):
+                while (task := (await raw.get(task_id, b))[0])["status"] in ("working", "input_required"):
+                    await anyio.sleep(0.05)
+    assert task["status"] == "completed", task
+    assert task["result"]["content"][0]["text"] == "deleted multi.txt"

@@ -84,6 +84,12 @@ class TaskRequests:
         elif ctx.method == "tasks/update":
             if meta is not None and meta.pending_inputs and await self.relayed(ctx, receive, send, meta):
                 return  # the app's session (its server-to-client requests) lives on that node
+            if (
+                meta is not None
+                and meta.final_seq is not None
+                and await self.relayed(ctx, receive, send, meta, finished_round=True)
+            ):
+                return  # the next round goes where the app sealed this one's `requestState`
 
             async def answer(message: dict[str, Any]) -> None:
                 if "error" in message:
@@ -203,11 +209,19 @@ class TaskRequests:
         return True
 
     @staticmethod
-    async def relayed(ctx: RequestContext, receive: Receive, send: Send, meta: StreamMeta) -> bool:
-        """Relay the request to the node running the task's request, if another (alive) one does."""
+    async def relayed(
+        ctx: RequestContext, receive: Receive, send: Send, meta: StreamMeta, *, finished_round: bool = False
+    ) -> bool:
+        """Relay the request to the node running the task's request, if another (alive) one does.
+
+        `finished_round`: to the node that ran the task's last round, which ended (with an
+        `InputRequiredResult`, when there is a next one): a 2026-07-28 app seals the round's
+        `requestState` with a key of its own process unless its nodes are told to share one,
+        so the round it asked for is issued to that node's app while it lives."""
         engine, node = ctx.engine, ctx.engine.node
+        state = StreamState.COMPLETED if finished_round else StreamState.RUNNING
         if (
-            meta.state is StreamState.RUNNING
+            meta.state is state
             and node is not None
             and node.running
             and meta.owner != engine.node_id

@@ -41,8 +41,9 @@ class SeenEndpoint:
 
 
 def create_app() -> SeenEndpoint:
-    # The nodes of one deployment share the app's requestState key, as the SDK asks of them.
-    inner: ASGIApp = create_rest_app(request_state_key=os.environ["MCP_RESUME_SECRET"] * 2)
+    # Each node's app seals requestState with a key of its own process (the stock default): a
+    # round advanced through the other node is relayed to the node that ran it.
+    inner: ASGIApp = create_rest_app()
     if os.environ.get("MCP_RESUME_ERA") == "2025-11-25":
         inner = legacy(inner)
     app = resumable(
