@@ -10,6 +10,7 @@ write that stalls - a client that stopped reading - is given up after
 
 The first connection and every resume are served the same way: `attach`, open,
 `pump`, and `release` (finish the answer, with `retry:` when closed at will).
+How an answer is framed and ended, the same for a follower, is `sse_answers.py`.
 """
 
 from __future__ import annotations
@@ -24,15 +25,18 @@ import anyio
 from mcp_resume_asgi import expiry
 from mcp_resume_asgi.connection import Connection, Delivery
 from mcp_resume_asgi.scheduler import Timer, spawn
-from mcp_resume_asgi.sse import KEEPALIVE, priming_frame, retry_frame
+from mcp_resume_asgi.sse import KEEPALIVE, priming_frame
+from mcp_resume_asgi.sse_answers import finish_answer, frame_events, note_detached
 from mcp_resume_asgi.store.base import GapError
-from mcp_resume_asgi.stream_core import AT_WILL, STALL_S, Attachment, Due, Reason, StreamCore
+from mcp_resume_asgi.stream_core import STALL_S, Attachment, Due, Reason, StreamCore
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine import Engine
     from mcp_resume_asgi.hosted import HostedStream
     from mcp_resume_asgi.policy import Policy
     from mcp_resume_asgi.store.base import Store
+
+__all__ = ["READ_BATCH", "WATCH_CHECK_S", "Writer", "finish_answer", "frame_events", "note_detached"]
 
 logger = logging.getLogger(__name__)
 
@@ -370,41 +374,3 @@ class Writer:
             await first.released.wait()
         if self.watching:
             first.stop_listening()
-
-
-def frame_events(
-    prefix: bytes | None, events: list[tuple[int, bytes]], transform: Callable[[int, bytes], bytes] | None
-) -> bytes:
-    """The SSE bytes of `(seq, frame without id)` events: each gets its id line, `<prefix><seq>`
-    (none when `prefix` is None: a stream nobody may resume)."""
-    if prefix is None:
-        return b"".join(transform(seq, payload) if transform else payload for seq, payload in events)
-    id_head = b"id: " + prefix
-    if transform is not None:
-        parts = [id_head + str(seq).encode() + b"\n" + transform(seq, payload) for seq, payload in events]
-    else:
-        parts = [id_head + str(seq).encode() + b"\n" + payload for seq, payload in events]
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-async def finish_answer(conn: Connection, reason: Reason, cursor: int, policy: Policy) -> None:
-    """End a connection's answer as its reason says: the feature layer's interim result after
-    its deadline, `retry:` after an at-will close, else nothing more."""
-    delivery = conn.delivery
-    if reason is Reason.DEADLINE and delivery is not None and delivery.on_deadline is not None:
-        await conn.finish(await delivery.on_deadline(cursor))
-    elif reason in AT_WILL and policy.retry_ms is not None:
-        await conn.finish(retry_frame(policy.retry_ms))
-    else:
-        await conn.finish()
-
-
-async def note_detached(store: Store, stream_id: str, att: Attachment) -> None:
-    """Record where a connection stopped, unless a newer one has taken the stream over."""
-    await store.update_stream_if(
-        stream_id,
-        {"attach_gen": att.gen},
-        attached=False,
-        last_contact=time.time(),
-        delivered_seq=max(att.cursor, 0),
-    )
