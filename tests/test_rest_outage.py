@@ -1,51 +1,24 @@
 """The REST face while its store is down: `503` + `Retry-After` as problem+json, never a `500`,
 and the call that was running when the store went away ends `success` once it is back.
 
-The store is the memory store refusing every call as Redis does while it is down (a
-`ConnectionError` its `is_unavailable_error` recognises), switched off and on by the test,
-so the outage starts and ends exactly where the test wants it, in one process.
+The store is `tests/support/down_store.py`'s: the memory store refusing every call while the
+test says it is down.
 """
 
 from __future__ import annotations
 
-import inspect
 import uuid
-from typing import Any
 
 import anyio
 import httpx
 import pytest
 
-from mcp_resume_asgi import MemoryStore, Policy, resumable
+from mcp_resume_asgi import Policy, resumable
 from tests.apps.rest_app import RUNS, create_app
+from tests.support.down_store import DownStore
 from tests.support.server import serve_in_loop
 
 pytestmark = pytest.mark.anyio
-
-
-class DownStore(MemoryStore):
-    """The memory store, refusing every operation while `down`."""
-
-    down = False
-
-    def is_unavailable_error(self, exc: BaseException) -> bool:
-        return isinstance(exc, ConnectionError)
-
-
-def _refused_while_down(name: str) -> Any:
-    real = getattr(MemoryStore, name)
-
-    async def method(self: DownStore, *args: Any, **kwargs: Any) -> Any:
-        if self.down:
-            raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
-        return await real(self, *args, **kwargs)
-
-    return method
-
-
-for _name, _function in inspect.getmembers(MemoryStore, inspect.iscoroutinefunction):
-    if not _name.startswith("_") and _name != "aclose":
-        setattr(DownStore, _name, _refused_while_down(_name))
 
 
 def _is_outage_problem(response: httpx.Response) -> bool:

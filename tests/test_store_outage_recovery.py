@@ -31,8 +31,9 @@ import anyio
 import httpx
 import pytest
 
-from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
+from mcp_resume_asgi import Policy, ResumeMiddleware
 from tests.apps.probe_app import create_app as create_probe_app
+from tests.support.down_store import DownStore
 from tests.support.raw import RawSession, Reply
 from tests.support.server import HOST, serve
 from tests.support.stores import require_redis
@@ -163,44 +164,7 @@ async def test_more_than_the_stream_keeps_said_during_the_outage_is_a_gap_the_cl
 
 
 # ----------------------------------------------------------------------------- in process
-class FailingStore(MemoryStore):
-    """The memory store, refusing every call as Redis does while it is down (`down`)."""
-
-    down = False
-
-    def is_unavailable_error(self, exc: BaseException) -> bool:
-        return isinstance(exc, ConnectionError)
-
-
-def _refused_while_down(name: str) -> Any:
-    real = getattr(MemoryStore, name)
-
-    async def method(self: FailingStore, *args: Any, **kwargs: Any) -> Any:
-        if self.down:
-            raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
-        return await real(self, *args, **kwargs)
-
-    return method
-
-
-for _name in (
-    "create_stream",
-    "get_stream",
-    "update_stream",
-    "update_stream_if",
-    "attach",
-    "delete_stream",
-    "append",
-    "read",
-    "read_with_meta",
-    "set_key",
-    "get_key",
-    "add_key",
-    "delete_key",
-    "get_session",
-    "put_session",
-):
-    setattr(FailingStore, _name, _refused_while_down(_name))
+FailingStore = DownStore  # every operation refused while `down`
 
 
 async def test_two_streams_held_through_an_outage_one_waiter_logged_once(

@@ -27,6 +27,7 @@ import anyio
 import httpx
 
 from .declarations import CLIENT_CAPABILITIES_META, RESUMABLE_STREAMS_EXTENSION, is_single_exchange
+from .stream_state import NOT_COPIED
 
 logger = logging.getLogger(__name__)
 
@@ -35,20 +36,9 @@ PROTOCOL_VERSION_META: Final = "io.modelcontextprotocol/protocolVersion"
 #: How long the notice may hold up the cancellation (or the end) that called for it.
 NOTICE_TIMEOUT_S: Final = 2.0
 REASON: Final = "the client gave the request up"
-# Headers of the request that describe its own body or its own routing, not the notice's.
-_NOT_COPIED: Final = frozenset(
-    {
-        b"content-length",
-        b"content-type",
-        b"content-encoding",
-        b"transfer-encoding",
-        b"accept",
-        b"last-event-id",
-        b"expect",
-        b"mcp-method",
-        b"mcp-name",
-    }
-)
+# Headers of the request that describe its own body or its own routing, not the notice's
+# (those a resume does not copy either, and the request's own `Mcp-Method` / `Mcp-Name`).
+_NOT_COPIED: Final = (NOT_COPIED - {b"cache-control"}) | {b"mcp-method", b"mcp-name"}
 
 
 def notice_body(message: dict[str, Any], reason: str = REASON) -> bytes | None:
