@@ -9,35 +9,17 @@ process's tools did: ``{"pid", "runs": {tag: n}, "cancelled": [tag, ...]}``.
 
 from __future__ import annotations
 
-import json
 import os
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from mcp_resume_asgi import Policy, resumable
 from mcp_resume_asgi.store import RedisStore
 from tests.apps.multinode_app import NodeTag, _json_env
+from tests.apps.multinode_tasks_app import SeenEndpoint
 from tests.apps.rest_app import CANCELLED, RUNS, legacy
 from tests.apps.rest_app import create_app as create_rest_app
 from tests.support.stores import REDIS_URL
-
-SEEN_PATH = "/__seen__"
-
-
-class SeenEndpoint:
-    """Answers ``GET /__seen__`` itself; everything else goes to the node."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != SEEN_PATH:
-            await self.app(scope, receive, send)
-            return
-        body = json.dumps({"pid": os.getpid(), "runs": dict(RUNS), "cancelled": CANCELLED}).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
 
 
 def create_app() -> SeenEndpoint:
@@ -56,4 +38,4 @@ def create_app() -> SeenEndpoint:
         rest=True,
         **_json_env("MCP_RESUME_OPTIONS_JSON"),
     )
-    return SeenEndpoint(NodeTag(app))
+    return SeenEndpoint(NodeTag(app), lambda: {"runs": dict(RUNS), "cancelled": CANCELLED})

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -25,25 +27,24 @@ SEEN_PATH = "/__seen__"
 
 
 class SeenEndpoint:
-    """Answers ``GET /__seen__`` itself; everything else goes to the node."""
+    """Answers ``GET /__seen__`` itself with `report()` (and the pid); everything else goes to the node."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, report: Callable[[], dict[str, Any]]) -> None:
         self.app = app
+        self.report = report
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] != SEEN_PATH:
             await self.app(scope, receive, send)
             return
-        seen = {
-            "pid": os.getpid(),
-            "started": SEEN.started,
-            "finished": SEEN.finished,
-            "cancelled": SEEN.cancelled,
-        }
-        body = json.dumps(seen).encode()
+        body = json.dumps({"pid": os.getpid(), **self.report()}).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+def _seen() -> dict[str, Any]:
+    return {"started": SEEN.started, "finished": SEEN.finished, "cancelled": SEEN.cancelled}
 
 
 def create_app() -> SeenEndpoint:
@@ -57,4 +58,4 @@ def create_app() -> SeenEndpoint:
         tasks=True,
         **_json_env("MCP_RESUME_OPTIONS_JSON"),
     )
-    return SeenEndpoint(NodeTag(app))
+    return SeenEndpoint(NodeTag(app), _seen)
