@@ -394,8 +394,9 @@ def make_app(wrapped: bool) -> Any:
 
     policy = mcp_resume_asgi.Policy(retry_ms=WRAPPED_RETRY_MS, max_connection_s=WRAPPED_MAX_CONNECTION_S)
     # The Tasks extension for the `tasks-*` scenarios: which tools become tasks is per route.
+    # The REST face too (it turns tasks on): the suite's MCP traffic must not notice it.
     routes = task_routes(WRAPPED_RETRY_MS)
-    return mcp_resume_asgi.resumable(bare, policy=policy, routes=routes, tasks=True)
+    return mcp_resume_asgi.resumable(bare, policy=policy, routes=routes, rest=True)
 
 
 def main(argv: list[str] | None = None) -> None:
