@@ -686,6 +686,21 @@ async def run(args: argparse.Namespace, command: str) -> str:
     )
 
 
+def command_line(module: str, argv: list[str] | None) -> str:
+    """How this run was started, to print beside its figures (`python -m <module> ...`)."""
+    given = sys.argv[1:] if argv is None else argv
+    executable = os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) else "python"
+    return shlex.join([executable, "-m", module, *given])
+
+
+def publish(text: str, name: str) -> None:
+    """Keep the report in `bench/results/<name>` and print it."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / name).write_text(text)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.stores", description=__doc__.split("\n", 1)[0])
     parser.add_argument(
@@ -693,14 +708,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--redis-url", default=DEFAULT_REDIS_URL, help="a Redis on loopback")
     args = parser.parse_args(argv)
-    given = sys.argv[1:] if argv is None else argv
-    executable = os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) else "python"
-    command = shlex.join([executable, "-m", "bench.stores", *given])
-    text = asyncio.run(run(args, command))
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "stores.md").write_text(text)
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    publish(asyncio.run(run(args, command_line("bench.stores", argv))), "stores.md")
 
 
 if __name__ == "__main__":

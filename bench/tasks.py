@@ -39,9 +39,7 @@ import datetime
 import gc
 import json
 import math
-import os
 import secrets
-import shlex
 import shutil
 import socket
 import statistics
@@ -61,12 +59,19 @@ from starlette.types import ASGIApp, Message
 
 from bench.apps import echo
 from bench.exchange import Exchange, post_scope
-from bench.stores import Tally, _loadavg, counting_redis_store, machine_facts, other_load
+from bench.stores import (
+    Tally,
+    _loadavg,
+    command_line,
+    counting_redis_store,
+    machine_facts,
+    other_load,
+    publish,
+)
 from mcp_resume_asgi import MemoryStore, Policy, Store, resumable
 from mcp_resume_asgi.store import RedisStore
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 SECRET = "bench-tasks-shared-secret-0123456789"
 MODERN = "2026-07-28"
@@ -576,14 +581,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         print(json.dumps(asyncio.run(child_memory(args.tasks, args.child))))
         return
-    given = sys.argv[1:] if argv is None else argv
-    executable = os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) else "python"
-    command = shlex.join([executable, "-m", "bench.tasks", *given])
-    text = asyncio.run(run(args, command))
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "tasks.md").write_text(text)
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    publish(asyncio.run(run(args, command_line("bench.tasks", argv))), "tasks.md")
 
 
 if __name__ == "__main__":
