@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcp_resume_asgi.store.base import GapError, Store, StreamMeta
+from mcp_resume_asgi.tasks.operations import stream_of_task
 from mcp_resume_asgi.tasks.record import TaskRecord, message_of
-from mcp_resume_asgi.tasks.routing import MAX_TASK_ID
-from mcp_resume_asgi.tasks.stored import task_key
+from mcp_resume_asgi.tasks.stored import read_record
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine import Engine
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 MAX_RECORD_BYTES = 48 * 1024 * 1024
 #: Events read back, from a stream's end, to find its latest progress notification.
 PROGRESS_LOOKBACK = 32
-TASK_PURPOSE = "task"  # as `TasksMiddleware.task_id` signs them
 
 
 def _digest(value: str | None, size: int = 32) -> str:
@@ -160,15 +159,13 @@ class CallStore:
     # ------------------------------------------------------------------ the call's task, in the store
     def stream_of(self, task_id: str) -> str | None:
         """The stream behind a task id (signed by the Tasks layer: a forged one is None)."""
-        stream_id = self.engine.signer.unsign(TASK_PURPOSE, task_id, max_length=MAX_TASK_ID)
-        return stream_id if isinstance(stream_id, str) else None
+        return stream_of_task(self.engine, task_id)
 
     async def task_record(self, task_id: str) -> TaskRecord | None:
         stream_id = self.stream_of(task_id)
         if stream_id is None:
             return None
-        record = TaskRecord.decode(await self.store.get_key(task_key(stream_id)))
-        return record if record is not None and record.stream_id == stream_id else None
+        return await read_record(self.store, stream_id)
 
     async def current_stream(self, task_id: str) -> StreamMeta | None:
         """The stream of the task's current round (where its progress and answer are)."""

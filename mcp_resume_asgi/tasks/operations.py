@@ -50,6 +50,12 @@ def task_id_for(engine: Engine, stream_id: str) -> str:
     return engine.signer.sign(TASK_PURPOSE, stream_id)
 
 
+def stream_of_task(engine: Engine, task_id: str) -> str | None:
+    """The stream behind a task id, as `task_id_for` signed it; None for a forged one."""
+    stream_id = engine.signer.unsign(TASK_PURPOSE, task_id, max_length=MAX_TASK_ID)
+    return stream_id if isinstance(stream_id, str) else None
+
+
 class TaskRequests:
     """The requests about existing tasks, for one `TasksMiddleware` (see the module docstring)."""
 
@@ -151,8 +157,8 @@ class TaskRequests:
     async def _lookup(self, ctx: RequestContext, task_id: str) -> tuple[str, TaskRead] | Refusal | None:
         """The task if the caller may see it; the app's own refusal; or None (unknown)."""
         engine = ctx.engine
-        stream_id = engine.signer.unsign(TASK_PURPOSE, task_id, max_length=MAX_TASK_ID)
-        if not isinstance(stream_id, str):
+        stream_id = stream_of_task(engine, task_id)
+        if stream_id is None:
             return None  # forged: no store read
         read = await read_task(engine.store, stream_id)
         if read is not None:
