@@ -40,6 +40,7 @@ TITLE = "# Benchmarks"
 LONG_PAGE_AT = "933c1c4"
 #: Other load (cores, median over the HTTP windows) above which the page says "under load".
 QUIET_CORES = 0.10
+STORE_NAMES = {"memory": "memory", "redis": "Redis"}
 VARIANT_NAMES = {
     "bare": "bare",
     "wrapped": "wrapped",
@@ -248,7 +249,9 @@ def replay_lines(results: dict[str, Any]) -> list[str]:
         + ("; the Redis store on loopback." if "redis" in stores else "."),
         "",
         *_table(
-            ["events", *(f"{s} store: ms (events/s)" for s in stores)], rows, "|---:|" + "---:|" * len(stores)
+            ["events", *(f"{STORE_NAMES[s]} store: ms (events/s)" for s in stores)],
+            rows,
+            "|---:|" + "---:|" * len(stores),
         ),
     ]
 
