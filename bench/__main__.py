@@ -50,8 +50,7 @@ from bench.loadgen import TOOLS, run_load
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-#: What a full run publishes (committed): the page, its plots, and the figures behind them.
-PAGE = ROOT / "BENCHMARKS.md"
+#: What a full run publishes (committed): the page (page.PAGE), its plots, and the figures behind them.
 PLOTS = ROOT / "bench" / "plots"
 PUBLISHED = RESULTS / "benchmarks.json"
 #: As in bench.apps, which this process does not import (it imports mcp_resume_asgi,
@@ -510,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_plots:
         from bench import plots
 
-        page_file = PAGE if publish else out / "page.md"
+        page_file = page.PAGE if publish else out / "page.md"
         drawn = plots.draw_all(results, PLOTS if publish else out / "plots")
         short = page.render(
             results, {name: os.path.relpath(path, page_file.parent) for name, path in drawn.items()}

@@ -7,11 +7,14 @@ to reproduce, and where the history is. `publish(path, text)` puts it between th
 page's markers, so what is kept by hand outside them survives a new run.
 The full report of every figure is `bench.report`'s.
 
-    python -m bench.page bench/results/benchmarks.json   # print the page of a saved run
+    python -m bench.page [RESULT.json] [--publish]   # the page of a saved run, printed or published
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -32,6 +35,15 @@ from bench.report import (
     tool_cells,
 )
 
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "BENCHMARKS.md"
+#: The plots' files, by the names `render` takes them under (bench.plots draws them).
+PLOT_FILES = {
+    "http_rps": "http_rps.png",
+    "http_p99": "http_p99.png",
+    "memory": "memory_idle_stream.png",
+    "replay": "replay.png",
+}
 BEGIN_MARK = "<!-- bench:begin"
 BEGIN = f"{BEGIN_MARK} - written by `python -m bench` (bench/page.py); edits up to bench:end are lost on the next run -->"
 END = "<!-- bench:end -->"
@@ -354,8 +366,27 @@ def publish(path: Path, generated: str) -> None:
     path.write_text(splice(current, generated))
 
 
-if __name__ == "__main__":
-    import json
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.page", description="The page of a saved run.")
+    parser.add_argument("result", nargs="?", default=str(ROOT / "bench" / "results" / "benchmarks.json"))
+    parser.add_argument("--plots", default=str(ROOT / "bench" / "plots"), help="where the run's plots are")
+    parser.add_argument(
+        "--publish", action="store_true", help=f"write it into {PAGE.name} instead of printing"
+    )
+    args = parser.parse_args(argv)
+    results = json.loads(Path(args.result).read_text())
+    plots = Path(args.plots)
+    images = {
+        name: os.path.relpath(plots / file, PAGE.parent)
+        for name, file in PLOT_FILES.items()
+        if (plots / file).exists()
+    }
+    text = render(results, images)
+    if args.publish:
+        publish(PAGE, text)
+    else:
+        sys.stdout.write(text)
 
-    source = Path(sys.argv[1] if len(sys.argv) > 1 else "bench/results/latest.json")
-    sys.stdout.write(render(json.loads(source.read_text()), {}))
+
+if __name__ == "__main__":
+    main()

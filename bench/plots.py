@@ -4,7 +4,7 @@
 name; a section the run skipped (`--only`) draws nothing. Each figure carries a
 footer with the commit, date and load, so a PNG seen alone still says what it shows.
 
-    python -m bench.plots bench/results/benchmarks.json [DIRECTORY]   # redraw a saved run
+    python -m bench.plots [RESULT.json [DIRECTORY]]   # redraw a saved run (default: the published one)
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from matplotlib.axis import Axis
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
+from bench.page import PLOT_FILES, ROOT
 from bench.report import KIB, MEMORY_BAR_BYTES
 
 LABELS = {
@@ -166,15 +167,12 @@ def memory_figure(results: dict[str, Any], path: Path) -> Path:
         xs = [j + (i - (len(bars) - 1) / 2) * width for j in range(len(counts))]
         drawn = ax.bar(xs, values, width=width * 0.95, label=label, color=color)
         ax.bar_label(drawn, fmt="%.1f", fontsize=8, padding=2)
-    ax.axhline(MEMORY_BAR_BYTES / KIB, color="#d62728", linestyle="--", linewidth=1)
-    ax.text(
-        -0.45,
+    ax.axhline(
         MEMORY_BAR_BYTES / KIB,
-        f" bar: {MEMORY_BAR_BYTES // KIB} KiB above payload",
         color="#d62728",
-        fontsize=8,
-        ha="left",
-        va="bottom",
+        linestyle="--",
+        linewidth=1,
+        label=f"the bar: {MEMORY_BAR_BYTES // KIB} KiB above payload",
     )
     ax.set_xticks(range(len(counts)), [f"{n:,} idle streams" for n in counts])
     ax.set_ylabel("KiB per stream (RSS)")
@@ -235,24 +233,23 @@ def replay_figure(results: dict[str, Any], path: Path) -> Path:
 def draw_all(results: dict[str, Any], directory: Path) -> dict[str, Path]:
     """Every plot the results allow, into `directory`; the files by name."""
     drawn: dict[str, Path] = {}
+    files = {name: directory / file for name, file in PLOT_FILES.items()}
     if "http" in results:
-        drawn["http_rps"] = http_figure(
-            results, "rps", "requests/s", log_y=False, path=directory / "http_rps.png"
-        )
+        drawn["http_rps"] = http_figure(results, "rps", "requests/s", log_y=False, path=files["http_rps"])
         drawn["http_p99"] = http_figure(
-            results, "p99_ms", "p99 latency, ms", log_y=True, path=directory / "http_p99.png"
+            results, "p99_ms", "p99 latency, ms", log_y=True, path=files["http_p99"]
         )
     if "memory" in results:
-        drawn["memory"] = memory_figure(results, directory / "memory_idle_stream.png")
+        drawn["memory"] = memory_figure(results, files["memory"])
     if "engine" in results and results["engine"].get("replay"):
-        drawn["replay"] = replay_figure(results, directory / "replay.png")
+        drawn["replay"] = replay_figure(results, files["replay"])
     return drawn
 
 
 if __name__ == "__main__":
     import json
 
-    source = Path(sys.argv[1] if len(sys.argv) > 1 else "bench/results/latest.json")
-    target = Path(sys.argv[2]) if len(sys.argv) > 2 else source.parent / "plots"
+    source = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "bench" / "results" / "benchmarks.json"
+    target = Path(sys.argv[2]) if len(sys.argv) > 2 else ROOT / "bench" / "plots"
     for name, file in draw_all(json.loads(source.read_text()), target).items():
         print(f"{name}: {file}")
