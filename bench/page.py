@@ -70,6 +70,10 @@ def _verdict(met: int, of: int) -> str:
     return ("met" if met == of else "**missed**") + counted
 
 
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
 def background_cores(results: dict[str, Any]) -> tuple[float, float] | None:
     """Other processes' CPU use during the HTTP windows (median, max), in cores."""
     if "http" not in results:
@@ -91,7 +95,7 @@ def run_lines(results: dict[str, Any]) -> list[str]:
     )
     lines = [
         f"Measured **{m['date']}** at commit **{m['commit']}** (sha256 of `mcp_resume_asgi/*.py`: "
-        f"{m.get('source_sha256', '-')}), by `{results['command']}` in {results.get('runtime_s', 0) / 60:.0f} min.",
+        f"{m.get('source_sha256', '-')}), by `{results['command']}` in {_duration(results.get('runtime_s', 0))}.",
         "",
         f"Machine: {m['nproc']} CPUs, {m['cpu_model']}; Python {m['python']}; {m['platform']}; {versions}; "
         f"{redis_text}.",
@@ -102,7 +106,7 @@ def run_lines(results: dict[str, Any]) -> list[str]:
     load = results.get("load", {})
     load_text = (
         f"the load average during the run was {load['median']:.1f} (from {load['min']:.1f} to {load['max']:.1f}; "
-        "the bench itself keeps about 2 busy)"
+        "the bench's own processes count in it)"
         if load.get("samples")
         else "the load average was not read"
     )
