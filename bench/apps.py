@@ -10,6 +10,8 @@ Variants:
 
 * ``bare``    - ``server.streamable_http_app()`` as it comes (SSE answers, no event store);
 * ``wrapped`` - the same app inside ``resumable(app, policy=Policy())`` (default ``MemoryStore``);
+* ``wrapped_redis`` - the same, on a ``RedisStore`` (what a fleet of nodes shares), under a
+  key prefix of the caller's (the benchmark deletes it afterwards);
 * ``sdk_es``  - the SDK's own resumability: an in-memory ``EventStore`` and ``retry_interval``.
 
 Each factory builds a fresh server, so the three never share state.
@@ -26,9 +28,11 @@ from starlette.types import ASGIApp
 
 from mcp_resume_asgi import Policy, resumable
 
-VARIANTS = ("bare", "wrapped", "sdk_es")
+VARIANTS = ("bare", "wrapped", "wrapped_redis", "sdk_es")
 TOOLS = ("echo", "progress")
 RETRY_INTERVAL_MS = 1000
+#: A store shared by several processes needs a shared secret; any fixed one serves a benchmark.
+REDIS_SECRET = "bench-shared-secret-0123456789abcdef"
 #: What `progress` reports, in order (as ``progress`` out of ``PROGRESS_TOTAL``).
 PROGRESS_STEPS = (1.0, 2.0)
 PROGRESS_TOTAL = 2.0
@@ -98,12 +102,24 @@ class InMemoryEventStore(EventStore):
         return last.stream_id
 
 
-def create_app(variant: str = "bare") -> ASGIApp:
+def create_app(variant: str = "bare", *, redis_url: str = "", redis_prefix: str = "") -> ASGIApp:
+    """The benchmark app as `variant`; `wrapped_redis` needs `redis_url` and `redis_prefix`."""
     server = _server()
     if variant == "bare":
         return server.streamable_http_app(host="127.0.0.1")
     if variant == "wrapped":
         return resumable(server.streamable_http_app(host="127.0.0.1"), policy=Policy())
+    if variant == "wrapped_redis":
+        from mcp_resume_asgi.store import RedisStore
+
+        if not (redis_url and redis_prefix):
+            raise ValueError("wrapped_redis needs redis_url and redis_prefix")
+        return resumable(
+            server.streamable_http_app(host="127.0.0.1"),
+            policy=Policy(),
+            store=RedisStore(redis_url, prefix=redis_prefix),
+            secret=REDIS_SECRET,
+        )
     if variant == "sdk_es":
         return server.streamable_http_app(
             host="127.0.0.1", event_store=InMemoryEventStore(), retry_interval=RETRY_INTERVAL_MS

@@ -4,7 +4,7 @@ Run by `python -m bench` in fresh child processes (one per measurement, so
 memory figures start from a clean interpreter); usable directly:
 
     python -m bench.engine throughput --events 10000 [--runs 7] [--checkpoint]
-    python -m bench.engine replay     --events 10000 [--runs 7]
+    python -m bench.engine replay     --events 10000 [--runs 7] [--redis-url URL --redis-prefix P]
     python -m bench.engine memory     --streams 10000 --variant detached|attached|bare [--tracemalloc]
 
 Each prints one JSON object on stdout.
@@ -30,9 +30,9 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
+from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware, Store
 from mcp_resume_asgi.sse import SSEParser
 
 SESSION = b"bench-session-0000000000000001"
@@ -169,7 +169,7 @@ class FakeClient:
         await self._gone.wait()
         return {"type": "http.disconnect"}
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: Message) -> None:
         if message["type"] == "http.response.body":
             if not message.get("more_body", False):
                 self.disconnect()  # what servers report once a response is complete
@@ -248,10 +248,29 @@ async def _throughput(n_events: int, runs: int, checkpoint: bool) -> dict[str, A
 
 
 # --------------------------------------------------------------------------- replay
-async def _replay(n_events: int, runs: int) -> dict[str, Any]:
+#: A store shared by several processes needs a shared secret; any fixed one serves a benchmark.
+REDIS_SECRET = "bench-shared-secret-0123456789abcdef"
+
+
+async def _replay(n_events: int, runs: int, redis_url: str = "", redis_prefix: str = "") -> dict[str, Any]:
+    """Replay on the memory store, or with `redis_url` on a `RedisStore` under `redis_prefix`."""
+    if not redis_url:
+        return await _replay_on(MemoryStore(), n_events, runs)
+    from mcp_resume_asgi.store import RedisStore
+
+    store = RedisStore(redis_url, prefix=redis_prefix)
+    try:
+        return await _replay_on(store, n_events, runs)
+    finally:
+        await store.clear()  # everything under its prefix
+        await store.aclose()
+
+
+async def _replay_on(store: Store, n_events: int, runs: int) -> dict[str, Any]:
     bodies = event_bodies(n_events, final=True)
     app = stream_app(bodies, checkpoint=False, idle=False)
-    middleware = ResumeMiddleware(app, policy=Policy(), store=MemoryStore())
+    secret = REDIS_SECRET if store.shared else None
+    middleware = ResumeMiddleware(app, policy=Policy(), store=store, secret=secret)
     first = FakeClient(REQUEST, keep=True)
     await middleware(post_scope(), first.receive, first.send)
     priming = parse_events(b"".join(first.out))[0]
@@ -278,6 +297,7 @@ async def _replay(n_events: int, runs: int) -> dict[str, Any]:
     median = statistics.median(times)
     return {
         "events": n_events,
+        "store": "redis" if store.shared else "memory",
         "runs": runs,
         "replay_ms": 1000 * median,
         "replay_events_per_s": n_events / median,
@@ -471,13 +491,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variant", choices=("detached", "attached", "bare"), default="detached")
     parser.add_argument("--tracemalloc", action="store_true")
     parser.add_argument("--cpu", type=int, default=None, help="pin to one CPU")
+    parser.add_argument("--redis-url", default="", help="replay: on a RedisStore at this URL")
+    parser.add_argument("--redis-prefix", default="", help="replay: the RedisStore's key prefix")
     args = parser.parse_args(argv)
     if args.cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.cpu})
     if args.mode == "throughput":
         result = asyncio.run(_throughput(args.events, args.runs, args.checkpoint))
     elif args.mode == "replay":
-        result = asyncio.run(_replay(args.events, args.runs))
+        result = asyncio.run(_replay(args.events, args.runs, args.redis_url, args.redis_prefix))
     else:
         result = asyncio.run(_memory(args.streams, args.variant, args.events_per_stream, args.tracemalloc))
     json.dump(result, sys.stdout)
