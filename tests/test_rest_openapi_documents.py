@@ -28,7 +28,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_resume_asgi import MemoryStore, resumable
 from mcp_resume_asgi.rest import openapi
-from mcp_resume_asgi.rest.openapi_documents import OpenApiDocuments
 from mcp_resume_asgi.rest.problems import Problem
 from mcp_resume_asgi.rest.wire import Wire
 from tests.apps.rest_app import create_app as create_rest_app
@@ -189,8 +188,9 @@ async def test_concurrent_callers_with_the_same_tools_get_one_build(builds: list
     assert len(builds) == 1 and len({a.content for a in answers}) == 1
 
 
-def documents_for(lists: dict[str, list[dict[str, Any]]], **options: Any) -> OpenApiDocuments:
+def documents_for(lists: dict[str, list[dict[str, Any]]], **options: Any) -> Any:
     """`OpenApiDocuments` over a wire that is never called: `list_all` answers each caller's list."""
+    from mcp_resume_asgi.rest.openapi_documents import OpenApiDocuments
 
     async def list_all(scope: Scope, method: str, key: str, subject: str, digests: list[str]) -> Any:
         tools = lists[scope["user"]]
@@ -239,6 +239,8 @@ async def test_the_documents_kept_are_bounded_in_bytes() -> None:
 
 
 async def test_a_failed_fetch_is_not_shared_and_not_kept() -> None:
+    from mcp_resume_asgi.rest.openapi_documents import OpenApiDocuments
+
     calls: list[str] = []
 
     async def list_all(scope: Scope, method: str, key: str, subject: str, digests: list[str]) -> Any:
