@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from mcp_resume_asgi import MemoryStore, Policy, resumable
 from mcp_resume_asgi.rest.calls import call_key, index_member, index_name
 from mcp_resume_asgi.store.base import Store
-from tests.apps.rest_app import create_app
+from tests.apps.rest_app import create_app, legacy
 from tests.support.server import serve_in_loop
 from tests.support.stores import REDIS_URL, redis_unavailable, require_redis
 
@@ -292,13 +292,26 @@ async def test_a_put_with_a_non_standard_number_is_400_and_leaves_no_record(
 # Item 8: a body too large for the app once wrapped is 413, and the app's own 413 stays 413
 
 
-async def test_a_put_too_large_once_wrapped_is_413_and_leaves_no_record(store_kind: str) -> None:
-    async with face(store_kind) as f:
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+async def test_a_put_too_large_once_wrapped_is_413_and_leaves_no_record(store_kind: str, era: str) -> None:
+    inner = create_app() if era == "2026-07-28" else legacy(create_app())
+    async with face(store_kind, inner=inner) as f:
         body = json.dumps({"text": "a" * (4 * MIB - 64)}).encode()
         assert len(body) < 4 * MIB
         response = await f.put("echo", "big-1", body)
         refused(response, 413)
         await f.nothing_of("echo", "big-1")
+        # An advance too large once wrapped is a 413 too, and takes no claim.
+        asked = await f.put("confirm", "big-2", b'{"filename":"a.txt"}')
+        assert asked.status_code == 201 and asked.json()["status"] == "awaitingElicitationResult", asked.text
+        url = "/mcp/tools/confirm/calls/big-2/advance"
+        etag = {"if-match": asked.headers["etag"], "content-type": "application/json"}
+        answer = {"action": "accept", "content": {"confirm": True, "pad": "a" * (4 * MIB - 128)}}
+        refused(await f.client.post(url, content=json.dumps(answer).encode(), headers=etag), 413)
+        taken = await f.client.post(
+            url, json={"action": "accept", "content": {"confirm": True}}, headers=etag
+        )
+        assert taken.status_code == 200, taken.text
         created = await f.put("echo", "big-1", b'{"text":"small"}')
         assert created.status_code == 201, created.text
 

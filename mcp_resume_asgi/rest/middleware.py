@@ -15,8 +15,10 @@ requests become `awaiting*`); how long the PUT waits for a result is that `task_
 
 The read routes (prompts, resources, templates, completion, the OpenAPI document) are
 `reads.py`'s (`ReadRoutes.serve`). Bodies are
-read bounded (413), must be JSON (415), errors are `application/problem+json`, and a
-store outage is a 503 with `Retry-After`.
+read bounded (413), must be JSON (415) that every wire carries (`json_text.py`: else
+400, before anything is written), an MCP request larger than the stack takes is a 413
+unsent (`Wire.max_request_bytes`: the stream engine's `max_body_bytes`), errors are
+`application/problem+json`, and a store outage is a 503 with `Retry-After`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
     GET  {base}/resources/{name}      resources/read                 the content itself
     GET  {base}/resources-templates   resources/templates/list       {"resourceTemplates": [...]}
     POST {base}/complete              completion/complete (body: its params)
-    GET  {base}/openapi.json          the face's OpenAPI document (openapi.py)
+    GET  {base}/openapi.json          the face's OpenAPI document (openapi_documents.py)
 
 Each is one or a few MCP requests sent through the wrapped stack by the face's `Wire`,
 with the REST request's own credentials: the app judges who may read what, as it does
@@ -26,7 +26,8 @@ it, so an HTML resource opened in a browser cannot script the face's origin). Se
 contents, or none, are the `resources/read` result as JSON.
 
 Failures are `application/problem+json` (problems.py): the app's "unknown prompt /
-resource" is a 404, a malformed body a 400, a body over `max_body_bytes` a 413.
+resource" is a 404, a malformed body a 400 (JSON as `json_text.parse_client` takes it:
+no `NaN`, no lone surrogate), a body over `max_body_bytes` a 413.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """What a REST operation answers, as a plain value: status, headers, body.
 
 The operations of the face (`calls.py`, `reads.py`) return a `Reply` and never touch
-ASGI; the middleware sends it (without its body for `HEAD`, with `Content-Length`).
-Sans-IO, so each operation's answer is checked as data.
+ASGI; the middleware sends it (without its body for `HEAD`, with `Content-Length`). The
+read routes answer a `Representation` (a body, its type and its ETag). Bodies are written
+by `json_text.dumps`: standard JSON, whatever the value holds. Sans-IO, so each
+operation's answer is checked as data.
 """
 
 from __future__ import annotations
