@@ -3,12 +3,16 @@ tool-call resource, its ETag and the conditional-request decisions."""
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
+import anyio
 import pytest
 
 from mcp_resume_asgi.header_values import encode_header_value, param_headers
+from mcp_resume_asgi.rest.calls import decode_cursor, encode_cursor, index_member
+from mcp_resume_asgi.rest.json_text import NotAcceptedJSON, depth_of, dumps, parse_app, parse_client, repaired
 from mcp_resume_asgi.rest.problems import from_http, from_jsonrpc, invalid_arguments, problem
 from mcp_resume_asgi.rest.resource import (
     CallStatus,
@@ -23,6 +27,7 @@ from mcp_resume_asgi.rest.resource import (
     valid_idempotency_key,
 )
 from mcp_resume_asgi.rest.routes import BadRoute, Op, Route, match
+from mcp_resume_asgi.rest.single_flight import SingleFlight
 from mcp_resume_asgi.rest.wire import AnswerReader
 
 # ---------------------------------------------------------------------------------------- routes
@@ -345,3 +350,167 @@ def test_parameters_annotated_x_mcp_header_are_mirrored() -> None:
     assert param_headers(schema, {}) == [], "an absent argument has no header"
     assert param_headers({"properties": {"a": {"x-mcp-header": "bad token"}}}, {"a": "x"}) == []
     assert param_headers("not a schema", {"a": 1}) == []
+
+
+# ---------------------------------------------------------------------------------------- JSON text
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b'{"a":"\\ud800"}', "lone surrogate"),
+        (b'{"a":"\\uDFFF"}', "lone surrogate"),
+        (b'{"a":["x",{"b":"\\ud83d"}]}', "lone surrogate"),
+        (b'{"\\ud800":1}', "lone surrogate"),
+        (b'{"a":"\xed\xa0\x80"}', "not UTF-8"),
+        (b'{"a":"\xe9"}', "not UTF-8"),
+        (b'{"a":NaN}', "NaN"),
+        (b'{"a":Infinity}', "Infinity"),
+        (b'{"a":-Infinity}', "-Infinity"),
+        (b'{"a":1e999}', "too large"),
+        (b'{"a":-1E400}', "too large"),
+        (b"[" * 129 + b"]" * 129, "deeper than 128"),
+        (b"[" * 100_000, "deeper than 128"),
+        (b'{"a":' + b"9" * 5000 + b"}", "not JSON"),
+        (b"\xef\xbb\xbf{}", "not JSON"),
+        ('{"a":1}'.encode("utf-16"), "not UTF-8"),
+        (b'{"a":1}x', "not JSON"),
+    ],
+)
+def test_a_clients_json_that_no_wire_carries_is_refused_with_the_reason(body: bytes, reason: str) -> None:
+    with pytest.raises(NotAcceptedJSON) as refused:
+        parse_client(body)
+    assert reason in refused.value.detail
+
+
+@pytest.mark.parametrize(
+    ("body", "value"),
+    [
+        (b'{"a":"\\ud83d\\ude00"}', {"a": "\U0001f600"}),  # a pair is one character
+        ('{"a":"é ✓ \U0001f600"}'.encode(), {"a": "é ✓ \U0001f600"}),
+        (
+            b'{"a":1e308,"b":-0.0,"c":123456789012345678901234567890}',
+            {"a": 1e308, "b": -0.0, "c": 123456789012345678901234567890},
+        ),
+        (b"[" * 128 + b"]" * 128, json.loads(b"[" * 128 + b"]" * 128)),
+        (b'"NaN"', "NaN"),
+    ],
+)
+def test_a_clients_json_that_is_json_is_taken(body: bytes, value: Any) -> None:
+    assert parse_client(body) == value
+
+
+def test_the_apps_json_is_repaired_not_refused() -> None:
+    value = parse_app(
+        b'{"n":NaN,"i":-Infinity,"big":1e999,"s":"a\\ud800b","\\udc00":1,"raw":"\xed\xa0\x80","ok":"\\ud83d\\ude00"}'
+    )
+    assert value == {
+        "n": None,
+        "i": None,
+        "big": None,
+        "s": "a\ufffdb",
+        "\ufffd": 1,
+        "raw": "\ufffd" * 3,
+        "ok": "\U0001f600",
+    }
+    with pytest.raises(ValueError):
+        parse_app(b"{not json")
+
+
+def test_what_the_face_writes_is_standard_json_whatever_it_holds() -> None:
+    written = dumps({"n": float("nan"), "s": "\ud800", "l": [float("inf"), ("t", "\udfff")], "ok": "é"})
+    assert written == '{"n":null,"s":"\ufffd","l":[null,["t","\ufffd"]],"ok":"é"}'.encode()
+    assert dumps({"b": 1, "a": 2}, sort_keys=True) == b'{"a":2,"b":1}'
+    deep: Any = "\ud800"
+    for _ in range(50_000):
+        deep = [deep]
+    fixed = repaired(deep)  # iterative: deeper than the stack allows
+    assert depth_of(fixed) == 50_000
+    while isinstance(fixed, list):
+        fixed = fixed[0]
+    assert fixed == "\ufffd"
+
+
+def test_listing_cursors_are_the_faces_own_or_refused() -> None:
+    member = index_member("call-1")
+    cursor = encode_cursor(1_800_000_000.5, member)
+    assert decode_cursor(cursor) == (1_800_000_000.5, member)
+
+    def encoded(raw: bytes) -> str:
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    for raw in (
+        b'[1,"\\ud800"]',
+        b'[1,"\xed\xa0\x80"]',
+        b'[1,"' + member.encode()[:-1] + b'\\u00e9"]',
+        b'[1,"' + member.upper().encode() + b'"]',
+        b'[NaN,"' + member.encode() + b'"]',
+        b'[1e999,"' + member.encode() + b'"]',
+        b'[-1,"' + member.encode() + b'"]',
+        b'[1e12,"' + member.encode() + b'"]',
+        b'[true,"' + member.encode() + b'"]',
+        b'[1,"' + member.encode() + b'",3]',
+        b"[" * 300,
+    ):
+        assert decode_cursor(encoded(raw)) is None, raw
+    for text in ("", "=", "!!!!", "\ud800", "é" * 4, "A" * 600):
+        assert decode_cursor(text) is None, text
+
+
+def test_the_apps_413_421_and_431_are_the_callers() -> None:
+    assert from_http(413, [], b"Request body too large", "tools/call").status == 413
+    assert from_http(421, [], b"Invalid Host header", "tools/list").status == 421
+    assert from_http(431, [], b"", "tools/list").status == 431
+    assert from_http(406, [], b"", "tools/list").status == 502  # the face's own request: the gateway's fault
+
+
+# ---------------------------------------------------------------------------------------- single flight
+
+
+@pytest.mark.anyio
+async def test_a_single_flight_runs_once_for_concurrent_callers_and_never_shares_a_failure() -> None:
+    flights: SingleFlight[int] = SingleFlight()
+    runs: list[str] = []
+    release = anyio.Event()
+
+    async def work(tag: str, fail: bool = False) -> int:
+        runs.append(tag)
+        await release.wait()
+        if fail:
+            raise RuntimeError("the run failed")
+        return len(runs)
+
+    results: list[int] = []
+    async with anyio.create_task_group() as tg:
+
+        async def ask(tag: str) -> None:
+            results.append(await flights.run("k", lambda: work(tag)))
+
+        for i in range(5):
+            tg.start_soon(ask, f"t{i}")
+        await anyio.wait_all_tasks_blocked()
+        assert runs == ["t0"] and len(flights) == 1
+        release.set()
+    assert results == [1] * 5 and len(flights) == 0
+
+    runs.clear()
+    release = anyio.Event()
+    outcomes: list[Any] = []
+    async with anyio.create_task_group() as tg:
+
+        async def failing() -> None:
+            try:
+                await flights.run("k", lambda: work("first", fail=True))
+            except RuntimeError as exc:
+                outcomes.append(str(exc))
+
+        async def waiting() -> None:
+            outcomes.append(await flights.run("k", lambda: work("second")))
+
+        tg.start_soon(failing)
+        await anyio.wait_all_tasks_blocked()
+        tg.start_soon(waiting)
+        await anyio.wait_all_tasks_blocked()
+        release.set()
+    assert runs == ["first", "second"], "the waiter ran the work itself once the first run failed"
+    assert sorted(map(str, outcomes)) == ["2", "the run failed"]

@@ -5,7 +5,9 @@
 rules, `calls.py` a call's record in the store, `wire.py` the MCP client that reaches
 the app through the wrapped stack, `tool_calls.py` and `listing.py` the call
 operations, `validation.py` and `openapi.py` the input-schema check and the OpenAPI
-document, and `middleware.py` the ASGI layer that ties them together.
+document (`openapi_documents.py` serves it, built once per tools list, with
+`single_flight.py`), `json_text.py` the JSON the face takes and writes (never text or
+numbers no wire carries), and `middleware.py` the ASGI layer that ties them together.
 """
 
 from mcp_resume_asgi.rest.middleware import RestMiddleware

@@ -21,9 +21,11 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mcp_resume_asgi.rest.json_text import parse_client
 from mcp_resume_asgi.store.base import GapError, Store, StreamMeta
 from mcp_resume_asgi.tasks.operations import stream_of_task
 from mcp_resume_asgi.tasks.record import TaskRecord, message_of
@@ -36,6 +38,10 @@ if TYPE_CHECKING:
 MAX_RECORD_BYTES = 48 * 1024 * 1024
 #: Events read back, from a stream's end, to find its latest progress notification.
 PROGRESS_LOOKBACK = 32
+#: Latest expiry a listing cursor may name (Unix time, the year 5138: any real one is below).
+MAX_CURSOR_TIME = 1e11
+#: An index member: a call id's digest (`index_member`).
+_MEMBER = re.compile(r"[0-9a-f]{32}")
 
 
 def _digest(value: str | None, size: int = 32) -> str:
@@ -148,6 +154,9 @@ class CallStore:
     async def forget(self, key: str, principal: str | None, record: CallRecord) -> None:
         """Take back a call the app refused outright (it never ran; the same PUT may come again)."""
         await self.store.delete_key(key)
+        await self.unindex(principal, record)
+
+    async def unindex(self, principal: str | None, record: CallRecord) -> None:
         await self.store.index_remove(index_name(principal, record.tool), index_member(record.call_id))
 
     async def indexed(self, principal: str | None, record: CallRecord, cap: int) -> bool:
@@ -194,20 +203,22 @@ def encode_cursor(expires_at: float, member: str) -> str:
 
 
 def decode_cursor(value: str) -> tuple[float, str] | None:
-    if not 0 < len(value) <= 512:
+    """The position a `nextCursor` names, or None when it is not one `encode_cursor` gave: the
+    member a call digest, the expiry a finite time (never text the store cannot take)."""
+    if not 0 < len(value) <= 512 or not value.isascii():
         return None
     try:
-        data = json.loads(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
-    except (ValueError, TypeError):
+        data = parse_client(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
+    except (ValueError, TypeError):  # (NotAcceptedJSON and binascii.Error are ValueErrors)
         return None
     if (
         isinstance(data, list)
         and len(data) == 2
         and isinstance(data[0], int | float)
         and not isinstance(data[0], bool)
-        and math.isfinite(data[0])
+        and 0 <= data[0] <= MAX_CURSOR_TIME
         and isinstance(data[1], str)
-        and 0 < len(data[1]) <= 64
+        and _MEMBER.fullmatch(data[1]) is not None
     ):
         return float(data[0]), data[1]
     return None

@@ -119,7 +119,9 @@ def _query(scope: Scope) -> tuple[str | None, float | None, tuple[float, str] | 
     limit = DEFAULT_LIMIT
     if "limit" in query:
         text = query["limit"][0]
-        if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+        # ASCII digits only (`isdigit` also takes superscripts, which `int` refuses, and
+        # other scripts' digits), and few of them (`int` refuses more than 4300).
+        if not (0 < len(text) <= 4 and text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_LIMIT:
             return _bad(f"limit must be an integer from 1 to {MAX_LIMIT}")
         limit = int(text)
     return status, created_after, cursor, limit

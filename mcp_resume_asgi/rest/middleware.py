@@ -15,8 +15,10 @@ requests become `awaiting*`); how long the PUT waits for a result is that `task_
 
 The read routes (prompts, resources, templates, completion, the OpenAPI document) are
 `reads.py`'s (`ReadRoutes.serve`). Bodies are
-read bounded (413), must be JSON (415), errors are `application/problem+json`, and a
-store outage is a 503 with `Retry-After`.
+read bounded (413), must be JSON (415) that every wire carries (`json_text.py`: else
+400, before anything is written), an MCP request larger than the stack takes is a 413
+unsent (`Wire.max_request_bytes`: the stream engine's `max_body_bytes`), errors are
+`application/problem+json`, and a store outage is a 503 with `Retry-After`.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from mcp_resume_asgi.rest.reads import ReadRoutes
 from mcp_resume_asgi.rest.replies import Reply, problem_reply
 from mcp_resume_asgi.rest.routes import READ_OPS, BadRoute, Op, Route, match
 from mcp_resume_asgi.rest.tool_calls import ToolCalls, Validator
-from mcp_resume_asgi.rest.wire import REST_SCOPE_KEY, Wire
+from mcp_resume_asgi.rest.wire import MAX_REQUEST_BYTES, REST_SCOPE_KEY, Wire
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +86,7 @@ class RestMiddleware(FeatureMiddleware):
         self.max_body_bytes = max_body_bytes
         self.max_calls_per_tool = max_calls_per_tool
         self.validator: Validator | None = _validator() if validate else None
-        self.wire = Wire(self._inward, path=self.path)
+        self.wire = Wire(self._inward, path=self.path, max_request_bytes=_request_bound(app))
         self._engine: Engine | None = None
         self._tasks_seen = False
         self._tool_calls: ToolCalls | None = None
@@ -227,6 +229,15 @@ def _engine_of(app: Any) -> Engine | None:
         if isinstance(engine, Engine):
             return engine
     return None
+
+
+def _request_bound(app: Any) -> int:
+    """The largest MCP request the stack takes: the stream engine's body bound (what a
+    stock SDK server takes too, by default), so the face refuses with 413 what it would."""
+    from mcp_resume_asgi.middleware import ResumeMiddleware
+
+    bounds = [layer.max_body_bytes for layer in _layers(app) if isinstance(layer, ResumeMiddleware)]
+    return min(bounds, default=MAX_REQUEST_BYTES)
 
 
 def _has_tasks(layers: Iterable[Any]) -> bool:

@@ -24,10 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_resume_asgi._http import Headers
+from mcp_resume_asgi.rest.json_text import dumps
 
 CONTENT_TYPE = b"application/problem+json"
-#: Statuses and headers of the app's own refusals that are passed on as they are.
-_PASSED_ON_STATUSES = frozenset({401, 403, 429, 503})
+#: Statuses and headers of the app's own refusals that are passed on as they are: the
+#: caller's credentials, rate or `Host` (421), the size of its headers (431), the app's outage.
+_PASSED_ON_STATUSES = frozenset({401, 403, 421, 429, 431, 503})
 _PASSED_ON_HEADERS = frozenset({b"www-authenticate", b"retry-after"})
 #: Longest `detail` taken from the app's words (a JSON-RPC message, an HTTP body).
 MAX_DETAIL = 500
@@ -68,7 +70,7 @@ class Problem:
         } | dict(self.extra)
 
     def body(self) -> bytes:
-        return json.dumps(self.as_json(), separators=(",", ":"), ensure_ascii=False).encode()
+        return dumps(self.as_json())
 
     def headers(self) -> Headers:
         return [(b"content-type", CONTENT_TYPE), *self.extra_headers]
@@ -132,6 +134,8 @@ def from_http(status: int, headers: Headers, body: bytes, subject: str) -> Probl
         return problem(status, detail or f"the app refused the request for {subject}", headers=passed)
     if status == 404:
         return problem(404, detail or f"{subject} was not found")
+    if status == 413:  # the app takes no request that large: the client's to shorten
+        return problem(413, detail or f"the request for {subject} is larger than the app takes")
     return problem(
         502,
         f"the app answered HTTP {status} for {subject}" + (f": {detail}" if detail else ""),

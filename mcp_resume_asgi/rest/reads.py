@@ -6,7 +6,7 @@
     GET  {base}/resources/{name}      resources/read                 the content itself
     GET  {base}/resources-templates   resources/templates/list       {"resourceTemplates": [...]}
     POST {base}/complete              completion/complete (body: its params)
-    GET  {base}/openapi.json          the face's OpenAPI document (openapi.py)
+    GET  {base}/openapi.json          the face's OpenAPI document (openapi_documents.py)
 
 Each is one or a few MCP requests sent through the wrapped stack by the face's `Wire`,
 with the REST request's own credentials: the app judges who may read what, as it does
@@ -26,27 +26,25 @@ it, so an HTML resource opened in a browser cannot script the face's origin). Se
 contents, or none, are the `resources/read` result as JSON.
 
 Failures are `application/problem+json` (problems.py): the app's "unknown prompt /
-resource" is a 404, a malformed body a 400, a body over `max_body_bytes` a 413.
+resource" is a 404, a malformed body a 400 (JSON as `json_text.parse_client` takes it:
+no `NaN`, no lone surrogate), a body over `max_body_bytes` a 413.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import json
 import logging
 import re
-from dataclasses import dataclass
 from typing import Any
 
-import anyio
-from cachetools import LRUCache
 from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi._http import BodyTooLarge, ClientGone, Headers, header, media_types, read_body
-from mcp_resume_asgi.rest.openapi import build_openapi
+from mcp_resume_asgi.rest.json_text import NotAcceptedJSON, parse_client
+from mcp_resume_asgi.rest.openapi_documents import OpenApiDocuments
 from mcp_resume_asgi.rest.problems import Problem, problem
+from mcp_resume_asgi.rest.replies import Representation, json_representation
 from mcp_resume_asgi.rest.resource import etag_header, not_modified
 from mcp_resume_asgi.rest.routes import READ_OPS, Op, Route
 from mcp_resume_asgi.rest.validation import pointer_of
@@ -62,11 +60,6 @@ MAX_PAGES = 100
 MAX_ITEMS = 10_000
 #: Largest body of a POST read route (prompt arguments, completion params).
 MAX_BODY_BYTES = 1024 * 1024
-#: OpenAPI documents kept (one per distinct tools list and base path).
-DOCUMENTS_KEPT = 8
-ETAG_HEX = 20
-
-_JSON = b"application/json"
 _TEXT_DEFAULT = "text/plain; charset=utf-8"
 _BLOB_DEFAULT = "application/octet-stream"
 _TOKEN = r"[A-Za-z0-9!#$&^_.+-]+"
@@ -81,26 +74,6 @@ _LISTS: dict[Op, tuple[str, str, str]] = {
 }
 #: A failed listing that is the caller's answer, not a reason to try the name as a URI.
 _FINAL_STATUSES = frozenset({401, 403, 407, 429, 503})
-
-
-@dataclass(frozen=True, slots=True)
-class Representation:
-    """A `200` body and its type, with the strong ETag they make together."""
-
-    body: bytes
-    content_type: bytes
-    headers: tuple[tuple[bytes, bytes], ...] = ()
-
-    @property
-    def etag(self) -> str:
-        digest = hashlib.sha256(self.content_type + b"\n" + self.body)
-        return digest.hexdigest()[:ETAG_HEX]
-
-
-def json_representation(value: Any) -> Representation:
-    """JSON, canonical (sorted keys), so every node gives the same bytes and ETag."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return Representation(text.encode("utf-8", "replace"), _JSON)
 
 
 def contents_representation(result: dict[str, Any]) -> Representation | Problem:
@@ -163,8 +136,7 @@ class ReadRoutes:
         self.max_pages = max_pages
         self.max_items = max_items
         self.max_body_bytes = max_body_bytes
-        self._documents: LRUCache[str, Representation] = LRUCache(maxsize=DOCUMENTS_KEPT)
-        self._building = anyio.Lock()
+        self.documents = OpenApiDocuments(wire, self.list_all, base_path=base_path)
 
     async def serve(self, route: Route, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer `route` (one of `SERVED`) completely."""
@@ -177,8 +149,11 @@ class ReadRoutes:
         else:
             await self._send_representation(scope, send, answer)
 
-    async def list_all(self, scope: Scope, method: str, key: str, subject: str) -> list[Any] | Problem:
-        """Every item of an MCP list (`method`'s `key`), all pages, bounded."""
+    async def list_all(
+        self, scope: Scope, method: str, key: str, subject: str, digests: list[str] | None = None
+    ) -> list[Any] | Problem:
+        """Every item of an MCP list (`method`'s `key`), all pages, bounded; each page's
+        `Answer.digest()` appended to `digests` when given."""
         items: list[Any] = []
         cursor: str | None = None
         seen: set[str] = set()
@@ -187,6 +162,8 @@ class ReadRoutes:
             failed = answer.problem(subject)
             if failed is not None:
                 return failed
+            if digests is not None:
+                digests.append(answer.digest())
             result = answer.result or {}
             page = result.get(key)
             if not isinstance(page, list):
@@ -298,21 +275,7 @@ class ReadRoutes:
         )
 
     async def _openapi(self, scope: Scope) -> Representation | Problem:
-        tools = await self.list_all(scope, "tools/list", "tools", "the tools list")
-        if isinstance(tools, Problem):
-            return tools
-        base = (scope.get("root_path", "") or "") + self.base_path
-        key = hashlib.sha256(json.dumps([base, tools], sort_keys=True).encode("utf-8", "replace")).hexdigest()
-        cached = self._documents.get(key)
-        if cached is not None:
-            return cached
-        # One build at a time, off the event loop: checking large input schemas costs CPU.
-        async with self._building:
-            cached = self._documents.get(key)
-            if cached is None:
-                document = await anyio.to_thread.run_sync(lambda: build_openapi(tools, base_path=base))
-                cached = self._documents[key] = json_representation(document)
-        return cached
+        return await self.documents.document(scope)
 
     # ------------------------------------------------------------------ I/O helpers
     async def _json_body(self, scope: Scope, receive: Receive, *, empty: Any) -> Any:
@@ -327,9 +290,9 @@ class ReadRoutes:
         if not raw.strip():
             return empty if empty is not None else problem(400, "the body is empty")
         try:
-            return json.loads(raw)
-        except (ValueError, RecursionError):
-            return problem(400, "the body is not JSON")
+            return parse_client(raw)
+        except NotAcceptedJSON as refused:
+            return problem(400, refused.detail)
 
     async def _send_representation(self, scope: Scope, send: Send, answer: Representation) -> None:
         etag = answer.etag

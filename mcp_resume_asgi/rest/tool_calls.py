@@ -22,7 +22,6 @@ principal check are the Tasks layer's, unchanged. This module adds what HTTP ask
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from mcp_resume_asgi.engine import Engine
 from mcp_resume_asgi.header_values import param_headers
 from mcp_resume_asgi.rest import resource as res
 from mcp_resume_asgi.rest.calls import CallRecord, CallStore, advance_key, call_key, cancel_key
+from mcp_resume_asgi.rest.json_text import NotAcceptedJSON, parse_client
 from mcp_resume_asgi.rest.problems import Problem, invalid_arguments, problem
 from mcp_resume_asgi.rest.replies import Reply, json_reply, problem_reply, tagged_reply
 from mcp_resume_asgi.rest.routes import Route
@@ -150,21 +150,41 @@ class ToolCalls:
             if reasons:
                 return problem_reply(invalid_arguments(reasons))
         _, policy = self.engine.routes.choose(self.path, "tools/call", tool)
+        wait_s = policy.task_after_s if policy.task_after_s is not None else self.task_after_s
+        # Everything the request to the app needs, and whether the app can take it, before the
+        # call exists: a call that cannot be sent must leave nothing behind.
+        params = {"name": tool, "arguments": arguments, "_meta": {"progressToken": key[-32:]}}
+        mirrored = param_headers(found.get("inputSchema"), arguments) if self.wire.era == MODERN else []
+        too_large = self.wire.oversized("tools/call", params)
+        if too_large is not None:
+            return problem_reply(too_large)
         record = CallRecord(
             tool, call_id, key_value, time.time(), arguments, self.engine.node_id, policy.task_ttl_s
         )
         if not await self.calls.indexed(who, record, self.max_calls_per_tool):
             return _problem(429, f"the caller holds {self.max_calls_per_tool} calls of {tool!r} already")
-        existing = await self.calls.create(key, record)
+        try:
+            existing = await self.calls.create(key, record)
+        except BaseException:
+            await self._unindexed(key, who, record)
+            raise
         if existing is not None:
             return await self._again(scope, key, existing, key_value)
-        wait_s = policy.task_after_s if policy.task_after_s is not None else self.task_after_s
-        mirrored = param_headers(found.get("inputSchema"), arguments) if self.wire.era == MODERN else []
         try:
-            return await self._run(scope, key, who, record, wait_s, background, mirrored)
+            return await self._run(scope, key, who, record, params, wait_s, background, mirrored)
         except BaseException:
             await self._interrupted(key)
             raise
+
+    async def _unindexed(self, key: str, who: str | None, record: CallRecord) -> None:
+        """A PUT whose record could not be made: out of the caller's index again, unless another
+        PUT of the same call made it meanwhile (best effort: the store may be what failed)."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(STORE_GRACE_S):
+            try:
+                if await self.calls.load(key) is None:
+                    await self.calls.unindex(who, record)
+            except Exception as exc:
+                logger.warning("REST call %s: its index entry could not be taken back (%s)", key, exc)
 
     async def _interrupted(self, key: str) -> None:
         """A PUT that failed or was cancelled before the call got its task: never leave it
@@ -186,11 +206,11 @@ class ToolCalls:
         key: str,
         who: str | None,
         record: CallRecord,
+        params: dict[str, Any],
         wait_s: float,
         background: anyio.abc.TaskGroup,
         headers: Headers,
     ) -> Reply:
-        params = {"name": record.tool, "arguments": record.request, "_meta": {"progressToken": key[-32:]}}
         answer = await self.wire.call(scope, "tools/call", params, background=background, headers=headers)
         result = answer.result
         if (
@@ -246,18 +266,34 @@ class ToolCalls:
         pending = res.first_input(task) if task is not None else None
         if pending is None or record.task_id is None:
             return _problem(409, f"the call is {current['status']}: it waits for no result")
+        params = {"taskId": record.task_id, "inputResponses": {pending.key: answer_body}}
+        too_large = self.wire.oversized("tasks/update", params)
+        if too_large is not None:
+            return problem_reply(too_large)
         claim = advance_key(key, current["etag"])
         if await self.engine.store.add_key(claim, "1", record.ttl_left_s(time.time())) is not None:
             return _stale(current["etag"])  # another advance of this state was taken
-        params = {"taskId": record.task_id, "inputResponses": {pending.key: answer_body}}
-        answer = await self.wire.call(scope, "tasks/update", params, background=background)
+        try:
+            answer = await self.wire.call(scope, "tasks/update", params, background=background)
+        except BaseException:
+            await self._released(claim)
+            raise
         failure = answer.problem(f"call {record.call_id!r}")
         if failure is not None:
-            await self.engine.store.delete_key(claim)
+            await self._released(claim)
             return problem_reply(failure)
         _, policy = self.engine.routes.choose(self.path, "tools/call", record.tool)
         wait_s = policy.task_after_s if policy.task_after_s is not None else self.task_after_s
         return await self._reply(scope, record, 200, wait_s=wait_s)
+
+    async def _released(self, claim: str) -> None:
+        """Give back an advance's claim on a state whose answer did not go through, so the
+        next advance of that state is taken (best effort: the store may be what failed)."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(STORE_GRACE_S):
+            try:
+                await self.engine.store.delete_key(claim)
+            except Exception as exc:
+                logger.warning("REST advance: its claim %s could not be given back (%s)", claim, exc)
 
     async def cancel(self, scope: Scope, route: Route) -> Reply:
         found = await self._find(scope, route)
@@ -372,10 +408,11 @@ def _stale(etag: str) -> Reply:
 
 
 def _json_object(body: bytes) -> dict[str, Any] | Reply:
+    """The body as a JSON object, or the 400 saying why not (before anything is written)."""
     try:
-        value = json.loads(body) if body.strip() else None
-    except (ValueError, RecursionError):
-        return _problem(400, "the body is not JSON")
+        value = parse_client(body) if body.strip() else None
+    except NotAcceptedJSON as refused:
+        return _problem(400, refused.detail)
     if not isinstance(value, dict):
         return _problem(400, "the body must be a JSON object")
     return value

@@ -46,6 +46,7 @@ from starlette.types import ASGIApp, Message, Scope
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import Headers, header
 from mcp_resume_asgi.header_values import encode_header_value
+from mcp_resume_asgi.rest.json_text import parse_app
 from mcp_resume_asgi.rest.problems import Problem, from_http, from_jsonrpc
 from mcp_resume_asgi.sse import SSEError, SSEParser
 from mcp_resume_asgi.tasks.capability import CLIENT_CAPABILITIES_META
@@ -62,7 +63,13 @@ CLIENT_CAPABILITIES: dict[str, Any] = {"elicitation": {}, "sampling": {}, "exten
 CLIENT_INFO = {"name": "mcp-resume-asgi-rest", "version": "1"}
 #: Largest answer read from the app (a tool result, a resource's contents).
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
-#: Headers of the REST request that describe it, not the MCP request made for it.
+#: Largest request sent to the app, unless told (what a stock SDK server and the stream engine take).
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
+#: Where a 2026-07-28 result names the server.
+SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
+#: Headers of the REST request that describe it, not the MCP request made for it (with
+#: every `Mcp-*` header: the face sets `Mcp-Name`, `Mcp-Param-*`... from the request itself,
+#: and a client's own would contradict them).
 _NOT_FORWARDED = {
     b"content-length",
     b"content-type",
@@ -101,6 +108,16 @@ class Answer:
     """The JSON-RPC response to the request (or a JSON-RPC error the app answered instead)."""
     body: bytes = b""
     """The reply's body when it held no JSON-RPC message (bounded), for the problem's detail."""
+    raw: bytes = b""
+    """The JSON-RPC response as the app wrote it."""
+    request_id: Any = None
+
+    def digest(self) -> str:
+        """A digest of the response as the app wrote it, less the request's id (a fresh one
+        each time): the same answer again has the same digest, without reading it."""
+        token = str(self.request_id).encode() if isinstance(self.request_id, str) else b""
+        raw = self.raw.replace(token, b"") if token else self.raw
+        return hashlib.sha256(raw).hexdigest()
 
     @property
     def result(self) -> dict[str, Any] | None:
@@ -137,13 +154,17 @@ class Wire:
         max_sessions: int = 1024,
         session_ttl_s: float = 3600.0,
         max_answer_bytes: int = MAX_ANSWER_BYTES,
+        max_request_bytes: int = MAX_REQUEST_BYTES,
     ) -> None:
         self.app = app
         self.path = path
         self.principal = principal
         self.max_answer_bytes = max_answer_bytes
+        self.max_request_bytes = max_request_bytes
         self.era: str | None = None
         """`MODERN` or `LEGACY` once learnt."""
+        self.server_info: dict[str, Any] | None = None
+        """The app's `serverInfo` (name, version...) once it said it."""
         self._sessions: TTLCache[str, str] = TTLCache(maxsize=max_sessions, ttl=session_ttl_s)
         self._learning = anyio.Lock()
 
@@ -166,6 +187,18 @@ class Wire:
             return await self._modern(scope, method, params, background, list(headers))
         return await self._in_session(scope, method, params, background, list(headers))
 
+    def oversized(self, method: str, params: dict[str, Any]) -> Problem | None:
+        """The 413 for a request larger than the app takes (None: it fits), said before the
+        face writes anything for it (`call` refuses it too, unsent)."""
+        message = _request(method, params) if self.era == LEGACY else _modern_request(method, params)
+        body = _encoded(message)
+        if body is None or len(body) <= self.max_request_bytes:
+            return None
+        return from_http(413, [], self._too_large_text(len(body)).encode(), method)
+
+    def _too_large_text(self, size: int) -> str:
+        return f"the MCP request would be {size} bytes; the app takes at most {self.max_request_bytes}"
+
     # ------------------------------------------------------------------ eras
     async def _learn_era(self, scope: Scope) -> Answer | None:
         async with self._learning:
@@ -173,6 +206,7 @@ class Wire:
                 return None
             answer = await self._modern(scope, "server/discover", {}, None, [])
             if answer.result is not None:
+                self.server_info = server_info_of(answer.result)
                 versions = answer.result.get("supportedVersions")
                 modern = not isinstance(versions, list) or MODERN in versions
                 self.era = MODERN if modern else LEGACY
@@ -191,11 +225,7 @@ class Wire:
         background: anyio.abc.TaskGroup | None,
         headers: Headers,
     ) -> Answer:
-        meta = params.get("_meta")
-        meta = dict(meta) if isinstance(meta, dict) else {}
-        meta["io.modelcontextprotocol/protocolVersion"] = MODERN
-        meta[CLIENT_CAPABILITIES_META] = CLIENT_CAPABILITIES
-        message = _request(method, {**params, "_meta": meta})
+        message = _modern_request(method, params)
         extra = [(b"mcp-protocol-version", MODERN.encode()), (b"mcp-method", method.encode())]
         name = params.get(_NAME_PARAM.get(method, ""))
         if isinstance(name, str):
@@ -210,7 +240,7 @@ class Wire:
         background: anyio.abc.TaskGroup | None,
         headers: Headers,
     ) -> Answer:
-        key = self._caller_key(scope)
+        key = self.caller_key(scope)
         for attempt in range(2):
             session_id = self._sessions.get(key)
             if session_id is None:
@@ -229,6 +259,8 @@ class Wire:
     async def _open_session(self, scope: Scope) -> str | Answer:
         params = {"protocolVersion": LEGACY, "capabilities": CLIENT_CAPABILITIES, "clientInfo": CLIENT_INFO}
         answer = await self._exchange(scope, _request("initialize", params), [], None)
+        if answer.result is not None:
+            self.server_info = server_info_of(answer.result) or self.server_info
         session_id = _header_of(answer.headers, b"mcp-session-id")
         if answer.result is None or session_id is None or not 0 < len(session_id) <= 256:
             return answer
@@ -239,7 +271,7 @@ class Wire:
             return done
         return session_id
 
-    def _caller_key(self, scope: Scope) -> str:
+    def caller_key(self, scope: Scope) -> str:
         """Whose session: the principal and the credentials the app will judge."""
         who = self.principal(scope) if self.principal is not None else None
         parts = [who, header(scope, b"authorization"), header(scope, b"cookie")]
@@ -253,7 +285,13 @@ class Wire:
         headers: Headers,
         background: anyio.abc.TaskGroup | None,
     ) -> Answer:
-        body = p.dumps(message)
+        body = _encoded(message)
+        if body is None:
+            logger.warning("REST face: a %s request could not be encoded", message.get("method"))
+            text = "the request holds text or a number JSON cannot carry"
+            return Answer(400, [], p.error_message(message.get("id"), p.INVALID_PARAMS, text))
+        if len(body) > self.max_request_bytes:
+            return Answer(413, [], None, self._too_large_text(len(body)).encode())
         reader = AnswerReader(message.get("id"), self.max_answer_bytes)
         answered = anyio.Event()
         sent = False
@@ -287,7 +325,9 @@ class Wire:
         return reader.answer()
 
     def _scope(self, template: Scope, body: bytes, headers: Headers) -> Scope:
-        forwarded = [(k, v) for k, v in template["headers"] if k not in _NOT_FORWARDED]
+        forwarded = [
+            (k, v) for k, v in template["headers"] if k not in _NOT_FORWARDED and not k.startswith(b"mcp-")
+        ]
         forwarded += [
             (b"content-type", b"application/json"),
             (b"accept", b"application/json, text/event-stream"),
@@ -304,6 +344,34 @@ class Wire:
 
 def _request(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": f"rest-{secrets.token_hex(6)}", "method": method, "params": params}
+
+
+def _modern_request(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A 2026-07-28 request: the revision and the face's capabilities in its `_meta`."""
+    meta = params.get("_meta")
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    meta["io.modelcontextprotocol/protocolVersion"] = MODERN
+    meta[CLIENT_CAPABILITIES_META] = CLIENT_CAPABILITIES
+    return _request(method, {**params, "_meta": meta})
+
+
+def _encoded(message: dict[str, Any]) -> bytes | None:
+    """The request as sent, or None when it cannot be (text with no UTF-8 form, a non-finite
+    number, nesting the encoder cannot follow): the face's input rules keep such values out,
+    and this keeps a slip from being a 500."""
+    try:
+        return json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    except (ValueError, UnicodeEncodeError, RecursionError):
+        return None
+
+
+def server_info_of(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The app's `serverInfo` in an `initialize` result, or in any 2026-07-28 result's `_meta`."""
+    info = result.get("serverInfo")
+    if not isinstance(info, dict):
+        meta = result.get("_meta")
+        info = meta.get(SERVER_INFO_META) if isinstance(meta, dict) else None
+    return info if isinstance(info, dict) else None
 
 
 def _header_of(headers: Headers, name: bytes) -> str | None:
@@ -330,6 +398,7 @@ class AnswerReader:
         self._size = 0
         self._done = False
         self._too_large = False
+        self._raw = b""
 
     def feed(self, message: Message) -> bool:
         if self._done:
@@ -369,13 +438,14 @@ class AnswerReader:
 
     def _take(self, data: bytes, *, any_id: bool = False) -> bool:
         try:
-            value = json.loads(data)
+            value = parse_app(data)
         except (ValueError, RecursionError):
             return False
         if not isinstance(value, dict) or not ("result" in value or "error" in value):
             return False
         if value.get("id") == self.request_id or (any_id and "error" in value):
             self.message = value
+            self._raw = data
             return True
         return False
 
@@ -390,4 +460,4 @@ class AnswerReader:
         if self.message is None and self.status < 300 and self.request_id is not None:
             return Answer(502, self.headers, None, b"the app's answer held no response to the request")
         body = b"" if self.message is not None else b"".join(self._chunks)[:4096]
-        return Answer(self.status, self.headers, self.message, body)
+        return Answer(self.status, self.headers, self.message, body, self._raw, self.request_id)
