@@ -34,6 +34,9 @@ MUST_BE_COVERED = {
     "mcp_resume_asgi.RestMiddleware",
     "mcp_resume_asgi.ResumableRequestsMiddleware",
     "mcp_resume_asgi.ResumeTokenMiddleware",
+    "mcp_resume_asgi.client.ResumableTransport",
+    "mcp_resume_asgi.client.ResumableSession",
+    "mcp_resume_asgi.client.TaskPolling",
 }
 
 
@@ -90,7 +93,8 @@ def tables() -> list[tuple[list[str], dict[str, str]]]:
         if not marker:
             continue
         rows: dict[str, str] = {}
-        j = i + 3  # the header and the |---| line
+        has_table = i + 1 < len(lines) and lines[i + 1].startswith("|")
+        j = i + 3 if has_table else len(lines)  # past the header and the |---| line; no table: no options
         while j < len(lines) and lines[j].startswith("|"):
             cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", lines[j])[1:-1]]
             name = re.fullmatch(r"`(\w+)`", cells[0])
