@@ -120,7 +120,16 @@ RUN_BLOCKS = [block for block in ALL_BLOCKS if block.language in RUN_LANGUAGES]
 
 
 def blocks_of(language: str) -> list[Any]:
-    return [pytest.param(b, id=b.name) for b in RUN_BLOCKS if b.language == language]
+    """The blocks to run, those that start child processes or venvs marked `slow`."""
+    return [
+        pytest.param(b, id=b.name, marks=[pytest.mark.slow] if is_slow(b) else [])
+        for b in RUN_BLOCKS
+        if b.language == language
+    ]
+
+
+def is_slow(block: Block) -> bool:
+    return block.language == "sh" or block.is_client or "venv" in block.directives
 
 
 # --- what the examples run against -------------------------------------------------------
@@ -375,6 +384,7 @@ def test_shell_example(block: Block, tmp_path: Path) -> None:
             answers_mcp(f"http://127.0.0.1:{ports[number]}", "/mcp")
 
 
+@pytest.mark.slow
 def test_the_demo_runs() -> None:
     """What `bash scripts/demo.sh` execs once its venv is there: the README's first command."""
     assert "exec .venv/bin/python -m examples.demo" in (REPO_ROOT / "scripts" / "demo.sh").read_text()
