@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite: lint, types, then pytest (unit, end-to-end under uvicorn,
-# real peers: the stock mcp client and the MCP conformance suite via npm).
+# The whole test suite: lint, types, the wheel and sdist, the docs site, then pytest
+# (unit, end-to-end under uvicorn, real peers: the stock mcp client and the MCP
+# conformance suite via npm). Arguments go to pytest (`bash scripts/test.sh -k rest`).
 set -euo pipefail
-source "$(dirname "$0")/_venv.sh" "test,client,redis"
+source "$(dirname "$0")/_venv.sh" "dev,client,redis,rest"
 
 # Redis-backed tests use the server on 127.0.0.1:6379. In CI they must run, so a missing
 # server is installed (Debian's package) and started; elsewhere they skip with a reason.
@@ -22,9 +23,21 @@ if command -v npm >/dev/null 2>&1; then
     .venv/bin/python -m conformance.run --install-only >/dev/null
 fi
 
-.venv/bin/ruff check mcp_resume_asgi tests examples conformance
-.venv/bin/ruff format --check mcp_resume_asgi tests examples conformance
+.venv/bin/ruff check mcp_resume_asgi tests examples conformance scripts
+.venv/bin/ruff format --check mcp_resume_asgi tests examples conformance scripts
 .venv/bin/mypy mcp_resume_asgi
+
+# What would be published: the sdist, a wheel built from it, both checked as PyPI would
+# (tests/test_wheel_install.py installs that wheel with the README's line).
+rm -rf .cache/dist && mkdir -p .cache
+.venv/bin/python -m build --outdir .cache/dist . >.cache/build.log 2>&1 || { cat .cache/build.log; exit 1; }
+.venv/bin/twine check --strict .cache/dist/*
+export MCP_RESUME_DIST="$PWD/.cache/dist"
+
+# The docs site (docs/, mkdocs.yml): any warning - a broken link or anchor, a docstring
+# mkdocstrings cannot read - fails it. Its examples run in tests/test_doc_examples.py.
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet
+
 # Two workers, a test file per worker at a time (a file's fixtures - servers, npm peers,
 # Redis prefixes - stay in one process): most tests wait on sockets and timers, not CPU,
 # so this halves the wall time on 2 cores (544 s -> ~310 s). PYTEST_WORKERS=0 runs serially.

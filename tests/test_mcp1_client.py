@@ -1,11 +1,10 @@
-"""The README's mcp 1.x client form works: the stock mcp 1.x client, made resumable (issue 11).
+"""The stock mcp 1.x, in a venv of its own, for the tests that need it (issue 11).
 
-mcp 1.x talks plain httpx, so `ResumableTransport` goes in through
-`streamablehttp_client(url, httpx_client_factory=...)`. The main venv pins mcp 2.3,
-so the client runs in a venv of its own, `.cache/mcp1-venv` (mcp 1.x, httpx and this
-project, editable), built once and reused while its stamp matches; the wrapped
-server runs here, under uvicorn. Without the network to build the venv the test
-skips, except under CI=true, where it fails.
+The main venv pins mcp 2.3, so mcp 1.x runs in `.cache/mcp1-venv` (mcp 1.x, httpx and
+this project, editable), built once and reused while its stamp matches. The docs'
+mcp 1.x examples run there (tests/test_doc_examples.py: `venv=mcp1`), and so does the
+child server of tests/test_e2e_client_modern.py. Without the network to build the venv
+those tests skip, except under CI=true, where they fail.
 """
 
 from __future__ import annotations
@@ -20,16 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from mcp_resume_asgi import Policy, resumable
-from tests.support.counting import Counting
-from tests.support.server import REPO_ROOT, serve_in_thread
+from tests.support.server import REPO_ROOT
 from tests.support.stores import IN_CI
-from tests.test_readme_snippets import RUN_MAIN, countdown_server, python_block
 
 pytestmark = pytest.mark.timeout(180)
 
 VENV = REPO_ROOT / ".cache" / "mcp1-venv"
-REQUIREMENTS = ["mcp>=1.20,<2", "httpx"]
+REQUIREMENTS = ["mcp>=1.24,<2", "httpx"]  # 1.24: streamable_http_client(url, http_client=...)
 
 
 def _stamp() -> str:
@@ -82,27 +78,10 @@ def run_in_mcp1(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_mcp1_client_snippet_calls_a_tool_through_at_will_closes(tmp_path: Path) -> None:
-    script = tmp_path / "client.py"
-    snippet = python_block("httpx_client_factory=resumable_http_client")
-    script.write_text(snippet + RUN_MAIN, encoding="utf-8")
-    version = run_in_mcp1("-c", "import importlib.metadata as m; print(m.version('mcp'))")
-    assert version.returncode == 0 and version.stdout.startswith("1."), version
-    # A connection closed every 300 ms: the call lasts 1 s, so the transport resumes it.
-    app = Counting(
-        resumable(countdown_server().streamable_http_app(), policy=Policy(retry_ms=20, max_connection_s=0.3))
-    )
-    with serve_in_thread(app) as info:
-        proc = run_in_mcp1("-X", "dev", str(script), info.mcp_url)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "liftoff", (proc.stdout, proc.stderr)
-    assert "ResourceWarning" not in proc.stderr, proc.stderr
-    assert app.counts["GET link"] + app.counts["GET resume link"] >= 2, f"resumed on the Link: {app.counts}"
-
-
 def test_sdk_http_client_says_what_to_do_under_mcp1() -> None:
     proc = run_in_mcp1("-c", "from mcp_resume_asgi.client import sdk_http_client\nsdk_http_client()")
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: sdk_http_client needs the `mcp` SDK >= 2"), proc.stderr
-    assert "httpx_client_factory" in last and "ResumableTransport()" in last
+    assert "streamable_http_client(url, http_client=" in last and "ResumableTransport()" in last
+    assert "streamablehttp_client" not in last, "the form mcp 1.24 deprecated"

@@ -19,6 +19,17 @@ answer. This package supplies that behaviour where it is cheapest to add:
   talks plain ``httpx`` and takes :class:`ResumableTransport` directly.
 """
 
+try:
+    import httpx as _httpx  # noqa: F401  (the whole helper is built on it)
+except ModuleNotFoundError as exc:  # say which extra brings it, not only what is missing
+    if exc.name != "httpx":
+        raise
+    raise ImportError(
+        "mcp_resume_asgi.client needs httpx, which the `client` extra installs: "
+        "pip install 'mcp-resume-asgi[client]'",
+        name=__name__,
+    ) from exc
+
 from .errors import McpError, SessionError, TaskCancelled
 from .sdk import sdk_http_client
 from .sdk_tasks import sdk_tasks_extension

@@ -66,9 +66,9 @@ def _import_httpx2() -> Any:
         import httpx2
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise ImportError(
-            "sdk_http_client needs the `mcp` SDK >= 2 (it brings httpx2). With mcp 1.x, which talks "
-            "plain httpx, pass streamablehttp_client(url, httpx_client_factory=...) a factory returning "
-            "httpx.AsyncClient(headers=headers, timeout=timeout, auth=auth, transport=ResumableTransport())"
+            "sdk_http_client needs the `mcp` SDK >= 2 (it brings httpx2). With mcp 1.x (>= 1.24), which "
+            "talks plain httpx, pass streamable_http_client(url, http_client=...) a client opened with "
+            "`async with httpx.AsyncClient(transport=ResumableTransport(), timeout=httpx.Timeout(30, read=300))`"
         ) from exc
     return httpx2
 
