@@ -2,7 +2,7 @@
 
 A request relayed to the node that holds its session or task (`cluster.py`) enters that
 node below any ASGI auth layer placed *outside* the wrapper: on its own it would arrive
-anonymous, and be served as nobody - or as whoever that makes it. The node that received
+anonymous, its caller's work out of reach and its own work anyone's. The node that received
 it knows the caller: its principal as the middleware computes it (`principal.py`, or the
 configured function) and the user the auth layer put in `scope["user"]`. Both travel in
 the relay message, sealed with the cluster's secret for that one request
@@ -44,9 +44,10 @@ logger = logging.getLogger(__name__)
 
 #: Scope key, on the owner: the `RelayedCaller` of a relayed request.
 RELAYED_CALLER = "mcp_resume_asgi.relayed_caller"
-#: Bounds of what a caller's description may hold (it is sealed, but still parsed).
-MAX_TEXT_CHARS = 8192
-MAX_SCOPES = 256
+#: Bounds of what a caller's description may hold (sealed by a node of the cluster, but
+#: parsed all the same): generous, since a caller past them cannot be relayed at all.
+MAX_TEXT_CHARS = 16384
+MAX_SCOPES = 1024
 #: The `mcp` SDK's user class (checked by name: the SDK is not a dependency).
 _SDK_USER = ("mcp.server.auth.middleware.bearer_auth", "AuthenticatedUser")
 #: How often, at most, one kind of trouble is logged as a warning.

@@ -16,6 +16,7 @@ from starlette.types import Message, Receive, Scope, Send
 from mcp_resume_asgi.principal import default_principal
 from mcp_resume_asgi.relay_seal import MAX_AGE_S, RelayRequest, RelaySeal
 from mcp_resume_asgi.relayed_caller import (
+    MAX_TEXT_CHARS,
     RELAYED_CALLER,
     CallerGuard,
     RelayedCaller,
@@ -172,7 +173,7 @@ def test_the_apps_own_auth_names_the_caller_unless_it_names_someone_else() -> No
     "caller",
     [
         {"principal": 7},
-        {"principal": "x" * 10_000},
+        {"principal": "x" * (MAX_TEXT_CHARS + 1)},
         {"principal": "alice", "user": "alice"},
         {"principal": "alice", "user": {"kind": "root"}},
         {"principal": "alice", "user": {"kind": "simple", "username": 3}},
