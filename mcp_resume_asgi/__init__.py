@@ -14,6 +14,7 @@ from mcp_resume_asgi.middleware import ResumeMiddleware
 from mcp_resume_asgi.policy import Policy, Route
 from mcp_resume_asgi.principal import default_principal
 from mcp_resume_asgi.protocol import RESUMABLE_STREAMS_EXTENSION
+from mcp_resume_asgi.relayed_caller import RelayedUser
 from mcp_resume_asgi.rest import RestMiddleware
 from mcp_resume_asgi.resumable_requests import ResumableRequestsMiddleware
 from mcp_resume_asgi.resume_tokens import ResumeTokenMiddleware
@@ -38,6 +39,7 @@ __all__ = [
     "MemoryStore",
     "Policy",
     "RedisStore",
+    "RelayedUser",
     "RestMiddleware",
     "ResumableRequestsMiddleware",
     "ResumeMiddleware",

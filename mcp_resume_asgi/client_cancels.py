@@ -36,6 +36,7 @@ from mcp_resume_asgi.cancel_notices import (
     valid_key,
     where,
 )
+from mcp_resume_asgi.cluster import RELAYED_FROM
 from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.store.base import StreamKind, StreamState
 
@@ -131,7 +132,7 @@ class ClientCancels:
                 running=meta is not None and meta.state is StreamState.RUNNING,
                 owner=meta.owner if meta is not None else None,
                 node_id=engine.node_id,
-                relayed="mcp_resume_asgi.relayed_from" in scope,
+                relayed=RELAYED_FROM in scope,
             )
             if target is Where.HERE and hosted is not None:
                 self._cancel(hosted, notice)

@@ -9,10 +9,12 @@ another live node is relayed there over the store's pub/sub and its answer relay
 back, byte for byte; resumes need no relay at all, since every node reads the same
 recorded events.
 
-Relay messages are JSON: `req` (the HTTP request: method, path, headers, body),
-`start` and `body` (the answer, in order), `gone` (the client left). Pub/sub is at
-most once: a lost message ends the relayed answer early, which a resumable client
-treats like any dropped connection.
+Relay messages are JSON: `req` (the HTTP request: method, path, headers, body, and
+its caller), `start` and `body` (the answer, in order), `gone` (the client left). A
+`req` is served as the caller who sent it, whatever layer authenticated them
+(`relayed_caller.py`), and only if a node of the cluster sealed it, for this node,
+once (`relay_seal.py`). Pub/sub is at most once: a lost message ends the relayed
+answer early, which a resumable client treats like any dropped connection.
 """
 
 from __future__ import annotations
@@ -27,15 +29,25 @@ from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
+from cachetools import TTLCache
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_resume_asgi._http import send_json
+from mcp_resume_asgi.principal import PrincipalOf, default_principal
 from mcp_resume_asgi.protocol import STREAM_ERROR, error_message
+from mcp_resume_asgi.relay_seal import RelayRequest, RelaySeal
+from mcp_resume_asgi.relayed_caller import describe, seat
 from mcp_resume_asgi.store.base import Store
+from mcp_resume_asgi.tokens import TokenSigner
 
 logger = logging.getLogger(__name__)
 
 ASGIHandler = Callable[[Scope, Receive, Send], Awaitable[None]]
+#: Scope key of a request relayed here from another node: that node's channel (it is not
+#: relayed again).
+RELAYED_FROM = "mcp_resume_asgi.relayed_from"
+#: How often, at most, relay messages refused for one reason are logged as a warning.
+WARN_EVERY_S = 60.0
 _HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"upgrade"}
 
 
@@ -137,12 +149,25 @@ class OutageLog:
 class Node:
     """This process's membership in the cluster: heartbeat, inbox, and the relays through it."""
 
-    def __init__(self, store: Store, *, node_id: str | None = None, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        node_id: str | None = None,
+        timeout_s: float = 5.0,
+        signer: TokenSigner | None = None,
+        principal: PrincipalOf = default_principal,
+    ) -> None:
+        """`signer` holds the secret the cluster's nodes share (relays are sealed with it);
+        `principal` names the caller of a request relayed from here (`principal.py`)."""
         if timeout_s <= 0:
             raise ValueError("node_timeout_s must be positive")
         self.store = store
         self.node_id = node_id or secrets.token_hex(6)
         self.timeout_s = timeout_s
+        self.principal = principal
+        self.seal = RelaySeal(signer if signer is not None else TokenSigner(None), self.node_id)
+        self._refusals: TTLCache[str, bool] = TTLCache(maxsize=64, ttl=WARN_EVERY_S)
         self.running = False
         self._handler: ASGIHandler | None = None
         self._replies: dict[str, MemoryObjectSendStream[dict[str, Any]]] = {}
@@ -203,7 +228,11 @@ class Node:
             return
         kind = message.get("t")
         if kind == "req" and self._task_group is not None:
-            self._task_group.start_soon(self._serve_relayed, message)
+            opened = self.seal.open(message, time.time())
+            if isinstance(opened, str):
+                self._refused(message["id"], opened)
+            else:
+                self._task_group.start_soon(self._serve_relayed, opened)
         elif kind == "gone":
             gone = self._served.get(message["id"])
             if gone is not None:
@@ -218,13 +247,40 @@ class Node:
                     self._replies.pop(message["id"], None)
                     reply.close()
 
+    def _refused(self, relay_id: str, why: str) -> None:
+        level = logging.DEBUG if why in self._refusals else logging.WARNING
+        self._refusals[why] = True
+        logger.log(level, "node %s: refused relay %.32r: %s", self.node_id, relay_id, why)
+
     # -- the owner's side ------------------------------------------------------------------
-    async def _serve_relayed(self, message: dict[str, Any]) -> None:
-        """Run a request relayed from another node as if it had arrived here."""
-        relay_id: str = message["id"]
-        reply_to = message.get("reply")
-        request = message.get("req")
-        if not isinstance(reply_to, str) or not isinstance(request, dict) or self._handler is None:
+    async def _serve_relayed(self, opened: RelayRequest) -> None:
+        """Run a request relayed from another node as if it had arrived here, as its caller."""
+        relay_id, reply_to, request = opened.relay_id, opened.reply_to, opened.request
+        if self._handler is None:
+            return
+        try:
+            scope: Scope = {
+                "type": "http",
+                "asgi": {"version": "3.0", "spec_version": "2.3"},
+                "http_version": "1.1",
+                "method": str(request.get("method", "GET")),
+                "scheme": str(request.get("scheme", "http")),
+                "path": str(request.get("path", "/")),
+                "raw_path": str(request.get("path", "/")).encode(),
+                "query_string": _unb64(request.get("query")),
+                "root_path": "",
+                "headers": [(_unb64(k), _unb64(v)) for k, v in request.get("headers", [])],
+                "server": None,
+                "client": None,
+                "state": {},
+                RELAYED_FROM: reply_to,
+            }
+            body = _unb64(request.get("body"))
+        except (ValueError, TypeError):
+            self._refused(relay_id, "its request is malformed")
+            return
+        if not seat(scope, opened.caller):
+            self._refused(relay_id, "its caller is malformed")
             return
         gone = anyio.Event()
         self._served[relay_id] = gone
@@ -232,8 +288,8 @@ class Node:
             await self.store.publish(reply_to, json.dumps({"t": "ack", "id": relay_id}).encode())
         except Exception:
             logger.warning("relay %s: cannot acknowledge", relay_id, exc_info=True)
+            self._served.pop(relay_id, None)
             return
-        body = _unb64(request.get("body"))
         sent = False
         seq = 0
 
@@ -273,22 +329,6 @@ class Node:
                 logger.warning("relay %s: cannot answer", relay_id, exc_info=True)
                 gone.set()
 
-        scope: Scope = {
-            "type": "http",
-            "asgi": {"version": "3.0", "spec_version": "2.3"},
-            "http_version": "1.1",
-            "method": str(request.get("method", "GET")),
-            "scheme": str(request.get("scheme", "http")),
-            "path": str(request.get("path", "/")),
-            "raw_path": str(request.get("path", "/")).encode(),
-            "query_string": _unb64(request.get("query")),
-            "root_path": "",
-            "headers": [(_unb64(k), _unb64(v)) for k, v in request.get("headers", [])],
-            "server": None,
-            "client": None,
-            "state": {},
-            "mcp_resume_asgi.relayed_from": reply_to,
-        }
         try:
             await self._handler(scope, receive, send)
         except Exception:
@@ -311,7 +351,14 @@ class Node:
             "headers": headers,
             "body": _b64(body),
         }
-        message = {"t": "req", "id": relay_id, "reply": self.channel, "req": request}
+        message = self.seal.seal(
+            relay_id,
+            to=owner,
+            reply_to=self.channel,
+            request=request,
+            caller=describe(scope, self.principal),
+            now=time.time(),
+        )
         started = False
         # Set instead of raised inside the task group, which would wrap it in an ExceptionGroup.
         owner_lost = False

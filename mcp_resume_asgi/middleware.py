@@ -27,12 +27,13 @@ from mcp_resume_asgi._http import (
     send_jsonrpc_error,
 )
 from mcp_resume_asgi._misconfig import WrongPathDetector, check_asgi_app
-from mcp_resume_asgi.cluster import Node, owner_key
+from mcp_resume_asgi.cluster import RELAYED_FROM, Node, owner_key
 from mcp_resume_asgi.engine import STREAM_SEGMENT, Engine
 from mcp_resume_asgi.features import FEATURES_KEY
 from mcp_resume_asgi.policy import Policy, RoutesSpec, RouteTable
 from mcp_resume_asgi.post_handling import PostHandling
 from mcp_resume_asgi.principal import PrincipalOf, default_principal
+from mcp_resume_asgi.relayed_caller import CallerGuard, principal_with_relays
 from mcp_resume_asgi.store.base import Store
 from mcp_resume_asgi.store.memory import MemoryStore, StoreFullError
 from mcp_resume_asgi.store_outage import StoreOutage, TrackedSend, send_unavailable
@@ -71,6 +72,8 @@ class ResumeMiddleware(PostHandling):
             raise ValueError("path must be one or more absolute paths such as '/mcp'")
         if max_body_bytes <= 0:
             raise ValueError("max_body_bytes must be positive")
+        # A relayed request is served as its caller; the app's auth may not name another.
+        app = CallerGuard(app, principal)
         self.app = app
         self.paths = {x.rstrip("/") or "/" for x in paths}
         self._wrong_path = WrongPathDetector(self.paths, self._local_path)
@@ -82,13 +85,18 @@ class ResumeMiddleware(PostHandling):
                 "a store shared by several processes needs a shared `secret`: a stream URL or event id "
                 "minted by one process must verify in the others"
             )
-        self.node = Node(self.store, timeout_s=node_timeout_s) if self.store.shared else None
+        signer = TokenSigner(secret)
+        self.node = (
+            Node(self.store, timeout_s=node_timeout_s, signer=signer, principal=principal)
+            if self.store.shared
+            else None
+        )
         self.engine = Engine(
             app,
             routes=self.routes,
             store=self.store,
-            signer=TokenSigner(secret),
-            principal=principal,
+            signer=signer,
+            principal=principal_with_relays(principal),
             session_ttl_s=session_ttl_s,
             node_id=self.node.node_id if self.node is not None else secrets.token_hex(6),
             node=self.node,
@@ -210,7 +218,7 @@ class ResumeMiddleware(PostHandling):
 
         Returns "" when a 404 was sent.
         """
-        if self.node is None or not self.node.running or "mcp_resume_asgi.relayed_from" in scope:
+        if self.node is None or not self.node.running or RELAYED_FROM in scope:
             return None
         session_id = header(scope, b"mcp-session-id")
         if session_id is None:

@@ -6,7 +6,9 @@ for - client id, issuer and subject - and so must we, or user B of the same
 client could read user A's recorded events. The principal is read from
 `scope["user"]` as Starlette's `AuthenticationMiddleware` (and the SDK's bearer
 auth) set it; the engine reads it again after the app's own auth has run on the
-request's scope, so apps that authenticate inside themselves are covered too.
+request's scope, so apps that authenticate inside themselves are covered too. A
+request relayed from another node is the caller that node vouched for
+(`relayed_caller.py`).
 """
 
 from __future__ import annotations

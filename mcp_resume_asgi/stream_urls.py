@@ -23,6 +23,7 @@ from mcp_resume_asgi._http import (
     send_bytes,
     send_jsonrpc_error,
 )
+from mcp_resume_asgi.cluster import RELAYED_FROM
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.cluster import Node
@@ -76,7 +77,7 @@ class StreamUrls:
         if body is None:
             return
         node = self.node
-        if node is not None and node.running and "mcp_resume_asgi.relayed_from" not in scope:
+        if node is not None and node.running and RELAYED_FROM not in scope:
             meta = await engine.store.get_stream(stream_id)
             if meta is not None and meta.owner != node.node_id and await node.alive(meta.owner):
                 await node.relay(meta.owner, scope, receive, send, body)

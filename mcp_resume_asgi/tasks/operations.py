@@ -21,6 +21,7 @@ from mcp_resume_asgi import expiry
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import send_json
 from mcp_resume_asgi.admission import NOT_FOUND, Refusal
+from mcp_resume_asgi.cluster import RELAYED_FROM
 from mcp_resume_asgi.connection import Delivery
 from mcp_resume_asgi.engine import Engine
 from mcp_resume_asgi.features import RequestContext
@@ -232,7 +233,7 @@ class TaskRequests:
             and node.running
             and meta.owner != engine.node_id
             and meta.stream_id not in engine.live
-            and "mcp_resume_asgi.relayed_from" not in ctx.scope
+            and RELAYED_FROM not in ctx.scope
             and await node.alive(meta.owner)
         ):
             await node.relay(meta.owner, ctx.scope, receive, send, ctx.body)

@@ -46,6 +46,7 @@ from starlette.types import Receive, Send
 
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import send_json
+from mcp_resume_asgi.cluster import RELAYED_FROM
 from mcp_resume_asgi.connection import Delivery
 from mcp_resume_asgi.features import RequestContext
 from mcp_resume_asgi.store.base import StreamMeta, StreamState
@@ -59,7 +60,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-RELAYED_FROM = "mcp_resume_asgi.relayed_from"
 Relay = Callable[[RequestContext, Receive, Send, StreamMeta], Awaitable[bool]]
 """Relays a request to the node running the stream `meta` (True), if another, alive, one does."""
 
