@@ -261,10 +261,15 @@ class Store(abc.ABC):
         What answering for a request's outcome from the store takes (a task's record, its
         request's stream, that request's answer: `tasks/get`); a store that pays a round trip
         per call does it in one, and atomically (`RedisStore`: one Lua script). This default
-        makes the three calls, as the memory store, which pays no round trip, keeps it.
+        makes the three calls, as the memory store, which pays no round trip, keeps it; the
+        metadata is a copy, for `get_stream` may hand out the live record (`MemoryStore`), which
+        the stream's answer being recorded after this read would change under the caller: a
+        `final_seq` with no `final` read for it reads as an answer lost.
         """
         value = await self.get_key(key)
         meta = await self.get_stream(stream_id)
+        if meta is not None:
+            meta = meta.copy()
         final = None
         if meta is not None and meta.final_seq is not None:
             try:
