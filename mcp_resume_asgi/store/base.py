@@ -235,7 +235,11 @@ class Store(abc.ABC):
     async def append(
         self, stream_id: str, events: Sequence[tuple[int, bytes]], *, max_events: int, max_bytes: int
     ) -> None:
-        """Record events (seqs strictly increasing) and wake readers waiting on the stream."""
+        """Record events (seqs strictly increasing) and wake readers waiting on the stream.
+
+        Idempotent: events the stream holds already are not recorded again, so a write retried
+        after its first try landed unseen (a store that timed out but ran it) changes nothing;
+        another payload under a seq already recorded is a ValueError."""
 
     @abc.abstractmethod
     async def read(self, stream_id: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:

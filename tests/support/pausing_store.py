@@ -4,7 +4,8 @@
 except that a write of a key the test armed with `hold_write` waits, before it reaches the
 store, until the test releases it. The writer has done its reads by then, so whatever the
 test does meanwhile lands between a read-modify-write's read and its write. `hold_attach`
-holds the next `attach` of a stream the same way (a connection's answer on its way to open).
+holds the next `attach` of a stream the same way (a connection's answer on its way to open),
+`hold_append` the next `append` of events to one (its value: their payloads, decoded).
 A key is named exactly, or by a predicate (`startswith("task:")`, say, for an id not known yet).
 
 The app may run in another thread (`tests.support.server.serve` runs uvicorn in one), so
@@ -15,7 +16,7 @@ event set from another thread's loop does not wake its waiter.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,7 @@ class Held:
     key: str | Callable[[str], bool]
     matches: Callable[[str], bool]
     operation: str = "write"
-    """`write` (`set_key`, `replace_key`) or `attach`."""
+    """`write` (`set_key`, `replace_key`), `attach` or `append`."""
     _reached: threading.Event = field(default_factory=threading.Event)
     _released: threading.Event = field(default_factory=threading.Event)
     value: str | None = None
@@ -80,6 +81,15 @@ class PausingStore:
         self.holds.append(held)
         return held
 
+    def hold_append(
+        self,
+        stream_id: str | Callable[[str], bool] = lambda stream_id: True,
+        matches: Callable[[str], bool] = lambda payloads: True,
+    ) -> Held:
+        held = Held(stream_id, matches, operation="append")
+        self.holds.append(held)
+        return held
+
     async def _pass(self, operation: str, key: str, value: str) -> None:
         for held in self.holds:
             if held.holds(operation, key, value):
@@ -98,6 +108,13 @@ class PausingStore:
     async def attach(self, stream_id: str, now: float) -> StreamMeta | None:
         await self._pass("attach", stream_id, "")
         return await self.inner.attach(stream_id, now)
+
+    async def append(
+        self, stream_id: str, events: Sequence[tuple[int, bytes]], *, max_events: int, max_bytes: int
+    ) -> None:
+        payloads = b"".join(payload for _, payload in events).decode("utf-8", "replace")
+        await self._pass("append", stream_id, payloads)
+        await self.inner.append(stream_id, events, max_events=max_events, max_bytes=max_bytes)
 
 
 Store.register(PausingStore)
