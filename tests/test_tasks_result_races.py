@@ -19,8 +19,9 @@ awaiting (a real store underneath), the test makes the other side happen, then l
   store hands out its live stream record, so the read's `final_seq` moved on without the final
   event read with it: the finished task answered `failed`, "the task's result is no longer
   available" (-32603). A read is one moment's now (`Store.read_key_and_stream`).
-* The load the issue measured: 200 concurrent calls whose tool takes about `task_after_s`, on
-  Redis, none `cancelled` (marked slow).
+* The loads the issue measured (marked slow), on both stores: 200 concurrent calls whose tool
+  takes about `task_after_s`, none cut short or `cancelled`; 200 concurrent REST PUTs of a tool
+  answering at once, each `success` and each tool run once.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import anyio
 import anyio.to_thread
 import httpx
 import pytest
+from starlette.authentication import SimpleUser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_resume_asgi import MemoryStore, Policy, Store, resumable
@@ -294,7 +296,65 @@ async def test_200_concurrent_calls_ending_at_task_after_s_lose_no_result(store_
         if store_kind == "redis":
             await store.clear()  # type: ignore[attr-defined]
             await store.aclose()
-    assert outcomes["plain"] + outcomes["completed"] == 200, dict(outcomes)
+    assert outcomes["plain"] + outcomes["completed"] == 200, str(sorted(outcomes.items()))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+async def test_200_concurrent_puts_of_a_tool_answering_at_once_each_run_once(store_kind: str) -> None:
+    """Issue 20's REST load, on the era that showed it (a 2025-11-25 session): 200 concurrent PUTs
+    of a tool that answers at once, each `success` with its result, each tool run once; before,
+    on Redis, about a third got 502 "held no response" and their retries ran the tool again.
+    The caller is authenticated outside the wrapper (no `ping` per PUT to learn who calls)."""
+    real: Store = MemoryStore()
+    if store_kind == "redis":
+        from mcp_resume_asgi.store import RedisStore
+
+        real = RedisStore(REDIS_URL, prefix=f"test-result-load:{uuid.uuid4().hex}:")
+    policy = Policy(task_poll_interval_ms=100, task_ttl_s=120)
+    face = resumable(legacy(create_app()), policy=policy, store=real, secret="result-races-secret", rest=True)
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope = dict(scope, user=SimpleUser("alice"))
+        await face(scope, receive, send)
+
+    run = uuid.uuid4().hex[:6]
+    outcomes: Counter[str] = Counter()
+    limits = httpx.Limits(max_connections=250)
+    try:
+        async with (
+            serve_in_loop(app) as info,
+            httpx.AsyncClient(base_url=info.base_url, timeout=120, limits=limits) as client,
+        ):
+
+            async def one(i: int) -> None:
+                tag = f"{run}-{i}"
+                url, key = f"/mcp/tools/slow/calls/{tag}", {"idempotency-key": tag}
+                put = await client.put(url, json={"seconds": 0, "tag": tag}, headers=key)
+                if put.status_code != 201:
+                    outcomes[f"PUT {put.status_code}"] += 1
+                    return
+                state = put.json()
+                with anyio.fail_after(120):
+                    while state["status"] not in ("success", "failed", "canceled"):
+                        await anyio.sleep(0.1)
+                        state = (await client.get(url)).json()
+                if state["status"] != "success":
+                    outcomes[f"{state['status']}: {state.get('error', {}).get('message')}"] += 1
+                    return
+                text = state["result"]["content"][0]["text"]
+                outcomes["success" if text == f"slept {tag}" else f"wrong result: {text}"] += 1
+
+            async with anyio.create_task_group() as tg:
+                for i in range(200):
+                    tg.start_soon(one, i)
+    finally:
+        if store_kind == "redis":
+            await real.clear()  # type: ignore[attr-defined]
+            await real.aclose()
+    assert outcomes == {"success": 200}, str(sorted(outcomes.items()))
+    assert sum(SEEN.started.count(f"{run}-{i}") for i in range(200)) == 200, "each tool ran once"
 
 
 async def outcome_of(h: Harness, tag: str) -> str:
