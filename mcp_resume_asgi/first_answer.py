@@ -134,6 +134,15 @@ class FirstAnswer(Writer):
         self.core.decide_by = None
         if held is None:
             return
+        # Under way from here (the store is asked first): the app may finish meanwhile, and its
+        # request must not be concluded before this answer is (`Writer.answers_settled`).
+        self.answer_begins()
+        try:
+            await self._open_held(held)
+        finally:
+            self.answer_ends()
+
+    async def _open_held(self, held: Connection) -> None:
         if not self.meta_created:
             await self.upgrade()
         if held.gone.is_set():

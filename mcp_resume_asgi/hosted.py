@@ -231,8 +231,13 @@ class HostedStream(FirstAnswer):
                 if self.parser.pending.strip():
                     with contextlib.suppress(SSEError):
                         await self.recorder.record_events(self.parser.feed(b"\n\n"))
+                # Each write of the app's end is in the store (and the core knows its answer) before
+                # the next step reads `final_seq`, and before the stream is concluded: with
+                # write-behind, a write still under way would land after the request is over.
+                await self.recorder.flush()
                 if self.kind is StreamKind.REQUEST and self.core.final_seq is None and not self.expired:
                     await self.recorder.record_error("the server ended the stream without a response")
+                    await self.recorder.flush()
                 if self.expired:
                     await self.store.delete_stream(self.stream_id)  # nobody is coming back for it
                 elif self.core.final_seq is None:  # (a request's answer completed it when recorded)

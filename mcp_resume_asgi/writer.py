@@ -71,6 +71,29 @@ class Writer:
         """How the first connection was let go, and where."""
         self.watch_at: float | None = None
         self.watching = False
+        self.answering = 0
+        """Answers being opened (`decide`), served to their end (`open_and_pump`) or ended
+        (`release`, a timer's `service`) right now, by tasks of their own. What they write may
+        decide what the request is - a feature layer's deadline frame makes it a task - so the
+        request is not concluded while one is under way (`answers_settled`)."""
+        self._settled: anyio.Event | None = None
+
+    # ------------------------------------------------------------------ answers under way
+    def answer_begins(self) -> None:
+        self.answering += 1
+
+    def answer_ends(self) -> None:
+        self.answering -= 1
+        if not self.answering and self._settled is not None:
+            self._settled.set()
+            self._settled = None
+
+    async def answers_settled(self) -> None:
+        """Return once no connection's answer is being opened or ended (see `answering`)."""
+        while self.answering:
+            if self._settled is None:
+                self._settled = anyio.Event()
+            await self._settled.wait()
 
     # ------------------------------------------------------------------ attaching
     def priming(self, after_seq: int) -> bytes:
@@ -131,15 +154,19 @@ class Writer:
         It is held (`busy`) while its headers go out, so that an event the app sends
         meanwhile waits for the `pump` here instead of opening the answer a second time.
         """
-        conn.busy = True
+        self.answer_begins()
         try:
-            if replaced is not None:
-                await self.let_go(replaced)
-            opened = await conn.open()
+            conn.busy = True
+            try:
+                if replaced is not None:
+                    await self.let_go(replaced)
+                opened = await conn.open()
+            finally:
+                conn.busy = False
+            if opened:
+                await self.pump(conn)
         finally:
-            conn.busy = False
-        if opened:
-            await self.pump(conn)
+            self.answer_ends()
 
     async def let_go(self, conn: Connection) -> None:
         """Release a replaced connection, or leave that to whoever writes it now."""
@@ -304,6 +331,7 @@ class Writer:
                 conn.stop_listening()
         else:
             conn.stop_listening()
+        self.answer_begins()
         try:
             if not conn.gone.is_set():
                 if not conn.started:
@@ -316,6 +344,7 @@ class Writer:
                 raise
         finally:
             conn.released.set()
+            self.answer_ends()
         logger.debug("stream %s: connection let go (%s) at %s", self.stream_id, reason, att.cursor)
 
     # ------------------------------------------------------------------ time
@@ -336,7 +365,8 @@ class Writer:
                 if conn.own_writer:
                     conn.signal()
                 elif not conn.busy:
-                    spawn(self.service, conn)
+                    self.answer_begins()  # (a close it writes may be the deadline frame)
+                    spawn(self._timed_service, conn)
         if self.watch_at is not None and now >= self.watch_at:
             self.watch_at = None
             first = self.first
@@ -344,6 +374,12 @@ class Writer:
                 self.watching = True
                 spawn(self.watch_first, first)
         return self._next_deadline()
+
+    async def _timed_service(self, conn: Connection) -> None:
+        try:
+            await self.service(conn)
+        finally:
+            self.answer_ends()
 
     async def watch_first(self, conn: Connection) -> None:
         """Our watcher of the first connection, for an app without a disconnect listener."""
@@ -364,6 +400,11 @@ class Writer:
         """After the app: serve the first connection to its end (the ASGI call returns then)."""
         if self.held is not None and self.meta_created:
             await self.decide()
+        # A timer's `decide`, or a deadline's close, may be writing the first connection's answer
+        # right now: its deadline frame makes the request a task (`survives_close`), which the
+        # request's end (`expiry.forget`) and the feature layer (`TasksMiddleware`) must know, and
+        # the ASGI call must not return before that answer is complete.
+        await self.answers_settled()
         first = self.first
         if first is None:
             return

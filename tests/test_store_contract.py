@@ -272,6 +272,28 @@ async def test_appending_to_a_missing_stream_is_ignored(store: Store) -> None:
     assert (await store.usage()).bytes == 0
 
 
+async def test_an_append_retried_after_it_landed_changes_nothing(store: Store) -> None:
+    """A write whose reply was lost (Redis stalled past the client's timeout, then ran it) is
+    sent again: what it recorded is not recorded twice, and the rest of a batch is."""
+    await store.create_stream(meta(), ttl_s=60)
+    batch = events(1, 3)
+    await append(store, "s1", batch)
+    before = await store.get_stream("s1")
+    assert before is not None
+    await append(store, "s1", batch)  # the same write again
+    after = await store.get_stream("s1")
+    assert after is not None and (after.last_seq, after.version) == (3, before.version), "nothing changed"
+    await append(store, "s1", events(2, 5))  # a batch that landed in part
+    assert await store.read("s1", 0) == events(1, 5)
+    assert (await store.usage()).bytes == sum(len(p) for _, p in events(1, 5)), "each event counted once"
+    with pytest.raises(ValueError):
+        await append(store, "s1", [(4, b"another event"), (6, b"six")])  # a seq reused: a bug, refused
+    assert await store.read("s1", 0) == events(1, 5)
+    await append(store, "s1", events(6, 9), max_events=2)  # events 8 and 9 kept
+    await append(store, "s1", events(5, 10), max_events=2)  # (trimmed ones cannot be checked)
+    assert await store.read("s1", 8) == events(9, 10)
+
+
 async def test_event_cap_drops_oldest_and_read_into_the_gap_raises(store: Store) -> None:
     await store.create_stream(meta(), ttl_s=60)
     for seq in range(1, 11):
@@ -607,6 +629,21 @@ async def test_read_key_and_stream_is_the_three_reads_in_one(store: Store) -> No
     await store.delete_stream("s1")
     gone = await store.read_key_and_stream("k", "s1")
     assert (gone.value, gone.meta, gone.final) == ("v", None, None)
+
+
+async def test_read_key_and_stream_is_one_moments_read(store: Store) -> None:
+    """What it read stays what it read: the answer recorded after it does not show in its
+    metadata without the answer itself (which would read as an answer lost)."""
+    await store.create_stream(meta("s1"), ttl_s=60)
+    running = await store.read_key_and_stream("k", "s1")
+    await append(store, "s1", events(1, 2))
+    await store.update_stream("s1", final_seq=2, state=StreamState.COMPLETED)
+    assert running.meta is not None and running.final is None
+    assert (running.meta.final_seq, running.meta.last_seq, running.meta.state) == (
+        None,
+        0,
+        StreamState.RUNNING,
+    )
 
 
 async def test_key_count_is_bounded(make: Factory) -> None:

@@ -235,7 +235,11 @@ class Store(abc.ABC):
     async def append(
         self, stream_id: str, events: Sequence[tuple[int, bytes]], *, max_events: int, max_bytes: int
     ) -> None:
-        """Record events (seqs strictly increasing) and wake readers waiting on the stream."""
+        """Record events (seqs strictly increasing) and wake readers waiting on the stream.
+
+        Idempotent: events the stream holds already are not recorded again, so a write retried
+        after its first try landed unseen (a store that timed out but ran it) changes nothing;
+        another payload under a seq already recorded is a ValueError."""
 
     @abc.abstractmethod
     async def read(self, stream_id: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
@@ -261,10 +265,15 @@ class Store(abc.ABC):
         What answering for a request's outcome from the store takes (a task's record, its
         request's stream, that request's answer: `tasks/get`); a store that pays a round trip
         per call does it in one, and atomically (`RedisStore`: one Lua script). This default
-        makes the three calls, as the memory store, which pays no round trip, keeps it.
+        makes the three calls, as the memory store, which pays no round trip, keeps it; the
+        metadata is a copy, for `get_stream` may hand out the live record (`MemoryStore`), which
+        the stream's answer being recorded after this read would change under the caller: a
+        `final_seq` with no `final` read for it reads as an answer lost.
         """
         value = await self.get_key(key)
         meta = await self.get_stream(stream_id)
+        if meta is not None:
+            meta = meta.copy()
         final = None
         if meta is not None and meta.final_seq is not None:
             try:

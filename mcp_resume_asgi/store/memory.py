@@ -214,6 +214,10 @@ class MemoryStore(MemoryIndexes, Store):
         if entry is None:
             return
         queue = entry.events
+        if events and events[0][0] <= entry.meta.last_seq:
+            events = self._not_recorded(entry, events)  # a retried write: what landed is not added again
+            if not events:
+                return
         added = 0
         for event in events:
             queue.append(event)
@@ -231,6 +235,21 @@ class MemoryStore(MemoryIndexes, Store):
         if self._total_bytes > self.max_bytes:
             self._enforce_budget(stream_id)
         entry.wake()
+
+    @staticmethod
+    def _not_recorded(entry: _Entry, events: Sequence[tuple[int, bytes]]) -> Sequence[tuple[int, bytes]]:
+        """`events` without those the stream holds already (each checked against what is stored
+        under its seq; one trimmed since cannot be, and is taken as written)."""
+        queue = entry.events
+        skip = 0
+        for seq, payload in events:
+            if seq > entry.meta.last_seq:
+                break
+            index = seq - queue[0][0] if queue else -1
+            if 0 <= index < len(queue) and queue[index] != (seq, payload):
+                raise ValueError(f"event {seq} is recorded already, with another payload")
+            skip += 1
+        return events[skip:]
 
     def _enforce_budget(self, current: str) -> None:
         for stream_id, entry in list(self._streams.items()):

@@ -31,11 +31,14 @@ def on_asyncio() -> None:
 
 
 #: After Redis restarted, every pooled connection is dead: a command that meets one is
-#: sent once more on a fresh connection instead of failing a healthy request. (A
-#: command that did run before its connection broke is not at risk of running twice
-#: unnoticed: every append names its entry ids, so a repeat is refused by Redis.)
+#: sent once more on a fresh connection instead of failing a healthy request. Only then:
+#: a command that timed out (`socket_timeout`) is not sent again, for Redis may be slow, not
+#: gone, and run it late - a second `add_key` would find its own value and report it taken.
+#: The timeout is the store being unavailable to the caller, whose retry is idempotent where
+#: it matters (`append` skips the events already stored: `held_writes.py`, `redis_scripts.py`).
+#: (redis-py's `Retry` covers timeouts too unless told otherwise.)
 _RECONNECT: dict[str, Any] = {
-    "retry": Retry(NoBackoff(), 1),
+    "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
     "retry_on_error": [RedisConnectionError],
 }
 

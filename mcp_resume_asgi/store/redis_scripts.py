@@ -294,16 +294,26 @@ return 1
 """
 
 # ARGV: P, stream, max_events, max_bytes, budget, seq, payload, seq, payload, ...
+# Idempotent: the events the stream holds already (a retry of an append whose reply was lost,
+# Redis having run it late) are skipped, each checked against the payload stored under its seq
+# (an event trimmed since cannot be checked: taken as written).
 APPEND = r"""
 local s, maxev, maxb, budget = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local m, e = mkey(s), ekey(s)
 local last_seq = redis.call('HGET', m, 'last_seq')
 if not last_seq then return 0 end
-if tonumber(ARGV[6]) <= tonumber(last_seq) then
-  return redis.error_reply('SEQ event seqs must grow: ' .. ARGV[6] .. ' after ' .. last_seq)
+local start = 6
+while start <= #ARGV and tonumber(ARGV[start]) <= tonumber(last_seq) do
+  local id = ARGV[start] .. '-0'
+  local stored = redis.call('XRANGE', e, id, id)
+  if #stored == 1 and stored[1][2][2] ~= ARGV[start + 1] then
+    return redis.error_reply('SEQ event ' .. ARGV[start] .. ' is recorded already, with another payload')
+  end
+  start = start + 2
 end
+if start > #ARGV then return 1 end
 local added = 0
-for i = 6, #ARGV, 2 do
+for i = start, #ARGV, 2 do
   redis.call('XADD', e, ARGV[i] .. '-0', 'd', ARGV[i + 1])
   added = added + string.len(ARGV[i + 1])
 end

@@ -1,22 +1,32 @@
 """A stock `MCPServer` app for the Tasks layer's tests: tools that are fast, slow, fail either way.
 
 `SEEN` records what happened to the slow tool's calls, by tag, from the app's side
-(started, finished, cancelled), for tests running the app in process.
+(started, finished, cancelled), for tests running the app in process; `gated` returns when
+the test opens its gate (`open_gate`), so a test decides when a call's tool finishes.
 
 Note: no ``from __future__ import annotations`` here, so that ``MCPServer`` sees
 the real annotations of the tool functions.
 """
 
+import threading
 from dataclasses import dataclass, field
 from typing import Annotated
 
 import anyio
+import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 from starlette.applications import Starlette
+
+#: Gates of `gated` calls by tag: the test opens one (`open_gate`) when that call is to return.
+GATES: dict[str, threading.Event] = {}
+
+
+def open_gate(tag: str) -> None:
+    GATES.setdefault(tag, threading.Event()).set()
 
 
 @dataclass
@@ -44,6 +54,16 @@ async def slow(seconds: float, tag: str = "slow") -> str:
         raise
     SEEN.finished.append(tag)
     return f"slept {tag}"
+
+
+async def gated(tag: str) -> str:
+    """Wait until the test opens the gate `tag` (`open_gate`), then return 'opened {tag}'.
+    (A thread's event: the app may run on a loop of its own, in another thread.)"""
+    SEEN.started.append(tag)
+    gate = GATES.setdefault(tag, threading.Event())
+    await anyio.to_thread.run_sync(gate.wait, abandon_on_cancel=True)
+    SEEN.finished.append(tag)
+    return f"opened {tag}"
 
 
 async def tool_error(seconds: float = 0.0) -> str:
@@ -115,6 +135,7 @@ def create_app(*, json_response: bool = False) -> Starlette:
     for fn in (
         echo,
         slow,
+        gated,
         tool_error,
         rpc_error,
         confirm,

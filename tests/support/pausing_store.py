@@ -3,7 +3,10 @@
 `PausingStore(inner)` is `inner` (a `MemoryStore` or a `RedisStore`: every call goes to it)
 except that a write of a key the test armed with `hold_write` waits, before it reaches the
 store, until the test releases it. The writer has done its reads by then, so whatever the
-test does meanwhile lands between a read-modify-write's read and its write.
+test does meanwhile lands between a read-modify-write's read and its write. `hold_attach`
+holds the next `attach` of a stream the same way (a connection's answer on its way to open),
+`hold_append` the next `append` of events to one (its value: their payloads, decoded).
+A key is named exactly, or by a predicate (`startswith("task:")`, say, for an id not known yet).
 
 The app may run in another thread (`tests.support.server.serve` runs uvicorn in one), so
 the hold is signalled with `threading.Event`s, waited for in a worker thread: an anyio
@@ -13,26 +16,34 @@ event set from another thread's loop does not wake its waiter.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
-from mcp_resume_asgi.store.base import Store
+from mcp_resume_asgi.store.base import Store, StreamMeta
 
 
 @dataclass
 class Held:
-    """One armed hold: `reached()` once a matching write waits, which goes on at `release()`."""
+    """One armed hold: `reached()` once a matching call waits, which goes on at `release()`."""
 
-    key: str
+    key: str | Callable[[str], bool]
     matches: Callable[[str], bool]
+    operation: str = "write"
+    """`write` (`set_key`, `replace_key`), `attach` or `append`."""
     _reached: threading.Event = field(default_factory=threading.Event)
     _released: threading.Event = field(default_factory=threading.Event)
     value: str | None = None
     """The value of the write held."""
+    held_key: str | None = None
+    """The key (or stream id) of the call held."""
+
+    def holds(self, operation: str, key: str, value: str) -> bool:
+        named = self.key(key) if callable(self.key) else self.key == key
+        return self.operation == operation and named and self.matches(value)
 
     async def reached(self, within_s: float = 5.0) -> None:
         """Return once a matching write waits (TimeoutError after `within_s`)."""
@@ -42,8 +53,8 @@ class Held:
     def release(self) -> None:
         self._released.set()
 
-    async def _hold(self, value: str) -> None:
-        self.value = value
+    async def _hold(self, key: str, value: str) -> None:
+        self.held_key, self.value = key, value
         self._reached.set()
         await anyio.to_thread.run_sync(self._released.wait, abandon_on_cancel=True)
 
@@ -58,25 +69,52 @@ class PausingStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def hold_write(self, key: str, matches: Callable[[str], bool] = lambda value: True) -> Held:
+    def hold_write(
+        self, key: str | Callable[[str], bool], matches: Callable[[str], bool] = lambda value: True
+    ) -> Held:
         held = Held(key, matches)
         self.holds.append(held)
         return held
 
-    async def _pass(self, key: str, value: str) -> None:
+    def hold_attach(self, stream_id: str | Callable[[str], bool] = lambda stream_id: True) -> Held:
+        held = Held(stream_id, lambda value: True, operation="attach")
+        self.holds.append(held)
+        return held
+
+    def hold_append(
+        self,
+        stream_id: str | Callable[[str], bool] = lambda stream_id: True,
+        matches: Callable[[str], bool] = lambda payloads: True,
+    ) -> Held:
+        held = Held(stream_id, matches, operation="append")
+        self.holds.append(held)
+        return held
+
+    async def _pass(self, operation: str, key: str, value: str) -> None:
         for held in self.holds:
-            if held.key == key and held.matches(value):
+            if held.holds(operation, key, value):
                 self.holds.remove(held)
-                await held._hold(value)
+                await held._hold(key, value)
                 return
 
     async def set_key(self, key: str, value: str, ttl_s: float) -> None:
-        await self._pass(key, value)
+        await self._pass("write", key, value)
         await self.inner.set_key(key, value, ttl_s)
 
     async def replace_key(self, key: str, expected: str | None, value: str, ttl_s: float) -> bool:
-        await self._pass(key, value)
+        await self._pass("write", key, value)
         return await self.inner.replace_key(key, expected, value, ttl_s)
+
+    async def attach(self, stream_id: str, now: float) -> StreamMeta | None:
+        await self._pass("attach", stream_id, "")
+        return await self.inner.attach(stream_id, now)
+
+    async def append(
+        self, stream_id: str, events: Sequence[tuple[int, bytes]], *, max_events: int, max_bytes: int
+    ) -> None:
+        payloads = b"".join(payload for _, payload in events).decode("utf-8", "replace")
+        await self._pass("append", stream_id, payloads)
+        await self.inner.append(stream_id, events, max_events=max_events, max_bytes=max_bytes)
 
 
 Store.register(PausingStore)
