@@ -118,7 +118,8 @@ def classify(data: bytes) -> tuple[Kind, Any]:
 
 
 def loads_wire(body: bytes) -> Any | None:
-    """`body` decoded, or None when it is not JSON the middleware can handle and send on.
+    """`body` decoded, or None when it is not JSON the middleware can handle and send on
+    (`NaN` and `Infinity` are not JSON: `non_finite` tells them apart).
 
     JSON admits what the wire cannot take back: a lone surrogate (`"\\ud800"`) has no
     UTF-8 form, and nesting deep enough breaks Python's encoder (`RecursionError`).
@@ -127,7 +128,7 @@ def loads_wire(body: bytes) -> Any | None:
     on ordinary bodies: a regex search and a bracket count, both in C.
     """
     try:
-        value = json.loads(body)
+        value = json.loads(body, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
         return None
     if body.count(b"[") + body.count(b"{") > MAX_DEPTH and _depth(value) > MAX_DEPTH:
@@ -138,6 +139,29 @@ def loads_wire(body: bytes) -> Any | None:
         except (UnicodeEncodeError, RecursionError, ValueError):
             return None
     return value
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NonFinite(name)
+
+
+def non_finite(body: bytes) -> bool:
+    """Whether `body` would be JSON but for a `NaN`, `Infinity` or `-Infinity` (Python's
+    reader takes them; JSON has no such numbers, and an answer carrying one back is no JSON
+    either): a parse error, not something to pass on."""
+    if b"NaN" not in body and b"Infinity" not in body:
+        return False
+    try:
+        json.loads(body, parse_constant=_refuse_constant)
+    except _NonFinite:
+        return True
+    except (ValueError, RecursionError):
+        return False
+    return False
 
 
 def _depth(value: Any) -> int:
