@@ -222,7 +222,7 @@ class TasksMiddleware(FeatureMiddleware):
             return created[0]
 
         def frame(record: TaskRecord) -> bytes:
-            result = create_task_result(self.task_id(engine, stream_id), record)
+            result = create_task_result(self.task_id(engine, record), record)
             return encode_payload(p.dumps({"jsonrpc": "2.0", "id": ctx.request_id, "result": result}))
 
         async def on_deadline(cursor: int) -> bytes:
@@ -234,7 +234,11 @@ class TasksMiddleware(FeatureMiddleware):
         delivery.on_deadline = on_deadline
         # A retry of this call (its Idempotency-Key) gets its task, never a second run (`retries.py`).
         retried = RetriedCall(
-            ctx, receive, send, task_id=lambda sid: self.task_id(engine, sid), relay=self.requests.relayed
+            ctx,
+            receive,
+            send,
+            task_id=lambda record: self.task_id(engine, record),
+            relay=self.requests.relayed,
         )
         await self._forward(
             ctx, receive, send, delivery=delivery, policy=hosted_policy, on_retry=retried.answer
