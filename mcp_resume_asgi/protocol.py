@@ -45,6 +45,26 @@ INTERNAL_ERROR = -32603
 STREAM_ERROR = -32000
 
 
+#: How a 2026-07-28 server maps the JSON-RPC errors it answers to HTTP statuses (the stock
+#: server's table; unlisted codes, and every error of earlier revisions, are a 200).
+_SINGLE_EXCHANGE_ERROR_STATUS = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    -32020: 400,  # HeaderMismatch
+    -32021: 400,  # Missing Required Client Capability
+    -32022: 400,  # Unsupported Protocol Version
+    -32601: 404,  # Method not found
+}
+
+
+def error_status(version: str | None, code: Any) -> int:
+    """The HTTP status of a JSON-RPC error answered at `version` (see the table above)."""
+    if not at_least(version, SINGLE_EXCHANGE_VERSION):
+        return 200
+    return _SINGLE_EXCHANGE_ERROR_STATUS.get(code, 200)
+
+
 def valid_version(value: str | None) -> str | None:
     return value if value is not None and _VERSION.match(value) else None
 

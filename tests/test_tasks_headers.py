@@ -159,3 +159,28 @@ async def test_a_session_whose_repeated_header_names_its_revision_is_served_as_t
             "/mcp", content=json.dumps(body("tasks/get", meta=False)), headers=headers
         )
         assert outcome(response) == (200, -32602), response.text  # "Task not found": served
+
+
+async def test_errors_the_middleware_answers_have_the_status_of_their_revision(store_kind: str) -> None:
+    """A 2026-07-28 server answers -32602 with a 400 (the stock server's table), a session's
+    request with a 200: SEP-975's requests as the Tasks layer's."""
+    async with bare_and_wrapped(store_kind) as (_, wrapped):
+        session = RawSession(wrapped)
+        await session.initialize(capabilities={"extensions": {EXTENSION: {}}, "resumableRequests": {}})
+        assert session.session_id is not None
+        for method in OWN_METHODS:
+            headers = [
+                *BOTH.items(),
+                ("mcp-method", method),
+                ("mcp-name", "t-1"),
+                ("mcp-protocol-version", MODERN),
+            ]
+            modern = await wrapped.post("/mcp", content=json.dumps(body(method)), headers=headers)
+            assert outcome(modern) == (400, -32602), (method, modern.text)
+            headers = [
+                *BOTH.items(),
+                ("mcp-session-id", session.session_id),
+                ("mcp-protocol-version", LEGACY),
+            ]
+            legacy = await wrapped.post("/mcp", content=json.dumps(body(method, meta=False)), headers=headers)
+            assert outcome(legacy) == (200, -32602), (method, legacy.text)

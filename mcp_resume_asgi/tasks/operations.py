@@ -42,8 +42,6 @@ TASK_PURPOSE = "task"
 TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 #: A cancel whose compare-and-set kept losing (`stored.RecordContention`): not stored, so not acked.
 _BUSY = "the task changed too often to be cancelled now; send tasks/cancel again"
-#: How a 2026-07-28 server maps JSON-RPC errors it answers itself to HTTP statuses.
-_MODERN_STATUS = {p.INVALID_PARAMS: 400, HEADER_MISMATCH: 400, -32021: 400}
 
 #: Hosts the call issued again for a task's next round (`TasksMiddleware._next_round`).
 NextRound = Callable[[RequestContext, Delivery, str], Awaitable[None]]
@@ -383,7 +381,4 @@ def invalid(ctx: RequestContext, text: str) -> dict[str, Any]:
 
 async def error_answer(ctx: RequestContext, send: Send, message: dict[str, Any]) -> None:
     """A JSON-RPC error answered by the layer itself, with the status its revision gives it."""
-    status = 200
-    if p.at_least(ctx.version, p.SINGLE_EXCHANGE_VERSION):
-        status = _MODERN_STATUS.get(message["error"]["code"], 200)
-    await send_json(send, status, message)
+    await send_json(send, p.error_status(ctx.version, message["error"]["code"]), message)
