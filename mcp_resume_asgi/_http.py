@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -13,6 +14,10 @@ from mcp_resume_asgi import protocol as p
 Headers = list[tuple[bytes, bytes]]
 #: On an answer served while the store is down: it works, but cannot be resumed.
 UNAVAILABLE_HEADER = (b"mcp-resume", b"unavailable")
+
+
+#: RFC 9110 qvalue: 0 to 1 with at most three decimals.
+_QVALUE = re.compile(r"0(?:\.[0-9]{0,3})?|1(?:\.0{0,3})?")
 
 
 class BodyTooLarge(Exception):
@@ -38,15 +43,51 @@ def header_count(scope: Scope, name: bytes) -> int:
     return sum(1 for key, _ in scope["headers"] if key == name)
 
 
+def media_ranges(value: str | None) -> list[tuple[str, float]]:
+    """The media ranges of an `Accept` (or `Content-Type`) value, lower-cased, with their
+    weight (RFC 9110 section 12.5.1: `q=0` means "not acceptable"). A weight that is no
+    valid qvalue counts as absent (1), as servers that ignore weights would read it."""
+    ranges: list[tuple[str, float]] = []
+    for part in (value or "").split(","):
+        name, *params = part.split(";")
+        name = name.strip().lower()
+        if not name:
+            continue
+        weight = 1.0
+        for param in params:
+            key, _, raw = param.partition("=")
+            if key.strip().lower() == "q" and _QVALUE.fullmatch(raw.strip()):
+                weight = float(raw.strip())
+        ranges.append((name, weight))
+    return ranges
+
+
 def media_types(value: str | None) -> set[str]:
-    if not value:
-        return set()
-    return {part.split(";", 1)[0].strip().lower() for part in value.split(",")}
+    """The media types (or ranges) a header value names, those weighted `q=0` left out."""
+    return {name for name, weight in media_ranges(value) if weight > 0}
+
+
+def acceptable(accept: str | None, media_type: str) -> bool:
+    """Whether an `Accept` value accepts `media_type`: the most specific range naming it
+    decides (`text/event-stream;q=0, */*` refuses SSE; `text/*;q=0, text/event-stream`
+    accepts it), and a weight of 0 refuses."""
+    kind = media_type.split("/", 1)[0] + "/*"
+    best: tuple[int, float] | None = None
+    for name, weight in media_ranges(accept):
+        rank = 3 if name == media_type else 2 if name == kind else 1 if name == "*/*" else 0
+        if rank and (best is None or rank > best[0]):
+            best = (rank, weight)
+    return best is not None and best[1] > 0
+
+
+def accept_header(scope: Scope) -> str | None:
+    """Every `Accept` line of the request, as one list (a list header may be split in lines)."""
+    values = [value.decode("latin-1") for key, value in scope["headers"] if key == b"accept"]
+    return ", ".join(values) if values else None
 
 
 def accepts_sse(scope: Scope) -> bool:
-    types = media_types(header(scope, b"accept"))
-    return bool(types & {"text/event-stream", "text/*", "*/*"})
+    return acceptable(accept_header(scope), "text/event-stream")
 
 
 def is_json(scope: Scope) -> bool:

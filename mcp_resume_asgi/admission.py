@@ -197,6 +197,24 @@ class Admission:
             return Refusal(reply.status, headers, reply.body)
         return self.principal(reply.scope)
 
+    async def session_refusal(
+        self, scope: Scope, path: str, session_id: str | None, version: str
+    ) -> Refusal | None:
+        """The app's refusal of a session's request that the middleware answers itself, where the
+        store cannot vouch for the session (none named, or one it does not hold - restarted
+        empty, or down at `initialize`): a `ping` with the same session header is refused as
+        the request would have been (a 400 without one, a 404 for one the app does not hold)."""
+        probe = p.dumps({"jsonrpc": "2.0", "id": PROBE_ID_PREFIX + secrets.token_hex(8), "method": "ping"})
+        reply = None
+        with anyio.move_on_after(PROBE_TIMEOUT_S):
+            reply = await post_to_app(self.app, scope, path, session_id, version, probe)
+        if reply is None:
+            return SILENT
+        if reply.status >= 400:
+            headers = [(k, v) for k, v in reply.headers if k.lower() not in _NOT_PASSED_ON]
+            return Refusal(reply.status, headers, reply.body)
+        return None
+
     async def _holds(self, session_id: str) -> bool:
         """Whether this node's app holds the session (always, with one node)."""
         if self.node is None or not self.node.running:

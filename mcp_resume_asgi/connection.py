@@ -39,6 +39,7 @@ class Delivery:
     `survives_close`: the request's work outlives this connection closing (it became a
     task): a close detaches instead of cancelling. It matters where a close is a cancel
     (2026-07-28, `StreamCore.left`); a layer may set it while the request runs.
+    `refusal_recorded`: the app's refusal is recorded as the answer (nobody to pass it to).
     """
 
     deadline_s: float | None = None
@@ -48,6 +49,10 @@ class Delivery:
     survives_close: bool = False
     """The request's work outlives this connection closing (it became a task): a close
     detaches instead of cancelling."""
+    refusal_recorded: bool = False
+    """No client waits for the app's status (the middleware issued the request: a task's next
+    round): the app's refusal (a 4xx before its answer opened) is the request's answer,
+    recorded on its stream like any other, not passed to a client and forgotten."""
 
 
 class Flag:

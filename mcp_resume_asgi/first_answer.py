@@ -76,7 +76,8 @@ class FirstAnswer(Writer):
             if key.lower() == b"content-type":
                 content_type = value.split(b";", 1)[0].strip().lower()
         if self.mode is Mode.UPGRADED:
-            if status >= 400 and self.held is not None:
+            delivery = self.delivery
+            if status >= 400 and self.held is not None and not (delivery and delivery.refusal_recorded):
                 await self.refused_before_opening(message)
                 return
             principal = self.engine.principal(self.scope)

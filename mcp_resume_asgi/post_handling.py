@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mcp_resume_asgi import header_rules
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import (
     accepts_sse,
@@ -28,6 +29,7 @@ from mcp_resume_asgi._http import (
     is_json,
     read_body_or_refuse,
     replay_receive,
+    send_bytes,
     send_jsonrpc_error,
 )
 from mcp_resume_asgi.connection import Delivery
@@ -90,6 +92,9 @@ class PostHandling:
                 await self.node.relay(owner, scope, receive, send, body)
             return
         message = p.loads_wire(body)
+        if message is None and p.non_finite(body):
+            await send_jsonrpc_error(send, 400, p.PARSE_ERROR, "Parse error: NaN and Infinity are not JSON")
+            return
         if (notice := self.engine.cancels.notice(scope, message)) is not None:
             await self.engine.cancels.handle(scope, receive, send, body, notice)
             return
@@ -140,6 +145,10 @@ class PostHandling:
         first_messages: list[dict[str, Any]] = []
         delivery: Delivery | None = None
         features: tuple[FeatureMiddleware, ...] = scope.get(FEATURES_KEY, ())
+        if any(method in feature.answers for feature in features) and await self._refused_as_the_app_would(
+            scope, send, message, session_id
+        ):
+            return
         if features:
             ctx = RequestContext(
                 engine=self.engine,
@@ -179,3 +188,28 @@ class PostHandling:
             first_messages=first_messages,
             delivery=delivery,
         )
+
+    async def _refused_as_the_app_would(
+        self, scope: Scope, send: Send, message: dict[str, Any], session_id: str | None
+    ) -> bool:
+        """A request a feature layer answers itself gets the app's refusals first: the transport's
+        header rules (`header_rules.py`) and, for a session's request whose session the store
+        does not know (none named, or one the store lost), the app's word on that session. True
+        when refused (answered)."""
+        refusal = header_rules.refusal(scope["headers"], message)
+        if refusal is not None:
+            content_type = [(b"content-type", b"application/json")] if refusal.body else []
+            await send_bytes(send, refusal.status, refusal.body, content_type)
+            return True
+        if header_rules.era_of(scope["headers"]) is not header_rules.Era.SESSION:
+            return False
+        if session_id is not None and await self.engine.store.get_session(session_id) is not None:
+            return False
+        version = header(scope, b"mcp-protocol-version") or p.DEFAULT_VERSION
+        refused = await self.engine.admission.session_refusal(
+            scope, self._local_path(scope), session_id, version
+        )
+        if refused is None:
+            return False
+        await refused.send(send)
+        return True

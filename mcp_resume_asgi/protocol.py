@@ -45,6 +45,26 @@ INTERNAL_ERROR = -32603
 STREAM_ERROR = -32000
 
 
+#: How a 2026-07-28 server maps the JSON-RPC errors it answers to HTTP statuses (the stock
+#: server's table; unlisted codes, and every error of earlier revisions, are a 200).
+_SINGLE_EXCHANGE_ERROR_STATUS = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    -32020: 400,  # HeaderMismatch
+    -32021: 400,  # Missing Required Client Capability
+    -32022: 400,  # Unsupported Protocol Version
+    -32601: 404,  # Method not found
+}
+
+
+def error_status(version: str | None, code: Any) -> int:
+    """The HTTP status of a JSON-RPC error answered at `version` (see the table above)."""
+    if not at_least(version, SINGLE_EXCHANGE_VERSION):
+        return 200
+    return _SINGLE_EXCHANGE_ERROR_STATUS.get(code, 200)
+
+
 def valid_version(value: str | None) -> str | None:
     return value if value is not None and _VERSION.match(value) else None
 
@@ -118,7 +138,8 @@ def classify(data: bytes) -> tuple[Kind, Any]:
 
 
 def loads_wire(body: bytes) -> Any | None:
-    """`body` decoded, or None when it is not JSON the middleware can handle and send on.
+    """`body` decoded, or None when it is not JSON the middleware can handle and send on
+    (`NaN` and `Infinity` are not JSON: `non_finite` tells them apart).
 
     JSON admits what the wire cannot take back: a lone surrogate (`"\\ud800"`) has no
     UTF-8 form, and nesting deep enough breaks Python's encoder (`RecursionError`).
@@ -127,7 +148,7 @@ def loads_wire(body: bytes) -> Any | None:
     on ordinary bodies: a regex search and a bracket count, both in C.
     """
     try:
-        value = json.loads(body)
+        value = json.loads(body, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
         return None
     if body.count(b"[") + body.count(b"{") > MAX_DEPTH and _depth(value) > MAX_DEPTH:
@@ -138,6 +159,29 @@ def loads_wire(body: bytes) -> Any | None:
         except (UnicodeEncodeError, RecursionError, ValueError):
             return None
     return value
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NonFinite(name)
+
+
+def non_finite(body: bytes) -> bool:
+    """Whether `body` would be JSON but for a `NaN`, `Infinity` or `-Infinity` (Python's
+    reader takes them; JSON has no such numbers, and an answer carrying one back is no JSON
+    either): a parse error, not something to pass on."""
+    if b"NaN" not in body and b"Infinity" not in body:
+        return False
+    try:
+        json.loads(body, parse_constant=_refuse_constant)
+    except _NonFinite:
+        return True
+    except (ValueError, RecursionError):
+        return False
+    return False
 
 
 def _depth(value: Any) -> int:

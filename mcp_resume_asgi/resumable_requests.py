@@ -122,7 +122,8 @@ class ResumableRequestsMiddleware(FeatureMiddleware):
         if problem is None and meta is None:
             problem = "invalid resume token"
         if problem is not None:
-            await send_json(send, 200, p.error_message(ctx.request_id, p.INVALID_PARAMS, problem))
+            status = p.error_status(ctx.version, p.INVALID_PARAMS)
+            await send_json(send, status, p.error_message(ctx.request_id, p.INVALID_PARAMS, problem))
         return meta
 
     async def _resume(self, ctx: RequestContext, receive: Receive, send: Send) -> None:
@@ -136,7 +137,7 @@ class ResumableRequestsMiddleware(FeatureMiddleware):
             if parsed is None or parsed[0] != meta.stream_id or parsed[1] > meta.last_seq:
                 await send_json(
                     send,
-                    200,
+                    p.error_status(ctx.version, p.INVALID_PARAMS),
                     p.error_message(ctx.request_id, p.INVALID_PARAMS, "Last-Event-ID is not of this request"),
                 )
                 return

@@ -9,7 +9,9 @@ so the hot path only appends a number.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import hmac
 import logging
 import re
 import secrets
@@ -85,6 +87,15 @@ class TokenSigner:
 
     def _mac_signer(self, purpose: str) -> Signer:
         return _CachedKeySigner(self._secret, salt=f"mcp-resume-asgi/{purpose}", digest_method=hashlib.sha256)
+
+    def digest(self, purpose: str, value: str) -> str:
+        """A short keyed digest of `value` (96 bits, URL-safe): equal values have equal digests,
+        and a token that carries one says nothing of the value to whoever reads it."""
+        # A salt of its own: `_CachedKeySigner` caches keys by (secret, salt) alone.
+        salt = f"mcp-resume-asgi/{purpose}/digest"
+        key = _CachedKeySigner(self._secret, salt=salt, digest_method=hashlib.sha256).derive_key()
+        mac = hmac.new(key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).digest()[:12]
+        return base64.urlsafe_b64encode(mac).decode("ascii")
 
     def _serializer(self, purpose: str) -> URLSafeSerializer:
         serializer = self._purposes.get(purpose)

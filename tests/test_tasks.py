@@ -14,6 +14,7 @@ from starlette.types import ASGIApp
 
 from mcp_resume_asgi import MemoryStore, Policy, Store, TasksMiddleware, resumable
 from mcp_resume_asgi.tasks import EXTENSION
+from mcp_resume_asgi.tasks.operations import stream_of_task
 from tests.apps.tasks_app import SEEN, create_app
 from tests.support.raw import RawSession
 from tests.support.server import serve, serve_in_loop
@@ -47,7 +48,7 @@ class Harness:
         """The stream behind a task id (through the server's own signer)."""
         layer = self.app
         assert isinstance(layer, TasksMiddleware)
-        stream_id = layer.app.engine.signer.unsign("task", task_id)  # type: ignore[attr-defined]
+        stream_id = stream_of_task(layer.app.engine, task_id)  # type: ignore[attr-defined]
         assert isinstance(stream_id, str)
         return stream_id
 

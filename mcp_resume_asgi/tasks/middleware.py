@@ -30,8 +30,9 @@ from typing import Any
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Send
 
+from mcp_resume_asgi import header_rules
 from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import header
+from mcp_resume_asgi._http import header, send_bytes
 from mcp_resume_asgi.connection import Delivery
 from mcp_resume_asgi.engine import Engine, RetryAnswer
 from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestContext
@@ -75,13 +76,19 @@ class TasksMiddleware(FeatureMiddleware):
         method = ctx.method
         declared = declares(ctx.capabilities)
         if method in TASK_METHODS:
-            if not declared:
+            # (Its headers and session were judged as the app would: `post_handling.py`.)
+            if not declared and await declaration_known(ctx):
                 await error_answer(ctx, send, missing_capability(ctx.request_id))
             else:
                 await self.requests.serve(ctx, receive, send)
             return True
-        if method in SUPPORTED_METHODS and not declared and ctx.policy.task_required:
-            await error_answer(ctx, send, missing_capability(ctx.request_id))
+        if (
+            method in SUPPORTED_METHODS
+            and not declared
+            and ctx.policy.task_required
+            and await declaration_known(ctx)  # (else the app answers it plainly, not refused on a guess)
+        ):
+            await refuse_missing_capability(ctx, send)
             return True
         plain = stripped(ctx.message)
         if plain is not None:
@@ -91,8 +98,8 @@ class TasksMiddleware(FeatureMiddleware):
             scope = {**ctx.scope, DECLARED_CAPABILITIES: ctx.params.get("capabilities")}
             ctx = dataclasses.replace(ctx, scope=scope, message=plain, body=p.dumps(plain))
         if method == listen.LISTEN and (task_ids := listen.requested_task_ids(ctx.params)) is not None:
-            if not declared:
-                await error_answer(ctx, send, missing_capability(ctx.request_id))
+            if not declared and await declaration_known(ctx):
+                await refuse_missing_capability(ctx, send)
             else:
                 await listen.serve(self, ctx, receive, send, task_ids)
             return True
@@ -215,7 +222,7 @@ class TasksMiddleware(FeatureMiddleware):
             return created[0]
 
         def frame(record: TaskRecord) -> bytes:
-            result = create_task_result(self.task_id(engine, stream_id), record)
+            result = create_task_result(self.task_id(engine, record), record)
             return encode_payload(p.dumps({"jsonrpc": "2.0", "id": ctx.request_id, "result": result}))
 
         async def on_deadline(cursor: int) -> bytes:
@@ -227,7 +234,11 @@ class TasksMiddleware(FeatureMiddleware):
         delivery.on_deadline = on_deadline
         # A retry of this call (its Idempotency-Key) gets its task, never a second run (`retries.py`).
         retried = RetriedCall(
-            ctx, receive, send, task_id=lambda sid: self.task_id(engine, sid), relay=self.requests.relayed
+            ctx,
+            receive,
+            send,
+            task_id=lambda record: self.task_id(engine, record),
+            relay=self.requests.relayed,
         )
         await self._forward(
             ctx, receive, send, delivery=delivery, policy=hosted_policy, on_retry=retried.answer
@@ -250,6 +261,27 @@ class TasksMiddleware(FeatureMiddleware):
         receive, send = no_client()
         await self._forward(ctx, receive, send, delivery=delivery, policy=hosted_policy)
         await _round_ended(ctx.engine, origin, ctx.stream_id, None)
+
+
+async def declaration_known(ctx: RequestContext) -> bool:
+    """Whether what the client declared is known: per request (2026-07-28 `_meta`), or at its
+    session's `initialize` as the store holds it. A session the store does not hold - lost in a
+    restart, or not recorded during an outage - declared something nobody can tell now, and a
+    -32021 saying it declared nothing would be a guess presented as a fact."""
+    if ctx.session_id is None or p.request_capabilities(ctx.message) is not None:
+        return True
+    return await ctx.engine.store.get_session(ctx.session_id) is not None
+
+
+async def refuse_missing_capability(ctx: RequestContext, send: Send) -> None:
+    """-32021 for a request the app would have answered, after the header checks it would have
+    made (`header_rules.py`): a malformed request is refused for that first."""
+    refusal = header_rules.refusal(ctx.scope["headers"], ctx.message)
+    if refusal is None:
+        await error_answer(ctx, send, missing_capability(ctx.request_id))
+        return
+    content_type = [(b"content-type", b"application/json")] if refusal.body else []
+    await send_bytes(send, refusal.status, refusal.body, content_type)
 
 
 async def _round_ended(engine: Engine, origin: str, stream_id: str, fallback: TaskRecord | None) -> None:

@@ -10,9 +10,13 @@ server-to-client request, a cancel - is relayed there.
 
 from __future__ import annotations
 
+import hmac
+import json
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
@@ -28,7 +32,7 @@ from mcp_resume_asgi.features import RequestContext
 from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.tasks import listen
-from mcp_resume_asgi.tasks.record import EMPTY_ACK, TaskRecord, detailed_task
+from mcp_resume_asgi.tasks.record import EMPTY_ACK, TaskRecord, detailed_task, lost_task
 from mcp_resume_asgi.tasks.routing import HEADER_MISMATCH, MAX_TASK_ID, routing_problem, task_id_of
 from mcp_resume_asgi.tasks.stored import UNREAD, Final, RecordContention, TaskRead, change_record, read_task
 from mcp_resume_asgi.tasks.update import update, view_of
@@ -39,22 +43,63 @@ TASK_PURPOSE = "task"
 TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 #: A cancel whose compare-and-set kept losing (`stored.RecordContention`): not stored, so not acked.
 _BUSY = "the task changed too often to be cancelled now; send tasks/cancel again"
-#: How a 2026-07-28 server maps JSON-RPC errors it answers itself to HTTP statuses.
-_MODERN_STATUS = {p.INVALID_PARAMS: 400, HEADER_MISMATCH: 400, -32021: 400}
 
 #: Hosts the call issued again for a task's next round (`TasksMiddleware._next_round`).
 NextRound = Callable[[RequestContext, Delivery, str], Awaitable[None]]
 
 
-def task_id_for(engine: Engine, stream_id: str) -> str:
-    """Unguessable (the stream id is random) and signed (no store read for a forged one)."""
-    return engine.signer.sign(TASK_PURPOSE, stream_id)
+@dataclass(frozen=True, slots=True)
+class IssuedTask:
+    """What a task id says of its task, signed when the task was created (`task_id_for`)."""
+
+    stream_id: str
+    created_ms: int | None = None
+    """When it was created (Unix ms, rounded down); None in ids of earlier versions (the stream id alone)."""
+    ttl_ms: int | None = None
+    owner: str | None = None
+    """A keyed digest of its principal (`TokenSigner.digest`): whose, without saying who."""
+
+    @property
+    def expires_at(self) -> float | None:
+        """The earliest moment its record may be gone by its TTL (never before)."""
+        if self.created_ms is None or self.ttl_ms is None:
+            return None
+        return (self.created_ms + self.ttl_ms) / 1000
+
+
+def owner_digest(engine: Engine, principal: str | None) -> str:
+    return engine.signer.digest(TASK_PURPOSE, json.dumps(principal))
+
+
+def task_id_for(engine: Engine, record: TaskRecord) -> str:
+    """Unguessable (the stream id is random) and signed (no store read for a forged one). It
+    carries when the task was created, its TTL and whose it is (a digest), so that a task whose
+    record the store lost before its TTL can still be told apart from an unknown one."""
+    created_ms = math.floor(record.created_at * 1000)
+    payload = [record.stream_id, created_ms, record.ttl_ms, owner_digest(engine, record.principal)]
+    return engine.signer.sign(TASK_PURPOSE, payload)
+
+
+def issued_task(engine: Engine, task_id: str) -> IssuedTask | None:
+    """What a genuine task id says (of this version or an earlier one); None for a forged one."""
+    payload = engine.signer.unsign(TASK_PURPOSE, task_id, max_length=MAX_TASK_ID)
+    if isinstance(payload, str):
+        return IssuedTask(payload)
+    if (
+        isinstance(payload, list)
+        and len(payload) == 4
+        and isinstance(payload[0], str)
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in payload[1:3])
+        and isinstance(payload[3], str)
+    ):
+        return IssuedTask(payload[0], payload[1], payload[2], payload[3])
+    return None
 
 
 def stream_of_task(engine: Engine, task_id: str) -> str | None:
     """The stream behind a task id, as `task_id_for` signed it; None for a forged one."""
-    stream_id = engine.signer.unsign(TASK_PURPOSE, task_id, max_length=MAX_TASK_ID)
-    return stream_id if isinstance(stream_id, str) else None
+    issued = issued_task(engine, task_id)
+    return issued.stream_id if issued is not None else None
 
 
 class TaskRequests:
@@ -82,6 +127,9 @@ class TaskRequests:
             return
         found = await self._find(ctx, send, task_id)
         if found is None:
+            return
+        if isinstance(found, Gone):
+            await self._gone(ctx, send, task_id, found)
             return
         stream_id, read = found
         record, meta = read.record, read.meta
@@ -142,12 +190,15 @@ class TaskRequests:
         found = await self._lookup(ctx, task_id)
         return found[0] if isinstance(found, tuple) else None
 
-    async def _find(self, ctx: RequestContext, send: Send, task_id: str) -> tuple[str, TaskRead] | None:
+    async def _find(
+        self, ctx: RequestContext, send: Send, task_id: str
+    ) -> tuple[str, TaskRead] | Gone | None:
         """The task's stream id, record and stream (if still there: `TaskRead`) when the caller
-        may see it; else None, answered (unknown - another principal's task is unknown too - or the
-        app's own refusal, as it gave it)."""
+        may see it, or what its id says of it once its record is gone (`Gone`); else None,
+        answered (unknown - another principal's task is unknown too - or the app's own refusal,
+        as it gave it)."""
         found = await self._lookup(ctx, task_id)
-        if isinstance(found, tuple):
+        if isinstance(found, tuple | Gone):
             return found
         if found is not None:
             await found.send(send)
@@ -155,20 +206,50 @@ class TaskRequests:
         await error_answer(ctx, send, invalid(ctx, "Failed to retrieve task: Task not found"))
         return None
 
-    async def _lookup(self, ctx: RequestContext, task_id: str) -> tuple[str, TaskRead] | Refusal | None:
-        """The task if the caller may see it; the app's own refusal; or None (unknown)."""
+    async def _lookup(
+        self, ctx: RequestContext, task_id: str
+    ) -> tuple[str, TaskRead] | Gone | Refusal | None:
+        """The task if the caller may see it; its gone record, if it was the caller's; the app's
+        own refusal; or None (unknown)."""
         engine = ctx.engine
-        stream_id = stream_of_task(engine, task_id)
-        if stream_id is None:
+        issued = issued_task(engine, task_id)
+        if issued is None:
             return None  # forged: no store read
-        read = await read_task(engine.store, stream_id)
-        if read is not None:
-            refusal = await admit_to_task(engine, ctx.scope, read.record, read.meta)
-            if refusal is None:
-                return stream_id, read
-            if refusal is not NOT_FOUND:
-                return refusal
+        read = await read_task(engine.store, issued.stream_id)
+        if read is None:
+            return await _gone_record(ctx, issued)
+        refusal = await admit_to_task(engine, ctx.scope, read.record, read.meta)
+        if refusal is None:
+            return issued.stream_id, read
+        if refusal is not NOT_FOUND:
+            return refusal
         return None
+
+    async def _gone(self, ctx: RequestContext, send: Send, task_id: str, gone: Gone) -> None:
+        """Answer for a task of the caller's whose record is gone: expired by its TTL, or lost by
+        the store before it (a `failed` task; there is nothing to update, and a cancel stops what
+        may still run of its first round here)."""
+        if gone.expired:
+            await error_answer(ctx, send, invalid(ctx, "Failed to retrieve task: Task has expired"))
+            return
+        issued = gone.issued
+        if ctx.method == "tasks/get":
+            assert issued.created_ms is not None and issued.ttl_ms is not None
+            record = TaskRecord(
+                stream_id=issued.stream_id,
+                principal=None,
+                created_at=issued.created_ms / 1000,
+                ttl_ms=issued.ttl_ms,
+                poll_interval_ms=ctx.policy.task_poll_interval_ms,
+                path=ctx.scope["path"],
+                version=ctx.version,
+            )
+            result = {"resultType": "complete", **lost_task(task_id, record)}
+        else:
+            if ctx.method == "tasks/cancel":
+                _stop(ctx.engine, issued.stream_id)
+            result = EMPTY_ACK
+        await send_json(send, 200, {"jsonrpc": "2.0", "id": ctx.request_id, "result": result})
 
     async def _cancel(
         self,
@@ -254,6 +335,35 @@ async def admit_to_task(
     return await engine.admit(scope, probe)
 
 
+@dataclass(frozen=True, slots=True)
+class Gone:
+    """A task of the caller's whose record is no longer in the store (`_gone_record`)."""
+
+    issued: IssuedTask
+    expired: bool
+    """Gone by its TTL; else lost by the store before it (restarted empty, or evicted)."""
+
+
+async def _gone_record(ctx: RequestContext, issued: IssuedTask) -> Gone | Refusal | None:
+    """What can honestly be said of a task whose record is not in the store: its id says when
+    its TTL ends and whose it is (a digest), so the caller it belongs to - as the app's own
+    auth says, asked as on every path - learns that it expired, or that the store lost it; to
+    anyone else, and for ids that do not say (earlier versions), it is unknown (None)."""
+    expires_at = issued.expires_at
+    if expires_at is None or issued.owner is None:
+        return None
+    engine = ctx.engine
+    who = await engine.admission.identify(ctx.scope, ctx.scope["path"], ctx.version)
+    if isinstance(who, Refusal):
+        return who
+    if not hmac.compare_digest(owner_digest(engine, who), issued.owner):
+        return None
+    expired = time.time() >= expires_at
+    if not expired:
+        logger.debug("task %s: its record is gone before its TTL: the store lost it", issued.stream_id)
+    return Gone(issued, expired)
+
+
 def _stop(engine: Engine, stream_id: str) -> None:
     """Cancel the app's request of a cancelled task's round, if it runs on this node."""
     hosted = engine.live.get(stream_id)
@@ -272,7 +382,4 @@ def invalid(ctx: RequestContext, text: str) -> dict[str, Any]:
 
 async def error_answer(ctx: RequestContext, send: Send, message: dict[str, Any]) -> None:
     """A JSON-RPC error answered by the layer itself, with the status its revision gives it."""
-    status = 200
-    if p.at_least(ctx.version, p.SINGLE_EXCHANGE_VERSION):
-        status = _MODERN_STATUS.get(message["error"]["code"], 200)
-    await send_json(send, status, message)
+    await send_json(send, p.error_status(ctx.version, message["error"]["code"]), message)

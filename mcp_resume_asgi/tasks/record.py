@@ -272,6 +272,18 @@ def detailed_task(task_id: str, record: TaskRecord, view: StreamView) -> dict[st
     return task_fields(task_id, record, Status.WORKING)
 
 
+#: Why a task whose record the store lost before its TTL is `failed`.
+STORE_LOST = "the store lost the task before its TTL (it restarted without persistence, or evicted it)"
+
+
+def lost_task(task_id: str, record: TaskRecord) -> dict[str, Any]:
+    """The `DetailedTask` of a task whose record the store lost (`record`: what its id says)."""
+    return {
+        **task_fields(task_id, record, Status.FAILED, status_message=STORE_LOST),
+        "error": {"code": -32603, "message": STORE_LOST},
+    }
+
+
 def get_task_result(task_id: str, record: TaskRecord, view: StreamView) -> dict[str, Any]:
     """`GetTaskResult`: the detailed task, marked as the standard result of `tasks/get`."""
     return {"resultType": "complete", **detailed_task(task_id, record, view)}

@@ -146,7 +146,7 @@ class RetriedCall:
         receive: Receive,
         send: Send,
         *,
-        task_id: Callable[[str], str],
+        task_id: Callable[[TaskRecord], str],
         relay: Relay,
     ) -> None:
         self.ctx = ctx
@@ -182,7 +182,7 @@ class RetriedCall:
             if refusal is not None:
                 await refusal.send(self.send)
                 return True
-            result = create_task_result(self.task_id(stream_id), record)
+            result = create_task_result(self.task_id(record), record)
             headers = [] if ctx.session_id is None else [(b"mcp-session-id", ctx.session_id.encode())]
             await send_json(
                 self.send, 200, {"jsonrpc": "2.0", "id": ctx.request_id, "result": result}, headers

@@ -183,7 +183,11 @@ async def _next_round(
             spawn(engine.cancel_stream, stream_id, "the client cancelled the task")
         return b""
 
-    delivery = Delivery(deadline_s=0, at_will=False, survives_close=True, on_deadline=point_record)
+    # The round's answer is the task's, whatever it is: the app refusing the answers (a 400 for an
+    # answer its schema rejects) is recorded as the round's answer, and the task `failed` with it.
+    delivery = Delivery(
+        deadline_s=0, at_will=False, survives_close=True, on_deadline=point_record, refusal_recorded=True
+    )
     logger.debug("task %s: round %s answered, issued again as %s", origin, record.round, stream_id)
     round_ctx = dataclasses.replace(
         ctx,
