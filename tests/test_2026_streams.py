@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,7 +27,7 @@ from tests.apps.probe_app import PROBE, create_app
 from tests.support.counting import Counting
 from tests.support.raw import RawSession, Reply
 from tests.support.server import serve, serve_in_loop
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_prefix, redis_url, require_redis
 
 pytestmark = pytest.mark.anyio
 
@@ -53,7 +52,7 @@ async def wrapped(
     require_redis()
     from mcp_resume_asgi.store import RedisStore
 
-    redis_store = RedisStore(REDIS_URL, prefix=f"test-2026:{uuid.uuid4().hex}:")
+    redis_store = RedisStore(redis_url(), prefix=redis_prefix("test-2026"))
     app = resumable(create_app(), policy=policy, store=redis_store, secret="tests-2026-shared-secret")
     try:
         async with (

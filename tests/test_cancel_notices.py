@@ -26,7 +26,7 @@ from mcp_resume_asgi import RESUMABLE_STREAMS_EXTENSION, MemoryStore, Policy, St
 from tests.apps.tasks_app import SEEN, create_app
 from tests.support.raw import ACCEPT_BOTH, SSEReader
 from tests.support.server import serve, serve_in_loop
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_prefix, redis_url, require_redis
 from tests.test_2026_streams import streams_left
 
 pytestmark = pytest.mark.anyio
@@ -49,7 +49,7 @@ async def wrapped(
     require_redis()
     from mcp_resume_asgi.store import RedisStore
 
-    redis_store = RedisStore(REDIS_URL, prefix=f"test-cancel:{uuid.uuid4().hex}:")
+    redis_store = RedisStore(redis_url(), prefix=redis_prefix("test-cancel"))
     app = resumable(factory(), policy=POLICY, store=redis_store, secret="cancel-tests-secret", **options)
     try:
         async with (

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -38,7 +37,7 @@ from mcp_resume_asgi.client.cancel_notices import (
 )
 from tests.apps.tasks_app import SEEN, create_app
 from tests.support.server import serve, serve_in_loop
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_prefix, redis_url, require_redis
 
 MODERN = "2026-07-28"
 CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
@@ -133,7 +132,7 @@ async def wrapped(store_kind: str) -> AsyncIterator[str]:
     require_redis()
     from mcp_resume_asgi.store import RedisStore
 
-    redis_store = RedisStore(REDIS_URL, prefix=f"test-client-cancel:{uuid.uuid4().hex}:")
+    redis_store = RedisStore(redis_url(), prefix=redis_prefix("test-client-cancel"))
     app = resumable(create_app(), policy=POLICY, store=redis_store, secret="client-cancel-tests-secret")
     try:
         async with serve_in_loop(app) as info:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +33,7 @@ from mcp_resume_asgi.client import (
 )
 from tests.apps.tasks_app import SEEN, create_app
 from tests.support.server import ServerInfo, SubprocessServer, ThreadedServer, serve, serve_in_loop
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_prefix, redis_url, require_redis
 
 pytestmark = pytest.mark.anyio
 
@@ -142,7 +141,7 @@ async def server(
         return
     from mcp_resume_asgi.store import RedisStore
 
-    store = RedisStore(REDIS_URL, prefix=f"test-client-modern:{uuid.uuid4().hex}:")
+    store = RedisStore(redis_url(), prefix=redis_prefix("test-client-modern"))
     recorder = Recorder(
         resumable(app(), policy=policy, store=store, secret="client-modern-tests", tasks=True)
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,7 +15,7 @@ from mcp_resume_asgi import RESUMABLE_STREAMS_EXTENSION, MemoryStore, Policy, St
 from tests.apps.probe_app import PROBE, create_app
 from tests.support.raw import RawSession, Reply
 from tests.support.server import serve, serve_in_loop
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_prefix, redis_url, require_redis
 
 pytestmark = pytest.mark.anyio
 
@@ -49,7 +48,7 @@ async def wrapped(
         return
     from mcp_resume_asgi.store import RedisStore
 
-    redis_store = RedisStore(REDIS_URL, prefix=f"test-engine:{uuid.uuid4().hex}:", **bounds)
+    redis_store = RedisStore(redis_url(), prefix=redis_prefix("test-engine"), **bounds)
     app = resumable(
         create_app(json_response=json_response),
         policy=policy,

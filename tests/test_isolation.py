@@ -21,7 +21,7 @@ from mcp_resume_asgi import MemoryStore, Policy, Store, default_principal, resum
 from tests.apps.auth_app import CLIENT_ID, ISSUER, create_app
 from tests.support.raw import RawSession, Reply
 from tests.support.server import serve
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_prefix, redis_url, require_redis
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +62,7 @@ async def wrapped(store_kind: str) -> AsyncIterator[httpx.AsyncClient]:
         require_redis()
         from mcp_resume_asgi.store.redis import RedisStore
 
-        store = RedisStore(REDIS_URL, prefix=f"test-isolation:{uuid.uuid4().hex}:")
+        store = RedisStore(redis_url(), prefix=redis_prefix("test-isolation"))
     else:
         store = MemoryStore()
     app = resumable(

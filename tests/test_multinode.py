@@ -34,13 +34,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
-import socket
-import subprocess
 import time
-import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,8 +51,17 @@ from mcp_resume_asgi.client import McpError, ResumableSession, ResumableTranspor
 from tests.apps import ELICIT_MESSAGE
 from tests.support.mcp_client import call_with_progress, result_text, stock_session
 from tests.support.proxy import CutProxy
+from tests.support.redis_server import own_redis
 from tests.support.server import HOST, SubprocessServer
-from tests.support.stores import IN_CI, REDIS_URL, redis_unavailable, require_redis
+from tests.support.stores import (
+    delete_prefix_sync,
+    escape_glob,
+    redis_prefix,
+    redis_unavailable,
+    redis_url,
+    require_redis,
+)
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -71,40 +76,16 @@ CLIENT_SIDE_ERRORS = ("SSE stream", "Session terminated", "Server returned an er
 # ----------------------------------------------------------------------------- Redis
 
 
-def escape_glob(text: str) -> str:
-    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
-
-
-async def delete_prefix(url: str, prefix: str) -> int:
-    """SCAN + DEL every key under ``prefix``; returns how many were deleted."""
-    import redis.asyncio as aioredis
-
-    client = aioredis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
-    deleted = 0
-    try:
-        batch: list[bytes] = []
-        async for key in client.scan_iter(match=escape_glob(prefix) + "*", count=500):
-            batch.append(key)
-            if len(batch) >= 500:
-                deleted += await client.delete(*batch)
-                batch.clear()
-        if batch:
-            deleted += await client.delete(*batch)
-    finally:
-        await client.aclose()
-    return deleted
-
-
 @pytest.fixture
 async def prefix() -> AsyncIterator[str]:
     """A Redis key prefix of the test's own; every key under it is deleted afterwards."""
-    value = f"test-multinode:{uuid.uuid4().hex}:"
+    value = redis_prefix("test-multinode")
     try:
         yield value
     finally:
         if redis_unavailable() is None:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                await delete_prefix(REDIS_URL, value)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(scaled(10)):
+                await anyio.to_thread.run_sync(delete_prefix_sync, redis_url(), value)
 
 
 def _messages_in(payload: bytes) -> list[Any]:
@@ -119,7 +100,7 @@ def _messages_in(payload: bytes) -> list[Any]:
     return []
 
 
-async def recorded_messages(prefix: str, url: str = REDIS_URL) -> dict[str, list[Any]]:
+async def recorded_messages(prefix: str, url: str | None = None) -> dict[str, list[Any]]:
     """Every JSON-RPC message recorded in Redis under ``prefix``, per event stream key, in order.
 
     Relies on the documented `RedisStore` layout: events of stream ``s`` in the Redis
@@ -127,7 +108,7 @@ async def recorded_messages(prefix: str, url: str = REDIS_URL) -> dict[str, list
     """
     import redis.asyncio as aioredis
 
-    client = aioredis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
+    client = aioredis.Redis.from_url(url or redis_url(), socket_connect_timeout=2, socket_timeout=5)
     found: dict[str, list[Any]] = {}
     try:
         async for key in client.scan_iter(match=escape_glob(prefix) + "s:*:e", count=500):
@@ -227,12 +208,6 @@ class Alternation:
         self.targets.append(target)
         await steer(self.proxy, self.port_by_pid[target])
         return len(self.targets)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 # ----------------------------------------------------------------------------- what the client saw
@@ -709,78 +684,13 @@ async def test_owner_killed_during_a_call_ends_it_with_an_error(
 # ----------------------------------------------------------------------------- d. Redis down
 
 
-class ThrowawayRedis:
-    """``redis-server`` on a loopback port, in memory only; ``kill()`` and ``start()`` again on the same port."""
-
-    def __init__(self) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            if IN_CI:
-                pytest.fail("CI=true but redis-server is not installed")
-            pytest.skip("redis-server is not installed")
-        self.binary = binary
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://{HOST}:{self.port}/0"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                self.binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                HOST,
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--daemonize",
-                "no",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection((HOST, self.port), timeout=0.5) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(64).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server on port {self.port} did not start")
-            time.sleep(0.05)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(5)
-
-
-@contextlib.contextmanager
-def throwaway_redis() -> Iterator[ThrowawayRedis]:
-    server = ThrowawayRedis()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.kill()
-
-
 async def test_redis_down_calls_are_served_directly_and_resumability_comes_back(prefix: str) -> None:
     """Kill the node's Redis between calls: calls still succeed, marked unavailable; restart: Link again."""
     require_redis()
     policy = {"retry_ms": 50}
     recorder = Recorder()
     started = time.monotonic()
-    with throwaway_redis() as redis_server:
+    with own_redis() as redis_server:
         async with (
             cluster(1, prefix, policy=policy, redis_url=redis_server.url) as (a,),
             recorder.httpx2_client() as http,
@@ -833,7 +743,7 @@ async def test_redis_dying_during_a_call_does_not_hang_it(prefix: str) -> None:
     require_redis()
     policy = {"retry_ms": 50}
     recorder = Recorder()
-    with throwaway_redis() as redis_server:
+    with own_redis() as redis_server:
         async with (
             cluster(1, prefix, policy=policy, redis_url=redis_server.url) as (a,),
             recorder.httpx2_client() as http,

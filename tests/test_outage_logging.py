@@ -123,10 +123,10 @@ async def test_a_store_that_is_down_is_logged_once_with_its_cause(caplog: pytest
 async def test_redis_killed_then_restarted_logs_one_error_then_back(caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("redis", reason="the redis client is not installed (mcp-resume-asgi[redis])")
     from mcp_resume_asgi.store import RedisStore
-    from tests.test_multinode import throwaway_redis
+    from tests.support.redis_server import own_redis
 
     caplog.set_level(logging.DEBUG, logger=LIBRARY)
-    with throwaway_redis() as redis_server:
+    with own_redis() as redis_server:
         store = RedisStore(redis_server.url, prefix="outage-test:")
         app = ResumeMiddleware(Starlette(), store=store, secret=SECRET, node_timeout_s=0.9)
         assert app.node is not None

@@ -1,7 +1,7 @@
 """The `Store` contract, one suite over every implementation (`MemoryStore`, `RedisStore`).
 
-The Redis variant runs against a real server on 127.0.0.1:6379 (env `REDIS_URL`
-overrides). Without one the Redis cases are skipped, except under `CI=true`, where
+The Redis variant runs against a real server, the suite's own (`tests/support/stores.py`;
+env `REDIS_URL` points it elsewhere). Without one the Redis cases are skipped, except under `CI=true`, where
 they fail instead. Each test uses a key prefix of its own and deletes it afterwards.
 Where a test says "peer" it talks to the same store through a second instance (for
 Redis: other connections, as another node would).
@@ -10,7 +10,6 @@ Redis: other connections, as another node would).
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -28,7 +27,7 @@ from mcp_resume_asgi.store import (
     StreamMeta,
     StreamState,
 )
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_prefix, redis_url, require_redis
 
 pytestmark = pytest.mark.anyio
 
@@ -44,7 +43,7 @@ async def make(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
     kind = request.param
     if kind == "redis":
         require_redis()
-    prefix = f"test-store:{uuid.uuid4().hex}:"
+    prefix = redis_prefix("test-store")
     opened: list[Any] = []
 
     async def factory(peer: Store | None = None, **bounds: Any) -> Store:
@@ -60,7 +59,7 @@ async def make(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
                 "max_sessions": peer.max_sessions,
                 "max_keys": peer.max_keys,
             }
-        store = RedisStore(REDIS_URL, prefix=prefix, **bounds)
+        store = RedisStore(redis_url(), prefix=prefix, **bounds)
         opened.append(store)
         return store
 

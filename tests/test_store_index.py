@@ -1,8 +1,8 @@
 """The store's bounded, self-expiring indexes (`index_add`, `index_remove`, `index_page`,
 `index_count`), one suite over `MemoryStore` and `RedisStore`.
 
-The stores come from the contract suite's `make` fixture: Redis on 127.0.0.1:6379
-(env `REDIS_URL`), skipped without one unless `CI=true`; a key prefix per test.
+The stores come from the contract suite's `make` fixture: the suite's own Redis
+(`tests/support/stores.py`), skipped without one unless `CI=true`; a key prefix per test.
 """
 
 from __future__ import annotations

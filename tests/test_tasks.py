@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -17,7 +16,7 @@ from mcp_resume_asgi.tasks import EXTENSION
 from tests.apps.tasks_app import SEEN, create_app
 from tests.support.raw import RawSession
 from tests.support.server import serve, serve_in_loop
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_prefix, redis_url, require_redis
 
 pytestmark = pytest.mark.anyio
 
@@ -122,7 +121,7 @@ async def wrapped(
         return
     from mcp_resume_asgi.store import RedisStore
 
-    redis_store = RedisStore(REDIS_URL, prefix=f"test-tasks:{uuid.uuid4().hex}:")
+    redis_store = RedisStore(redis_url(), prefix=redis_prefix("test-tasks"))
     store = wrap(redis_store)
     app = resumable(factory(), policy=policy, store=store, secret="tasks-tests-shared-secret", tasks=True)
     try:

@@ -3,7 +3,7 @@
 Harnesses reused: the stock `MCPServer` tasks app (`tests.apps.tasks_app`), in process on the
 memory store or as node processes on Redis (`tests.apps.multinode_tasks_app`, behind
 `CutProxy` as in tests/test_multinode_tasks.py); Redis that can be killed and started again on
-the same port (`ThrowawayRedis` of tests/test_multinode.py, here optionally with an
+the same port (`own_redis` of tests/support/redis_server.py, optionally with an
 append-only file fsynced on every write). The protocol is 2026-07-28 throughout, each request on
 a new connection. (Polls round-robin over two nodes: tests/test_multinode_tasks.py.)
 
@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
-import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -40,9 +38,10 @@ from mcp_resume_asgi import MemoryStore, Policy, resumable
 from mcp_resume_asgi.client.tasks import TASKS_EXTENSION
 from tests.apps.tasks_app import SEEN, create_app
 from tests.support.proxy import CutProxy
+from tests.support.redis_server import RedisServer, own_redis
 from tests.support.server import HOST, SubprocessServer, serve
 from tests.support.stores import require_redis
-from tests.test_multinode import SECRET, ThrowawayRedis, pid_of, port_of, prefix, steer
+from tests.test_multinode import SECRET, pid_of, port_of, prefix, steer
 
 pytestmark = pytest.mark.anyio
 
@@ -257,55 +256,6 @@ async def test_the_owner_killed_mid_task_turns_it_failed_through_the_surviving_n
 
 
 # ----------------------------------------------------------------------------- 3. Redis restarted
-class RestartableRedis(ThrowawayRedis):
-    """`ThrowawayRedis`, optionally durable: an append-only file fsynced on every write."""
-
-    def __init__(self, *, durable: bool) -> None:
-        super().__init__()
-        self.durable = durable
-        self.dir = tempfile.mkdtemp(prefix="tasks-faults-redis-")
-
-    def start(self) -> None:
-        persistence = (
-            ["--appendonly", "yes", "--appendfsync", "always", "--dir", self.dir]
-            if self.durable
-            else ["--appendonly", "no"]
-        )
-        self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", HOST, "--save", "", *persistence],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        import socket
-
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection((HOST, self.port), timeout=0.5) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(64).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server on port {self.port} did not start")
-            time.sleep(0.05)
-
-
-@contextlib.contextmanager
-def restartable_redis(durable: bool) -> Iterator[RestartableRedis]:
-    server = RestartableRedis(durable=durable)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.kill()
-        import shutil
-
-        shutil.rmtree(server.dir, ignore_errors=True)
-
-
 async def _poll_until_settled(poller: Poller, task_id: str, within_s: float, log: list[str]) -> Any:
     """Poll every 0.1 s until the task is terminal or unknown, or `within_s` passed; log changes.
     A 503 (the store is down: retry) is polled through."""
@@ -330,7 +280,7 @@ async def _poll_until_settled(poller: Poller, task_id: str, within_s: float, log
 
 
 async def _restart_during_task(
-    redis_server: RestartableRedis, poller: Poller, task_id: str, down_s: float, log: list[str]
+    redis_server: RedisServer, poller: Poller, task_id: str, down_s: float, log: list[str]
 ) -> None:
     """SIGKILL Redis, poll through the outage for `down_s` (logging what the client is told), start it."""
     log.append("created; then " + describe(await poller.get(task_id)))
@@ -352,7 +302,7 @@ async def test_redis_restarted_while_the_tool_runs_the_task_still_completes(pref
     the task is found again and polled to its result."""
     require_redis()
     log: list[str] = []
-    with restartable_redis(durable=True) as redis_server:
+    with own_redis(durable=True) as redis_server:
         async with nodes(1, prefix, redis_url=redis_server.url) as ((a,), proxy):
             poller = Poller(proxy.base_url)
             task_id = await poller.create("slow", {"seconds": 4.0, "tag": "restart-mid-run"})
@@ -373,7 +323,7 @@ async def test_redis_down_when_the_tool_returns_the_task_ends_clearly_once_it_is
     (It stayed 'working' until its TTL: nothing wrote the answer the store had refused.)"""
     require_redis()
     log: list[str] = []
-    with restartable_redis(durable=True) as redis_server:
+    with own_redis(durable=True) as redis_server:
         async with nodes(1, prefix, redis_url=redis_server.url) as ((a,), proxy):
             poller = Poller(proxy.base_url)
             task_id = await poller.create("slow", {"seconds": 1.5, "tag": "restart-at-finish"})
@@ -390,7 +340,7 @@ async def test_redis_down_when_the_tool_returns_the_task_ends_clearly_once_it_is
 @pytest.mark.timeout(60)
 async def test_tasks_get_during_a_store_outage_says_retry_not_method_not_found(prefix: str) -> None:
     require_redis()
-    with restartable_redis(durable=True) as redis_server:
+    with own_redis(durable=True) as redis_server:
         async with nodes(1, prefix, redis_url=redis_server.url) as (_, proxy):
             poller = Poller(proxy.base_url)
             task_id = await poller.create("slow", {"seconds": 3.0, "tag": "outage-poll"})
@@ -410,7 +360,7 @@ async def test_redis_in_memory_only_restarted_the_task_ends_with_a_reason(prefix
     the store lost the request's stream (not `cancelled`: nobody cancelled it), promptly."""
     require_redis()
     log: list[str] = []
-    with restartable_redis(durable=False) as redis_server:
+    with own_redis(durable=False) as redis_server:
         async with nodes(1, prefix, redis_url=redis_server.url) as ((a,), proxy):
             poller = Poller(proxy.base_url)
             task_id = await poller.create("slow", {"seconds": 3.0, "tag": "forgotten"})

@@ -35,7 +35,7 @@ from mcp_resume_asgi.tasks.stored import (
 )
 from tests.apps.tasks_app import SEEN
 from tests.support.pausing_store import PausingStore
-from tests.support.stores import REDIS_URL
+from tests.support.stores import redis_prefix, redis_url
 from tests.test_tasks import created, store_kind, wrapped
 from tests.test_tasks_input import ELICITING, YES, until_status, update
 
@@ -50,7 +50,7 @@ async def a_store(kind: str) -> AsyncIterator[Store]:
         return
     from mcp_resume_asgi.store import RedisStore
 
-    store = RedisStore(REDIS_URL, prefix=f"test-task-races:{uuid.uuid4().hex}:")
+    store = RedisStore(redis_url(), prefix=redis_prefix("test-task-races"))
     try:
         yield store
     finally:
