@@ -24,6 +24,7 @@ from tests.apps.mcpserver_app import create_app
 from tests.support.raw import ACCEPT_BOTH, RawSession, Reply
 from tests.support.redis_server import own_redis
 from tests.support.server import HOST, serve
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -209,7 +210,7 @@ async def test_someone_elses_get_stream_is_refused_and_leaves_the_owners_alone()
                 ):
                     assert response.status_code in (401, 404), response.status_code
         # The owner comes back at once and is served (before the fix: 409 for max_wait_s).
-        with anyio.fail_after(3):
+        with anyio.fail_after(scaled(3)):
             async with alice.open("GET", "/mcp", headers={**alice.headers(), **alice_auth}) as (response, _):
                 assert response.status_code == 200
         del open_get

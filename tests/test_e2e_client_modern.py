@@ -34,6 +34,7 @@ from mcp_resume_asgi.client import (
 from tests.apps.tasks_app import SEEN, create_app
 from tests.support.server import ServerInfo, SubprocessServer, ThreadedServer, serve, serve_in_loop
 from tests.support.stores import redis_prefix, redis_url, require_redis
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -158,7 +159,7 @@ def text(result: dict[str, Any]) -> str:
 
 
 async def until(condition: Callable[[], bool], timeout: float = 10) -> None:
-    with anyio.fail_after(timeout):
+    with anyio.fail_after(scaled(timeout)):
         while not condition():
             await anyio.sleep(0.02)
 
@@ -186,7 +187,7 @@ async def test_a_plain_call_goes_after_server_discover_with_no_session_and_the_p
         server(store_kind) as (info, recorder),
         ResumableSession(info.mcp_url, protocol_version=MODERN) as session,
     ):
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             result = await session.call_tool("echo", {"text": "plain"})
             seen_by_app = await session.call_tool("declared_extensions", {})
         assert session.protocol_version == MODERN and session.session_id is None
@@ -213,7 +214,7 @@ async def test_a_slow_call_becomes_a_task_polled_to_its_result_with_the_task_id_
         server(store_kind) as (info, recorder),
         ResumableSession(info.mcp_url, protocol_version=MODERN) as session,
     ):
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             slow = await session.call_tool("slow", {"seconds": 1.2, "tag": "modern-slow"})
     assert text(slow) == "slept modern-slow" and slow["isError"] is False
     assert slow.get("resultType") != "task" and "taskId" not in slow
@@ -232,7 +233,7 @@ async def test_a_tasks_tool_error_is_returned_and_its_json_rpc_error_raised(stor
         server(store_kind, AT_ONCE) as (info, recorder),
         ResumableSession(info.mcp_url, protocol_version=MODERN) as session,
     ):
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             tool_error = await session.call_tool("tool_error", {"seconds": 0.2})
             with pytest.raises(McpError) as failed:
                 await session.call_tool("rpc_error", {"seconds": 0.2})
@@ -254,7 +255,7 @@ async def test_a_tasks_elicitations_are_answered_through_on_request_and_tasks_up
         server(store_kind, AT_ONCE) as (info, recorder),
         ResumableSession(info.mcp_url, protocol_version=MODERN, on_request=on_request) as session,
     ):
-        with anyio.fail_after(20):
+        with anyio.fail_after(scaled(20)):
             confirmed = await session.call_tool("confirm", {"filename": "a.txt"})
             both = await session.call_tool("two_questions", {})
     assert text(confirmed) == "deleted a.txt" and text(both) == "first and second"
@@ -308,7 +309,7 @@ async def test_a_plain_call_answered_input_required_is_answered_and_sent_again(s
             info.mcp_url, protocol_version=MODERN, on_request=on_request, tasks=False
         ) as session,
     ):
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             kept = await session.call_tool("confirm", {"filename": "b.txt"})
             both = await session.call_tool("two_questions", {})
     assert text(kept) == "kept b.txt" and text(both) == "first and second"
@@ -340,7 +341,7 @@ async def test_a_streaming_call_is_resumed_across_at_will_closes_it_opted_into(s
     whole_progress: list[float] = []
     async with server(store_kind, policy, app=probe_app) as (info, recorder):
         async with ResumableSession(info.mcp_url, protocol_version=MODERN, tasks=False) as session:
-            with anyio.fail_after(15):
+            with anyio.fail_after(scaled(15)):
                 resumed = await session.call_tool(
                     "progress", {"steps": 10, "seconds": 1.5}, lambda p, t, m: resumed_progress.append(p)
                 )
@@ -351,7 +352,7 @@ async def test_a_streaming_call_is_resumed_across_at_will_closes_it_opted_into(s
                 info.mcp_url, http_client=plain, protocol_version=MODERN, tasks=False
             ) as session,
         ):
-            with anyio.fail_after(15):
+            with anyio.fail_after(scaled(15)):
                 whole = await session.call_tool(
                     "progress", {"steps": 10, "seconds": 1.5}, lambda p, t, m: whole_progress.append(p)
                 )
@@ -373,7 +374,7 @@ async def test_auto_mode_speaks_2026_to_a_modern_server(store_kind: str) -> None
         server(store_kind) as (info, recorder),
         ResumableSession(info.mcp_url, protocol_version="auto") as session,
     ):
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             result = await session.call_tool("slow", {"seconds": 0.8, "tag": "auto-modern"})
         assert session.protocol_version == MODERN and session.session_id is None
     assert text(result) == "slept auto-modern"
@@ -384,7 +385,7 @@ async def test_auto_mode_speaks_2026_to_a_modern_server(store_kind: str) -> None
 async def test_auto_mode_falls_back_to_a_2025_session_on_the_stock_servers_2025_path(store_kind: str) -> None:
     async with server(store_kind, app=lambda: legacy_only(create_app())) as (info, recorder):
         async with ResumableSession(info.mcp_url, protocol_version="auto") as session:
-            with anyio.fail_after(15):
+            with anyio.fail_after(scaled(15)):
                 result = await session.call_tool("slow", {"seconds": 1.0, "tag": "auto-legacy"})
             assert session.protocol_version == "2025-11-25" and session.session_id is not None
             assert session.discover_result == {} and session.server_info["name"] == "tasks-test-app"
@@ -433,7 +434,7 @@ async def test_auto_mode_falls_back_against_the_stock_mcp1_server() -> None:
         async with http, ResumableSession(info.mcp_url, http_client=http, protocol_version="auto") as session:
             assert session.protocol_version == "2025-11-25" and session.session_id is not None
             assert session.server_info["name"] == "mcp1-app"
-            with anyio.fail_after(15):
+            with anyio.fail_after(scaled(15)):
                 echoed = await session.call_tool("echo", {"text": "from 1.x"})
                 slept = await session.call_tool("slow", {"seconds": 1.0})
     finally:
@@ -477,7 +478,7 @@ async def test_the_2026_client_runs_on_trio() -> None:
         threaded(at_once=True) as (info, recorder),
         ResumableSession(info.mcp_url, protocol_version="auto", on_request=on_request) as session,
     ):
-        with anyio.fail_after(20):
+        with anyio.fail_after(scaled(20)):
             in_a_task = await session.call_tool("confirm", {"filename": "t.txt"})
             polls_before = len(recorder.posts("tasks/get"))
             async with anyio.create_task_group() as tg:
@@ -492,7 +493,7 @@ async def test_the_2026_client_runs_on_trio() -> None:
             info.mcp_url, protocol_version=MODERN, on_request=on_request, tasks=False
         ) as session,
     ):
-        with anyio.fail_after(20):
+        with anyio.fail_after(scaled(20)):
             rounds = await session.call_tool("confirm", {"filename": "u.txt"})
     assert text(in_a_task) == "deleted t.txt" and text(rounds) == "deleted u.txt"
     assert len(recorder.posts("tools/call")) == 2

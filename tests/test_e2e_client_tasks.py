@@ -26,6 +26,7 @@ from mcp_resume_asgi.client import (
 from tests.apps.tasks_app import SEEN, create_app
 from tests.support.proxy import CutProxy
 from tests.support.server import serve
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +63,7 @@ def wrapped(policy: Policy = POLICY, on_method: Callable[[str], None] | None = N
 
 
 async def until(condition: Callable[[], bool], timeout: float = 10) -> None:
-    with anyio.fail_after(timeout):
+    with anyio.fail_after(scaled(timeout)):
         while not condition():
             await anyio.sleep(0.02)
 
@@ -73,7 +74,7 @@ async def until(condition: Callable[[], bool], timeout: float = 10) -> None:
 async def test_the_session_gets_the_result_of_a_slow_call_that_became_a_task() -> None:
     app = wrapped()
     async with serve(app) as info, ResumableSession(info.mcp_url) as session:
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             slow = await session.call_tool("slow", {"seconds": 1.2, "tag": "session-slow"})
             fast = await session.call_tool("echo", {"text": "plain"})
     assert text(slow) == "slept session-slow" and slow["isError"] is False
@@ -85,7 +86,7 @@ async def test_the_session_gets_the_result_of_a_slow_call_that_became_a_task() -
 
 async def test_the_session_raises_a_failed_tasks_error_and_returns_a_tool_error() -> None:
     async with serve(wrapped(AT_ONCE)) as info, ResumableSession(info.mcp_url) as session:
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             tool_error = await session.call_tool("tool_error", {"seconds": 0.2})
             with pytest.raises(McpError) as failed:
                 await session.call_tool("rpc_error", {"seconds": 0.2})
@@ -122,7 +123,7 @@ async def test_the_session_keeps_polling_through_cut_connections() -> None:
         inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
         client = httpx.AsyncClient(transport=ResumableTransport(inner, default_retry_ms=20), timeout=10)
         async with client, ResumableSession(proxy.mcp_url, http_client=client) as session:
-            with anyio.fail_after(20):
+            with anyio.fail_after(scaled(20)):
                 result = await session.call_tool("slow", {"seconds": 1.5, "tag": tag})
     assert text(result) == "slept session-cut"
     assert proxy.stats.cuts == 4, proxy.stats
@@ -145,7 +146,7 @@ async def test_the_sdk_client_with_the_extension_gets_the_result_of_a_task() -> 
     app = wrapped()
     async with serve(app) as info, sdk_http_client() as http, sdk_client(info.mcp_url, http) as client:
         assert client.protocol_version == "2026-07-28"
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             slow = await client.call_tool("slow", {"seconds": 1.2, "tag": "sdk-slow"})
             tool_error = await client.call_tool("tool_error", {"seconds": 0.4})
             with pytest.raises(MCPError) as failed:
@@ -182,7 +183,7 @@ async def test_the_session_answers_a_tasks_input_requests_with_its_elicitation_c
 
     app = wrapped(AT_ONCE)
     async with serve(app) as info, ResumableSession(info.mcp_url, on_request=on_request) as session:
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             result = await session.call_tool("confirm", {"filename": "a.txt"})
     assert text(result) == "deleted a.txt"
     assert asked == ["elicitation/create: Delete a.txt?"]
@@ -212,7 +213,7 @@ async def test_the_sdk_client_answers_a_tasks_input_requests_with_its_elicitatio
             elicitation_callback=elicit,
         ) as client,
     ):
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             result = await client.call_tool("two_questions", {})
     assert result.content[0].text == "first and second"  # type: ignore[union-attr]
     assert sorted(asked) == ["First name?", "Second name?"]

@@ -52,6 +52,7 @@ from tests.support.counting import Counting
 from tests.support.mcp_client import call_with_progress, result_text, stock_session
 from tests.support.proxy import ConnectionRecord, CutProxy
 from tests.support.server import serve
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -340,7 +341,7 @@ async def run_stock(calls: int, proxy: FaultProxy, tally: Tally) -> int:
                 lost_sessions += 1
                 tally.record(tag, None, [], f"session lost: {exc!r}"[:200])
 
-    with anyio.fail_after(20 + calls * 0.3):
+    with anyio.fail_after(scaled(20 + calls * 0.3)):
         async with anyio.create_task_group() as tg:
             for n in range(SESSIONS):
                 tg.start_soon(worker, n)
@@ -422,7 +423,7 @@ async def run_helper(calls: int, proxy: FaultProxy, tally: Tally, cuts: tuple[in
                 text = "".join(block.get("text", "") for block in result.get("content", []))
                 tally.record(tag, text, seen)
 
-        with anyio.fail_after(20 + calls * 0.3):
+        with anyio.fail_after(scaled(20 + calls * 0.3)):
             async with anyio.create_task_group() as tg:
                 for n, session in enumerate(sessions):
                     tg.start_soon(worker, n, session)

@@ -51,6 +51,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mcp_resume_asgi import MemoryStore, Policy, resumable
 from mcp_resume_asgi.admission import PROBE_ID_PREFIX
 from tests.apps.probe_app import create_app
+from tests.support.timing import scaled
 
 CI = os.environ.get("CI") == "true"
 FUZZ = settings(
@@ -202,7 +203,7 @@ async def call(
             finished.set()
 
     tg.start_soon(run)
-    with anyio.move_on_after(wait_s):
+    with anyio.move_on_after(scaled(wait_s)):
         await finished.wait()
     gone.set()
     return answer

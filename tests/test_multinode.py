@@ -187,7 +187,7 @@ async def steer(proxy: CutProxy, port: int) -> None:
             return
         seen = proxy.stats.connections
         stream = await anyio.connect_tcp(HOST, proxy.port)
-        with anyio.fail_after(2):
+        with anyio.fail_after(scaled(2)):
             await proxy.wait_for_connections(seen + 1)
         await stream.aclose()
     raise AssertionError(f"port {port} is not behind the proxy ({proxy.backend_ports})")
@@ -370,7 +370,7 @@ async def test_harness_one_node_on_redis_serves_the_stock_client_through_the_pro
             recorder.httpx2_client() as http,
             stock_session(proxy.mcp_url, http_client=http) as session,
         ):
-            with anyio.fail_after(20):
+            with anyio.fail_after(scaled(20)):
                 for _ in range(2):
                     result, progress = await call_with_progress(
                         session, "slow_progress", {"seconds": 1.0, "steps": 10}
@@ -403,7 +403,7 @@ async def test_stock_client_calls_with_progress_across_two_nodes(prefix: str) ->
             owner = owner_of(recorder)
             other = pid_of(b) if owner == pid_of(a) else pid_of(a)
             port_by_pid = {pid_of(a): port_of(a), pid_of(b): port_of(b)}
-            with anyio.fail_after(25):
+            with anyio.fail_after(scaled(25)):
                 for i in range(5):
                     # Alternate where each tools/call POST lands: the owner, then the other node.
                     await steer(proxy, port_by_pid[owner if i % 2 == 0 else other])
@@ -446,7 +446,7 @@ async def test_elicitation_with_the_stock_client_across_two_nodes(prefix: str) -
         ):
             owner = owner_of(recorder)
             other = pid_of(b) if owner == pid_of(a) else pid_of(a)
-            with anyio.fail_after(20):
+            with anyio.fail_after(scaled(20)):
                 for i in range(4):
                     # The call's POST: owner, other, owner, other (the answers alternate on their own).
                     await steer(proxy, port_by_pid[owner if i % 2 == 0 else other])
@@ -472,7 +472,7 @@ async def test_elicitation_with_the_client_helper_across_two_nodes(prefix: str) 
 
         results: list[str] = []
         async with helper_http_client(recorder) as http:
-            with anyio.fail_after(20):
+            with anyio.fail_after(scaled(20)):
                 async with ResumableSession(
                     proxy.mcp_url, http_client=http, on_request=on_request
                 ) as session:
@@ -517,7 +517,7 @@ async def helper_call_across_two_nodes(
             progress.append(int(value))
 
         async with helper_http_client(recorder) as http:
-            with anyio.fail_after(30):
+            with anyio.fail_after(scaled(30)):
                 async with (
                     ResumableSession(proxy.mcp_url, http_client=http, **session_options) as session,
                     anyio.create_task_group() as tg,
@@ -612,7 +612,7 @@ async def test_owner_killed_during_a_call_ends_it_with_an_error(
                     "slow_progress",
                     {"seconds": 10, "steps": 100},
                     progress_callback=on_progress,
-                    read_timeout_seconds=25,
+                    read_timeout_seconds=scaled(25),
                 )
                 errors.append((0, f"the call succeeded: {result_text(result)!r}"))
             else:
@@ -631,7 +631,7 @@ async def test_owner_killed_during_a_call_ends_it_with_an_error(
 
     async with cluster(2, prefix, policy=policy, options=options) as (a, b), CutProxy([port_of(a)]) as proxy:
         # Bounded, teardown included: a client stuck on a dead stream must not stall the test.
-        with anyio.fail_after(45):
+        with anyio.fail_after(scaled(45)):
             async with contextlib.AsyncExitStack() as stack:
                 session: Any
                 if client == "stock":
@@ -649,13 +649,13 @@ async def test_owner_killed_during_a_call_ends_it_with_an_error(
                     proxy.backend_ports = [port_of(b)]
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(run_call, session)
-                    with anyio.fail_after(5):
+                    with anyio.fail_after(scaled(5)):
                         await got_some.wait()
                     a.kill()
                     killed_at = time.monotonic()
                     seen_at_kill = len(progress)
                     proxy.backend_ports = [port_of(b)]
-                    with anyio.move_on_after(15):
+                    with anyio.move_on_after(scaled(15)):
                         await finished.wait()
                     took = time.monotonic() - killed_at
                     tg.cancel_scope.cancel()
@@ -678,7 +678,7 @@ async def test_owner_killed_during_a_call_ends_it_with_an_error(
     code, message = errors[0]
     assert code == -32000, errors
     assert not message.startswith(CLIENT_SIDE_ERRORS), f"the client gave up by itself: {message!r}"
-    assert took <= NODE_TIMEOUT_S + 8, f"took {took:.1f}s"
+    assert took <= NODE_TIMEOUT_S + scaled(8), f"took {took:.1f}s"
 
 
 # ----------------------------------------------------------------------------- d. Redis down
@@ -699,7 +699,7 @@ async def test_redis_down_calls_are_served_directly_and_resumability_comes_back(
 
             async def call(phase: str) -> Exchange:
                 before = len(recorder.exchanges)
-                with anyio.fail_after(10):
+                with anyio.fail_after(scaled(10)):
                     result, progress = await call_with_progress(
                         session, "slow_progress", {"seconds": 0.3, "steps": 3}
                     )
@@ -720,7 +720,7 @@ async def test_redis_down_calls_are_served_directly_and_resumability_comes_back(
             assert (await session.call_tool("echo", {"text": "still here"})).content
             redis_server.start()
             back: Exchange | None = None
-            with anyio.fail_after(15):
+            with anyio.fail_after(scaled(15)):
                 while back is None:
                     answer = await call("redis back")
                     if answer.link and answer.resume_header != "unavailable":
@@ -748,7 +748,7 @@ async def test_redis_dying_during_a_call_does_not_hang_it(prefix: str) -> None:
             cluster(1, prefix, policy=policy, redis_url=redis_server.url) as (a,),
             recorder.httpx2_client() as http,
             stock_session(
-                f"http://{HOST}:{port_of(a)}/mcp", http_client=http, read_timeout_seconds=12
+                f"http://{HOST}:{port_of(a)}/mcp", http_client=http, read_timeout_seconds=scaled(12)
             ) as session,
         ):
             progress: list[float] = []
@@ -769,7 +769,7 @@ async def test_redis_dying_during_a_call_does_not_hang_it(prefix: str) -> None:
             killed_at = 0.0
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run_call)
-                with anyio.fail_after(5):
+                with anyio.fail_after(scaled(5)):
                     while len(progress) < 5:
                         await anyio.sleep(0.02)
                 redis_server.kill()
@@ -777,9 +777,9 @@ async def test_redis_dying_during_a_call_does_not_hang_it(prefix: str) -> None:
             took = time.monotonic() - killed_at
             print(f"\nRedis killed after {len(progress)} progress events: {outcome} {took:.2f}s later")
             assert outcome and "Timed out" not in outcome[0], outcome
-            assert took < 10
+            assert took < scaled(10), "the call hung after Redis died"
             assert progress == [float(i) for i in range(1, len(progress) + 1)]
-            with anyio.fail_after(10):
+            with anyio.fail_after(scaled(10)):
                 after = await session.call_tool("echo", {"text": "after"})
             assert result_text(after) == "after"
 

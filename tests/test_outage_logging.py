@@ -20,6 +20,7 @@ from starlette.types import Message, Receive, Scope, Send
 from mcp_resume_asgi import MemoryStore, ResumeMiddleware
 from mcp_resume_asgi.cluster import Node, OutageLog, describe_error
 from tests.support.server import HOST, bind_socket
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -58,7 +59,7 @@ async def lifespan_running(app: ResumeMiddleware) -> AsyncIterator[None]:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(app, {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send)
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             await started.wait()
         try:
             yield
@@ -132,7 +133,7 @@ async def test_redis_killed_then_restarted_logs_one_error_then_back(caplog: pyte
         assert app.node is not None
         try:
             async with lifespan_running(app):
-                with anyio.fail_after(10):
+                with anyio.fail_after(scaled(10)):
                     while not app.node.running:
                         await anyio.sleep(0.02)
                 await anyio.sleep(0.5)
@@ -146,7 +147,7 @@ async def test_redis_killed_then_restarted_logs_one_error_then_back(caplog: pyte
                 assert len(warnings) <= 1, [r.getMessage() for r in warnings]  # the heartbeat, once
                 assert all(r.exc_info is None for r in errors + warnings), "no tracebacks above DEBUG"
                 await anyio.to_thread.run_sync(redis_server.start)
-                with anyio.fail_after(10):
+                with anyio.fail_after(scaled(10)):
                     while not app.node.running:
                         await anyio.sleep(0.05)
                 await anyio.sleep(0.5)
@@ -178,7 +179,7 @@ async def test_failing_heartbeats_warn_once_without_a_traceback(caplog: pytest.L
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(node.run_forever, handler)
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             while not node.running:
                 await anyio.sleep(0.01)
         store.down = True

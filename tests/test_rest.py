@@ -23,6 +23,7 @@ from mcp_resume_asgi import MemoryStore, Policy, resumable
 from tests.apps.rest_app import CANCELLED, RUNS, create_app, legacy
 from tests.support.proxy import CutProxy
 from tests.support.server import serve_in_loop
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -109,7 +110,7 @@ async def sep_client_loop(
 async def test_a_fast_tool_answers_its_put_with_success_and_the_result() -> None:
     async with face() as client:
         seen = Seen()
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             done = await sep_client_loop(client, "echo", "fast-1", {"text": "hello"}, seen=seen)
     assert done["status"] == "success" and done["result"]["content"][0]["text"] == "hello"
     assert done["result"]["isError"] is False and "error" not in done and done["request"] == {"text": "hello"}
@@ -121,7 +122,7 @@ async def test_a_slow_tool_is_running_with_progress_and_polled_to_its_result() -
     tag = f"slow-{ERA}"
     async with face() as client:
         seen = Seen()
-        with anyio.fail_after(20):
+        with anyio.fail_after(scaled(20)):
             done = await sep_client_loop(client, "slow", "slow-1", {"steps": 12, "tag": tag}, seen=seen)
     first = seen.states[0]
     assert first["status"] == "running" and seen.retry_after[0] == "1", first
@@ -143,7 +144,7 @@ async def test_a_tool_that_elicits_is_advanced_with_if_match_then_succeeds(stale
 
     async with face() as client:
         seen = Seen()
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             done = await sep_client_loop(
                 client,
                 "confirm",
@@ -167,7 +168,7 @@ async def test_a_cancel_stops_the_tool_and_is_idempotent() -> None:
         assert put.status_code == 201 and put.json()["status"] == "running", put.text
         first = await client.post(f"{url}/cancel")
         assert first.status_code == 200 and first.json()["status"] == "canceled", first.text
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while tag not in CANCELLED:
                 await anyio.sleep(0.05)
         again = await client.post(f"{url}/cancel")
@@ -199,7 +200,7 @@ async def test_a_put_retried_after_its_connection_was_cut_runs_the_tool_once() -
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(put)
-                with anyio.fail_after(10):
+                with anyio.fail_after(scaled(10)):
                     while RUNS[tag] == 0:  # the tool runs: the PUT has not been answered yet
                         await anyio.sleep(0.01)
                 assert await proxy.cut_all() >= 1
@@ -207,7 +208,7 @@ async def test_a_put_retried_after_its_connection_was_cut_runs_the_tool_once() -
             retried = await client.put(url, json=body, headers=headers)
             assert retried.status_code == 200, retried.text
             assert retried.json()["status"] in ("running", "success")
-            with anyio.fail_after(10):
+            with anyio.fail_after(scaled(10)):
                 while (state := (await client.get(url)).json())["status"] == "running":
                     await anyio.sleep(0.1)
         assert state["status"] == "success" and state["result"]["content"][0]["text"] == f"done {tag}"

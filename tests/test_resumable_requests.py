@@ -14,6 +14,7 @@ from mcp_resume_asgi import MemoryStore, Policy, resumable
 from tests.apps.probe_app import PROBE, create_app
 from tests.support.raw import RawSession, Reply
 from tests.support.server import serve
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -57,6 +58,17 @@ async def status(
     return dict(response.json())
 
 
+async def status_until(
+    client: httpx.AsyncClient, s: RawSession, call: dict[str, Any], token: str, wanted: dict[str, Any]
+) -> dict[str, Any]:
+    """`getStatus` polled until its result is `wanted` (the last answer, if it never was)."""
+    answer: dict[str, Any] = {}
+    with anyio.move_on_after(scaled(10)):
+        while (answer := await status(client, s, call, token)).get("result") != wanted:
+            await anyio.sleep(0.05)
+    return answer
+
+
 async def test_the_resume_policy_comes_first_and_a_drop_before_any_app_message_is_resumable() -> None:
     PROBE.clear()
     async with wrapped() as client:
@@ -93,9 +105,9 @@ async def test_get_status_reports_without_draining() -> None:
             "hasPendingMessage": now["result"]["hasPendingMessage"],
             "hasInputRequest": False,
         }
-        await anyio.sleep(0.8)
-        done = await status(client, s, call, token)
-        assert done["result"] == {"status": "completed", "hasPendingMessage": True, "hasInputRequest": False}
+        completed = {"status": "completed", "hasPendingMessage": True, "hasInputRequest": False}
+        done = await status_until(client, s, call, token, completed)
+        assert done["result"] == completed
         again = await status(client, s, call, token)
         assert again["result"] == done["result"], "getStatus drained nothing"
         rest = await s.exchange("POST", "/mcp", resume(call, token))
@@ -112,20 +124,18 @@ async def test_status_failed_and_input_request() -> None:
         failing = s.tool_call("fail", {"seconds": 0.1})
         first = await s.exchange("POST", "/mcp", failing, stop_after=1)
         token = policy_of(first)["resumeToken"]
-        await anyio.sleep(0.4)
-        assert (await status(client, s, failing, token))["result"]["status"] == "failed"
+        with anyio.fail_after(scaled(10)):
+            while (await status(client, s, failing, token))["result"]["status"] != "failed":
+                await anyio.sleep(0.05)
 
         asking = s.tool_call("ask")
         first = await s.exchange("POST", "/mcp", asking, stop_after=2)
         assert first.messages()[-1]["method"] == "elicitation/create"
         token = policy_of(first)["resumeToken"]
-        await anyio.sleep(0.2)  # the server learns of the drop when the socket closes
-        waiting = await status(client, s, asking, token)
-        assert waiting["result"] == {
-            "status": "processing",
-            "hasPendingMessage": False,
-            "hasInputRequest": True,
-        }
+        # (the server learns of the drop when the socket closes)
+        input_request = {"status": "processing", "hasPendingMessage": False, "hasInputRequest": True}
+        waiting = await status_until(client, s, asking, token, input_request)
+        assert waiting["result"] == input_request
         elicit = first.messages()[-1]
         answer = {
             "jsonrpc": "2.0",
@@ -144,7 +154,7 @@ async def test_expiry_cancels_and_later_calls_get_a_clear_error() -> None:
         call = s.tool_call("sleep", {"seconds": 30, "tag": "expire975"})
         first = await s.exchange("POST", "/mcp", call, stop_after=1)
         token = policy_of(first)["resumeToken"]
-        with anyio.fail_after(8):
+        with anyio.fail_after(scaled(8)):
             while "expire975" not in PROBE.cancelled:
                 await anyio.sleep(0.05)
         late = await status(client, s, call, token)
@@ -155,12 +165,12 @@ async def test_expiry_cancels_and_later_calls_get_a_clear_error() -> None:
 
 async def test_contact_resets_the_max_wait_timer() -> None:
     PROBE.clear()
-    async with wrapped(FAST.replace(max_wait_s=0.5)) as client:
+    async with wrapped(FAST.replace(max_wait_s=1.5)) as client:
         s = await session(client)
-        call = s.tool_call("sleep", {"seconds": 1.5, "tag": "kept"})
+        call = s.tool_call("sleep", {"seconds": 3.0, "tag": "kept"})
         first = await s.exchange("POST", "/mcp", call, stop_after=1)
         token = policy_of(first)["resumeToken"]
-        for _ in range(5):  # 1.5 s of polling, each well inside the 0.5 s window
+        for _ in range(10):  # 3 s of polling, each well inside the 1.5 s window
             await anyio.sleep(0.3)
             assert "result" in await status(client, s, call, token)
         rest = await s.exchange("POST", "/mcp", resume(call, token))

@@ -17,6 +17,7 @@ from tests.apps.probe_app import PROBE, create_app
 from tests.support.counting import Counting
 from tests.support.raw import RawSession, Reply
 from tests.support.server import load_app, serve
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -128,7 +129,7 @@ async def test_bad_tokens_are_invalid_params() -> None:
             ]["message"]
         )
         await anyio.sleep(0.2)  # nobody polls: after max_wait_s the work is cancelled
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while "rt-expire" not in PROBE.cancelled:
                 await anyio.sleep(0.05)
         expired = await client.post("/mcp", json=again(call, s, token), headers=s.headers())

@@ -28,6 +28,7 @@ from mcp_resume_asgi.store import (
     StreamState,
 )
 from tests.support.stores import redis_prefix, redis_url, require_redis
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -185,17 +186,18 @@ async def test_update_stream_if_serialises_concurrent_read_modify_writes(make: F
 
 
 async def test_ttl_expiry_and_update_extends_it(store: Store) -> None:
-    await store.create_stream(meta("short"), ttl_s=0.15)
-    await store.create_stream(meta("kept"), ttl_s=0.15)
+    short = scaled(0.3)  # "kept" is updated before then, even on a loaded machine
+    await store.create_stream(meta("short"), ttl_s=short)
+    await store.create_stream(meta("kept"), ttl_s=short)
     await append(store, "short", events(1, 3))
     await append(store, "kept", events(1, 3))
     assert await store.update_stream("kept", ttl_s=30, turn=1) is not None
-    await anyio.sleep(0.3)
+    await anyio.sleep(short + 0.15)
     assert await store.get_stream("short") is None
     assert await store.read("short", 0) == []
     assert await store.update_stream("short", turn=1) is None
     assert await store.attach("short", time.time()) is None
-    with anyio.fail_after(1):
+    with anyio.fail_after(scaled(1)):
         await store.wait("short", 0, within_s=5)  # a stream that is gone does not block
     kept = await store.get_stream("kept")
     assert kept is not None and kept.turn == 1
@@ -359,6 +361,11 @@ async def test_max_streams_drops_finished_streams_then_refuses(make: Factory) ->
 
 
 # ----------------------------------------------------------------------------- wait
+WOKEN_WITHIN_S = scaled(5)
+"""A `wait` woken by a change returns within this (at once, on a quiet machine); its own
+deadline in `_wakes` is four times longer, so a wait that was not woken cannot pass."""
+
+
 async def _wakes(store: Store, stream_id: str, action: Callable[[], Awaitable[Any]], **kw: Any) -> float:
     """Seconds a `wait` took when `action` ran 50 ms after it started."""
     got = await store.get_stream(stream_id)
@@ -371,7 +378,7 @@ async def _wakes(store: Store, stream_id: str, action: Callable[[], Awaitable[An
     start = time.monotonic()
     async with anyio.create_task_group() as tg:
         tg.start_soon(later)
-        await store.wait(stream_id, after, within_s=5, **kw)
+        await store.wait(stream_id, after, within_s=4 * WOKEN_WITHIN_S, **kw)
         elapsed = time.monotonic() - start
     return elapsed
 
@@ -381,17 +388,17 @@ async def test_wait_wakes_on_append_from_another_handle(make: Factory) -> None:
     peer = await make(peer=store)
     await store.create_stream(meta(), ttl_s=60)
     elapsed = await _wakes(store, "s1", lambda: append(peer, "s1", events(1, 1)))
-    assert elapsed < 2
+    assert elapsed < WOKEN_WITHIN_S
 
 
 async def test_wait_wakes_on_metadata_changes(make: Factory) -> None:
     store = await make()
     peer = await make(peer=store)
     await store.create_stream(meta(), ttl_s=60)
-    assert await _wakes(store, "s1", lambda: peer.update_stream("s1", delivered_seq=0)) < 2
-    assert await _wakes(store, "s1", lambda: peer.attach("s1", time.time())) < 2
-    assert await _wakes(store, "s1", lambda: peer.update_stream_if("s1", {}, turn=3)) < 2
-    assert await _wakes(store, "s1", lambda: peer.delete_stream("s1")) < 2
+    assert await _wakes(store, "s1", lambda: peer.update_stream("s1", delivered_seq=0)) < WOKEN_WITHIN_S
+    assert await _wakes(store, "s1", lambda: peer.attach("s1", time.time())) < WOKEN_WITHIN_S
+    assert await _wakes(store, "s1", lambda: peer.update_stream_if("s1", {}, turn=3)) < WOKEN_WITHIN_S
+    assert await _wakes(store, "s1", lambda: peer.delete_stream("s1")) < WOKEN_WITHIN_S
 
 
 async def test_wait_wakes_when_the_global_budget_trims_the_stream(make: Factory) -> None:
@@ -400,7 +407,7 @@ async def test_wait_wakes_when_the_global_budget_trims_the_stream(make: Factory)
     await store.create_stream(meta("other"), ttl_s=60)
     await append(store, "victim", events(1, 3, size=100))
     elapsed = await _wakes(store, "victim", lambda: append(store, "other", events(1, 2, size=100)))
-    assert elapsed < 2
+    assert elapsed < WOKEN_WITHIN_S
     assert (await store.get_stream("victim")).first_seq > 1  # type: ignore[union-attr]
 
 
@@ -408,7 +415,7 @@ async def test_wait_times_out(store: Store) -> None:
     await store.create_stream(meta(), ttl_s=60)
     start = time.monotonic()
     await store.wait("s1", 0, within_s=0.2)
-    assert 0.15 <= time.monotonic() - start < 1.5
+    assert 0.15 <= time.monotonic() - start < 0.2 + scaled(1.3)
 
 
 async def test_wait_returns_at_once_when_there_is_something_to_see(store: Store) -> None:
@@ -417,7 +424,7 @@ async def test_wait_returns_at_once_when_there_is_something_to_see(store: Store)
     seen = await store.get_stream("s1")
     assert seen is not None
     seen_version = seen.version  # get_stream may return a live record: keep the number
-    with anyio.fail_after(1):
+    with anyio.fail_after(scaled(1)):
         await store.wait("s1", 1, within_s=10)  # an event after 1 exists
         await store.wait("missing", 0, within_s=10)  # no such stream
         await store.update_stream("s1", turn=1)  # a change the waiter has not seen yet
@@ -434,13 +441,13 @@ async def test_wait_is_cancellable_and_the_store_still_works(store: Store) -> No
     start = time.monotonic()
     with anyio.move_on_after(0.1):
         await store.wait("s1", 0, within_s=30)
-    assert time.monotonic() - start < 1
+    assert time.monotonic() - start < scaled(1)
     with anyio.CancelScope() as scope:
         scope.cancel()
         await store.wait("s1", 0, within_s=30)
     await append(store, "s1", events(1, 1))
     assert [seq for seq, _ in await store.read("s1", 0)] == [1]
-    assert await _wakes(store, "s1", lambda: append(store, "s1", events(2, 2))) < 2
+    assert await _wakes(store, "s1", lambda: append(store, "s1", events(2, 2))) < WOKEN_WITHIN_S
 
 
 # ----------------------------------------------------------------------------- attach
@@ -626,7 +633,7 @@ async def test_publish_reaches_subscribers_in_order(make: Factory) -> None:
         assert await store.publish("node-a", b"two") == 1
         assert await store.publish("node-b", b"elsewhere") == 0
         got = []
-        with anyio.fail_after(2):
+        with anyio.fail_after(scaled(2)):
             async for message in messages:
                 got.append(message)
                 if len(got) == 2:

@@ -15,6 +15,7 @@ import pytest
 
 from mcp_resume_asgi.store import MemoryStore, Store
 from mcp_resume_asgi.store.base import MAX_INDEX_MEMBER_BYTES, MAX_INDEX_NAME_BYTES, MAX_INDEX_PAGE
+from tests.support.timing import scaled
 from tests.test_store_contract import Factory, make  # noqa: F401 - the parametrised store fixture
 
 pytestmark = pytest.mark.anyio
@@ -92,10 +93,11 @@ async def test_the_cap_holds_under_concurrent_adds_from_two_handles(make: Factor
 
 
 async def test_expired_members_leave_and_free_the_cap(store: Store) -> None:
-    await store.index_add("idx", "short", time.time() + 0.4, cap=2)
+    short = scaled(0.4)  # the cap is still full when "third" is refused, even on a loaded machine
+    await store.index_add("idx", "short", time.time() + short, cap=2)
     await store.index_add("idx", "long", later(), cap=2)
     assert await store.index_add("idx", "third", later(), cap=2) is False
-    await anyio.sleep(0.6)
+    await anyio.sleep(short + 0.2)
     assert await store.index_count("idx") == 1
     assert [m for m, _ in await store.index_page("idx")] == ["long"]
     assert await store.index_add("idx", "third", later(), cap=2) is True
@@ -213,10 +215,11 @@ async def test_the_memory_store_bounds_members_over_all_indexes() -> None:
     store = MemoryStore(max_index_members=3)
     assert await store.index_add("p", "1", later(), cap=CAP)
     assert await store.index_add("q", "1", later(), cap=CAP)
-    assert await store.index_add("r", "1", time.time() + 0.3, cap=CAP)
+    short = scaled(0.3)
+    assert await store.index_add("r", "1", time.time() + short, cap=CAP)
     assert await store.index_add("s", "1", later(), cap=CAP) is False
     assert await store.index_add("p", "1", later(1000), cap=CAP), "moving a member's expiry needs no room"
-    await anyio.sleep(0.5)
+    await anyio.sleep(short + 0.2)
     assert await store.index_add("s", "1", later(), cap=CAP), "an expired member made room"
     await store.index_remove("s", "1")
     assert await store.index_add("t", "1", later(), cap=CAP)

@@ -38,6 +38,7 @@ from tests.support.raw import RawSession, Reply
 from tests.support.redis_server import RedisServer, own_redis
 from tests.support.server import HOST, serve
 from tests.support.stores import require_redis
+from tests.support.timing import scaled
 from tests.test_multinode import cluster, port_of, prefix
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -81,7 +82,7 @@ async def resume(dropped: Dropped, within_s: float = 15.0) -> Reply:
     """GET with `Last-Event-ID` until the node serves it again (503 while the store is skipped)."""
     session = dropped.session
     replies: list[int] = []
-    with anyio.fail_after(within_s):
+    with anyio.fail_after(scaled(within_s)):
         while True:
             reply = await session.exchange(
                 "GET", session.path, headers=session.headers(last_event_id=dropped.last_id)
@@ -197,7 +198,7 @@ async def test_two_streams_held_through_an_outage_one_waiter_logged_once(
         await anyio.sleep(1.2)  # both tools return into a store that refuses everything
         assert recovery.running and len(recovery.waiting) == 2, recovery.waiting
         store.down = False
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             while recovery.running:
                 await anyio.sleep(0.05)
         assert not recovery.waiting

@@ -35,6 +35,7 @@ from tests.support.server import (
     serve_in_thread,
     serve_subprocess,
 )
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -151,7 +152,7 @@ async def test_lowlevel_notify_later_goes_to_get_stream(lowlevel_server: ServerI
     async with stock_session(lowlevel_server.mcp_url, logging_callback=logs) as session:
         result = await session.call_tool("notify_later", {"count": 3, "interval": 0.1})
         assert result_text(result) == "scheduled 3"
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             messages = await logs.wait_for(3)
     assert [m.data for m in messages] == ["tick 1", "tick 2", "tick 3"]
     assert {m.logger for m in messages} == {NOTIFY_LOGGER}
@@ -284,7 +285,7 @@ async def test_proxy_cut_all_drops_post_stream_mid_response(lowlevel_server: Ser
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(call)
-            with anyio.fail_after(5):
+            with anyio.fail_after(scaled(5)):
                 await first_progress.wait()
             assert await proxy.cut_all() >= 1
 
@@ -338,9 +339,9 @@ async def test_proxy_cut_after_delay(lowlevel_server: ServerInfo) -> None:
         stream = await anyio.connect_tcp("127.0.0.1", proxy.port)
         start = anyio.current_time()
         async with stream:
-            with anyio.fail_after(3):
+            with anyio.fail_after(scaled(3)):
                 assert await read_until_eof(stream) == b""
-        assert 0.05 <= anyio.current_time() - start < 2
+        assert 0.05 <= anyio.current_time() - start < scaled(2)
         assert proxy.stats.cuts == 1 and proxy.records[0].cut_reason == "delay"
 
 
@@ -360,7 +361,7 @@ def test_proxy_in_thread_sync(lowlevel_server: ServerInfo) -> None:
         assert response.status_code == 200
         assert "serverInfo" in response.text
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + scaled(5)
             while proxy.stats.active < 1 or proxy.stats.connections < 2:
                 assert time.monotonic() < deadline
                 time.sleep(0.01)

@@ -41,6 +41,7 @@ from tests.support.proxy import CutProxy
 from tests.support.redis_server import RedisServer, own_redis
 from tests.support.server import HOST, SubprocessServer, serve
 from tests.support.stores import require_redis
+from tests.support.timing import scaled
 from tests.test_multinode import SECRET, pid_of, port_of, prefix, steer
 
 pytestmark = pytest.mark.anyio
@@ -55,8 +56,8 @@ AWAY_S = 30.0
 NODE_TIMEOUT_S = 2.0
 NOT_SERVED = -32601
 """`Method not found`: the app's own answer to `tasks/get`, i.e. the Tasks layer did not serve it."""
-MARGIN_S = 2.0
-"""What the owner-death test allows beyond `node_timeout_s` (heartbeats, one poll interval)."""
+MARGIN_S = scaled(2.0)
+"""What the owner-death test allows beyond `node_timeout_s` (heartbeats, one poll interval), scaled."""
 
 
 # ----------------------------------------------------------------------------- a raw 2026-07-28 client
@@ -260,7 +261,7 @@ async def _poll_until_settled(poller: Poller, task_id: str, within_s: float, log
     """Poll every 0.1 s until the task is terminal or unknown, or `within_s` passed; log changes.
     A 503 (the store is down: retry) is polled through."""
     answer: tuple[int, dict[str, Any] | str] = (0, "")
-    with anyio.move_on_after(within_s):
+    with anyio.move_on_after(scaled(within_s)):
         while True:
             try:
                 answer = await poller.get(task_id)
@@ -367,7 +368,7 @@ async def test_redis_in_memory_only_restarted_the_task_ends_with_a_reason(prefix
             await _restart_during_task(redis_server, poller, task_id, 0.5, log)
             answer: tuple[int, dict[str, Any] | str] = (0, "")
             started = time.monotonic()
-            while time.monotonic() - started < 6:  # past the tool's end, every answer logged
+            while time.monotonic() - started < scaled(6):  # past the tool's end, every answer logged
                 answer = await poller.get(task_id)
                 line = f"{time.monotonic() - started:.1f}s: {describe(answer)}"
                 if not log[-1].endswith(describe(answer)):

@@ -17,6 +17,7 @@ import pytest
 from mcp_resume_asgi import RESUMABLE_STREAMS_EXTENSION
 from mcp_resume_asgi.tasks import EXTENSION
 from tests.support.raw import RawSession
+from tests.support.timing import scaled
 from tests.test_tasks import AT_ONCE, Harness, created, store_kind, wrapped
 
 pytestmark = pytest.mark.anyio
@@ -27,7 +28,7 @@ YES = {"action": "accept", "content": {"confirm": True}}
 
 
 async def until_status(h: Harness, task_id: str, status: str, timeout: float = 10) -> dict[str, Any]:
-    with anyio.fail_after(timeout):
+    with anyio.fail_after(scaled(timeout)):
         while True:
             task = await h.get(task_id)
             if task["status"] == status:
@@ -126,7 +127,7 @@ async def test_a_2025_session_answers_the_apps_elicitation_through_tasks_update(
             response = await h.client.post("/mcp", json=body, headers=session.headers())
             return response.json()  # type: ignore[no-any-return]
 
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while (task := (await call("tasks/get", taskId=task_id))["result"])["status"] != "input_required":
                 assert task["status"] == "working", task
                 await anyio.sleep(0.05)
@@ -135,7 +136,7 @@ async def test_a_2025_session_answers_the_apps_elicitation_through_tasks_update(
         assert (await call("tasks/update", taskId=task_id, inputResponses={key: YES}))["result"] == {
             "resultType": "complete"
         }
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while (task := (await call("tasks/get", taskId=task_id))["result"])["status"] != "completed":
                 assert task["status"] in ("working", "input_required"), task
                 await anyio.sleep(0.05)
@@ -151,7 +152,7 @@ async def test_a_2025_session_declares_the_extension_yet_the_app_never_sees_it()
         seen = await session.exchange("POST", "/mcp", session.tool_call("declared_extensions", {}))
         answer = seen.messages()[-1]
         task_id = created(answer)  # the session declared it: its calls become tasks
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while True:
                 body = {
                     "jsonrpc": "2.0",

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from mcp_resume_asgi.tasks.listen import ListenStream, notification, requested_task_ids
+from tests.support.timing import scaled
 from tests.test_tasks import DECLARED, Harness, created, store_kind, wrapped
 from tests.test_tasks_input import ELICITING, YES, update
 
@@ -36,7 +37,7 @@ class Listener:
 
     async def next(self, timeout: float = 10) -> dict[str, Any]:
         data: list[str] = []
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(scaled(timeout)):
             async for line in self.lines:
                 if line.startswith("data:"):
                     data.append(line[5:].lstrip())
@@ -48,7 +49,7 @@ class Listener:
     async def task_updates(self, task_id: str, until: str, timeout: float = 10) -> list[dict[str, Any]]:
         """The `notifications/tasks` for `task_id` up to the first with status `until`."""
         seen: list[dict[str, Any]] = []
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(scaled(timeout)):
             while True:
                 message = await self.next(timeout)
                 if message.get("method") != "notifications/tasks":
