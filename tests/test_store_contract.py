@@ -615,6 +615,20 @@ async def test_read_key_and_stream_is_the_three_reads_in_one(store: Store) -> No
     assert (gone.value, gone.meta, gone.final) == ("v", None, None)
 
 
+async def test_read_key_and_stream_is_one_moment_that_later_changes_leave_alone(store: Store) -> None:
+    """The stream's metadata and its final event as they were together: a final event recorded
+    afterwards shows in neither. (`tasks/get` acts on the pair after asking the app who calls; a
+    live record there showed a `final_seq` whose event was never read: the task's answer
+    "failed, the task's result is no longer available" for a task that had just finished.)"""
+    await store.set_key("k", "v", ttl_s=60)
+    await store.create_stream(meta("s1"), ttl_s=60)
+    before = await store.read_key_and_stream("k", "s1")
+    await append(store, "s1", events(1, 1))
+    await store.update_stream("s1", state=StreamState.COMPLETED, final_seq=1)
+    assert before.final is None and before.meta is not None
+    assert (before.meta.state, before.meta.final_seq) == (StreamState.RUNNING, None)
+
+
 async def test_key_count_is_bounded(make: Factory) -> None:
     store = await make(max_keys=5)
     for i in range(12):

@@ -14,6 +14,7 @@ strictly increasing per stream, and `payload` is the SSE frame *without* its
 from __future__ import annotations
 
 import abc
+import dataclasses
 import enum
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -261,10 +262,14 @@ class Store(abc.ABC):
         What answering for a request's outcome from the store takes (a task's record, its
         request's stream, that request's answer: `tasks/get`); a store that pays a round trip
         per call does it in one, and atomically (`RedisStore`: one Lua script). This default
-        makes the three calls, as the memory store, which pays no round trip, keeps it.
+        makes the three calls, as the memory store, which pays no round trip, keeps it; the
+        metadata is a copy, since `get_stream` may hand out the live record (the memory store's),
+        which would go on changing while the final event read with it does not.
         """
         value = await self.get_key(key)
         meta = await self.get_stream(stream_id)
+        if meta is not None:
+            meta = dataclasses.replace(meta)
         final = None
         if meta is not None and meta.final_seq is not None:
             try:
