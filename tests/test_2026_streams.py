@@ -30,7 +30,7 @@ from tests.support.server import serve, serve_in_loop
 from tests.support.stores import redis_prefix, redis_url, require_redis
 from tests.support.timing import scaled
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 VERSION = "2026-07-28"
 #: At-will closes and a short idle timeout switched on: a 2026-07-28 stream must get neither.

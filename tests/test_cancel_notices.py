@@ -30,7 +30,7 @@ from tests.support.stores import redis_prefix, redis_url, require_redis
 from tests.support.timing import scaled
 from tests.test_2026_streams import streams_left
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 VERSION = "2026-07-28"
 POLICY = Policy(retry_ms=20, max_wait_s=60.0)

@@ -168,6 +168,7 @@ async def give_up(
 @pytest.mark.anyio
 @pytest.mark.parametrize("store_kind", ["memory", "redis"])
 @pytest.mark.parametrize("gives_up_after", [0.5, 1.6], ids=["answer-held", "answer-open"])
+@pytest.mark.slow
 async def test_a_resumable_session_cancelling_a_plain_call_stops_the_tool(
     store_kind: str, gives_up_after: float
 ) -> None:
@@ -203,6 +204,7 @@ class Recording(httpx.AsyncBaseTransport):
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.slow
 async def test_a_call_that_ends_sends_no_notice_and_one_given_up_sends_one(anyio_backend: str) -> None:
     recording = Recording()
     tag = f"once-{anyio_backend}"
@@ -220,6 +222,7 @@ async def test_a_call_that_ends_sends_no_notice_and_one_given_up_sends_one(anyio
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_the_stock_sdk_client_over_the_helper_cancels_by_notice_too() -> None:
     """The transport under the SDK declares the extension too, so it owes the SDK's cancels."""
     from mcp.client import Client

@@ -502,6 +502,7 @@ async def test_multi_turn_answers_are_buffered_and_posted_as_one_array_to_the_li
     assert transport.live_streams == 0
 
 
+@pytest.mark.slow
 async def test_flush_safety_net_when_the_server_keeps_the_stream_open(
     server: LiveServer, client_factory: Callable[..., httpx.AsyncClient]
 ) -> None:
@@ -591,6 +592,7 @@ async def test_attempt_counter_resets_when_events_flow_again(
     assert run.messages == [notification(1), result(1)]
 
 
+@pytest.mark.slow
 async def test_resumes_that_only_replay_the_priming_event_are_not_failures(
     server: LiveServer, client_factory: Callable[..., httpx.AsyncClient]
 ) -> None:

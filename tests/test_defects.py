@@ -26,7 +26,7 @@ from tests.support.redis_server import own_redis
 from tests.support.server import HOST, serve
 from tests.support.timing import scaled
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 POLICY = Policy(retry_ms=20, max_wait_s=10, soft_deadline_s=0.3)
 SECRET = "defects-test-secret"

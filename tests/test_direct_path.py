@@ -179,6 +179,7 @@ _LINE = st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"").replace(b"\r"
     noise=st.lists(st.sampled_from([b"\n", b"\r", b"\r\n", b"id: 1", b"data: x", b": c", b"event: y"])),
     cut=st.integers(min_value=0, max_value=60),
 )
+@pytest.mark.slow
 def test_the_one_event_fast_path_agrees_with_the_parser(
     event: bytes, data: bytes, eol: bytes, noise: list[bytes], cut: int
 ) -> None:

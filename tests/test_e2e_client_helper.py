@@ -17,7 +17,7 @@ from tests.support.proxy import CutProxy
 from tests.support.server import load_app, serve
 from tests.support.timing import scaled
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 def text(result: dict[str, Any]) -> str:

@@ -180,6 +180,7 @@ BOTH = {TASKS_EXTENSION, RESUMABLE_STREAMS_EXTENSION}
 # -- 2026-07-28 against the wrapped stock server ----------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_plain_call_goes_after_server_discover_with_no_session_and_the_per_request_meta(
     store_kind: str,
 ) -> None:
@@ -207,6 +208,7 @@ async def test_a_plain_call_goes_after_server_discover_with_no_session_and_the_p
     assert len({r.body["id"] for r in recorder.posts()}) == 4
 
 
+@pytest.mark.slow
 async def test_a_slow_call_becomes_a_task_polled_to_its_result_with_the_task_id_as_mcp_name(
     store_kind: str,
 ) -> None:
@@ -228,6 +230,7 @@ async def test_a_slow_call_becomes_a_task_polled_to_its_result_with_the_task_id_
     assert recorder.posts("tasks/cancel") == [] and recorder.posts("initialize") == []
 
 
+@pytest.mark.slow
 async def test_a_tasks_tool_error_is_returned_and_its_json_rpc_error_raised(store_kind: str) -> None:
     async with (
         server(store_kind, AT_ONCE) as (info, recorder),
@@ -242,6 +245,7 @@ async def test_a_tasks_tool_error_is_returned_and_its_json_rpc_error_raised(stor
     assert len(recorder.posts("tasks/get")) >= 2
 
 
+@pytest.mark.slow
 async def test_a_tasks_elicitations_are_answered_through_on_request_and_tasks_update(store_kind: str) -> None:
     asked: list[str] = []
 
@@ -270,6 +274,7 @@ async def test_a_tasks_elicitations_are_answered_through_on_request_and_tasks_up
     assert len(calls) == 2 and all("inputResponses" not in c.params for c in calls), "no MRTR retry"
 
 
+@pytest.mark.slow
 async def test_cancelling_the_call_sends_tasks_cancel_and_the_tool_stops(store_kind: str) -> None:
     tag = f"modern-cancelled-{store_kind}"
     async with (
@@ -291,6 +296,7 @@ async def test_cancelling_the_call_sends_tasks_cancel_and_the_tool_stops(store_k
     assert tag not in SEEN.finished
 
 
+@pytest.mark.slow
 async def test_a_plain_call_answered_input_required_is_answered_and_sent_again(store_kind: str) -> None:
     """Multi round-trip requests: no task (the session declares no tasks), so the app's
     `InputRequiredResult` reaches the client, which answers it through `on_request` and sends
@@ -329,6 +335,7 @@ async def test_a_plain_call_answered_input_required_is_answered_and_sent_again(s
     assert not [r for r in recorder.posts() if (r.method or "").startswith("tasks/")]
 
 
+@pytest.mark.slow
 async def test_a_streaming_call_is_resumed_across_at_will_closes_it_opted_into(store_kind: str) -> None:
     """The session declares `resumable-streams` only over a transport that resumes: then the
     server closes the call's stream at will and the transport resumes it; over a plain httpx
@@ -369,6 +376,7 @@ async def test_a_streaming_call_is_resumed_across_at_will_closes_it_opted_into(s
 # -- auto mode ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_auto_mode_speaks_2026_to_a_modern_server(store_kind: str) -> None:
     async with (
         server(store_kind) as (info, recorder),
@@ -382,6 +390,7 @@ async def test_auto_mode_speaks_2026_to_a_modern_server(store_kind: str) -> None
     assert recorder.posts("tasks/get"), "a task, declared per request"
 
 
+@pytest.mark.slow
 async def test_auto_mode_falls_back_to_a_2025_session_on_the_stock_servers_2025_path(store_kind: str) -> None:
     async with server(store_kind, app=lambda: legacy_only(create_app())) as (info, recorder):
         async with ResumableSession(info.mcp_url, protocol_version="auto") as session:
@@ -412,6 +421,7 @@ async def test_auto_mode_falls_back_to_a_2025_session_on_the_stock_servers_2025_
 
 
 @pytest.mark.timeout(180)  # the first run builds the mcp 1.x venv, as tests/test_mcp1_client.py does
+@pytest.mark.slow
 async def test_auto_mode_falls_back_against_the_stock_mcp1_server() -> None:
     """A real 2025-only server: mcp 1.x knows no `server/discover` (it answers 400 without a
     session). Skips without the venv's network install, except under CI=true."""
@@ -466,6 +476,7 @@ async def threaded(at_once: bool) -> AsyncIterator[tuple[ServerInfo, Recorder]]:
 
 
 @pytest.mark.parametrize("anyio_backend", ["trio"])
+@pytest.mark.slow
 async def test_the_2026_client_runs_on_trio() -> None:
     """The client side on trio (the server keeps its own asyncio loop in a thread): auto mode's
     discover, a task with an elicitation, a cancelled task, and a multi round-trip call."""

@@ -71,6 +71,7 @@ async def until(condition: Callable[[], bool], timeout: float = 10) -> None:
 # -- ResumableSession, 2025-11-25 ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_the_session_gets_the_result_of_a_slow_call_that_became_a_task() -> None:
     app = wrapped()
     async with serve(app) as info, ResumableSession(info.mcp_url) as session:
@@ -84,6 +85,7 @@ async def test_the_session_gets_the_result_of_a_slow_call_that_became_a_task() -
     assert app.count("tasks/cancel") == 0
 
 
+@pytest.mark.slow
 async def test_the_session_raises_a_failed_tasks_error_and_returns_a_tool_error() -> None:
     async with serve(wrapped(AT_ONCE)) as info, ResumableSession(info.mcp_url) as session:
         with anyio.fail_after(scaled(15)):
@@ -94,6 +96,7 @@ async def test_the_session_raises_a_failed_tasks_error_and_returns_a_tool_error(
     assert (failed.value.code, failed.value.message) == (-32042, "the server refused it")
 
 
+@pytest.mark.slow
 async def test_cancelling_the_session_call_sends_tasks_cancel_and_the_tool_stops() -> None:
     tag = "session-cancelled"
     app = wrapped(AT_ONCE)
@@ -106,6 +109,7 @@ async def test_cancelling_the_session_call_sends_tasks_cancel_and_the_tool_stops
     assert app.count("tasks/cancel") == 1 and tag not in SEEN.finished
 
 
+@pytest.mark.slow
 async def test_the_session_keeps_polling_through_cut_connections() -> None:
     tag = "session-cut"
     proxy_box: list[CutProxy] = []
@@ -140,6 +144,7 @@ def sdk_client(url: str, http: Any) -> Any:
     return Client(streamable_http_client(url, http_client=http), extensions=[sdk_tasks_extension()])
 
 
+@pytest.mark.slow
 async def test_the_sdk_client_with_the_extension_gets_the_result_of_a_task() -> None:
     from mcp.shared.exceptions import MCPError
 
@@ -157,6 +162,7 @@ async def test_the_sdk_client_with_the_extension_gets_the_result_of_a_task() -> 
     assert app.count("tasks/get") >= 5, app.seen
 
 
+@pytest.mark.slow
 async def test_cancelling_the_sdk_call_sends_tasks_cancel_and_the_tool_stops() -> None:
     tag = "sdk-cancelled"
     app = wrapped(AT_ONCE)
@@ -172,6 +178,7 @@ async def test_cancelling_the_sdk_call_sends_tasks_cancel_and_the_tool_stops() -
 # -- input_required (the server side: tasks/inputs.py, tasks/update.py) ----------------------------
 
 
+@pytest.mark.slow
 async def test_the_session_answers_a_tasks_input_requests_with_its_elicitation_callback() -> None:
     """2025-11-25: the app's `elicitation/create` makes the task `input_required`; the helper
     hands each entry to `on_request` and sends the answers with `tasks/update`."""
@@ -190,6 +197,7 @@ async def test_the_session_answers_a_tasks_input_requests_with_its_elicitation_c
     assert app.count("tasks/update") == 1 and app.count("tasks/get") >= 1
 
 
+@pytest.mark.slow
 async def test_the_sdk_client_answers_a_tasks_input_requests_with_its_elicitation_callback() -> None:
     """2026-07-28: the app's `InputRequiredResult` (two questions) makes the task `input_required`;
     the SDK's own elicitation callback answers both, in one `tasks/update`."""

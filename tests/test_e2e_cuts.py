@@ -24,7 +24,7 @@ from tests.support.proxy import CutProxy
 from tests.support.server import load_app, serve
 from tests.support.timing import scaled
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 CALLS = 50
 STEPS = 5

@@ -85,6 +85,7 @@ def seq_of(event_id: str) -> int:
     return int(event_id.rsplit(":", 1)[1])
 
 
+@pytest.mark.slow
 async def test_priming_event_ids_link_and_result() -> None:
     async with wrapped() as (client, _):
         s = await session(client)
@@ -104,6 +105,7 @@ async def test_priming_event_ids_link_and_result() -> None:
         assert final(reply)["id"] == call["id"] and final(reply)["result"]["content"][0]["text"] == "done 3"
 
 
+@pytest.mark.slow
 async def test_resume_with_last_event_id_on_the_endpoint_replays_exactly_the_rest() -> None:
     async with wrapped() as (client, _):
         s = await session(client)
@@ -120,6 +122,7 @@ async def test_resume_with_last_event_id_on_the_endpoint_replays_exactly_the_res
         assert rest.events[0].data == "" and rest.events[0].id == first.last_id  # primed at the resume point
 
 
+@pytest.mark.slow
 async def test_a_burst_is_recorded_whole_and_in_order() -> None:
     """300 events as fast as the app can send them; with a write-behind store, in fewer writes than events."""
     async with wrapped() as (client, store):
@@ -152,6 +155,7 @@ async def test_a_burst_is_recorded_whole_and_in_order() -> None:
         ] == logged
 
 
+@pytest.mark.slow
 async def test_resume_through_the_link_url_and_204_once_delivered() -> None:
     async with wrapped() as (client, _):
         s = await session(client)
@@ -177,6 +181,7 @@ async def test_resume_through_the_link_url_and_204_once_delivered() -> None:
         assert final(replay)["id"] == call["id"]
 
 
+@pytest.mark.slow
 async def test_clients_before_2025_11_25_get_ids_but_no_priming_and_no_at_will_close() -> None:
     policy = FAST.replace(max_connection_s=0.05, idle_disconnect_s=0.05)
     async with wrapped(policy) as (client, _):
@@ -197,6 +202,7 @@ async def test_the_sessions_version_wins_over_an_older_header() -> None:
         assert reply.events[0].data == "" and reply.events[0].id
 
 
+@pytest.mark.slow
 async def test_at_will_disconnects_send_retry_first_and_the_result_still_arrives() -> None:
     policy = FAST.replace(max_connection_s=0.15)
     async with wrapped(policy) as (client, _):
@@ -222,6 +228,7 @@ async def test_at_will_disconnects_send_retry_first_and_the_result_still_arrives
         assert connections >= 4
 
 
+@pytest.mark.slow
 async def test_idle_disconnect() -> None:
     async with wrapped(FAST.replace(idle_disconnect_s=0.2)) as (client, _):
         s = await session(client)
@@ -275,6 +282,7 @@ async def test_stock_style_answer_on_the_endpoint_still_works() -> None:
         assert final(rest)["result"]["content"][0]["text"] == "hello eve"
 
 
+@pytest.mark.slow
 async def test_hostile_resume_inputs_get_clear_4xx_and_never_foreign_events() -> None:
     async with wrapped() as (client, _):
         alice = await session(client)
@@ -317,6 +325,7 @@ async def test_hostile_resume_inputs_get_clear_4xx_and_never_foreign_events() ->
         assert response.status_code == 413 and response.json()["error"]["code"] == -32600
 
 
+@pytest.mark.slow
 async def test_malformed_json_reaches_the_app_as_it_would_unwrapped() -> None:
     async with wrapped() as (client, _):
         s = await session(client)
@@ -329,6 +338,7 @@ async def test_malformed_json_reaches_the_app_as_it_would_unwrapped() -> None:
     assert wrapped_reply.json()["error"]["code"] == bare_reply.json()["error"]["code"]
 
 
+@pytest.mark.slow
 async def test_non_mcp_traffic_passes_through() -> None:
     async with wrapped() as (client, _):
         assert (await client.get("/elsewhere")).status_code == 404
@@ -345,6 +355,7 @@ async def test_non_mcp_traffic_passes_through() -> None:
         assert plain.status_code == bare_plain.status_code
 
 
+@pytest.mark.slow
 async def test_standalone_stream_is_resumable_and_a_second_get_is_not_409() -> None:
     async with wrapped() as (client, _):
         s = await session(client)
@@ -364,6 +375,7 @@ async def test_standalone_stream_is_resumable_and_a_second_get_is_not_409() -> N
         assert resumed.status == 200 and resumed.events[0].id == second.last_id
 
 
+@pytest.mark.slow
 async def test_delete_frees_the_sessions_streams() -> None:
     async with wrapped(FAST.replace(max_connection_s=0.1)) as (client, store):
         s = await session(client)
@@ -376,6 +388,7 @@ async def test_delete_frees_the_sessions_streams() -> None:
 
 
 @pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18"])
+@pytest.mark.slow
 async def test_expiry_cancels_the_apps_work_with_notifications_cancelled(version: str) -> None:
     PROBE.clear()
     async with wrapped(FAST.replace(max_wait_s=0.3)) as (client, store):
@@ -398,6 +411,7 @@ async def test_expiry_cancels_the_apps_work_with_notifications_cancelled(version
         ).streams == 1  # only the finished initialize stream, kept for late readers
 
 
+@pytest.mark.slow
 async def test_expiry_of_an_opted_in_2026_request_disconnects_the_app() -> None:
     """A 2026-07-28 client that asked for resumable streams gets the resume window; past it,
     the app is told `http.disconnect` (no `notifications/cancelled`: that revision has none)."""
@@ -432,6 +446,7 @@ async def until_finished(tag: str) -> None:
     await anyio.sleep(0.2)
 
 
+@pytest.mark.slow
 async def test_per_stream_caps_drop_old_events_and_a_resume_into_the_gap_is_an_error() -> None:
     async with wrapped(FAST.replace(max_events_per_stream=5)) as (client, store):
         s = await session(client)
@@ -446,6 +461,7 @@ async def test_per_stream_caps_drop_old_events_and_a_resume_into_the_gap_is_an_e
         assert "dropped" in error["error"]["message"]
 
 
+@pytest.mark.slow
 async def test_the_global_byte_budget_holds_across_streams() -> None:
     tag = f"budget-{uuid.uuid4().hex[:8]}"
     async with wrapped(FAST, max_bytes=20_000) as (client, store):
@@ -463,6 +479,7 @@ async def test_the_global_byte_budget_holds_across_streams() -> None:
         assert 0 < (await store.usage()).bytes <= 20_000
 
 
+@pytest.mark.slow
 async def test_json_responses_pass_through_unchanged() -> None:
     async with wrapped(json_response=True) as (client, _):
         s = await session(client)
@@ -482,6 +499,7 @@ async def test_json_responses_pass_through_unchanged() -> None:
     assert wrapped_reply.json()["result"] == bare_reply.json()["result"]
 
 
+@pytest.mark.slow
 async def test_a_slow_json_answer_is_upgraded_to_a_resumable_stream() -> None:
     async with wrapped(FAST.replace(upgrade_json_after_s=0.1), json_response=True) as (client, _):
         s = await session(client)
@@ -535,6 +553,7 @@ async def _post_and_vanish(port: int, path: str, headers: dict[str, str], body: 
         await sock.send(raw)
 
 
+@pytest.mark.slow
 async def test_a_retried_post_with_the_same_idempotency_key_attaches_instead_of_running_twice() -> None:
     PROBE.clear()
     async with wrapped() as (client, _):

@@ -54,7 +54,7 @@ from tests.support.proxy import ConnectionRecord, CutProxy
 from tests.support.server import serve
 from tests.support.timing import scaled
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 CALLS = 200
 SOAK_CALLS = 1000

@@ -720,6 +720,7 @@ def header_sets(draw: st.DrawFn, victim: Victim) -> list[tuple[bytes, HeaderValu
 
 @FUZZ
 @given(data=st.data())
+@pytest.mark.slow
 def test_last_event_id(harness: Harness, data: st.DataObject) -> None:
     victim = harness.victim
     assert victim is not None
@@ -740,6 +741,7 @@ def test_last_event_id(harness: Harness, data: st.DataObject) -> None:
 
 @FUZZ
 @given(data=st.data())
+@pytest.mark.slow
 def test_link_url_tokens(harness: Harness, data: st.DataObject) -> None:
     victim = harness.victim
     assert victim is not None
@@ -789,6 +791,7 @@ def test_link_url_tokens(harness: Harness, data: st.DataObject) -> None:
 
 @FUZZ
 @given(data=st.data())
+@pytest.mark.slow
 def test_jsonrpc_bodies(harness: Harness, data: st.DataObject) -> None:
     victim = harness.victim
     assert victim is not None
@@ -815,6 +818,7 @@ def test_jsonrpc_bodies(harness: Harness, data: st.DataObject) -> None:
 
 @FUZZ
 @given(data=st.data())
+@pytest.mark.slow
 def test_headers(harness: Harness, data: st.DataObject) -> None:
     victim = harness.victim
     assert victim is not None
@@ -839,6 +843,7 @@ def test_headers(harness: Harness, data: st.DataObject) -> None:
         harness.ensure_sessions()
 
 
+@pytest.mark.slow
 def test_the_victims_stream_is_intact(harness: Harness) -> None:
     """After all that, the victim resumes its running stream and gets its own events."""
     victim = harness.victim
@@ -870,6 +875,7 @@ def test_the_victims_stream_is_intact(harness: Harness) -> None:
 
 
 @pytest.mark.parametrize("digit", ["²", "³", "¹"])
+@pytest.mark.slow
 def test_a_last_event_id_with_a_superscript_digit_is_a_400(harness: Harness, digit: str) -> None:
     """`str.isdigit()` accepts superscripts that `int()` refuses: must be a 400, not a 500."""
     victim = harness.victim

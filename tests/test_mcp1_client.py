@@ -26,7 +26,7 @@ from tests.support.server import REPO_ROOT, serve_in_thread
 from tests.support.stores import IN_CI
 from tests.test_readme_snippets import RUN_MAIN, countdown_server, python_block
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 VENV = REPO_ROOT / ".cache" / "mcp1-venv"
 REQUIREMENTS = ["mcp>=1.20,<2", "httpx"]

@@ -63,7 +63,7 @@ from tests.support.stores import (
 )
 from tests.support.timing import scaled
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90), pytest.mark.slow]
 
 TARGET = "tests.apps.multinode_app:create_app"
 SECRET = "multinode-test-secret-0123456789"

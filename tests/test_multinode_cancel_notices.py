@@ -20,7 +20,7 @@ from tests.test_cancel_notices import call, headers, notice
 from tests.test_multinode import pid_of, port_of, prefix, steer
 from tests.test_multinode_tasks import Raw, nodes
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90), pytest.mark.slow]
 
 __all__ = ["prefix"]  # the fixture, used by name
 

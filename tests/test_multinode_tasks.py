@@ -33,7 +33,7 @@ from tests.support.stores import require_redis
 from tests.support.timing import scaled
 from tests.test_multinode import SECRET, pid_of, port_of, prefix, steer
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90), pytest.mark.slow]
 
 __all__ = ["prefix"]  # the fixture, used by name
 

@@ -25,7 +25,7 @@ from tests.support.timing import scaled
 from tests.test_multinode import pid_of, port_of, prefix, steer
 from tests.test_multinode_tasks import MODERN, POLICY, nodes
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90), pytest.mark.slow]
 
 __all__ = ["prefix"]  # the fixture, used by name
 

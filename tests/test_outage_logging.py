@@ -100,6 +100,7 @@ def test_an_outage_log_reminds_at_most_once_per_interval(caplog: pytest.LogCaptu
     assert len(records(caplog, logging.ERROR)) == 2
 
 
+@pytest.mark.slow
 async def test_a_store_that_is_down_is_logged_once_with_its_cause(caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("redis", reason="the redis client is not installed (mcp-resume-asgi[redis])")
     from mcp_resume_asgi.store import RedisStore
@@ -121,6 +122,7 @@ async def test_a_store_that_is_down_is_logged_once_with_its_cause(caplog: pytest
     assert len(retries) >= 2, "every later attempt is logged at DEBUG"
 
 
+@pytest.mark.slow
 async def test_redis_killed_then_restarted_logs_one_error_then_back(caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("redis", reason="the redis client is not installed (mcp-resume-asgi[redis])")
     from mcp_resume_asgi.store import RedisStore
@@ -169,6 +171,7 @@ class FlakyStore(MemoryStore):
         await super().set_key(key, value, ttl_s)
 
 
+@pytest.mark.slow
 async def test_failing_heartbeats_warn_once_without_a_traceback(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger=LIBRARY)
     store = FlakyStore()

@@ -79,12 +79,14 @@ async def test_the_starlette_mount_snippet_answers_resumably() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_the_fastapi_mount_snippet_answers_resumably() -> None:
     pytest.importorskip("fastapi", reason="fastapi is not installed (it is in the `test` extra)")
     namespace = run_block("from fastapi import FastAPI", mcp=create_server())
     await answers_resumably(namespace["app"], "/tools/mcp")
 
 
+@pytest.mark.slow
 def test_the_sdk_client_snippet_leaves_no_socket_behind(tmp_path: Path) -> None:
     """Run with `-X dev -W error`: a client left open is a ResourceWarning on stderr."""
     script = tmp_path / "client.py"
@@ -106,6 +108,7 @@ def test_the_sdk_client_snippet_leaves_no_socket_behind(tmp_path: Path) -> None:
     assert "ResourceWarning" not in proc.stderr and "unclosed" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_redis_store_is_top_level_and_imported_lazily() -> None:
     import mcp_resume_asgi
     from mcp_resume_asgi.store import RedisStore
@@ -121,6 +124,7 @@ def test_redis_store_is_top_level_and_imported_lazily() -> None:
     subprocess.run([sys.executable, "-c", check], check=True, cwd=REPO_ROOT, timeout=60)
 
 
+@pytest.mark.slow
 def test_without_redis_the_top_level_import_says_what_to_install() -> None:
     check = (
         "import sys\n"

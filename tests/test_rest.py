@@ -107,6 +107,7 @@ async def sep_client_loop(
             raise AssertionError(f"not a SEP-1597 status: {state}")
 
 
+@pytest.mark.slow
 async def test_a_fast_tool_answers_its_put_with_success_and_the_result() -> None:
     async with face() as client:
         seen = Seen()
@@ -118,6 +119,7 @@ async def test_a_fast_tool_answers_its_put_with_success_and_the_result() -> None
     assert seen.gets == 0 and seen.retry_after == [None], "no poll: the PUT had the result"
 
 
+@pytest.mark.slow
 async def test_a_slow_tool_is_running_with_progress_and_polled_to_its_result() -> None:
     tag = f"slow-{ERA}"
     async with face() as client:
@@ -135,6 +137,7 @@ async def test_a_slow_tool_is_running_with_progress_and_polled_to_its_result() -
 
 
 @pytest.mark.parametrize("stale_once", [False, True])
+@pytest.mark.slow
 async def test_a_tool_that_elicits_is_advanced_with_if_match_then_succeeds(stale_once: bool) -> None:
     asked: list[dict[str, Any]] = []
 
@@ -160,6 +163,7 @@ async def test_a_tool_that_elicits_is_advanced_with_if_match_then_succeeds(stale
     assert seen.stale == (1 if stale_once else 0) and len(asked) == 1 + seen.stale
 
 
+@pytest.mark.slow
 async def test_a_cancel_stops_the_tool_and_is_idempotent() -> None:
     tag = f"cancel-{ERA}"
     async with face() as client:
@@ -178,6 +182,7 @@ async def test_a_cancel_stops_the_tool_and_is_idempotent() -> None:
     assert RUNS[tag] == 1
 
 
+@pytest.mark.slow
 async def test_a_put_retried_after_its_connection_was_cut_runs_the_tool_once() -> None:
     tag = f"cut-{ERA}"
     async with face() as client:
@@ -215,6 +220,7 @@ async def test_a_put_retried_after_its_connection_was_cut_runs_the_tool_once() -
     assert RUNS[tag] == 1, "the retried PUT ran nothing: one run, not two"
 
 
+@pytest.mark.slow
 async def test_http_semantics_304_409_412_428_400_404() -> None:
     async with face() as client:
         url = "/mcp/tools/echo/calls/http-1"
@@ -323,6 +329,7 @@ async def test_get_tools_lists_the_apps_tools_with_an_etag() -> None:
         assert again.status_code == 304
 
 
+@pytest.mark.slow
 async def test_a_parameter_the_tool_mirrors_in_a_header_is_sent_there() -> None:
     """`x-mcp-header` (2026-07-28): the app refuses a call without `Mcp-Param-Region`."""
     async with face() as client:
@@ -333,6 +340,7 @@ async def test_a_parameter_the_tool_mirrors_in_a_header_is_sent_there() -> None:
             )
 
 
+@pytest.mark.slow
 async def test_tool_errors_fail_with_the_result_kept() -> None:
     async with face() as client:
         failed = await sep_client_loop(client, "fail", "f-1", {})
@@ -346,6 +354,7 @@ async def test_tool_errors_fail_with_the_result_kept() -> None:
         )
 
 
+@pytest.mark.slow
 async def test_listing_filters_by_status_and_creation_and_pages() -> None:
     async with face() as client:
         for i in range(5):

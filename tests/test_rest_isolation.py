@@ -51,6 +51,7 @@ async def finished(client: httpx.AsyncClient, url: str, headers: dict[str, str])
 
 
 @pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+@pytest.mark.slow
 async def test_another_principals_call_is_not_found_on_every_route(era: str) -> None:
     async with face(era) as client:
         url = "/mcp/tools/whoami/calls/w1"

@@ -34,7 +34,7 @@ from tests.support.timing import scaled
 from tests.test_multinode import SECRET, pid_of, port_of, prefix, steer
 from tests.test_rest import Seen, sep_client_loop
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120), pytest.mark.slow]
 
 __all__ = ["prefix"]  # the fixture, used by name
 

@@ -19,7 +19,7 @@ from tests.support.down_store import DownStore
 from tests.support.server import serve_in_loop
 from tests.support.timing import scaled
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 def _is_outage_problem(response: httpx.Response) -> bool:

@@ -61,6 +61,7 @@ async def test_the_wire_picks_the_apps_era_and_lists_its_tools(old: bool, era: s
 
 
 @pytest.mark.parametrize("old", [False, True])
+@pytest.mark.slow
 async def test_a_call_becomes_a_task_that_runs_on_after_its_answer(old: bool) -> None:
     tag = f"wire-{old}"
     async with wire_to(old) as wire, anyio.create_task_group() as background:

@@ -69,6 +69,7 @@ async def status_until(
     return answer
 
 
+@pytest.mark.slow
 async def test_the_resume_policy_comes_first_and_a_drop_before_any_app_message_is_resumable() -> None:
     PROBE.clear()
     async with wrapped() as client:
@@ -93,6 +94,7 @@ async def test_the_resume_policy_comes_first_and_a_drop_before_any_app_message_i
         assert PROBE.started.count("975") == 1
 
 
+@pytest.mark.slow
 async def test_get_status_reports_without_draining() -> None:
     async with wrapped() as client:
         s = await session(client)
@@ -118,6 +120,7 @@ async def test_get_status_reports_without_draining() -> None:
         assert rest.messages()[-1]["result"]["content"][0]["text"] == "done 4"
 
 
+@pytest.mark.slow
 async def test_status_failed_and_input_request() -> None:
     async with wrapped(FAST.replace(disconnect_on_input_request=False)) as client:
         s = await session(client)
@@ -147,6 +150,7 @@ async def test_status_failed_and_input_request() -> None:
         assert rest.messages()[-1]["result"]["content"][0]["text"] == "hello sep"
 
 
+@pytest.mark.slow
 async def test_expiry_cancels_and_later_calls_get_a_clear_error() -> None:
     PROBE.clear()
     async with wrapped(FAST.replace(max_wait_s=0.3)) as client:
@@ -163,6 +167,7 @@ async def test_expiry_cancels_and_later_calls_get_a_clear_error() -> None:
         assert response.json()["error"]["code"] == -32602
 
 
+@pytest.mark.slow
 async def test_contact_resets_the_max_wait_timer() -> None:
     PROBE.clear()
     async with wrapped(FAST.replace(max_wait_s=1.5)) as client:
@@ -178,6 +183,7 @@ async def test_contact_resets_the_max_wait_timer() -> None:
         assert "kept" not in PROBE.cancelled
 
 
+@pytest.mark.slow
 async def test_bad_tokens_are_invalid_params_and_leak_nothing() -> None:
     async with wrapped() as client:
         s = await session(client)
@@ -209,6 +215,7 @@ async def test_bad_tokens_are_invalid_params_and_leak_nothing() -> None:
             assert "slept" not in response.text and (s.session_id or "") not in response.text
 
 
+@pytest.mark.slow
 async def test_a_second_resume_replaces_the_first_connection() -> None:
     async with wrapped() as client:
         s = await session(client)
@@ -233,6 +240,7 @@ async def test_clients_without_the_capability_see_nothing_new() -> None:
         assert reply.messages()[-1]["result"]["content"][0]["text"] == "plain"
 
 
+@pytest.mark.slow
 async def test_per_request_capabilities_on_2026_07_28() -> None:
     async with wrapped() as client:
         s = RawSession(client, version="2026-07-28")
@@ -259,6 +267,7 @@ async def test_per_request_capabilities_on_2026_07_28() -> None:
         assert rest.messages()[-1]["result"]["content"][0]["text"].startswith("slept")
 
 
+@pytest.mark.slow
 async def test_a_stock_client_without_the_capability_works_exactly_as_before() -> None:
     from tests.apps import APP_FACTORIES
     from tests.support.mcp_client import call_with_progress, result_text, stock_session
@@ -275,6 +284,7 @@ async def test_a_stock_client_without_the_capability_works_exactly_as_before() -
         assert [int(p[0]) for p in progress] == list(range(1, 11))
 
 
+@pytest.mark.slow
 async def test_the_client_helper_advertises_resumes_with_requests_resume_and_asks_for_status() -> None:
     from mcp_resume_asgi.client import ResumableSession
     from tests.support.counting import Counting

@@ -56,6 +56,7 @@ def again(call: dict[str, Any], s: RawSession, token: str, **changes: Any) -> di
     return {"jsonrpc": "2.0", "id": s.next_id(), "method": call["method"], "params": params}
 
 
+@pytest.mark.slow
 async def test_interim_tokens_then_the_final_result_with_every_notification() -> None:
     async with wrapped() as client:
         s = await session(client)
@@ -91,6 +92,7 @@ async def test_interim_tokens_then_the_final_result_with_every_notification() ->
         assert spent.json()["error"]["code"] == -32602 and "completed" in spent.json()["error"]["message"]
 
 
+@pytest.mark.slow
 async def test_tokens_are_stable_while_nothing_changed() -> None:
     async with wrapped() as client:
         s = await session(client)
@@ -103,6 +105,7 @@ async def test_tokens_are_stable_while_nothing_changed() -> None:
         assert final["result"]["content"][0]["text"].startswith("slept") and token_of(final) is None
 
 
+@pytest.mark.slow
 async def test_bad_tokens_are_invalid_params() -> None:
     async with wrapped(POLICY.replace(max_wait_s=0.5)) as client:
         s = await session(client)
@@ -136,6 +139,7 @@ async def test_bad_tokens_are_invalid_params() -> None:
         assert expired.json()["error"]["code"] == -32602 and "expired" in expired.json()["error"]["message"]
 
 
+@pytest.mark.slow
 async def test_a_failing_tool_reports_its_error_on_the_next_resume() -> None:
     async with wrapped() as client:
         s = await session(client)
@@ -147,6 +151,7 @@ async def test_a_failing_tool_reports_its_error_on_the_next_resume() -> None:
         assert final["error"]["message"] == "probe failure" and "result" not in final
 
 
+@pytest.mark.slow
 async def test_an_unaware_client_gets_the_plain_result() -> None:
     async with wrapped() as client:
         s = await session(client, capabilities={})
@@ -166,6 +171,7 @@ async def test_the_apps_own_resume_tokens_pass_through() -> None:
         assert second["result"]["content"][0]["text"] == "page after app-2"
 
 
+@pytest.mark.slow
 async def test_the_client_helper_polls_a_twenty_second_stock_tool_and_returns_only_the_final_result() -> None:
     from mcp_resume_asgi.client import ResumableSession
 

@@ -36,7 +36,7 @@ from tests.support.raw import RawSession
 from tests.support.server import HOST, serve
 from tests.support.timing import scaled
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 STALLED = 200
 SESSIONS = 50

@@ -166,6 +166,7 @@ async def test_update_stream_if_is_a_compare_and_set(store: Store) -> None:
     assert applied
 
 
+@pytest.mark.slow
 async def test_update_stream_if_serialises_concurrent_read_modify_writes(make: Factory) -> None:
     first = await make()
     await first.create_stream(meta(), ttl_s=60)
@@ -185,6 +186,7 @@ async def test_update_stream_if_serialises_concurrent_read_modify_writes(make: F
     assert (await first.get_stream("s1")).turn == 30  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 async def test_ttl_expiry_and_update_extends_it(store: Store) -> None:
     short = scaled(0.3)  # "kept" is updated before then, even on a loaded machine
     await store.create_stream(meta("short"), ttl_s=short)
@@ -561,6 +563,7 @@ async def test_replace_key_is_a_compare_and_set(make: Factory) -> None:
     assert await store.replace_key("cas", "short", "late", ttl_s=60) is False, "expired is absent"
 
 
+@pytest.mark.slow
 async def test_replace_key_serialises_concurrent_read_modify_writes(make: Factory) -> None:
     """40 increments from two handles, each a read then a compare-and-set retried on conflict:
     none is lost (with `set_key` most would be)."""

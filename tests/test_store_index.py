@@ -76,6 +76,7 @@ async def test_the_cap_refuses_new_members_until_one_leaves(store: Store) -> Non
     assert await store.index_add("tasks:p", "m4", base, cap=4) is True, "the cap is the caller's, per call"
 
 
+@pytest.mark.slow
 async def test_the_cap_holds_under_concurrent_adds_from_two_handles(make: Factory) -> None:  # noqa: F811
     first = await make()
     handles = [first, await make(peer=first)]
@@ -92,6 +93,7 @@ async def test_the_cap_holds_under_concurrent_adds_from_two_handles(make: Factor
     assert len(await handles[1].index_page("busy")) == 25
 
 
+@pytest.mark.slow
 async def test_expired_members_leave_and_free_the_cap(store: Store) -> None:
     short = scaled(0.4)  # the cap is still full when "third" is refused, even on a loaded machine
     await store.index_add("idx", "short", time.time() + short, cap=2)
@@ -136,6 +138,7 @@ async def test_pages_follow_each_other_even_when_the_last_member_left(store: Sto
     assert await store.index_page("idx", after=(left[5][1], left[5][0]), limit=2) == left[6:8]
 
 
+@pytest.mark.slow
 async def test_limit_is_capped(store: Store) -> None:
     base = later()
     for i in range(MAX_INDEX_PAGE + 5):
@@ -179,6 +182,7 @@ async def test_unbounded_or_malformed_inputs_are_refused(
     assert await store.index_add("n" * MAX_INDEX_NAME_BYTES, "m" * MAX_INDEX_MEMBER_BYTES, later(), cap=1)
 
 
+@pytest.mark.slow
 async def test_an_index_whose_members_all_expired_leaves_nothing_behind(store: Store) -> None:
     now = time.time()
     await store.index_add("brief", "a", now + 0.3, cap=CAP)
@@ -211,6 +215,7 @@ async def test_redis_index_key_ttl_follows_its_latest_member(make: Factory) -> N
     assert await client.exists(key) == 0
 
 
+@pytest.mark.slow
 async def test_the_memory_store_bounds_members_over_all_indexes() -> None:
     store = MemoryStore(max_index_members=3)
     assert await store.index_add("p", "1", later(), cap=CAP)

@@ -41,7 +41,7 @@ from tests.support.stores import require_redis
 from tests.support.timing import scaled
 from tests.test_multinode import cluster, port_of, prefix
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60), pytest.mark.slow]
 
 __all__ = ["prefix"]  # the fixture, used by name
 

@@ -146,6 +146,7 @@ def created(answer: dict[str, Any]) -> str:
     return task_id
 
 
+@pytest.mark.slow
 async def test_a_call_becomes_a_task_recorded_before_its_answer_and_polled_to_its_result() -> None:
     async with wrapped() as h:
         answer = await h.call("slow", {"seconds": 2.0, "tag": "polled"})
@@ -166,6 +167,7 @@ async def test_a_fast_call_with_task_after_zero_is_a_task_too() -> None:
         assert task["status"] == "completed" and task["result"]["content"][0]["text"] == "quick"
 
 
+@pytest.mark.slow
 async def test_a_tool_error_completes_and_a_json_rpc_error_fails() -> None:
     async with wrapped() as h:
         tool_error = await h.until_terminal(created(await h.call("tool_error", {"seconds": 0.3})))
@@ -177,6 +179,7 @@ async def test_a_tool_error_completes_and_a_json_rpc_error_fails() -> None:
         assert rpc_error["statusMessage"] == "the server refused it"
 
 
+@pytest.mark.slow
 async def test_only_a_call_still_running_after_task_after_s_becomes_a_task() -> None:
     async with wrapped(AT_ONCE.replace(task_after_s=0.3)) as h:
         with anyio.fail_after(scaled(5)):
@@ -187,6 +190,7 @@ async def test_only_a_call_still_running_after_task_after_s_becomes_a_task() -> 
         assert fast["result"]["content"][0]["text"] == "plain" and fast["result"]["resultType"] == "complete"
 
 
+@pytest.mark.slow
 async def test_a_client_without_the_extension_never_gets_a_task() -> None:
     async with wrapped() as h:
         plain = await h.call("slow", {"seconds": 0.3, "tag": "undeclared"}, capabilities={})
@@ -195,6 +199,7 @@ async def test_a_client_without_the_extension_never_gets_a_task() -> None:
         assert response.status_code == 400 and response.json()["error"]["code"] == -32021
 
 
+@pytest.mark.slow
 async def test_task_required_refuses_a_client_without_the_extension() -> None:
     async with wrapped(AT_ONCE.replace(task_required=True)) as h:
         refused = await h.call("echo", {"text": "x"}, capabilities={})
@@ -203,6 +208,7 @@ async def test_task_required_refuses_a_client_without_the_extension() -> None:
         assert created(await h.call("echo", {"text": "x"}))
 
 
+@pytest.mark.slow
 async def test_cancel_stops_the_tool_and_is_idempotent() -> None:
     SEEN.cancelled.clear()
     async with wrapped() as h:
@@ -219,6 +225,7 @@ async def test_cancel_stops_the_tool_and_is_idempotent() -> None:
         assert again.json()["result"] == {"resultType": "complete"}
 
 
+@pytest.mark.slow
 async def test_closing_the_connection_after_the_create_task_result_does_not_cancel() -> None:
     SEEN.cancelled.clear()
     async with wrapped() as h:
@@ -233,6 +240,7 @@ async def test_closing_the_connection_after_the_create_task_result_does_not_canc
         assert task["status"] == "completed" and "left" not in SEEN.cancelled
 
 
+@pytest.mark.slow
 async def test_unknown_and_forged_task_ids_are_invalid_params() -> None:
     async with wrapped() as h:
         task_id = created(await h.call("echo", {"text": "mine"}))
@@ -244,6 +252,7 @@ async def test_unknown_and_forged_task_ids_are_invalid_params() -> None:
                 assert response.json()["error"]["code"] == -32602
 
 
+@pytest.mark.slow
 async def test_mcp_name_must_be_the_task_id() -> None:
     async with wrapped() as h:
         task_id = created(await h.call("echo", {"text": "routed"}))
@@ -255,6 +264,7 @@ async def test_mcp_name_must_be_the_task_id() -> None:
         assert (await h.get(task_id))["taskId"] == task_id
 
 
+@pytest.mark.slow
 async def test_discover_and_initialize_advertise_the_extension_and_a_2025_session_gets_tasks() -> None:
     async with wrapped() as h:
         discover = await h.client.post(
@@ -278,6 +288,7 @@ async def test_discover_and_initialize_advertise_the_extension_and_a_2025_sessio
         assert task["status"] == "completed" and task["result"]["content"][0]["text"] == "slept legacy"
 
 
+@pytest.mark.slow
 async def test_a_task_is_visible_only_to_the_principal_that_created_it() -> None:
     from tests.apps.auth_app import create_app as auth_app
 
@@ -342,6 +353,7 @@ async def test_task_after_zero_answers_at_once_without_waiting_for_the_app(legac
 
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["2026-07-28", "2025-11-25"])
+@pytest.mark.slow
 async def test_task_after_s_counts_from_the_requests_arrival(legacy: bool) -> None:
     tag = f"from-arrival-{uuid.uuid4().hex[:8]}"
     async with wrapped(AT_ONCE.replace(task_after_s=0.4)) as h:

@@ -44,7 +44,7 @@ from tests.support.stores import require_redis
 from tests.support.timing import scaled
 from tests.test_multinode import SECRET, pid_of, port_of, prefix, steer
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 __all__ = ["prefix"]  # the fixture, used by name
 

@@ -42,6 +42,7 @@ async def update(h: Harness, task_id: str, responses: Any) -> Any:
     return response
 
 
+@pytest.mark.slow
 async def test_an_input_required_result_makes_the_task_input_required_and_tasks_update_resumes_it() -> None:
     async with wrapped() as h:
         task_id = created(await h.call("confirm", {"filename": "a.txt"}, capabilities=ELICITING))
@@ -63,6 +64,7 @@ async def test_an_input_required_result_makes_the_task_input_required_and_tasks_
         assert again.status_code == 200 and (await h.get(task_id))["status"] == "completed"
 
 
+@pytest.mark.slow
 async def test_a_partial_answer_keeps_the_task_waiting_for_the_rest() -> None:
     async with wrapped() as h:
         task_id = created(await h.call("two_questions", {}, capabilities=ELICITING))
@@ -88,6 +90,7 @@ async def test_a_malformed_answer_is_invalid_params_and_answers_nothing() -> Non
         assert list((await h.get(task_id))["inputRequests"]) == [key]
 
 
+@pytest.mark.slow
 async def test_cancelling_a_task_that_waits_for_input() -> None:
     async with wrapped() as h:
         task_id = created(await h.call("confirm", {"filename": "c.txt"}, capabilities=ELICITING))
@@ -99,6 +102,7 @@ async def test_cancelling_a_task_that_waits_for_input() -> None:
         assert (await h.get(task_id))["status"] == "cancelled"
 
 
+@pytest.mark.slow
 async def test_input_before_the_task_exists_stays_synchronous() -> None:
     async with wrapped(AT_ONCE.replace(task_after_s=1.0)) as h:
         answer = await h.call("confirm", {"filename": "d.txt"}, capabilities=ELICITING)
@@ -115,6 +119,7 @@ async def test_input_before_the_task_exists_stays_synchronous() -> None:
         assert final["result"]["content"][0]["text"] == "deleted d.txt"
 
 
+@pytest.mark.slow
 async def test_a_2025_session_answers_the_apps_elicitation_through_tasks_update() -> None:
     async with wrapped() as h:
         session = RawSession(h.client)
@@ -145,6 +150,7 @@ async def test_a_2025_session_answers_the_apps_elicitation_through_tasks_update(
         assert again["result"] == {"resultType": "complete"}
 
 
+@pytest.mark.slow
 async def test_a_2025_session_declares_the_extension_yet_the_app_never_sees_it() -> None:
     async with wrapped() as h:
         session = RawSession(h.client)

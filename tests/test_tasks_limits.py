@@ -52,6 +52,7 @@ async def until(condition: Any, timeout: float = 10) -> None:
             await anyio.sleep(0.02)
 
 
+@pytest.mark.slow
 async def test_a_caller_at_its_bound_gets_plain_results_until_a_task_expires() -> None:
     ttl_s = scaled(1.5)  # the checks below run before the first task expires, on a loaded machine too
     policy = AT_ONCE.replace(max_tasks_per_principal=2, task_ttl_s=ttl_s)
@@ -68,6 +69,7 @@ async def test_a_caller_at_its_bound_gets_plain_results_until_a_task_expires() -
         assert is_task(await h.call("slow", {"seconds": 0.2, "tag": "bound-4"}))
 
 
+@pytest.mark.slow
 async def test_concurrent_calls_never_pass_the_bound() -> None:
     cap, calls = 3, 12
     async with wrapped(AT_ONCE.replace(max_tasks_per_principal=cap)) as h:
@@ -98,6 +100,7 @@ async def test_concurrent_calls_never_pass_the_bound() -> None:
         assert not any(tag in SEEN.finished for tag in refused), "a refused call's tool was stopped"
 
 
+@pytest.mark.slow
 async def test_each_principal_has_its_own_bound_and_a_2026_client_over_it_gets_an_error() -> None:
     """Auth inside the app: who calls is known once the app read the request, when the call is
     to become a task; a 2026-07-28 client cannot come back for a plain result."""
@@ -136,6 +139,7 @@ async def _legacy_session(h: Harness, **headers: str) -> RawSession:
     return session
 
 
+@pytest.mark.slow
 async def test_a_2025_client_over_its_bound_resumes_its_stream_for_the_plain_result() -> None:
     from tests.apps.auth_app import create_app as auth_app
 
@@ -158,6 +162,7 @@ async def test_a_2025_client_over_its_bound_resumes_its_stream_for_the_plain_res
         assert await h.store.index_count(index_of(ALICE)) == 1
 
 
+@pytest.mark.slow
 async def test_the_stock_sdk_client_gets_a_plain_result_over_the_bound() -> None:
     from mcp.client import Client
     from mcp.client.streamable_http import streamable_http_client

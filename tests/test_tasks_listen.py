@@ -82,6 +82,7 @@ async def listening(
         yield listener, ack
 
 
+@pytest.mark.slow
 async def test_a_listen_stream_carries_each_change_of_the_callers_task_to_its_end() -> None:
     async with wrapped() as h:
         task_id = created(await h.call("slow", {"seconds": 1.0, "tag": "listened"}))
@@ -101,6 +102,7 @@ async def test_a_listen_stream_carries_each_change_of_the_callers_task_to_its_en
         }, "each notification is what tasks/get answers"
 
 
+@pytest.mark.slow
 async def test_input_required_then_the_answer_then_completion_all_arrive_on_the_stream() -> None:
     async with wrapped() as h:
         task_id = created(await h.call("confirm", {"filename": "l.txt"}, capabilities=ELICITING))
@@ -123,6 +125,7 @@ async def test_a_cancel_arrives_as_cancelled() -> None:
         assert cancelled["statusMessage"]
 
 
+@pytest.mark.slow
 async def test_a_client_that_did_not_declare_the_extension_gets_32021() -> None:
     async with wrapped() as h:
         task_id = created(await h.call("slow", {"seconds": 0.5}))

@@ -136,6 +136,7 @@ async def until_settled(tag: str) -> None:
             await anyio.sleep(0.05)
 
 
+@pytest.mark.slow
 async def test_a_cancel_stored_between_the_next_rounds_read_and_write_stops_that_round() -> None:
     tag = f"race-a-{uuid.uuid4().hex[:8]}"
     async with wrapped(wrap=PausingStore) as h:
@@ -158,6 +159,7 @@ async def test_a_cancel_stored_between_the_next_rounds_read_and_write_stops_that
         assert (await h.get(task_id))["status"] == "cancelled"
 
 
+@pytest.mark.slow
 async def test_a_cancel_read_before_the_next_round_took_over_and_stored_after_stops_that_round() -> None:
     tag = f"race-b-{uuid.uuid4().hex[:8]}"
     async with wrapped(wrap=PausingStore) as h:

@@ -146,6 +146,7 @@ def task_of(answer: dict[str, Any] | None) -> dict[str, Any]:
 
 
 @ERAS
+@pytest.mark.slow
 async def test_a_retry_of_a_call_that_became_a_task_gets_the_same_task(legacy: bool) -> None:
     tag = f"retried-{uuid.uuid4().hex[:8]}"
     async with wrapped() as h:
@@ -166,6 +167,7 @@ async def test_a_retry_of_a_call_that_became_a_task_gets_the_same_task(legacy: b
 
 
 @ERAS
+@pytest.mark.slow
 async def test_a_retry_before_the_call_became_a_task_becomes_the_same_task_at_its_deadline(
     legacy: bool,
 ) -> None:
@@ -193,6 +195,7 @@ async def test_a_retry_before_the_call_became_a_task_becomes_the_same_task_at_it
 
 
 @ERAS
+@pytest.mark.slow
 async def test_a_retry_before_the_deadline_gets_the_plain_result_when_the_tool_ends_first(
     legacy: bool,
 ) -> None:
@@ -217,6 +220,7 @@ async def test_a_retry_before_the_deadline_gets_the_plain_result_when_the_tool_e
         assert SEEN.started.count(tag) == 1, "the tool ran once"
 
 
+@pytest.mark.slow
 async def test_a_2025_retry_after_the_deadline_of_a_call_whose_client_vanished_makes_the_task() -> None:
     """On 2025-11-25 a close does not cancel: a call whose client left before its deadline
     runs on, not a task yet (no connection to answer); its retry makes it the task at once."""
@@ -256,6 +260,7 @@ async def test_a_2026_call_whose_client_closed_before_it_became_a_task_was_cance
 
 
 @ERAS
+@pytest.mark.slow
 async def test_another_principals_retry_with_the_same_key_never_sees_the_task(legacy: bool) -> None:
     from tests.apps.auth_app import create_app as auth_app
 
@@ -285,6 +290,7 @@ async def test_another_principals_retry_with_the_same_key_never_sees_the_task(le
         assert done["result"]["content"][0]["text"] == "the secret of alice"
 
 
+@pytest.mark.slow
 async def test_a_plain_idempotent_retry_while_the_originals_answer_is_held_keeps_the_stream() -> None:
     """Not a task (no extension declared): the original's answer waits up to a second for the
     app's first answer (a 2026-07-28 tool answers only when done); a retry meanwhile takes the
@@ -311,6 +317,7 @@ async def until_freed(h: Harness, task_id: str) -> None:
 
 
 @ERAS
+@pytest.mark.slow
 async def test_a_retry_of_a_cancelled_task_whose_stream_is_freed_gets_the_same_task(legacy: bool) -> None:
     """Cancelling a task frees its stream; the call retried with its key is answered from the
     task's record - the same `CreateTaskResult`, the task `cancelled` - not 409, not a second run."""
@@ -329,6 +336,7 @@ async def test_a_retry_of_a_cancelled_task_whose_stream_is_freed_gets_the_same_t
         assert SEEN.started.count(tag) == 1 and tag in SEEN.cancelled, "the tool ran once, cancelled"
 
 
+@pytest.mark.slow
 async def test_a_cancelled_tasks_record_answers_a_retry_only_once_the_app_admits_the_caller() -> None:
     """Bob presenting alice's 2025 session and key, once her cancelled task's stream is freed,
     gets the app's refusal (404), as `tasks/get` of her task would: never her task."""

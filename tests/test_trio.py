@@ -19,6 +19,8 @@ from tests.apps.probe_app import create_app
 from tests.support.raw import RawSession
 from tests.support.timing import scaled
 
+pytestmark = pytest.mark.slow
+
 
 def _free_port() -> int:
     with socket.socket() as sock:
