@@ -12,9 +12,11 @@ what it accepts must also come from the principal the stream was recorded for,
 as the app's auth saw it (see `principal.py`).
 
 Only the node that holds a session (the one that answered its `initialize`) can
-judge the session itself; elsewhere the probe goes without the session id and
-settles who the caller is (its auth failures still refuse), which with the
-stream's bound principal is what the owner would have checked.
+judge the session itself; elsewhere, and for what no session binds (a task), the probe
+settles who the caller is (its auth failures still refuse), which with the stream's
+bound principal is what the owner would have checked. It still carries the session id
+the client sent, if any, though no answer about that session counts: a stateful app
+(mcp 1.x) opens a session, and keeps it, for every request that names none.
 """
 
 from __future__ import annotations
@@ -166,7 +168,7 @@ class Admission:
                 self.app,
                 scope,
                 meta.path,
-                meta.session_id if judges_session else None,
+                meta.session_id if judges_session else header(scope, b"mcp-session-id"),
                 meta.protocol_version,
                 probe,
             )
@@ -183,13 +185,14 @@ class Admission:
         return None
 
     async def identify(self, scope: Scope, path: str, version: str) -> str | Refusal | None:
-        """Who is calling, as the app's own auth sees this request (outside any session): its
-        principal, or its refusal (401 / 403 as the app gave it; silence past the timeout).
-        For what the middleware answers by the caller alone (a notice naming its request)."""
+        """Who is calling, as the app's own auth sees this request (no session judged: the
+        session id the client sent goes along, see the module docstring): its principal, or its
+        refusal (401 / 403 as the app gave it; silence past the timeout). For what the
+        middleware answers by the caller alone (a notice naming its request)."""
         probe = p.dumps({"jsonrpc": "2.0", "id": PROBE_ID_PREFIX + secrets.token_hex(8), "method": "ping"})
         reply = None
         with anyio.move_on_after(PROBE_TIMEOUT_S):
-            reply = await post_to_app(self.app, scope, path, None, version, probe)
+            reply = await post_to_app(self.app, scope, path, header(scope, b"mcp-session-id"), version, probe)
         if reply is None:
             return SILENT
         if reply.status in (401, 403):

@@ -1,12 +1,33 @@
-"""Shared pytest configuration."""
+"""Shared pytest configuration: the run's Redis, its time scale, and no unhandled ASGI errors.
+
+The run (pytest's controller: a serial run, or the process that starts the xdist workers)
+starts the suite's own `redis-server` before any test and stops it at the end
+(`tests/support/stores.py`); it measures how much to stretch every wait once
+(`tests/support/timing.py`). Both reach the workers through `workerinput` and, from
+there, every child server through the environment.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+
+from tests.support import stores, timing
+from tests.support.redis_server import SuiteRedis
+
+#: What the run hands on to its workers (and they to their child processes) as environment.
+SHARED_ENV = (
+    timing.ENV,
+    stores.RUN_ENV,
+    stores.SUITE_URL_ENV,
+    stores.UNAVAILABLE_ENV,
+)
+_SUITE_REDIS = pytest.StashKey[SuiteRedis | None]()
 
 #: What uvicorn and hypercorn log when an ASGI app raises: a crash of ours, never allowed.
 UNHANDLED = "Exception in ASGI application"
@@ -24,6 +45,62 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--soak", action="store_true", default=False, help="run the long fault tests (1000 calls)"
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is not None:  # an xdist worker: the run was set up by the controller
+        for name in SHARED_ENV:
+            value = workerinput.get(name)
+            if value is not None:
+                os.environ[name] = value
+            else:
+                os.environ.pop(name, None)
+        timing.SCALE = timing.from_environment()
+        return
+    os.environ.setdefault(timing.ENV, f"{timing.SCALE:.2f}")
+    config.stash[_SUITE_REDIS] = stores.start_run()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """(xdist, in the controller) what each worker is told about the run."""
+    for name in SHARED_ENV:
+        if name in os.environ:
+            node.workerinput[name] = os.environ[name]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if getattr(config, "workerinput", None) is not None or _SUITE_REDIS not in config.stash:
+        return
+    deleted = stores.end_run(config.stash[_SUITE_REDIS])
+    if deleted:
+        sys.stderr.write(f"\ndeleted the {deleted} keys this run wrote under {stores.run_prefix()}\n")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    url = os.environ.get(stores.SUITE_URL_ENV)
+    redis = url or os.environ.get(stores.UNAVAILABLE_ENV, "none")
+    return [f"redis: {redis}; waits scaled x{timing.SCALE:.2f} ({timing.ENV})"]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test's pytest-timeout, scaled like every other wait."""
+    if timing.SCALE == 1:
+        return
+    try:
+        from pytest_timeout import get_env_settings
+    except ImportError:
+        return
+    default = get_env_settings(config).timeout
+    for item in items:
+        marker = item.get_closest_marker("timeout")
+        kwargs: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
+        seconds = (marker.args[0] if marker.args else kwargs.pop("timeout", None)) if marker else default
+        kwargs.pop("timeout", None)
+        if seconds:
+            item.add_marker(pytest.mark.timeout(timing.scaled(float(seconds)), **kwargs), append=False)
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,9 +27,10 @@ from tests.apps.probe_app import PROBE, create_app
 from tests.support.counting import Counting
 from tests.support.raw import RawSession, Reply
 from tests.support.server import serve, serve_in_loop
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_prefix, redis_url, require_redis
+from tests.support.timing import scaled
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 VERSION = "2026-07-28"
 #: At-will closes and a short idle timeout switched on: a 2026-07-28 stream must get neither.
@@ -53,7 +53,7 @@ async def wrapped(
     require_redis()
     from mcp_resume_asgi.store import RedisStore
 
-    redis_store = RedisStore(REDIS_URL, prefix=f"test-2026:{uuid.uuid4().hex}:")
+    redis_store = RedisStore(redis_url(), prefix=redis_prefix("test-2026"))
     app = resumable(create_app(), policy=policy, store=redis_store, secret="tests-2026-shared-secret")
     try:
         async with (
@@ -87,16 +87,16 @@ def headers_for(s: RawSession, name: str, **extra: str) -> dict[str, str]:
 
 async def streams_left(store: Store, within: float = 3.0) -> int:
     """How many stream records the store holds once they had `within` seconds to go."""
-    with anyio.move_on_after(within):
+    with anyio.move_on_after(scaled(within)):
         while (await store.usage()).streams:
             await anyio.sleep(0.05)
     return (await store.usage()).streams
 
 
 async def cancelled_within(tag: str, seconds: float) -> float | None:
-    """Seconds until the probe app saw `tag` cancelled, None if it did not within `seconds`."""
+    """Seconds until the probe app saw `tag` cancelled, None if it did not within `seconds` (scaled)."""
     started = time.monotonic()
-    with anyio.move_on_after(seconds):
+    with anyio.move_on_after(scaled(seconds)):
         while tag not in PROBE.cancelled:
             await anyio.sleep(0.02)
         return time.monotonic() - started
@@ -134,7 +134,7 @@ async def close_after_start(s: RawSession, body: dict[str, Any], tag: str) -> No
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(post)
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             while tag not in PROBE.started:
                 await anyio.sleep(0.02)
         await anyio.sleep(0.2)  # (the notification reaches the client)
@@ -176,7 +176,7 @@ async def test_a_2026_client_that_opts_in_keeps_resumable_streams() -> None:
         assert first.events[0].data == "" and first.events[0].id, "no priming event"
         assert first.closed_by_server and first.events[-1].retry == 20, "not closed at will"
         replies: list[Reply] = [first]
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while not any("result" in m for m in replies[-1].messages()):
                 await anyio.sleep(0.02)
                 last_id = next(r.last_id for r in reversed(replies) if r.last_id)
@@ -191,7 +191,7 @@ async def test_a_2026_client_that_opts_in_keeps_resumable_streams() -> None:
         body = call(4, "sleep", {"seconds": 1.0, "tag": tag, "notify": True}, opt_in=True, progress=True)
         left = await s.exchange("POST", "/mcp", body, headers=headers_for(s, "sleep"), stop_after=1)
         assert left.events[0].data == "" and left.last_id
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             while tag not in PROBE.finished:
                 await anyio.sleep(0.05)
         assert tag not in PROBE.cancelled
@@ -211,7 +211,7 @@ class TaskLike(FeatureMiddleware):
 
 async def test_a_close_detaches_work_that_survives_it_and_its_resume_window_still_expires() -> None:
     PROBE.clear()
-    policy = CLOSING.replace(max_wait_s=1.5)
+    policy = CLOSING.replace(max_wait_s=3.0)  # well after the check that it is still running
     async with wrapped(policy, outer=TaskLike) as (client, store):
         s = RawSession(client, version=VERSION)
         tag = "survives"
@@ -250,8 +250,11 @@ async def test_the_stock_client_in_auto_mode_is_neither_primed_nor_cut_and_cance
         assert counting.counts["GET resume"] == 0 and counting.counts["GET link"] == 0
 
         tag = "stock-cancel"
-        with anyio.move_on_after(0.5):
-            await mcp.call_tool("sleep", {"seconds": 30, "tag": tag})
-        assert tag in PROBE.started
+        async with anyio.create_task_group() as tg:  # the call, abandoned once the tool runs
+            tg.start_soon(mcp.call_tool, "sleep", {"seconds": 30, "tag": tag})
+            with anyio.fail_after(scaled(10)):
+                while tag not in PROBE.started:
+                    await anyio.sleep(0.02)
+            tg.cancel_scope.cancel()
         took = await cancelled_within(tag, 2.0)
         assert took is not None, "the stock client's abandoned call kept running"

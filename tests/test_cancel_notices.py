@@ -26,10 +26,11 @@ from mcp_resume_asgi import RESUMABLE_STREAMS_EXTENSION, MemoryStore, Policy, St
 from tests.apps.tasks_app import SEEN, create_app
 from tests.support.raw import ACCEPT_BOTH, SSEReader
 from tests.support.server import serve, serve_in_loop
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_prefix, redis_url, require_redis
+from tests.support.timing import scaled
 from tests.test_2026_streams import streams_left
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 VERSION = "2026-07-28"
 POLICY = Policy(retry_ms=20, max_wait_s=60.0)
@@ -49,7 +50,7 @@ async def wrapped(
     require_redis()
     from mcp_resume_asgi.store import RedisStore
 
-    redis_store = RedisStore(REDIS_URL, prefix=f"test-cancel:{uuid.uuid4().hex}:")
+    redis_store = RedisStore(redis_url(), prefix=redis_prefix("test-cancel"))
     app = resumable(factory(), policy=POLICY, store=redis_store, secret="cancel-tests-secret", **options)
     try:
         async with (
@@ -135,7 +136,7 @@ class Call:
 
 
 async def until(predicate: Callable[[], bool], within: float) -> bool:
-    with anyio.move_on_after(within):
+    with anyio.move_on_after(scaled(within)):
         while not predicate():
             await anyio.sleep(0.02)
         return True
@@ -169,7 +170,7 @@ async def test_a_notice_cancels_the_callers_running_call_at_once_and_frees_its_s
         assert await cancel(client, 1, idempotency_key=key) == 202
         assert await until(lambda: tag in SEEN.cancelled, 1.0), "the tool was not cancelled promptly"
         assert tag not in SEEN.finished
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             await first.ended.wait()
         assert first.status == 200 and first.answer is None, "a cancelled request was answered"
         assert await streams_left(store) == 0, "the stream of a cancelled request was kept"
@@ -218,7 +219,7 @@ async def test_unknown_finished_foreign_and_malformed_notices_are_202_and_change
         )
         assert plain.status_code == 202
         assert tag not in SEEN.finished and tag + "-keyless" not in SEEN.finished, "too late to tell"
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             await keyed.ended.wait()
             await keyless.ended.wait()
     assert keyed.answer["result"]["content"][0]["text"] == f"slept {tag}"
@@ -248,7 +249,7 @@ async def test_a_notice_names_only_its_principals_call_and_never_one_of_two(stor
         assert await cancel(client, 7, authorization=bob) == 202
         assert await cancel(client, 9, authorization=alice) == 202
         assert not any(c.answer for c in calls.values()), "too late to tell"
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             for one in calls.values():
                 await one.ended.wait()
     texts = {name: c.answer and c.answer["result"]["content"][0]["text"] for name, c in calls.items()}

@@ -14,8 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -38,7 +37,8 @@ from mcp_resume_asgi.client.cancel_notices import (
 )
 from tests.apps.tasks_app import SEEN, create_app
 from tests.support.server import serve, serve_in_loop
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_prefix, redis_url, require_redis
+from tests.support.timing import scaled
 
 MODERN = "2026-07-28"
 CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
@@ -133,7 +133,7 @@ async def wrapped(store_kind: str) -> AsyncIterator[str]:
     require_redis()
     from mcp_resume_asgi.store import RedisStore
 
-    redis_store = RedisStore(REDIS_URL, prefix=f"test-client-cancel:{uuid.uuid4().hex}:")
+    redis_store = RedisStore(redis_url(), prefix=redis_prefix("test-client-cancel"))
     app = resumable(create_app(), policy=POLICY, store=redis_store, secret="client-cancel-tests-secret")
     try:
         async with serve_in_loop(app) as info:
@@ -145,16 +145,30 @@ async def wrapped(store_kind: str) -> AsyncIterator[str]:
 
 async def cancelled_within(tag: str, seconds: float) -> float | None:
     started = time.monotonic()
-    with anyio.move_on_after(seconds):
+    with anyio.move_on_after(scaled(seconds)):
         while tag not in SEEN.cancelled:
             await anyio.sleep(0.02)
         return time.monotonic() - started
     return None
 
 
+async def give_up(
+    call_tool: Callable[..., Awaitable[Any]], tool: str, arguments: dict[str, Any], after_s: float
+) -> None:
+    """Call `tool` and give the call up (cancel it) once it ran `after_s` and the app started it."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call_tool, tool, arguments)
+        await anyio.sleep(after_s)
+        with anyio.fail_after(scaled(10)):
+            while arguments["tag"] not in SEEN.started:
+                await anyio.sleep(0.02)
+        tg.cancel_scope.cancel()
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("store_kind", ["memory", "redis"])
 @pytest.mark.parametrize("gives_up_after", [0.5, 1.6], ids=["answer-held", "answer-open"])
+@pytest.mark.slow
 async def test_a_resumable_session_cancelling_a_plain_call_stops_the_tool(
     store_kind: str, gives_up_after: float
 ) -> None:
@@ -163,9 +177,7 @@ async def test_a_resumable_session_cancelling_a_plain_call_stops_the_tool(
     tag = f"session-{store_kind}-{gives_up_after}"
     async with wrapped(store_kind) as url, ResumableSession(url, protocol_version=MODERN) as session:
         assert session.protocol_version == MODERN
-        with anyio.move_on_after(gives_up_after) as scope:
-            await session.call_tool("slow", {"seconds": 30, "tag": tag})
-        assert scope.cancelled_caught and tag in SEEN.started
+        await give_up(session.call_tool, "slow", {"seconds": 30, "tag": tag}, after_s=gives_up_after)
         took = await cancelled_within(tag, 1.0)
         assert took is not None, "the caller's cancel left the tool running"
         # The session goes on: the next call is answered.
@@ -192,6 +204,7 @@ class Recording(httpx.AsyncBaseTransport):
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.slow
 async def test_a_call_that_ends_sends_no_notice_and_one_given_up_sends_one(anyio_backend: str) -> None:
     recording = Recording()
     tag = f"once-{anyio_backend}"
@@ -203,13 +216,13 @@ async def test_a_call_that_ends_sends_no_notice_and_one_given_up_sends_one(anyio
         result = await session.call_tool("slow", {"seconds": 0.2, "tag": "finishes"})
         assert result["content"][0]["text"] == "slept finishes"
         assert METHOD not in recording.methods
-        with anyio.move_on_after(1.6):
-            await session.call_tool("slow", {"seconds": 30, "tag": tag})
+        await give_up(session.call_tool, "slow", {"seconds": 30, "tag": tag}, after_s=1.6)
         assert await cancelled_within(tag, 1.0) is not None
     assert recording.methods.count(METHOD) == 1, recording.methods
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_the_stock_sdk_client_over_the_helper_cancels_by_notice_too() -> None:
     """The transport under the SDK declares the extension too, so it owes the SDK's cancels."""
     from mcp.client import Client
@@ -221,7 +234,5 @@ async def test_the_stock_sdk_client_over_the_helper_cancels_by_notice_too() -> N
         sdk_http_client() as http,
         Client(streamable_http_client(url, http_client=http)) as client,
     ):
-        with anyio.move_on_after(1.6):
-            await client.call_tool("slow", {"seconds": 30, "tag": tag})
-        assert tag in SEEN.started
+        await give_up(client.call_tool, "slow", {"seconds": 30, "tag": tag}, after_s=1.6)
         assert await cancelled_within(tag, 1.0) is not None, "the SDK's cancel left the tool running"

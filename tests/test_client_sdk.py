@@ -103,6 +103,7 @@ async def test_network_errors_surface_as_httpx2_errors() -> None:
             await http.get("http://127.0.0.1:1/mcp")
 
 
+@pytest.mark.slow
 def test_importing_the_client_package_does_not_import_the_sdk() -> None:
     code = (
         "import sys, mcp_resume_asgi.client; assert 'httpx2' not in sys.modules and 'mcp' not in sys.modules"

@@ -176,6 +176,7 @@ async def test_failed_initialize_raises_and_cleans_up(server: LiveServer, http: 
     assert [h.method for h in server.app.hits] == ["POST", "DELETE"]
 
 
+@pytest.mark.slow
 async def test_unreachable_server_raises_session_error() -> None:
     async with httpx.AsyncClient(transport=ResumableTransport()) as http:
         with pytest.raises(SessionError, match="ConnectError"):

@@ -86,6 +86,7 @@ def test_encode_round_trip_and_refuses_line_breaks_in_fields() -> None:
     ),
     cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=10),
 )
+@pytest.mark.slow
 def test_any_chunking_gives_the_same_events(events: list[tuple[str, str]], cuts: list[int]) -> None:
     stream = b"".join(encode_event(data, id=event_id, event="message") for data, event_id in events)
     points = sorted({min(c, len(stream)) for c in cuts})

@@ -27,6 +27,7 @@ import uvicorn
 
 from mcp_resume_asgi.client import ResumableTransport
 from mcp_resume_asgi.client.sse import SSEEvent, SSEParser, closing_iterator
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -147,7 +148,7 @@ class FakeServer:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await anyio.sleep(0.01)
         if seg.hold:
-            with anyio.move_on_after(10):
+            with anyio.move_on_after(scaled(10)):
                 while (await receive())["type"] != "http.disconnect":
                     pass
                 hit.client_gone = True
@@ -195,13 +196,13 @@ def live_server() -> Iterator[LiveServer]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + scaled(10)
     while not server.started:
         assert time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.01)
     yield LiveServer(app, port)
     server.should_exit = True
-    thread.join(10)
+    thread.join(scaled(10))
     sock.close()
 
 
@@ -424,7 +425,7 @@ async def test_retry_is_clamped_to_the_maximum(
 
     assert run.messages == [result(1)]
     first, resume = server.app.hits
-    assert first.ended_at is not None and 0.09 <= resume.at - first.ended_at < 5
+    assert first.ended_at is not None and 0.09 <= resume.at - first.ended_at < scaled(5)
 
 
 async def test_204_with_nothing_pending_ends_with_a_clear_error(
@@ -501,6 +502,7 @@ async def test_multi_turn_answers_are_buffered_and_posted_as_one_array_to_the_li
     assert transport.live_streams == 0
 
 
+@pytest.mark.slow
 async def test_flush_safety_net_when_the_server_keeps_the_stream_open(
     server: LiveServer, client_factory: Callable[..., httpx.AsyncClient]
 ) -> None:
@@ -534,7 +536,7 @@ async def test_flush_safety_net_when_the_server_keeps_the_stream_open(
     assert flush.headers["last-event-id"] == "e1"
     assert flush.at - answered_at[0] >= 0.29
     # the held stream was closed by the client
-    with anyio.fail_after(5):
+    with anyio.fail_after(scaled(5)):
         while held.ended_at is None:
             await anyio.sleep(0.01)
     assert held.client_gone
@@ -590,6 +592,7 @@ async def test_attempt_counter_resets_when_events_flow_again(
     assert run.messages == [notification(1), result(1)]
 
 
+@pytest.mark.slow
 async def test_resumes_that_only_replay_the_priming_event_are_not_failures(
     server: LiveServer, client_factory: Callable[..., httpx.AsyncClient]
 ) -> None:
@@ -783,7 +786,7 @@ async def test_closing_the_response_early_frees_the_stream(
     # the answer has no live stream any more: it goes to the server
     assert (await client.post(server.url, json=result("s1"), headers=HEADERS)).status_code == 202
     assert server.app.hits[-1].json == result("s1")
-    with anyio.fail_after(5):
+    with anyio.fail_after(scaled(5)):
         while not server.app.hits[0].client_gone:
             await anyio.sleep(0.01)
 

@@ -20,7 +20,7 @@ import pytest
 
 from conformance import run
 
-pytestmark = [pytest.mark.conformance, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.conformance, pytest.mark.timeout(600), pytest.mark.slow]
 
 
 def _skip_or_fail(reason: str) -> None:

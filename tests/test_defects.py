@@ -11,10 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import shutil
-import subprocess
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -24,10 +22,11 @@ import pytest
 from mcp_resume_asgi import MemoryStore, Policy, resumable
 from tests.apps.mcpserver_app import create_app
 from tests.support.raw import ACCEPT_BOTH, RawSession, Reply
-from tests.support.server import HOST, bind_socket, serve
-from tests.support.stores import IN_CI
+from tests.support.redis_server import own_redis
+from tests.support.server import HOST, serve
+from tests.support.timing import scaled
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 POLICY = Policy(retry_ms=20, max_wait_s=10, soft_deadline_s=0.3)
 SECRET = "defects-test-secret"
@@ -211,48 +210,13 @@ async def test_someone_elses_get_stream_is_refused_and_leaves_the_owners_alone()
                 ):
                     assert response.status_code in (401, 404), response.status_code
         # The owner comes back at once and is served (before the fix: 409 for max_wait_s).
-        with anyio.fail_after(3):
+        with anyio.fail_after(scaled(3)):
             async with alice.open("GET", "/mcp", headers={**alice.headers(), **alice_auth}) as (response, _):
                 assert response.status_code == 200
         del open_get
 
 
 # ---------------------------------------------------------------- Redis down: service without resumability
-@contextlib.contextmanager
-def redis_server() -> Iterator[str]:
-    """A Redis of this test's own on a free loopback port (so it can be killed)."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        if IN_CI:
-            pytest.fail("CI=true but redis-server is not installed")
-        pytest.skip("redis-server is not installed")
-    sock = bind_socket(HOST, 0)
-    port = sock.getsockname()[1]
-    sock.close()
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        import redis
-
-        client = redis.Redis(host=HOST, port=port, socket_connect_timeout=0.2)
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                import time
-
-                time.sleep(0.05)
-        client.close()
-        yield f"redis://{HOST}:{port}/0"
-    finally:
-        proc.kill()
-        proc.wait()
-
-
 async def initialize_and_call(client: httpx.AsyncClient) -> tuple[Reply, Reply]:
     s = RawSession(client)
     init = await s.initialize()
@@ -265,7 +229,8 @@ async def test_new_clients_connect_while_redis_is_down(how: str, caplog: pytest.
     pytest.importorskip("redis")
     from mcp_resume_asgi.store.redis import RedisStore
 
-    with redis_server() as url:
+    with own_redis() as redis_server:
+        url = redis_server.url
         store = RedisStore(url, prefix=f"defects:{uuid.uuid4().hex}:")
         if how == "never-up":
             store = RedisStore(f"redis://{HOST}:1/0", prefix="defects:")

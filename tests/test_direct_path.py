@@ -22,6 +22,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
 from mcp_resume_asgi.sse import SSEParser, single_event_frame
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -82,7 +83,7 @@ class App:
         await send({"type": "http.response.body", "body": RESULT, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         self.finished.set()
-        with anyio.fail_after(2):
+        with anyio.fail_after(scaled(2)):
             self.after_response = (await receive())["type"]
 
 
@@ -152,12 +153,12 @@ async def test_a_stalled_client_never_holds_the_app_and_gets_everything_in_order
     async with anyio.create_task_group() as tg:
         tg.start_soon(middleware, _scope(), client.receive, client.send)
         try:
-            with anyio.fail_after(2.0):  # the stall guard is DIRECT_STALL_S (0.25 s)
+            with anyio.fail_after(scaled(2.0)):  # the stall guard is DIRECT_STALL_S (0.25 s)
                 await app.finished.wait()  # the app ran to its end while its client read nothing
             assert not client.complete.is_set()
         finally:
             client.resume()
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             await client.complete.wait()
     progress = [json.loads(line[6:]) for line in _data_lines(client.body())]
     assert [m["params"]["progress"] for m in progress[:-1]] == list(range(1, 21))
@@ -178,6 +179,7 @@ _LINE = st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"").replace(b"\r"
     noise=st.lists(st.sampled_from([b"\n", b"\r", b"\r\n", b"id: 1", b"data: x", b": c", b"event: y"])),
     cut=st.integers(min_value=0, max_value=60),
 )
+@pytest.mark.slow
 def test_the_one_event_fast_path_agrees_with_the_parser(
     event: bytes, data: bytes, eol: bytes, noise: list[bytes], cut: int
 ) -> None:

@@ -39,7 +39,7 @@ from starlette.types import ASGIApp
 from mcp_resume_asgi import Policy, resumable
 from tests.support.counting import Counting
 from tests.support.server import REPO_ROOT, serve_in_thread
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_url, require_redis
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -248,7 +248,7 @@ def redis_prefix_cleared(code: str) -> Iterator[None]:
         if prefixes:
             import redis
 
-            client = redis.Redis.from_url(REDIS_URL)
+            client = redis.Redis.from_url(redis_url())
             try:
                 for prefix in prefixes:
                     keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
@@ -290,7 +290,7 @@ def test_python_example(block: Block, tmp_path: Path, monkeypatch: pytest.Monkey
     if "needs" in block.directives:
         assert block.directives["needs"] == "redis"
         require_redis()
-        monkeypatch.setenv("REDIS_URL", REDIS_URL)
+        monkeypatch.setenv("REDIS_URL", redis_url())
     if "file" in block.directives:
         compile(block.code, block.name, "exec")
         runners = [b for b in block.siblings() if b.language == "sh" and "skip" not in b.directives]
@@ -352,7 +352,7 @@ def test_shell_example(block: Block, tmp_path: Path) -> None:
     env = child_env(PATH=f"{REPO_ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
     if block.directives.get("needs") == "redis":
         require_redis()
-        env["REDIS_URL"] = REDIS_URL
+        env["REDIS_URL"] = redis_url()
     files = [b for b in block.siblings() if "file" in b.directives]
     for source in files:
         (tmp_path / source.directives["file"]).write_text(source.code, encoding="utf-8")

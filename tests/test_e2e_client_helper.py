@@ -15,8 +15,9 @@ from tests.support.counting import Counting
 from tests.support.mcp_client import call_with_progress, result_text, stock_session
 from tests.support.proxy import CutProxy
 from tests.support.server import load_app, serve
+from tests.support.timing import scaled
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 def text(result: dict[str, Any]) -> str:
@@ -71,7 +72,7 @@ async def test_the_sdk_client_through_the_adapter_survives_every_connection_bein
         async with http, stock_session(proxy.mcp_url, http_client=http, terminate_on_close=False) as session:
             results = []
             for _ in range(10):
-                with anyio.fail_after(30):
+                with anyio.fail_after(scaled(30)):
                     result, progress = await call_with_progress(
                         session, "slow_progress", {"seconds": 0.2, "steps": 5}
                     )
@@ -105,7 +106,7 @@ async def test_the_sdk_client_in_auto_mode_keeps_resuming_on_2026_07_28() -> Non
         sdk_http_client() as http,
         Client(streamable_http_client(info.mcp_url, http_client=http)) as client,
     ):
-        with anyio.fail_after(20):
+        with anyio.fail_after(scaled(20)):
             result = await client.call_tool(
                 "slow_progress", {"seconds": 1.5, "steps": 15}, progress_callback=on_progress
             )

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +33,8 @@ from mcp_resume_asgi.client import (
 )
 from tests.apps.tasks_app import SEEN, create_app
 from tests.support.server import ServerInfo, SubprocessServer, ThreadedServer, serve, serve_in_loop
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_prefix, redis_url, require_redis
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -142,7 +142,7 @@ async def server(
         return
     from mcp_resume_asgi.store import RedisStore
 
-    store = RedisStore(REDIS_URL, prefix=f"test-client-modern:{uuid.uuid4().hex}:")
+    store = RedisStore(redis_url(), prefix=redis_prefix("test-client-modern"))
     recorder = Recorder(
         resumable(app(), policy=policy, store=store, secret="client-modern-tests", tasks=True)
     )
@@ -159,7 +159,7 @@ def text(result: dict[str, Any]) -> str:
 
 
 async def until(condition: Callable[[], bool], timeout: float = 10) -> None:
-    with anyio.fail_after(timeout):
+    with anyio.fail_after(scaled(timeout)):
         while not condition():
             await anyio.sleep(0.02)
 
@@ -180,6 +180,7 @@ BOTH = {TASKS_EXTENSION, RESUMABLE_STREAMS_EXTENSION}
 # -- 2026-07-28 against the wrapped stock server ----------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_plain_call_goes_after_server_discover_with_no_session_and_the_per_request_meta(
     store_kind: str,
 ) -> None:
@@ -187,7 +188,7 @@ async def test_a_plain_call_goes_after_server_discover_with_no_session_and_the_p
         server(store_kind) as (info, recorder),
         ResumableSession(info.mcp_url, protocol_version=MODERN) as session,
     ):
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             result = await session.call_tool("echo", {"text": "plain"})
             seen_by_app = await session.call_tool("declared_extensions", {})
         assert session.protocol_version == MODERN and session.session_id is None
@@ -207,6 +208,7 @@ async def test_a_plain_call_goes_after_server_discover_with_no_session_and_the_p
     assert len({r.body["id"] for r in recorder.posts()}) == 4
 
 
+@pytest.mark.slow
 async def test_a_slow_call_becomes_a_task_polled_to_its_result_with_the_task_id_as_mcp_name(
     store_kind: str,
 ) -> None:
@@ -214,7 +216,7 @@ async def test_a_slow_call_becomes_a_task_polled_to_its_result_with_the_task_id_
         server(store_kind) as (info, recorder),
         ResumableSession(info.mcp_url, protocol_version=MODERN) as session,
     ):
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             slow = await session.call_tool("slow", {"seconds": 1.2, "tag": "modern-slow"})
     assert text(slow) == "slept modern-slow" and slow["isError"] is False
     assert slow.get("resultType") != "task" and "taskId" not in slow
@@ -228,12 +230,13 @@ async def test_a_slow_call_becomes_a_task_polled_to_its_result_with_the_task_id_
     assert recorder.posts("tasks/cancel") == [] and recorder.posts("initialize") == []
 
 
+@pytest.mark.slow
 async def test_a_tasks_tool_error_is_returned_and_its_json_rpc_error_raised(store_kind: str) -> None:
     async with (
         server(store_kind, AT_ONCE) as (info, recorder),
         ResumableSession(info.mcp_url, protocol_version=MODERN) as session,
     ):
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             tool_error = await session.call_tool("tool_error", {"seconds": 0.2})
             with pytest.raises(McpError) as failed:
                 await session.call_tool("rpc_error", {"seconds": 0.2})
@@ -242,6 +245,7 @@ async def test_a_tasks_tool_error_is_returned_and_its_json_rpc_error_raised(stor
     assert len(recorder.posts("tasks/get")) >= 2
 
 
+@pytest.mark.slow
 async def test_a_tasks_elicitations_are_answered_through_on_request_and_tasks_update(store_kind: str) -> None:
     asked: list[str] = []
 
@@ -255,7 +259,7 @@ async def test_a_tasks_elicitations_are_answered_through_on_request_and_tasks_up
         server(store_kind, AT_ONCE) as (info, recorder),
         ResumableSession(info.mcp_url, protocol_version=MODERN, on_request=on_request) as session,
     ):
-        with anyio.fail_after(20):
+        with anyio.fail_after(scaled(20)):
             confirmed = await session.call_tool("confirm", {"filename": "a.txt"})
             both = await session.call_tool("two_questions", {})
     assert text(confirmed) == "deleted a.txt" and text(both) == "first and second"
@@ -270,6 +274,7 @@ async def test_a_tasks_elicitations_are_answered_through_on_request_and_tasks_up
     assert len(calls) == 2 and all("inputResponses" not in c.params for c in calls), "no MRTR retry"
 
 
+@pytest.mark.slow
 async def test_cancelling_the_call_sends_tasks_cancel_and_the_tool_stops(store_kind: str) -> None:
     tag = f"modern-cancelled-{store_kind}"
     async with (
@@ -291,6 +296,7 @@ async def test_cancelling_the_call_sends_tasks_cancel_and_the_tool_stops(store_k
     assert tag not in SEEN.finished
 
 
+@pytest.mark.slow
 async def test_a_plain_call_answered_input_required_is_answered_and_sent_again(store_kind: str) -> None:
     """Multi round-trip requests: no task (the session declares no tasks), so the app's
     `InputRequiredResult` reaches the client, which answers it through `on_request` and sends
@@ -309,7 +315,7 @@ async def test_a_plain_call_answered_input_required_is_answered_and_sent_again(s
             info.mcp_url, protocol_version=MODERN, on_request=on_request, tasks=False
         ) as session,
     ):
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             kept = await session.call_tool("confirm", {"filename": "b.txt"})
             both = await session.call_tool("two_questions", {})
     assert text(kept) == "kept b.txt" and text(both) == "first and second"
@@ -329,6 +335,7 @@ async def test_a_plain_call_answered_input_required_is_answered_and_sent_again(s
     assert not [r for r in recorder.posts() if (r.method or "").startswith("tasks/")]
 
 
+@pytest.mark.slow
 async def test_a_streaming_call_is_resumed_across_at_will_closes_it_opted_into(store_kind: str) -> None:
     """The session declares `resumable-streams` only over a transport that resumes: then the
     server closes the call's stream at will and the transport resumes it; over a plain httpx
@@ -341,7 +348,7 @@ async def test_a_streaming_call_is_resumed_across_at_will_closes_it_opted_into(s
     whole_progress: list[float] = []
     async with server(store_kind, policy, app=probe_app) as (info, recorder):
         async with ResumableSession(info.mcp_url, protocol_version=MODERN, tasks=False) as session:
-            with anyio.fail_after(15):
+            with anyio.fail_after(scaled(15)):
                 resumed = await session.call_tool(
                     "progress", {"steps": 10, "seconds": 1.5}, lambda p, t, m: resumed_progress.append(p)
                 )
@@ -352,7 +359,7 @@ async def test_a_streaming_call_is_resumed_across_at_will_closes_it_opted_into(s
                 info.mcp_url, http_client=plain, protocol_version=MODERN, tasks=False
             ) as session,
         ):
-            with anyio.fail_after(15):
+            with anyio.fail_after(scaled(15)):
                 whole = await session.call_tool(
                     "progress", {"steps": 10, "seconds": 1.5}, lambda p, t, m: whole_progress.append(p)
                 )
@@ -369,12 +376,13 @@ async def test_a_streaming_call_is_resumed_across_at_will_closes_it_opted_into(s
 # -- auto mode ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_auto_mode_speaks_2026_to_a_modern_server(store_kind: str) -> None:
     async with (
         server(store_kind) as (info, recorder),
         ResumableSession(info.mcp_url, protocol_version="auto") as session,
     ):
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             result = await session.call_tool("slow", {"seconds": 0.8, "tag": "auto-modern"})
         assert session.protocol_version == MODERN and session.session_id is None
     assert text(result) == "slept auto-modern"
@@ -382,10 +390,11 @@ async def test_auto_mode_speaks_2026_to_a_modern_server(store_kind: str) -> None
     assert recorder.posts("tasks/get"), "a task, declared per request"
 
 
+@pytest.mark.slow
 async def test_auto_mode_falls_back_to_a_2025_session_on_the_stock_servers_2025_path(store_kind: str) -> None:
     async with server(store_kind, app=lambda: legacy_only(create_app())) as (info, recorder):
         async with ResumableSession(info.mcp_url, protocol_version="auto") as session:
-            with anyio.fail_after(15):
+            with anyio.fail_after(scaled(15)):
                 result = await session.call_tool("slow", {"seconds": 1.0, "tag": "auto-legacy"})
             assert session.protocol_version == "2025-11-25" and session.session_id is not None
             assert session.discover_result == {} and session.server_info["name"] == "tasks-test-app"
@@ -412,6 +421,7 @@ async def test_auto_mode_falls_back_to_a_2025_session_on_the_stock_servers_2025_
 
 
 @pytest.mark.timeout(180)  # the first run builds the mcp 1.x venv, as tests/test_mcp1_client.py does
+@pytest.mark.slow
 async def test_auto_mode_falls_back_against_the_stock_mcp1_server() -> None:
     """A real 2025-only server: mcp 1.x knows no `server/discover` (it answers 400 without a
     session). Skips without the venv's network install, except under CI=true."""
@@ -434,7 +444,7 @@ async def test_auto_mode_falls_back_against_the_stock_mcp1_server() -> None:
         async with http, ResumableSession(info.mcp_url, http_client=http, protocol_version="auto") as session:
             assert session.protocol_version == "2025-11-25" and session.session_id is not None
             assert session.server_info["name"] == "mcp1-app"
-            with anyio.fail_after(15):
+            with anyio.fail_after(scaled(15)):
                 echoed = await session.call_tool("echo", {"text": "from 1.x"})
                 slept = await session.call_tool("slow", {"seconds": 1.0})
     finally:
@@ -466,6 +476,7 @@ async def threaded(at_once: bool) -> AsyncIterator[tuple[ServerInfo, Recorder]]:
 
 
 @pytest.mark.parametrize("anyio_backend", ["trio"])
+@pytest.mark.slow
 async def test_the_2026_client_runs_on_trio() -> None:
     """The client side on trio (the server keeps its own asyncio loop in a thread): auto mode's
     discover, a task with an elicitation, a cancelled task, and a multi round-trip call."""
@@ -478,7 +489,7 @@ async def test_the_2026_client_runs_on_trio() -> None:
         threaded(at_once=True) as (info, recorder),
         ResumableSession(info.mcp_url, protocol_version="auto", on_request=on_request) as session,
     ):
-        with anyio.fail_after(20):
+        with anyio.fail_after(scaled(20)):
             in_a_task = await session.call_tool("confirm", {"filename": "t.txt"})
             polls_before = len(recorder.posts("tasks/get"))
             async with anyio.create_task_group() as tg:
@@ -493,7 +504,7 @@ async def test_the_2026_client_runs_on_trio() -> None:
             info.mcp_url, protocol_version=MODERN, on_request=on_request, tasks=False
         ) as session,
     ):
-        with anyio.fail_after(20):
+        with anyio.fail_after(scaled(20)):
             rounds = await session.call_tool("confirm", {"filename": "u.txt"})
     assert text(in_a_task) == "deleted t.txt" and text(rounds) == "deleted u.txt"
     assert len(recorder.posts("tools/call")) == 2

@@ -26,6 +26,7 @@ from mcp_resume_asgi.client import (
 from tests.apps.tasks_app import SEEN, create_app
 from tests.support.proxy import CutProxy
 from tests.support.server import serve
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +63,7 @@ def wrapped(policy: Policy = POLICY, on_method: Callable[[str], None] | None = N
 
 
 async def until(condition: Callable[[], bool], timeout: float = 10) -> None:
-    with anyio.fail_after(timeout):
+    with anyio.fail_after(scaled(timeout)):
         while not condition():
             await anyio.sleep(0.02)
 
@@ -70,10 +71,11 @@ async def until(condition: Callable[[], bool], timeout: float = 10) -> None:
 # -- ResumableSession, 2025-11-25 ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_the_session_gets_the_result_of_a_slow_call_that_became_a_task() -> None:
     app = wrapped()
     async with serve(app) as info, ResumableSession(info.mcp_url) as session:
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             slow = await session.call_tool("slow", {"seconds": 1.2, "tag": "session-slow"})
             fast = await session.call_tool("echo", {"text": "plain"})
     assert text(slow) == "slept session-slow" and slow["isError"] is False
@@ -83,9 +85,10 @@ async def test_the_session_gets_the_result_of_a_slow_call_that_became_a_task() -
     assert app.count("tasks/cancel") == 0
 
 
+@pytest.mark.slow
 async def test_the_session_raises_a_failed_tasks_error_and_returns_a_tool_error() -> None:
     async with serve(wrapped(AT_ONCE)) as info, ResumableSession(info.mcp_url) as session:
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             tool_error = await session.call_tool("tool_error", {"seconds": 0.2})
             with pytest.raises(McpError) as failed:
                 await session.call_tool("rpc_error", {"seconds": 0.2})
@@ -93,6 +96,7 @@ async def test_the_session_raises_a_failed_tasks_error_and_returns_a_tool_error(
     assert (failed.value.code, failed.value.message) == (-32042, "the server refused it")
 
 
+@pytest.mark.slow
 async def test_cancelling_the_session_call_sends_tasks_cancel_and_the_tool_stops() -> None:
     tag = "session-cancelled"
     app = wrapped(AT_ONCE)
@@ -105,6 +109,7 @@ async def test_cancelling_the_session_call_sends_tasks_cancel_and_the_tool_stops
     assert app.count("tasks/cancel") == 1 and tag not in SEEN.finished
 
 
+@pytest.mark.slow
 async def test_the_session_keeps_polling_through_cut_connections() -> None:
     tag = "session-cut"
     proxy_box: list[CutProxy] = []
@@ -122,7 +127,7 @@ async def test_the_session_keeps_polling_through_cut_connections() -> None:
         inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
         client = httpx.AsyncClient(transport=ResumableTransport(inner, default_retry_ms=20), timeout=10)
         async with client, ResumableSession(proxy.mcp_url, http_client=client) as session:
-            with anyio.fail_after(20):
+            with anyio.fail_after(scaled(20)):
                 result = await session.call_tool("slow", {"seconds": 1.5, "tag": tag})
     assert text(result) == "slept session-cut"
     assert proxy.stats.cuts == 4, proxy.stats
@@ -139,13 +144,14 @@ def sdk_client(url: str, http: Any) -> Any:
     return Client(streamable_http_client(url, http_client=http), extensions=[sdk_tasks_extension()])
 
 
+@pytest.mark.slow
 async def test_the_sdk_client_with_the_extension_gets_the_result_of_a_task() -> None:
     from mcp.shared.exceptions import MCPError
 
     app = wrapped()
     async with serve(app) as info, sdk_http_client() as http, sdk_client(info.mcp_url, http) as client:
         assert client.protocol_version == "2026-07-28"
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             slow = await client.call_tool("slow", {"seconds": 1.2, "tag": "sdk-slow"})
             tool_error = await client.call_tool("tool_error", {"seconds": 0.4})
             with pytest.raises(MCPError) as failed:
@@ -156,6 +162,7 @@ async def test_the_sdk_client_with_the_extension_gets_the_result_of_a_task() -> 
     assert app.count("tasks/get") >= 5, app.seen
 
 
+@pytest.mark.slow
 async def test_cancelling_the_sdk_call_sends_tasks_cancel_and_the_tool_stops() -> None:
     tag = "sdk-cancelled"
     app = wrapped(AT_ONCE)
@@ -171,6 +178,7 @@ async def test_cancelling_the_sdk_call_sends_tasks_cancel_and_the_tool_stops() -
 # -- input_required (the server side: tasks/inputs.py, tasks/update.py) ----------------------------
 
 
+@pytest.mark.slow
 async def test_the_session_answers_a_tasks_input_requests_with_its_elicitation_callback() -> None:
     """2025-11-25: the app's `elicitation/create` makes the task `input_required`; the helper
     hands each entry to `on_request` and sends the answers with `tasks/update`."""
@@ -182,13 +190,14 @@ async def test_the_session_answers_a_tasks_input_requests_with_its_elicitation_c
 
     app = wrapped(AT_ONCE)
     async with serve(app) as info, ResumableSession(info.mcp_url, on_request=on_request) as session:
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             result = await session.call_tool("confirm", {"filename": "a.txt"})
     assert text(result) == "deleted a.txt"
     assert asked == ["elicitation/create: Delete a.txt?"]
     assert app.count("tasks/update") == 1 and app.count("tasks/get") >= 1
 
 
+@pytest.mark.slow
 async def test_the_sdk_client_answers_a_tasks_input_requests_with_its_elicitation_callback() -> None:
     """2026-07-28: the app's `InputRequiredResult` (two questions) makes the task `input_required`;
     the SDK's own elicitation callback answers both, in one `tasks/update`."""
@@ -212,7 +221,7 @@ async def test_the_sdk_client_answers_a_tasks_input_requests_with_its_elicitatio
             elicitation_callback=elicit,
         ) as client,
     ):
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             result = await client.call_tool("two_questions", {})
     assert result.content[0].text == "first and second"  # type: ignore[union-attr]
     assert sorted(asked) == ["First name?", "Second name?"]

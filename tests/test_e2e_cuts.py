@@ -22,8 +22,9 @@ from tests.support.counting import Counting
 from tests.support.mcp_client import call_with_progress, result_text, stock_session
 from tests.support.proxy import CutProxy
 from tests.support.server import load_app, serve
+from tests.support.timing import scaled
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 CALLS = 50
 STEPS = 5
@@ -54,7 +55,7 @@ async def test_fifty_calls_through_a_proxy_that_cuts_every_connection() -> None:
                     if [int(p[0]) for p in progress] == list(range(1, STEPS + 1)):
                         progress_ok += 1
 
-        with anyio.fail_after(120):
+        with anyio.fail_after(scaled(120)):
             async with anyio.create_task_group() as tg:
                 for n in range(5):
                     tg.start_soon(worker, n)

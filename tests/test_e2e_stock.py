@@ -18,6 +18,7 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.mark.parametrize("flavour", sorted(APP_FACTORIES))
+@pytest.mark.slow
 async def test_three_second_tool_survives_a_disconnect_every_200ms(flavour: str) -> None:
     policy = Policy(retry_ms=20, max_connection_s=0.2)
     app = resumable(load_app(APP_FACTORIES[flavour]), policy=policy)
@@ -33,6 +34,7 @@ async def test_three_second_tool_survives_a_disconnect_every_200ms(flavour: str)
 
 
 @pytest.mark.parametrize("flavour", sorted(APP_FACTORIES))
+@pytest.mark.slow
 async def test_elicitation_with_the_stock_client_while_disconnecting_on_input(flavour: str) -> None:
     policy = Policy(retry_ms=20, disconnect_on_input_request=True)
     app = resumable(load_app(APP_FACTORIES[flavour]), policy=policy)
@@ -43,6 +45,7 @@ async def test_elicitation_with_the_stock_client_while_disconnecting_on_input(fl
         assert counting.counts["GET resume"] >= 1
 
 
+@pytest.mark.slow
 async def test_tool_errors_and_plain_calls_are_unchanged() -> None:
     app = resumable(load_app(APP_FACTORIES["lowlevel"]), policy=Policy(retry_ms=20))
     async with serve(app) as info, stock_session(info.mcp_url) as session:

@@ -51,6 +51,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mcp_resume_asgi import MemoryStore, Policy, resumable
 from mcp_resume_asgi.admission import PROBE_ID_PREFIX
 from tests.apps.probe_app import create_app
+from tests.support.timing import scaled
 
 CI = os.environ.get("CI") == "true"
 FUZZ = settings(
@@ -202,7 +203,7 @@ async def call(
             finished.set()
 
     tg.start_soon(run)
-    with anyio.move_on_after(wait_s):
+    with anyio.move_on_after(scaled(wait_s)):
         await finished.wait()
     gone.set()
     return answer
@@ -719,6 +720,7 @@ def header_sets(draw: st.DrawFn, victim: Victim) -> list[tuple[bytes, HeaderValu
 
 @FUZZ
 @given(data=st.data())
+@pytest.mark.slow
 def test_last_event_id(harness: Harness, data: st.DataObject) -> None:
     victim = harness.victim
     assert victim is not None
@@ -739,6 +741,7 @@ def test_last_event_id(harness: Harness, data: st.DataObject) -> None:
 
 @FUZZ
 @given(data=st.data())
+@pytest.mark.slow
 def test_link_url_tokens(harness: Harness, data: st.DataObject) -> None:
     victim = harness.victim
     assert victim is not None
@@ -788,6 +791,7 @@ def test_link_url_tokens(harness: Harness, data: st.DataObject) -> None:
 
 @FUZZ
 @given(data=st.data())
+@pytest.mark.slow
 def test_jsonrpc_bodies(harness: Harness, data: st.DataObject) -> None:
     victim = harness.victim
     assert victim is not None
@@ -814,6 +818,7 @@ def test_jsonrpc_bodies(harness: Harness, data: st.DataObject) -> None:
 
 @FUZZ
 @given(data=st.data())
+@pytest.mark.slow
 def test_headers(harness: Harness, data: st.DataObject) -> None:
     victim = harness.victim
     assert victim is not None
@@ -838,6 +843,7 @@ def test_headers(harness: Harness, data: st.DataObject) -> None:
         harness.ensure_sessions()
 
 
+@pytest.mark.slow
 def test_the_victims_stream_is_intact(harness: Harness) -> None:
     """After all that, the victim resumes its running stream and gets its own events."""
     victim = harness.victim
@@ -869,6 +875,7 @@ def test_the_victims_stream_is_intact(harness: Harness) -> None:
 
 
 @pytest.mark.parametrize("digit", ["²", "³", "¹"])
+@pytest.mark.slow
 def test_a_last_event_id_with_a_superscript_digit_is_a_400(harness: Harness, digit: str) -> None:
     """`str.isdigit()` accepts superscripts that `int()` refuses: must be a 400, not a 500."""
     victim = harness.victim

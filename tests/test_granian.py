@@ -18,7 +18,7 @@ from tests.support.server import serve_granian
 
 pytest.importorskip("granian", reason="granian is not installed (it is in the `test` extra)")
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60), pytest.mark.slow]
 
 TARGET = "tests.apps.wrapped_app:create_app"
 CUT_EVERY_200MS = {"policy": {"retry_ms": 20, "max_connection_s": 0.2}}

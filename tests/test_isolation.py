@@ -21,7 +21,7 @@ from mcp_resume_asgi import MemoryStore, Policy, Store, default_principal, resum
 from tests.apps.auth_app import CLIENT_ID, ISSUER, create_app
 from tests.support.raw import RawSession, Reply
 from tests.support.server import serve
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_prefix, redis_url, require_redis
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +62,7 @@ async def wrapped(store_kind: str) -> AsyncIterator[httpx.AsyncClient]:
         require_redis()
         from mcp_resume_asgi.store.redis import RedisStore
 
-        store = RedisStore(REDIS_URL, prefix=f"test-isolation:{uuid.uuid4().hex}:")
+        store = RedisStore(redis_url(), prefix=redis_prefix("test-isolation"))
     else:
         store = MemoryStore()
     app = resumable(
@@ -105,6 +105,7 @@ def store_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.mark.slow
 async def test_link_url_and_last_event_id(store_kind: str) -> None:
     async with wrapped(store_kind) as client:
         alice, bob = await alice_and_bob(client)
@@ -125,6 +126,7 @@ async def test_link_url_and_last_event_id(store_kind: str) -> None:
         assert reply.status == 200 and result_text(reply) == "the secret of alice"
 
 
+@pytest.mark.slow
 async def test_idempotency_key_replay(store_kind: str) -> None:
     async with wrapped(store_kind) as client:
         alice, bob = await alice_and_bob(client)
@@ -137,6 +139,7 @@ async def test_idempotency_key_replay(store_kind: str) -> None:
         assert reply.status == 200 and result_text(reply) == "the secret of alice"
 
 
+@pytest.mark.slow
 async def test_sep975_resume_and_get_status(store_kind: str) -> None:
     async with wrapped(store_kind) as client:
         alice, bob = await alice_and_bob(client, {"resumableRequests": {}})
@@ -165,6 +168,7 @@ async def test_sep975_resume_and_get_status(store_kind: str) -> None:
         assert reply.status == 200 and result_text(reply) == "the secret of alice"
 
 
+@pytest.mark.slow
 async def test_resume_token_reissue(store_kind: str) -> None:
     async with wrapped(store_kind) as client:
         alice, bob = await alice_and_bob(client, {"experimental": {"resumeTokens": {}}})

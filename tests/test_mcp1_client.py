@@ -22,7 +22,7 @@ import pytest
 from tests.support.server import REPO_ROOT
 from tests.support.stores import IN_CI
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 VENV = REPO_ROOT / ".cache" / "mcp1-venv"
 REQUIREMENTS = ["mcp>=1.24,<2", "httpx"]  # 1.24: streamable_http_client(url, http_client=...)

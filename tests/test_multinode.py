@@ -34,13 +34,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
-import socket
-import subprocess
 import time
-import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,10 +51,19 @@ from mcp_resume_asgi.client import McpError, ResumableSession, ResumableTranspor
 from tests.apps import ELICIT_MESSAGE
 from tests.support.mcp_client import call_with_progress, result_text, stock_session
 from tests.support.proxy import CutProxy
+from tests.support.redis_server import own_redis
 from tests.support.server import HOST, SubprocessServer
-from tests.support.stores import IN_CI, REDIS_URL, redis_unavailable, require_redis
+from tests.support.stores import (
+    delete_prefix_sync,
+    escape_glob,
+    redis_prefix,
+    redis_unavailable,
+    redis_url,
+    require_redis,
+)
+from tests.support.timing import scaled
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90), pytest.mark.slow]
 
 TARGET = "tests.apps.multinode_app:create_app"
 SECRET = "multinode-test-secret-0123456789"
@@ -71,40 +76,16 @@ CLIENT_SIDE_ERRORS = ("SSE stream", "Session terminated", "Server returned an er
 # ----------------------------------------------------------------------------- Redis
 
 
-def escape_glob(text: str) -> str:
-    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
-
-
-async def delete_prefix(url: str, prefix: str) -> int:
-    """SCAN + DEL every key under ``prefix``; returns how many were deleted."""
-    import redis.asyncio as aioredis
-
-    client = aioredis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
-    deleted = 0
-    try:
-        batch: list[bytes] = []
-        async for key in client.scan_iter(match=escape_glob(prefix) + "*", count=500):
-            batch.append(key)
-            if len(batch) >= 500:
-                deleted += await client.delete(*batch)
-                batch.clear()
-        if batch:
-            deleted += await client.delete(*batch)
-    finally:
-        await client.aclose()
-    return deleted
-
-
 @pytest.fixture
 async def prefix() -> AsyncIterator[str]:
     """A Redis key prefix of the test's own; every key under it is deleted afterwards."""
-    value = f"test-multinode:{uuid.uuid4().hex}:"
+    value = redis_prefix("test-multinode")
     try:
         yield value
     finally:
         if redis_unavailable() is None:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                await delete_prefix(REDIS_URL, value)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(scaled(10)):
+                await anyio.to_thread.run_sync(delete_prefix_sync, redis_url(), value)
 
 
 def _messages_in(payload: bytes) -> list[Any]:
@@ -119,7 +100,7 @@ def _messages_in(payload: bytes) -> list[Any]:
     return []
 
 
-async def recorded_messages(prefix: str, url: str = REDIS_URL) -> dict[str, list[Any]]:
+async def recorded_messages(prefix: str, url: str | None = None) -> dict[str, list[Any]]:
     """Every JSON-RPC message recorded in Redis under ``prefix``, per event stream key, in order.
 
     Relies on the documented `RedisStore` layout: events of stream ``s`` in the Redis
@@ -127,7 +108,7 @@ async def recorded_messages(prefix: str, url: str = REDIS_URL) -> dict[str, list
     """
     import redis.asyncio as aioredis
 
-    client = aioredis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
+    client = aioredis.Redis.from_url(url or redis_url(), socket_connect_timeout=2, socket_timeout=5)
     found: dict[str, list[Any]] = {}
     try:
         async for key in client.scan_iter(match=escape_glob(prefix) + "s:*:e", count=500):
@@ -206,7 +187,7 @@ async def steer(proxy: CutProxy, port: int) -> None:
             return
         seen = proxy.stats.connections
         stream = await anyio.connect_tcp(HOST, proxy.port)
-        with anyio.fail_after(2):
+        with anyio.fail_after(scaled(2)):
             await proxy.wait_for_connections(seen + 1)
         await stream.aclose()
     raise AssertionError(f"port {port} is not behind the proxy ({proxy.backend_ports})")
@@ -227,12 +208,6 @@ class Alternation:
         self.targets.append(target)
         await steer(self.proxy, self.port_by_pid[target])
         return len(self.targets)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 # ----------------------------------------------------------------------------- what the client saw
@@ -395,7 +370,7 @@ async def test_harness_one_node_on_redis_serves_the_stock_client_through_the_pro
             recorder.httpx2_client() as http,
             stock_session(proxy.mcp_url, http_client=http) as session,
         ):
-            with anyio.fail_after(20):
+            with anyio.fail_after(scaled(20)):
                 for _ in range(2):
                     result, progress = await call_with_progress(
                         session, "slow_progress", {"seconds": 1.0, "steps": 10}
@@ -428,7 +403,7 @@ async def test_stock_client_calls_with_progress_across_two_nodes(prefix: str) ->
             owner = owner_of(recorder)
             other = pid_of(b) if owner == pid_of(a) else pid_of(a)
             port_by_pid = {pid_of(a): port_of(a), pid_of(b): port_of(b)}
-            with anyio.fail_after(25):
+            with anyio.fail_after(scaled(25)):
                 for i in range(5):
                     # Alternate where each tools/call POST lands: the owner, then the other node.
                     await steer(proxy, port_by_pid[owner if i % 2 == 0 else other])
@@ -471,7 +446,7 @@ async def test_elicitation_with_the_stock_client_across_two_nodes(prefix: str) -
         ):
             owner = owner_of(recorder)
             other = pid_of(b) if owner == pid_of(a) else pid_of(a)
-            with anyio.fail_after(20):
+            with anyio.fail_after(scaled(20)):
                 for i in range(4):
                     # The call's POST: owner, other, owner, other (the answers alternate on their own).
                     await steer(proxy, port_by_pid[owner if i % 2 == 0 else other])
@@ -497,7 +472,7 @@ async def test_elicitation_with_the_client_helper_across_two_nodes(prefix: str) 
 
         results: list[str] = []
         async with helper_http_client(recorder) as http:
-            with anyio.fail_after(20):
+            with anyio.fail_after(scaled(20)):
                 async with ResumableSession(
                     proxy.mcp_url, http_client=http, on_request=on_request
                 ) as session:
@@ -542,7 +517,7 @@ async def helper_call_across_two_nodes(
             progress.append(int(value))
 
         async with helper_http_client(recorder) as http:
-            with anyio.fail_after(30):
+            with anyio.fail_after(scaled(30)):
                 async with (
                     ResumableSession(proxy.mcp_url, http_client=http, **session_options) as session,
                     anyio.create_task_group() as tg,
@@ -637,7 +612,7 @@ async def test_owner_killed_during_a_call_ends_it_with_an_error(
                     "slow_progress",
                     {"seconds": 10, "steps": 100},
                     progress_callback=on_progress,
-                    read_timeout_seconds=25,
+                    read_timeout_seconds=scaled(25),
                 )
                 errors.append((0, f"the call succeeded: {result_text(result)!r}"))
             else:
@@ -656,7 +631,7 @@ async def test_owner_killed_during_a_call_ends_it_with_an_error(
 
     async with cluster(2, prefix, policy=policy, options=options) as (a, b), CutProxy([port_of(a)]) as proxy:
         # Bounded, teardown included: a client stuck on a dead stream must not stall the test.
-        with anyio.fail_after(45):
+        with anyio.fail_after(scaled(45)):
             async with contextlib.AsyncExitStack() as stack:
                 session: Any
                 if client == "stock":
@@ -674,13 +649,13 @@ async def test_owner_killed_during_a_call_ends_it_with_an_error(
                     proxy.backend_ports = [port_of(b)]
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(run_call, session)
-                    with anyio.fail_after(5):
+                    with anyio.fail_after(scaled(5)):
                         await got_some.wait()
                     a.kill()
                     killed_at = time.monotonic()
                     seen_at_kill = len(progress)
                     proxy.backend_ports = [port_of(b)]
-                    with anyio.move_on_after(15):
+                    with anyio.move_on_after(scaled(15)):
                         await finished.wait()
                     took = time.monotonic() - killed_at
                     tg.cancel_scope.cancel()
@@ -703,75 +678,10 @@ async def test_owner_killed_during_a_call_ends_it_with_an_error(
     code, message = errors[0]
     assert code == -32000, errors
     assert not message.startswith(CLIENT_SIDE_ERRORS), f"the client gave up by itself: {message!r}"
-    assert took <= NODE_TIMEOUT_S + 8, f"took {took:.1f}s"
+    assert took <= NODE_TIMEOUT_S + scaled(8), f"took {took:.1f}s"
 
 
 # ----------------------------------------------------------------------------- d. Redis down
-
-
-class ThrowawayRedis:
-    """``redis-server`` on a loopback port, in memory only; ``kill()`` and ``start()`` again on the same port."""
-
-    def __init__(self) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            if IN_CI:
-                pytest.fail("CI=true but redis-server is not installed")
-            pytest.skip("redis-server is not installed")
-        self.binary = binary
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://{HOST}:{self.port}/0"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                self.binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                HOST,
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--daemonize",
-                "no",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection((HOST, self.port), timeout=0.5) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(64).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server on port {self.port} did not start")
-            time.sleep(0.05)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(5)
-
-
-@contextlib.contextmanager
-def throwaway_redis() -> Iterator[ThrowawayRedis]:
-    server = ThrowawayRedis()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.kill()
 
 
 async def test_redis_down_calls_are_served_directly_and_resumability_comes_back(prefix: str) -> None:
@@ -780,7 +690,7 @@ async def test_redis_down_calls_are_served_directly_and_resumability_comes_back(
     policy = {"retry_ms": 50}
     recorder = Recorder()
     started = time.monotonic()
-    with throwaway_redis() as redis_server:
+    with own_redis() as redis_server:
         async with (
             cluster(1, prefix, policy=policy, redis_url=redis_server.url) as (a,),
             recorder.httpx2_client() as http,
@@ -789,7 +699,7 @@ async def test_redis_down_calls_are_served_directly_and_resumability_comes_back(
 
             async def call(phase: str) -> Exchange:
                 before = len(recorder.exchanges)
-                with anyio.fail_after(10):
+                with anyio.fail_after(scaled(10)):
                     result, progress = await call_with_progress(
                         session, "slow_progress", {"seconds": 0.3, "steps": 3}
                     )
@@ -810,7 +720,7 @@ async def test_redis_down_calls_are_served_directly_and_resumability_comes_back(
             assert (await session.call_tool("echo", {"text": "still here"})).content
             redis_server.start()
             back: Exchange | None = None
-            with anyio.fail_after(15):
+            with anyio.fail_after(scaled(15)):
                 while back is None:
                     answer = await call("redis back")
                     if answer.link and answer.resume_header != "unavailable":
@@ -833,12 +743,12 @@ async def test_redis_dying_during_a_call_does_not_hang_it(prefix: str) -> None:
     require_redis()
     policy = {"retry_ms": 50}
     recorder = Recorder()
-    with throwaway_redis() as redis_server:
+    with own_redis() as redis_server:
         async with (
             cluster(1, prefix, policy=policy, redis_url=redis_server.url) as (a,),
             recorder.httpx2_client() as http,
             stock_session(
-                f"http://{HOST}:{port_of(a)}/mcp", http_client=http, read_timeout_seconds=12
+                f"http://{HOST}:{port_of(a)}/mcp", http_client=http, read_timeout_seconds=scaled(12)
             ) as session,
         ):
             progress: list[float] = []
@@ -859,7 +769,7 @@ async def test_redis_dying_during_a_call_does_not_hang_it(prefix: str) -> None:
             killed_at = 0.0
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run_call)
-                with anyio.fail_after(5):
+                with anyio.fail_after(scaled(5)):
                     while len(progress) < 5:
                         await anyio.sleep(0.02)
                 redis_server.kill()
@@ -867,9 +777,9 @@ async def test_redis_dying_during_a_call_does_not_hang_it(prefix: str) -> None:
             took = time.monotonic() - killed_at
             print(f"\nRedis killed after {len(progress)} progress events: {outcome} {took:.2f}s later")
             assert outcome and "Timed out" not in outcome[0], outcome
-            assert took < 10
+            assert took < scaled(10), "the call hung after Redis died"
             assert progress == [float(i) for i in range(1, len(progress) + 1)]
-            with anyio.fail_after(10):
+            with anyio.fail_after(scaled(10)):
                 after = await session.call_tool("echo", {"text": "after"})
             assert result_text(after) == "after"
 

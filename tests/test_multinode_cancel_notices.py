@@ -15,11 +15,12 @@ import anyio
 import pytest
 
 from tests.support.raw import SSEReader
+from tests.support.timing import scaled
 from tests.test_cancel_notices import call, headers, notice
 from tests.test_multinode import pid_of, port_of, prefix, steer
 from tests.test_multinode_tasks import Raw, nodes
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90), pytest.mark.slow]
 
 __all__ = ["prefix"]  # the fixture, used by name
 
@@ -54,7 +55,7 @@ async def test_a_notice_sent_to_node_b_cancels_the_call_running_on_node_a(
         async with raw.client, anyio.create_task_group() as tg:
             await steer(proxy, port_of(a))
             tg.start_soon(run_call)
-            with anyio.fail_after(10):
+            with anyio.fail_after(scaled(10)):
                 while tag not in (await raw.seen(a))["started"]:
                     await anyio.sleep(0.05)
             if not attached:
@@ -64,10 +65,10 @@ async def test_a_notice_sent_to_node_b_cancels_the_call_running_on_node_a(
                 "/mcp", json=notice(1), headers=headers("notifications/cancelled", idempotency_key=key)
             )
             assert response.status_code == 202 and int(response.headers["x-node"]) == pid_of(b)
-            with anyio.fail_after(2):
+            with anyio.fail_after(scaled(2)):
                 while tag not in (await raw.seen(a))["cancelled"]:
                     await anyio.sleep(0.05)
-            with anyio.fail_after(5):
+            with anyio.fail_after(scaled(5)):
                 await ended.wait()
             on_a, on_b = await raw.seen(a), await raw.seen(b)
     assert answers == [], "a cancelled call was answered"

@@ -38,7 +38,7 @@ import pytest
 from mcp_resume_asgi.client.tasks import TASKS_EXTENSION
 from tests.support.raw import ACCEPT_BOTH, RawSession, Reply
 from tests.support.server import SubprocessServer
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_url, require_redis
 from tests.test_multinode import SECRET, pid_of, port_of, prefix
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -452,7 +452,7 @@ async def test_alices_rest_calls_are_advanced_and_cancelled_through_b(prefix: st
 async def node_ids(prefix: str) -> set[str]:
     import redis.asyncio as aioredis
 
-    client = aioredis.Redis.from_url(REDIS_URL)
+    client = aioredis.Redis.from_url(redis_url())
     try:
         return {
             key.decode()[len(prefix) + len("k:node:") :]
@@ -465,7 +465,7 @@ async def node_ids(prefix: str) -> set[str]:
 async def owner_of_session(prefix: str, session_id: str) -> str:
     import redis.asyncio as aioredis
 
-    client = aioredis.Redis.from_url(REDIS_URL)
+    client = aioredis.Redis.from_url(redis_url())
     try:
         owner = await client.get(f"{prefix}k:owner:{session_id}")
     finally:
@@ -495,7 +495,7 @@ async def test_a_relay_message_not_sealed_for_this_request_is_refused_by_the_own
         assert owner in await node_ids(prefix)
         channel = f"{prefix}ch:node:{owner}"
         reply_channel = f"node:forger-{uuid.uuid4().hex[:8]}"
-        redis = aioredis.Redis.from_url(REDIS_URL)
+        redis = aioredis.Redis.from_url(redis_url())
         listener = redis.pubsub()
 
         async def heard(quiet_s: float) -> list[tuple[str, dict[str, Any]]]:

@@ -30,9 +30,10 @@ from mcp_resume_asgi.client.tasks import TASKS_EXTENSION
 from tests.support.proxy import CutProxy
 from tests.support.server import SubprocessServer
 from tests.support.stores import require_redis
+from tests.support.timing import scaled
 from tests.test_multinode import SECRET, pid_of, port_of, prefix, steer
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90), pytest.mark.slow]
 
 __all__ = ["prefix"]  # the fixture, used by name
 
@@ -134,7 +135,7 @@ async def test_a_task_created_on_node_a_is_polled_to_completion_through_node_b(p
             assert node == pid_of(a) and answer["result"]["resultType"] == "task", answer
             task_id = answer["result"]["taskId"]
             answered_by: Counter[int] = Counter()
-            with anyio.fail_after(15):
+            with anyio.fail_after(scaled(15)):
                 while True:
                     task, node = await raw.get(task_id, b)
                     answered_by[node] += 1
@@ -160,7 +161,7 @@ async def test_tasks_cancel_sent_to_node_b_stops_the_tool_running_on_node_a(pref
             task_id = answer["result"]["taskId"]
             cancel, node = await raw.rpc("tasks/cancel", {"taskId": task_id}, task_id, b)
             assert node == pid_of(b) and cancel["result"] == {"resultType": "complete"}, cancel
-            with anyio.fail_after(10):
+            with anyio.fail_after(scaled(10)):
                 while "cancel-me" not in (await raw.seen(a))["cancelled"]:
                     await anyio.sleep(0.05)
                 while (task := (await raw.get(task_id, b))[0])["status"] == "working":
@@ -185,7 +186,7 @@ async def test_the_sdk_client_with_the_helper_follows_a_task_across_alternating_
         http = sdk_http_client(transport=ResumableTransport(inner), event_hooks={"response": [on_response]})
         connector = streamable_http_client(proxy.mcp_url, http_client=http)
         async with http, Client(connector, extensions=[sdk_tasks_extension()]) as client:
-            with anyio.fail_after(20):
+            with anyio.fail_after(scaled(20)):
                 result = await client.call_tool("slow", {"seconds": 1.5, "tag": "roaming"})
     assert result.content[0].text == "slept roaming"  # type: ignore[union-attr]
     polls = Counter(node for method, node in nodes_seen if method == "tasks/get")
@@ -209,7 +210,7 @@ async def test_a_2025_session_of_the_client_helper_follows_its_task_across_the_n
             transport=ResumableTransport(inner), timeout=15, event_hooks={"response": [on_response]}
         )
         async with client, ResumableSession(proxy.mcp_url, http_client=client) as session:
-            with anyio.fail_after(20):
+            with anyio.fail_after(scaled(20)):
                 result = await session.call_tool("slow", {"seconds": 1.5, "tag": "session-roaming"})
             raw = Raw(proxy)
             async with raw.client:
@@ -238,7 +239,7 @@ async def test_an_input_round_answered_through_node_b_goes_on_where_its_app_seal
             )
             assert node == pid_of(a) and answer["result"]["resultType"] == "task", answer
             task_id = answer["result"]["taskId"]
-            with anyio.fail_after(10):
+            with anyio.fail_after(scaled(10)):
                 while (task := (await raw.get(task_id, b))[0])["status"] == "working":
                     await anyio.sleep(0.05)
             assert task["status"] == "input_required", task
@@ -249,7 +250,7 @@ async def test_an_input_round_answered_through_node_b_goes_on_where_its_app_seal
                 "tasks/update", {"taskId": task_id, "inputResponses": {key: yes}}, task_id
             )
             assert "error" not in updated, updated
-            with anyio.fail_after(10):
+            with anyio.fail_after(scaled(10)):
                 while (task := (await raw.get(task_id, b))[0])["status"] in ("working", "input_required"):
                     await anyio.sleep(0.05)
     assert task["status"] == "completed", task

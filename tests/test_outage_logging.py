@@ -20,6 +20,7 @@ from starlette.types import Message, Receive, Scope, Send
 from mcp_resume_asgi import MemoryStore, ResumeMiddleware
 from mcp_resume_asgi.cluster import Node, OutageLog, describe_error
 from tests.support.server import HOST, bind_socket
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -58,7 +59,7 @@ async def lifespan_running(app: ResumeMiddleware) -> AsyncIterator[None]:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(app, {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send)
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             await started.wait()
         try:
             yield
@@ -99,6 +100,7 @@ def test_an_outage_log_reminds_at_most_once_per_interval(caplog: pytest.LogCaptu
     assert len(records(caplog, logging.ERROR)) == 2
 
 
+@pytest.mark.slow
 async def test_a_store_that_is_down_is_logged_once_with_its_cause(caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("redis", reason="the redis client is not installed (mcp-resume-asgi[redis])")
     from mcp_resume_asgi.store import RedisStore
@@ -120,19 +122,20 @@ async def test_a_store_that_is_down_is_logged_once_with_its_cause(caplog: pytest
     assert len(retries) >= 2, "every later attempt is logged at DEBUG"
 
 
+@pytest.mark.slow
 async def test_redis_killed_then_restarted_logs_one_error_then_back(caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("redis", reason="the redis client is not installed (mcp-resume-asgi[redis])")
     from mcp_resume_asgi.store import RedisStore
-    from tests.test_multinode import throwaway_redis
+    from tests.support.redis_server import own_redis
 
     caplog.set_level(logging.DEBUG, logger=LIBRARY)
-    with throwaway_redis() as redis_server:
+    with own_redis() as redis_server:
         store = RedisStore(redis_server.url, prefix="outage-test:")
         app = ResumeMiddleware(Starlette(), store=store, secret=SECRET, node_timeout_s=0.9)
         assert app.node is not None
         try:
             async with lifespan_running(app):
-                with anyio.fail_after(10):
+                with anyio.fail_after(scaled(10)):
                     while not app.node.running:
                         await anyio.sleep(0.02)
                 await anyio.sleep(0.5)
@@ -146,7 +149,7 @@ async def test_redis_killed_then_restarted_logs_one_error_then_back(caplog: pyte
                 assert len(warnings) <= 1, [r.getMessage() for r in warnings]  # the heartbeat, once
                 assert all(r.exc_info is None for r in errors + warnings), "no tracebacks above DEBUG"
                 await anyio.to_thread.run_sync(redis_server.start)
-                with anyio.fail_after(10):
+                with anyio.fail_after(scaled(10)):
                     while not app.node.running:
                         await anyio.sleep(0.05)
                 await anyio.sleep(0.5)
@@ -168,6 +171,7 @@ class FlakyStore(MemoryStore):
         await super().set_key(key, value, ttl_s)
 
 
+@pytest.mark.slow
 async def test_failing_heartbeats_warn_once_without_a_traceback(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger=LIBRARY)
     store = FlakyStore()
@@ -178,7 +182,7 @@ async def test_failing_heartbeats_warn_once_without_a_traceback(caplog: pytest.L
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(node.run_forever, handler)
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             while not node.running:
                 await anyio.sleep(0.01)
         store.down = True

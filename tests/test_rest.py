@@ -23,6 +23,7 @@ from mcp_resume_asgi import MemoryStore, Policy, resumable
 from tests.apps.rest_app import CANCELLED, RUNS, create_app, legacy
 from tests.support.proxy import CutProxy
 from tests.support.server import serve_in_loop
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -106,10 +107,11 @@ async def sep_client_loop(
             raise AssertionError(f"not a SEP-1597 status: {state}")
 
 
+@pytest.mark.slow
 async def test_a_fast_tool_answers_its_put_with_success_and_the_result() -> None:
     async with face() as client:
         seen = Seen()
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             done = await sep_client_loop(client, "echo", "fast-1", {"text": "hello"}, seen=seen)
     assert done["status"] == "success" and done["result"]["content"][0]["text"] == "hello"
     assert done["result"]["isError"] is False and "error" not in done and done["request"] == {"text": "hello"}
@@ -117,11 +119,12 @@ async def test_a_fast_tool_answers_its_put_with_success_and_the_result() -> None
     assert seen.gets == 0 and seen.retry_after == [None], "no poll: the PUT had the result"
 
 
+@pytest.mark.slow
 async def test_a_slow_tool_is_running_with_progress_and_polled_to_its_result() -> None:
     tag = f"slow-{ERA}"
     async with face() as client:
         seen = Seen()
-        with anyio.fail_after(20):
+        with anyio.fail_after(scaled(20)):
             done = await sep_client_loop(client, "slow", "slow-1", {"steps": 12, "tag": tag}, seen=seen)
     first = seen.states[0]
     assert first["status"] == "running" and seen.retry_after[0] == "1", first
@@ -134,6 +137,7 @@ async def test_a_slow_tool_is_running_with_progress_and_polled_to_its_result() -
 
 
 @pytest.mark.parametrize("stale_once", [False, True])
+@pytest.mark.slow
 async def test_a_tool_that_elicits_is_advanced_with_if_match_then_succeeds(stale_once: bool) -> None:
     asked: list[dict[str, Any]] = []
 
@@ -143,7 +147,7 @@ async def test_a_tool_that_elicits_is_advanced_with_if_match_then_succeeds(stale
 
     async with face() as client:
         seen = Seen()
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             done = await sep_client_loop(
                 client,
                 "confirm",
@@ -159,6 +163,7 @@ async def test_a_tool_that_elicits_is_advanced_with_if_match_then_succeeds(stale
     assert seen.stale == (1 if stale_once else 0) and len(asked) == 1 + seen.stale
 
 
+@pytest.mark.slow
 async def test_a_cancel_stops_the_tool_and_is_idempotent() -> None:
     tag = f"cancel-{ERA}"
     async with face() as client:
@@ -167,7 +172,7 @@ async def test_a_cancel_stops_the_tool_and_is_idempotent() -> None:
         assert put.status_code == 201 and put.json()["status"] == "running", put.text
         first = await client.post(f"{url}/cancel")
         assert first.status_code == 200 and first.json()["status"] == "canceled", first.text
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while tag not in CANCELLED:
                 await anyio.sleep(0.05)
         again = await client.post(f"{url}/cancel")
@@ -177,6 +182,7 @@ async def test_a_cancel_stops_the_tool_and_is_idempotent() -> None:
     assert RUNS[tag] == 1
 
 
+@pytest.mark.slow
 async def test_a_put_retried_after_its_connection_was_cut_runs_the_tool_once() -> None:
     tag = f"cut-{ERA}"
     async with face() as client:
@@ -199,7 +205,7 @@ async def test_a_put_retried_after_its_connection_was_cut_runs_the_tool_once() -
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(put)
-                with anyio.fail_after(10):
+                with anyio.fail_after(scaled(10)):
                     while RUNS[tag] == 0:  # the tool runs: the PUT has not been answered yet
                         await anyio.sleep(0.01)
                 assert await proxy.cut_all() >= 1
@@ -207,13 +213,14 @@ async def test_a_put_retried_after_its_connection_was_cut_runs_the_tool_once() -
             retried = await client.put(url, json=body, headers=headers)
             assert retried.status_code == 200, retried.text
             assert retried.json()["status"] in ("running", "success")
-            with anyio.fail_after(10):
+            with anyio.fail_after(scaled(10)):
                 while (state := (await client.get(url)).json())["status"] == "running":
                     await anyio.sleep(0.1)
         assert state["status"] == "success" and state["result"]["content"][0]["text"] == f"done {tag}"
     assert RUNS[tag] == 1, "the retried PUT ran nothing: one run, not two"
 
 
+@pytest.mark.slow
 async def test_http_semantics_304_409_412_428_400_404() -> None:
     async with face() as client:
         url = "/mcp/tools/echo/calls/http-1"
@@ -322,6 +329,7 @@ async def test_get_tools_lists_the_apps_tools_with_an_etag() -> None:
         assert again.status_code == 304
 
 
+@pytest.mark.slow
 async def test_a_parameter_the_tool_mirrors_in_a_header_is_sent_there() -> None:
     """`x-mcp-header` (2026-07-28): the app refuses a call without `Mcp-Param-Region`."""
     async with face() as client:
@@ -332,6 +340,7 @@ async def test_a_parameter_the_tool_mirrors_in_a_header_is_sent_there() -> None:
             )
 
 
+@pytest.mark.slow
 async def test_tool_errors_fail_with_the_result_kept() -> None:
     async with face() as client:
         failed = await sep_client_loop(client, "fail", "f-1", {})
@@ -345,6 +354,7 @@ async def test_tool_errors_fail_with_the_result_kept() -> None:
         )
 
 
+@pytest.mark.slow
 async def test_listing_filters_by_status_and_creation_and_pages() -> None:
     async with face() as client:
         for i in range(5):

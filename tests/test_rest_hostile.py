@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +30,7 @@ from mcp_resume_asgi.rest.calls import call_key, index_member, index_name
 from mcp_resume_asgi.store.base import Store
 from tests.apps.rest_app import create_app, legacy
 from tests.support.server import serve_in_loop
-from tests.support.stores import REDIS_URL, redis_unavailable, require_redis
+from tests.support.stores import redis_prefix, redis_unavailable, redis_url, require_redis
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 
@@ -113,15 +112,15 @@ async def make_store(kind: str) -> AsyncIterator[Store]:
     from mcp_resume_asgi.store.redis import RedisStore
     from tests.test_multinode import delete_prefix
 
-    prefix = f"test-rest-hostile:{uuid.uuid4().hex}:"
-    store = RedisStore(REDIS_URL, prefix=prefix)
+    prefix = redis_prefix("test-rest-hostile")
+    store = RedisStore(redis_url(), prefix=prefix)
     try:
         yield store
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(10):
             await store.aclose()
             if redis_unavailable() is None:
-                await delete_prefix(REDIS_URL, prefix)
+                await delete_prefix(redis_url(), prefix)
 
 
 @contextlib.asynccontextmanager

@@ -17,6 +17,7 @@ import pytest
 from mcp_resume_asgi import MemoryStore, Policy, resumable
 from tests.apps.auth_app import create_app
 from tests.apps.rest_app import legacy
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -41,7 +42,7 @@ async def face(era: str) -> AsyncIterator[httpx.AsyncClient]:
 
 
 async def finished(client: httpx.AsyncClient, url: str, headers: dict[str, str]) -> dict[str, object]:
-    with anyio.fail_after(10):
+    with anyio.fail_after(scaled(10)):
         while True:
             state: dict[str, object] = (await client.get(url, headers=headers)).json()
             if state["status"] != "running":
@@ -50,6 +51,7 @@ async def finished(client: httpx.AsyncClient, url: str, headers: dict[str, str])
 
 
 @pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+@pytest.mark.slow
 async def test_another_principals_call_is_not_found_on_every_route(era: str) -> None:
     async with face(era) as client:
         url = "/mcp/tools/whoami/calls/w1"

@@ -30,10 +30,11 @@ import pytest
 from tests.support.proxy import CutProxy
 from tests.support.server import SubprocessServer
 from tests.support.stores import require_redis
+from tests.support.timing import scaled
 from tests.test_multinode import SECRET, pid_of, port_of, prefix, steer
 from tests.test_rest import Seen, sep_client_loop
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120), pytest.mark.slow]
 
 __all__ = ["prefix"]  # the fixture, used by name
 
@@ -108,7 +109,7 @@ async def test_the_sep_client_loop_polls_a_call_through_both_nodes(prefix: str, 
     tag = f"roaming-{era}"
     async with nodes(prefix, era) as (a, b, cluster):
         seen = Seen()
-        with anyio.fail_after(30):
+        with anyio.fail_after(scaled(30)):
             done = await sep_client_loop(
                 cluster.client, "slow", "roam-1", {"steps": 12, "tag": tag}, seen=seen
             )
@@ -143,7 +144,7 @@ async def test_a_call_put_on_node_a_is_advanced_through_node_b(prefix: str, era:
             f"{url}/advance", json=YES, headers={"if-match": put.headers["etag"]}
         )
         assert advanced.status_code == 200 and int(advanced.headers["x-node"]) == pid_of(b)
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             state = advanced.json()
             while state["status"] == "running":
                 await anyio.sleep(0.1)
@@ -165,7 +166,7 @@ async def test_a_cancel_on_node_b_stops_the_tool_running_on_node_a(prefix: str) 
         cancel = await cluster.client.post(f"{url}/cancel")
         assert cancel.status_code == 200 and int(cancel.headers["x-node"]) == pid_of(b)
         assert cancel.json()["status"] == "canceled", cancel.text
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while tag not in (await cluster.seen(a))["cancelled"]:
                 await anyio.sleep(0.05)
         again = await cluster.client.post(f"{url}/cancel")
@@ -190,7 +191,7 @@ async def test_a_put_cut_on_node_a_and_retried_through_node_b_runs_once(prefix: 
         await cluster.on(a)
         async with anyio.create_task_group() as tg:
             tg.start_soon(put)
-            with anyio.fail_after(10):
+            with anyio.fail_after(scaled(10)):
                 while (await cluster.seen(a))["runs"].get(tag, 0) == 0:
                     await anyio.sleep(0.02)
             assert await cluster.proxy.cut_all() >= 1
@@ -198,7 +199,7 @@ async def test_a_put_cut_on_node_a_and_retried_through_node_b_runs_once(prefix: 
         await cluster.on(b)
         retried = await cluster.client.put(url, json=body, headers=headers)
         assert retried.status_code == 200 and int(retried.headers["x-node"]) == pid_of(b), retried.text
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while (state := (await cluster.client.get(url)).json())["status"] == "running":
                 await anyio.sleep(0.1)
         assert state["status"] == "success"
@@ -216,7 +217,7 @@ async def test_a_dead_owner_fails_the_call_with_a_clear_error(prefix: str) -> No
         assert put.json()["status"] == "running" and int(put.headers["x-node"]) == pid_of(a)
         os.kill(pid_of(a), signal.SIGKILL)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port_of(b)}", timeout=10) as direct:
-            with anyio.fail_after(2 + 5):
+            with anyio.fail_after(scaled(2 + 5)):
                 while (state := (await direct.get(url)).json())["status"] == "running":
                     await anyio.sleep(0.2)
     assert state["status"] == "failed", state

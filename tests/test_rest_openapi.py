@@ -126,6 +126,7 @@ def put_body_schema(document: dict[str, Any], path: str) -> dict[str, Any]:
     return schema
 
 
+@pytest.mark.slow
 def test_the_document_of_a_stock_server_validates(stock_tools: list[dict[str, Any]]) -> None:
     document = build_openapi(stock_tools, title="openapi-test-app", version="0.1")
     validate(document)
@@ -223,6 +224,7 @@ def test_headers_parameters_and_problems(stock_tools: list[dict[str, Any]]) -> N
 
 
 @pytest.mark.parametrize("base", ["/", "", "/api/mcp/", "/mcp"])
+@pytest.mark.slow
 def test_the_base_path(base: str) -> None:
     document = build_openapi([{"name": "t", "inputSchema": {"type": "object"}}], base_path=base)
     validate(document)
@@ -231,6 +233,7 @@ def test_the_base_path(base: str) -> None:
     assert all(p.startswith(prefix + "/") for p in document["paths"])
 
 
+@pytest.mark.slow
 def test_hostile_names_are_escaped_or_left_to_the_templated_routes() -> None:
     names = ["a/b", "{toolName}", "x?y#z", "../etc", "%41", "sp ace", "ünï", "t\u2028", "dup", "dup"]
     skipped: list[Any] = ["", ".", "..", "n" * 300, None, 42]
@@ -279,6 +282,7 @@ for _ in range(100):
     node = node["properties"]["x"]
 
 
+@pytest.mark.slow
 def test_hostile_schemas_become_a_plain_object() -> None:
     tools = [{"name": name, "inputSchema": schema} for name, schema in HOSTILE_SCHEMAS.items()]
     draft7 = {
@@ -303,6 +307,7 @@ def test_hostile_schemas_become_a_plain_object() -> None:
     assert kept["properties"]["e"] == {"enum": [{"$ref": "data, not a ref"}]}  # data is left alone
 
 
+@pytest.mark.slow
 def test_many_tools_and_huge_schemas_are_bounded() -> None:
     tools = [{"name": f"t{i}", "inputSchema": {"type": "object"}} for i in range(openapi.MAX_TOOLS + 100)]
     document = build_openapi(tools)
@@ -324,6 +329,7 @@ def test_many_tools_and_huge_schemas_are_bounded() -> None:
     validate(build_openapi([{"name": "b", "inputSchema": big}]))
 
 
+@pytest.mark.slow
 def test_long_texts_are_cut() -> None:
     document = build_openapi(
         [{"name": "t", "description": "w" * 10_000, "inputSchema": {"type": "object"}}],

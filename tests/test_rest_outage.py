@@ -17,8 +17,9 @@ from mcp_resume_asgi import Policy, resumable
 from tests.apps.rest_app import RUNS, create_app
 from tests.support.down_store import DownStore
 from tests.support.server import serve_in_loop
+from tests.support.timing import scaled
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 def _is_outage_problem(response: httpx.Response) -> bool:
@@ -58,7 +59,7 @@ async def test_a_store_outage_is_a_503_to_retry_and_the_running_call_still_succe
         for response in during:
             assert _is_outage_problem(response), (response.status_code, response.text)
         outage_answers = 0
-        with anyio.fail_after(20):
+        with anyio.fail_after(scaled(20)):
             while True:  # the SEP's loop: 503 is "retry", as Retry-After says; running is "poll"
                 response = await client.get(url)
                 if response.status_code == 503:

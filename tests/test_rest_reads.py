@@ -317,6 +317,7 @@ def test_completion_failures(base: str, client: httpx.Client) -> None:
 # ---------------------------------------------------------------------- OpenAPI
 
 
+@pytest.mark.slow
 def test_the_openapi_document(base: str, client: httpx.Client) -> None:
     response = client.get(f"{base}/openapi.json")
     assert response.status_code == 200

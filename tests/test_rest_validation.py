@@ -172,6 +172,7 @@ def test_deep_arguments_are_refused_before_validation() -> None:
     assert [r.pointer for r in validate_arguments(schema, {"t": shallow})] == ["/t/c/c/c"]
 
 
+@pytest.mark.slow
 def test_remote_references_are_never_fetched() -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(1.0)
@@ -203,6 +204,7 @@ def test_a_schema_that_is_not_json_schema_is_left_to_the_app() -> None:
     assert validate_arguments("not a schema", {}) == []
 
 
+@pytest.mark.slow
 def test_a_schema_too_large_is_not_compiled() -> None:
     properties = {f"p{i}": {"type": "integer", "description": "d" * 100} for i in range(4000)}
     schema = {"type": "object", "properties": properties, "required": ["p0"]}

@@ -16,6 +16,7 @@ import pytest
 from mcp_resume_asgi import Policy, resumable
 from mcp_resume_asgi.rest.wire import LEGACY, MODERN, Wire
 from tests.apps.rest_app import RUNS, create_app, legacy
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -60,15 +61,16 @@ async def test_the_wire_picks_the_apps_era_and_lists_its_tools(old: bool, era: s
 
 
 @pytest.mark.parametrize("old", [False, True])
+@pytest.mark.slow
 async def test_a_call_becomes_a_task_that_runs_on_after_its_answer(old: bool) -> None:
     tag = f"wire-{old}"
     async with wire_to(old) as wire, anyio.create_task_group() as background:
         params = {"name": "slow", "arguments": {"steps": 2, "tag": tag, "step_s": 0.2}}
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             answer = await wire.call(SCOPE, "tools/call", params, background=background)
         assert answer.result is not None and answer.result["resultType"] == "task", answer
         task_id = answer.result["taskId"]
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while True:
                 got = await wire.call(SCOPE, "tasks/get", {"taskId": task_id})
                 assert got.result is not None, got

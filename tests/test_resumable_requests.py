@@ -14,6 +14,7 @@ from mcp_resume_asgi import MemoryStore, Policy, resumable
 from tests.apps.probe_app import PROBE, create_app
 from tests.support.raw import RawSession, Reply
 from tests.support.server import serve
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -57,6 +58,18 @@ async def status(
     return dict(response.json())
 
 
+async def status_until(
+    client: httpx.AsyncClient, s: RawSession, call: dict[str, Any], token: str, wanted: dict[str, Any]
+) -> dict[str, Any]:
+    """`getStatus` polled until its result is `wanted` (the last answer, if it never was)."""
+    answer: dict[str, Any] = {}
+    with anyio.move_on_after(scaled(10)):
+        while (answer := await status(client, s, call, token)).get("result") != wanted:
+            await anyio.sleep(0.05)
+    return answer
+
+
+@pytest.mark.slow
 async def test_the_resume_policy_comes_first_and_a_drop_before_any_app_message_is_resumable() -> None:
     PROBE.clear()
     async with wrapped() as client:
@@ -81,6 +94,7 @@ async def test_the_resume_policy_comes_first_and_a_drop_before_any_app_message_i
         assert PROBE.started.count("975") == 1
 
 
+@pytest.mark.slow
 async def test_get_status_reports_without_draining() -> None:
     async with wrapped() as client:
         s = await session(client)
@@ -93,9 +107,9 @@ async def test_get_status_reports_without_draining() -> None:
             "hasPendingMessage": now["result"]["hasPendingMessage"],
             "hasInputRequest": False,
         }
-        await anyio.sleep(0.8)
-        done = await status(client, s, call, token)
-        assert done["result"] == {"status": "completed", "hasPendingMessage": True, "hasInputRequest": False}
+        completed = {"status": "completed", "hasPendingMessage": True, "hasInputRequest": False}
+        done = await status_until(client, s, call, token, completed)
+        assert done["result"] == completed
         again = await status(client, s, call, token)
         assert again["result"] == done["result"], "getStatus drained nothing"
         rest = await s.exchange("POST", "/mcp", resume(call, token))
@@ -106,26 +120,25 @@ async def test_get_status_reports_without_draining() -> None:
         assert rest.messages()[-1]["result"]["content"][0]["text"] == "done 4"
 
 
+@pytest.mark.slow
 async def test_status_failed_and_input_request() -> None:
     async with wrapped(FAST.replace(disconnect_on_input_request=False)) as client:
         s = await session(client)
         failing = s.tool_call("fail", {"seconds": 0.1})
         first = await s.exchange("POST", "/mcp", failing, stop_after=1)
         token = policy_of(first)["resumeToken"]
-        await anyio.sleep(0.4)
-        assert (await status(client, s, failing, token))["result"]["status"] == "failed"
+        with anyio.fail_after(scaled(10)):
+            while (await status(client, s, failing, token))["result"]["status"] != "failed":
+                await anyio.sleep(0.05)
 
         asking = s.tool_call("ask")
         first = await s.exchange("POST", "/mcp", asking, stop_after=2)
         assert first.messages()[-1]["method"] == "elicitation/create"
         token = policy_of(first)["resumeToken"]
-        await anyio.sleep(0.2)  # the server learns of the drop when the socket closes
-        waiting = await status(client, s, asking, token)
-        assert waiting["result"] == {
-            "status": "processing",
-            "hasPendingMessage": False,
-            "hasInputRequest": True,
-        }
+        # (the server learns of the drop when the socket closes)
+        input_request = {"status": "processing", "hasPendingMessage": False, "hasInputRequest": True}
+        waiting = await status_until(client, s, asking, token, input_request)
+        assert waiting["result"] == input_request
         elicit = first.messages()[-1]
         answer = {
             "jsonrpc": "2.0",
@@ -137,6 +150,7 @@ async def test_status_failed_and_input_request() -> None:
         assert rest.messages()[-1]["result"]["content"][0]["text"] == "hello sep"
 
 
+@pytest.mark.slow
 async def test_expiry_cancels_and_later_calls_get_a_clear_error() -> None:
     PROBE.clear()
     async with wrapped(FAST.replace(max_wait_s=0.3)) as client:
@@ -144,7 +158,7 @@ async def test_expiry_cancels_and_later_calls_get_a_clear_error() -> None:
         call = s.tool_call("sleep", {"seconds": 30, "tag": "expire975"})
         first = await s.exchange("POST", "/mcp", call, stop_after=1)
         token = policy_of(first)["resumeToken"]
-        with anyio.fail_after(8):
+        with anyio.fail_after(scaled(8)):
             while "expire975" not in PROBE.cancelled:
                 await anyio.sleep(0.05)
         late = await status(client, s, call, token)
@@ -153,14 +167,15 @@ async def test_expiry_cancels_and_later_calls_get_a_clear_error() -> None:
         assert response.json()["error"]["code"] == -32602
 
 
+@pytest.mark.slow
 async def test_contact_resets_the_max_wait_timer() -> None:
     PROBE.clear()
-    async with wrapped(FAST.replace(max_wait_s=0.5)) as client:
+    async with wrapped(FAST.replace(max_wait_s=1.5)) as client:
         s = await session(client)
-        call = s.tool_call("sleep", {"seconds": 1.5, "tag": "kept"})
+        call = s.tool_call("sleep", {"seconds": 3.0, "tag": "kept"})
         first = await s.exchange("POST", "/mcp", call, stop_after=1)
         token = policy_of(first)["resumeToken"]
-        for _ in range(5):  # 1.5 s of polling, each well inside the 0.5 s window
+        for _ in range(10):  # 3 s of polling, each well inside the 1.5 s window
             await anyio.sleep(0.3)
             assert "result" in await status(client, s, call, token)
         rest = await s.exchange("POST", "/mcp", resume(call, token))
@@ -168,6 +183,7 @@ async def test_contact_resets_the_max_wait_timer() -> None:
         assert "kept" not in PROBE.cancelled
 
 
+@pytest.mark.slow
 async def test_bad_tokens_are_invalid_params_and_leak_nothing() -> None:
     async with wrapped() as client:
         s = await session(client)
@@ -199,6 +215,7 @@ async def test_bad_tokens_are_invalid_params_and_leak_nothing() -> None:
             assert "slept" not in response.text and (s.session_id or "") not in response.text
 
 
+@pytest.mark.slow
 async def test_a_second_resume_replaces_the_first_connection() -> None:
     async with wrapped() as client:
         s = await session(client)
@@ -223,6 +240,7 @@ async def test_clients_without_the_capability_see_nothing_new() -> None:
         assert reply.messages()[-1]["result"]["content"][0]["text"] == "plain"
 
 
+@pytest.mark.slow
 async def test_per_request_capabilities_on_2026_07_28() -> None:
     async with wrapped() as client:
         s = RawSession(client, version="2026-07-28")
@@ -249,6 +267,7 @@ async def test_per_request_capabilities_on_2026_07_28() -> None:
         assert rest.messages()[-1]["result"]["content"][0]["text"].startswith("slept")
 
 
+@pytest.mark.slow
 async def test_a_stock_client_without_the_capability_works_exactly_as_before() -> None:
     from tests.apps import APP_FACTORIES
     from tests.support.mcp_client import call_with_progress, result_text, stock_session
@@ -265,6 +284,7 @@ async def test_a_stock_client_without_the_capability_works_exactly_as_before() -
         assert [int(p[0]) for p in progress] == list(range(1, 11))
 
 
+@pytest.mark.slow
 async def test_the_client_helper_advertises_resumes_with_requests_resume_and_asks_for_status() -> None:
     from mcp_resume_asgi.client import ResumableSession
     from tests.support.counting import Counting

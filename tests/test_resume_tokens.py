@@ -17,6 +17,7 @@ from tests.apps.probe_app import PROBE, create_app
 from tests.support.counting import Counting
 from tests.support.raw import RawSession, Reply
 from tests.support.server import load_app, serve
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -55,6 +56,7 @@ def again(call: dict[str, Any], s: RawSession, token: str, **changes: Any) -> di
     return {"jsonrpc": "2.0", "id": s.next_id(), "method": call["method"], "params": params}
 
 
+@pytest.mark.slow
 async def test_interim_tokens_then_the_final_result_with_every_notification() -> None:
     async with wrapped() as client:
         s = await session(client)
@@ -90,6 +92,7 @@ async def test_interim_tokens_then_the_final_result_with_every_notification() ->
         assert spent.json()["error"]["code"] == -32602 and "completed" in spent.json()["error"]["message"]
 
 
+@pytest.mark.slow
 async def test_tokens_are_stable_while_nothing_changed() -> None:
     async with wrapped() as client:
         s = await session(client)
@@ -102,6 +105,7 @@ async def test_tokens_are_stable_while_nothing_changed() -> None:
         assert final["result"]["content"][0]["text"].startswith("slept") and token_of(final) is None
 
 
+@pytest.mark.slow
 async def test_bad_tokens_are_invalid_params() -> None:
     async with wrapped(POLICY.replace(max_wait_s=0.5)) as client:
         s = await session(client)
@@ -128,13 +132,14 @@ async def test_bad_tokens_are_invalid_params() -> None:
             ]["message"]
         )
         await anyio.sleep(0.2)  # nobody polls: after max_wait_s the work is cancelled
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while "rt-expire" not in PROBE.cancelled:
                 await anyio.sleep(0.05)
         expired = await client.post("/mcp", json=again(call, s, token), headers=s.headers())
         assert expired.json()["error"]["code"] == -32602 and "expired" in expired.json()["error"]["message"]
 
 
+@pytest.mark.slow
 async def test_a_failing_tool_reports_its_error_on_the_next_resume() -> None:
     async with wrapped() as client:
         s = await session(client)
@@ -146,6 +151,7 @@ async def test_a_failing_tool_reports_its_error_on_the_next_resume() -> None:
         assert final["error"]["message"] == "probe failure" and "result" not in final
 
 
+@pytest.mark.slow
 async def test_an_unaware_client_gets_the_plain_result() -> None:
     async with wrapped() as client:
         s = await session(client, capabilities={})
@@ -165,6 +171,7 @@ async def test_the_apps_own_resume_tokens_pass_through() -> None:
         assert second["result"]["content"][0]["text"] == "page after app-2"
 
 
+@pytest.mark.slow
 async def test_the_client_helper_polls_a_twenty_second_stock_tool_and_returns_only_the_final_result() -> None:
     from mcp_resume_asgi.client import ResumableSession
 

@@ -1,7 +1,7 @@
 """The `Store` contract, one suite over every implementation (`MemoryStore`, `RedisStore`).
 
-The Redis variant runs against a real server on 127.0.0.1:6379 (env `REDIS_URL`
-overrides). Without one the Redis cases are skipped, except under `CI=true`, where
+The Redis variant runs against a real server, the suite's own (`tests/support/stores.py`;
+env `REDIS_URL` points it elsewhere). Without one the Redis cases are skipped, except under `CI=true`, where
 they fail instead. Each test uses a key prefix of its own and deletes it afterwards.
 Where a test says "peer" it talks to the same store through a second instance (for
 Redis: other connections, as another node would).
@@ -10,7 +10,6 @@ Redis: other connections, as another node would).
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -28,7 +27,8 @@ from mcp_resume_asgi.store import (
     StreamMeta,
     StreamState,
 )
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_prefix, redis_url, require_redis
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -44,7 +44,7 @@ async def make(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
     kind = request.param
     if kind == "redis":
         require_redis()
-    prefix = f"test-store:{uuid.uuid4().hex}:"
+    prefix = redis_prefix("test-store")
     opened: list[Any] = []
 
     async def factory(peer: Store | None = None, **bounds: Any) -> Store:
@@ -60,7 +60,7 @@ async def make(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
                 "max_sessions": peer.max_sessions,
                 "max_keys": peer.max_keys,
             }
-        store = RedisStore(REDIS_URL, prefix=prefix, **bounds)
+        store = RedisStore(redis_url(), prefix=prefix, **bounds)
         opened.append(store)
         return store
 
@@ -166,6 +166,7 @@ async def test_update_stream_if_is_a_compare_and_set(store: Store) -> None:
     assert applied
 
 
+@pytest.mark.slow
 async def test_update_stream_if_serialises_concurrent_read_modify_writes(make: Factory) -> None:
     first = await make()
     await first.create_stream(meta(), ttl_s=60)
@@ -185,18 +186,20 @@ async def test_update_stream_if_serialises_concurrent_read_modify_writes(make: F
     assert (await first.get_stream("s1")).turn == 30  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 async def test_ttl_expiry_and_update_extends_it(store: Store) -> None:
-    await store.create_stream(meta("short"), ttl_s=0.15)
-    await store.create_stream(meta("kept"), ttl_s=0.15)
+    short = scaled(0.3)  # "kept" is updated before then, even on a loaded machine
+    await store.create_stream(meta("short"), ttl_s=short)
+    await store.create_stream(meta("kept"), ttl_s=short)
     await append(store, "short", events(1, 3))
     await append(store, "kept", events(1, 3))
     assert await store.update_stream("kept", ttl_s=30, turn=1) is not None
-    await anyio.sleep(0.3)
+    await anyio.sleep(short + 0.15)
     assert await store.get_stream("short") is None
     assert await store.read("short", 0) == []
     assert await store.update_stream("short", turn=1) is None
     assert await store.attach("short", time.time()) is None
-    with anyio.fail_after(1):
+    with anyio.fail_after(scaled(1)):
         await store.wait("short", 0, within_s=5)  # a stream that is gone does not block
     kept = await store.get_stream("kept")
     assert kept is not None and kept.turn == 1
@@ -382,6 +385,11 @@ async def test_max_streams_drops_finished_streams_then_refuses(make: Factory) ->
 
 
 # ----------------------------------------------------------------------------- wait
+WOKEN_WITHIN_S = scaled(5)
+"""A `wait` woken by a change returns within this (at once, on a quiet machine); its own
+deadline in `_wakes` is four times longer, so a wait that was not woken cannot pass."""
+
+
 async def _wakes(store: Store, stream_id: str, action: Callable[[], Awaitable[Any]], **kw: Any) -> float:
     """Seconds a `wait` took when `action` ran 50 ms after it started."""
     got = await store.get_stream(stream_id)
@@ -394,7 +402,7 @@ async def _wakes(store: Store, stream_id: str, action: Callable[[], Awaitable[An
     start = time.monotonic()
     async with anyio.create_task_group() as tg:
         tg.start_soon(later)
-        await store.wait(stream_id, after, within_s=5, **kw)
+        await store.wait(stream_id, after, within_s=4 * WOKEN_WITHIN_S, **kw)
         elapsed = time.monotonic() - start
     return elapsed
 
@@ -404,17 +412,17 @@ async def test_wait_wakes_on_append_from_another_handle(make: Factory) -> None:
     peer = await make(peer=store)
     await store.create_stream(meta(), ttl_s=60)
     elapsed = await _wakes(store, "s1", lambda: append(peer, "s1", events(1, 1)))
-    assert elapsed < 2
+    assert elapsed < WOKEN_WITHIN_S
 
 
 async def test_wait_wakes_on_metadata_changes(make: Factory) -> None:
     store = await make()
     peer = await make(peer=store)
     await store.create_stream(meta(), ttl_s=60)
-    assert await _wakes(store, "s1", lambda: peer.update_stream("s1", delivered_seq=0)) < 2
-    assert await _wakes(store, "s1", lambda: peer.attach("s1", time.time())) < 2
-    assert await _wakes(store, "s1", lambda: peer.update_stream_if("s1", {}, turn=3)) < 2
-    assert await _wakes(store, "s1", lambda: peer.delete_stream("s1")) < 2
+    assert await _wakes(store, "s1", lambda: peer.update_stream("s1", delivered_seq=0)) < WOKEN_WITHIN_S
+    assert await _wakes(store, "s1", lambda: peer.attach("s1", time.time())) < WOKEN_WITHIN_S
+    assert await _wakes(store, "s1", lambda: peer.update_stream_if("s1", {}, turn=3)) < WOKEN_WITHIN_S
+    assert await _wakes(store, "s1", lambda: peer.delete_stream("s1")) < WOKEN_WITHIN_S
 
 
 async def test_wait_wakes_when_the_global_budget_trims_the_stream(make: Factory) -> None:
@@ -423,7 +431,7 @@ async def test_wait_wakes_when_the_global_budget_trims_the_stream(make: Factory)
     await store.create_stream(meta("other"), ttl_s=60)
     await append(store, "victim", events(1, 3, size=100))
     elapsed = await _wakes(store, "victim", lambda: append(store, "other", events(1, 2, size=100)))
-    assert elapsed < 2
+    assert elapsed < WOKEN_WITHIN_S
     assert (await store.get_stream("victim")).first_seq > 1  # type: ignore[union-attr]
 
 
@@ -431,7 +439,7 @@ async def test_wait_times_out(store: Store) -> None:
     await store.create_stream(meta(), ttl_s=60)
     start = time.monotonic()
     await store.wait("s1", 0, within_s=0.2)
-    assert 0.15 <= time.monotonic() - start < 1.5
+    assert 0.15 <= time.monotonic() - start < 0.2 + scaled(1.3)
 
 
 async def test_wait_returns_at_once_when_there_is_something_to_see(store: Store) -> None:
@@ -440,7 +448,7 @@ async def test_wait_returns_at_once_when_there_is_something_to_see(store: Store)
     seen = await store.get_stream("s1")
     assert seen is not None
     seen_version = seen.version  # get_stream may return a live record: keep the number
-    with anyio.fail_after(1):
+    with anyio.fail_after(scaled(1)):
         await store.wait("s1", 1, within_s=10)  # an event after 1 exists
         await store.wait("missing", 0, within_s=10)  # no such stream
         await store.update_stream("s1", turn=1)  # a change the waiter has not seen yet
@@ -457,13 +465,13 @@ async def test_wait_is_cancellable_and_the_store_still_works(store: Store) -> No
     start = time.monotonic()
     with anyio.move_on_after(0.1):
         await store.wait("s1", 0, within_s=30)
-    assert time.monotonic() - start < 1
+    assert time.monotonic() - start < scaled(1)
     with anyio.CancelScope() as scope:
         scope.cancel()
         await store.wait("s1", 0, within_s=30)
     await append(store, "s1", events(1, 1))
     assert [seq for seq, _ in await store.read("s1", 0)] == [1]
-    assert await _wakes(store, "s1", lambda: append(store, "s1", events(2, 2))) < 2
+    assert await _wakes(store, "s1", lambda: append(store, "s1", events(2, 2))) < WOKEN_WITHIN_S
 
 
 # ----------------------------------------------------------------------------- attach
@@ -577,6 +585,7 @@ async def test_replace_key_is_a_compare_and_set(make: Factory) -> None:
     assert await store.replace_key("cas", "short", "late", ttl_s=60) is False, "expired is absent"
 
 
+@pytest.mark.slow
 async def test_replace_key_serialises_concurrent_read_modify_writes(make: Factory) -> None:
     """40 increments from two handles, each a read then a compare-and-set retried on conflict:
     none is lost (with `set_key` most would be)."""
@@ -664,7 +673,7 @@ async def test_publish_reaches_subscribers_in_order(make: Factory) -> None:
         assert await store.publish("node-a", b"two") == 1
         assert await store.publish("node-b", b"elsewhere") == 0
         got = []
-        with anyio.fail_after(2):
+        with anyio.fail_after(scaled(2)):
             async for message in messages:
                 got.append(message)
                 if len(got) == 2:

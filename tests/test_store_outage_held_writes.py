@@ -261,4 +261,4 @@ class HeldWritesMachine(RuleBasedStateMachine):
 HeldWritesMachine.TestCase.settings = settings(
     max_examples=300, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-test_held_writes_against_a_failing_store = HeldWritesMachine.TestCase
+test_held_writes_against_a_failing_store = pytest.mark.slow(HeldWritesMachine.TestCase)

@@ -12,7 +12,7 @@ returned gets an error saying the store lost it, not a stream that never ends. W
 limit smaller than what was said during the outage, the oldest events are dropped as the store
 would have dropped them, and the client is told of the gap.
 
-Node processes on a Redis of their own (`RestartableRedis` of tests/test_tasks_faults.py), the
+Node processes on a Redis of their own (`own_redis` of tests/support/redis_server.py), the
 low-level test app's `slow_progress` tool, raw HTTP (`RawSession`). The last test runs in process
 on a memory store made to fail on demand (the write path of a store without write-behind): two
 streams held at once, one waiter for both, logged once with the cause and once when written.
@@ -35,12 +35,13 @@ from mcp_resume_asgi import Policy, ResumeMiddleware
 from tests.apps.probe_app import create_app as create_probe_app
 from tests.support.down_store import DownStore
 from tests.support.raw import RawSession, Reply
+from tests.support.redis_server import RedisServer, own_redis
 from tests.support.server import HOST, serve
 from tests.support.stores import require_redis
+from tests.support.timing import scaled
 from tests.test_multinode import cluster, port_of, prefix
-from tests.test_tasks_faults import RestartableRedis, restartable_redis
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60), pytest.mark.slow]
 
 __all__ = ["prefix"]  # the fixture, used by name
 
@@ -81,7 +82,7 @@ async def resume(dropped: Dropped, within_s: float = 15.0) -> Reply:
     """GET with `Last-Event-ID` until the node serves it again (503 while the store is skipped)."""
     session = dropped.session
     replies: list[int] = []
-    with anyio.fail_after(within_s):
+    with anyio.fail_after(scaled(within_s)):
         while True:
             reply = await session.exchange(
                 "GET", session.path, headers=session.headers(last_event_id=dropped.last_id)
@@ -95,7 +96,7 @@ async def resume(dropped: Dropped, within_s: float = 15.0) -> Reply:
 
 @contextlib.asynccontextmanager
 async def node_and_client(
-    prefix: str, redis_server: RestartableRedis, policy: dict[str, Any] | None = None
+    prefix: str, redis_server: RedisServer, policy: dict[str, Any] | None = None
 ) -> AsyncIterator[RawSession]:
     async with (
         cluster(1, prefix, policy={"retry_ms": 50, **(policy or {})}, redis_url=redis_server.url) as (a,),
@@ -104,7 +105,7 @@ async def node_and_client(
         yield RawSession(client)
 
 
-async def outage_while_the_tool_finishes(redis_server: RestartableRedis, *, down_s: float) -> None:
+async def outage_while_the_tool_finishes(redis_server: RedisServer, *, down_s: float) -> None:
     """SIGKILL Redis now; start it again `down_s` later (the tool has `SECONDS` to go)."""
     redis_server.kill()
     await anyio.sleep(down_s)
@@ -120,7 +121,7 @@ def progress_and_answer(reply: Reply, request_id: int) -> tuple[list[float], lis
 
 async def test_what_the_tool_said_while_redis_was_down_reaches_the_resuming_client(prefix: str) -> None:
     require_redis()
-    with restartable_redis(durable=True) as redis_server:
+    with own_redis(durable=True) as redis_server:
         async with node_and_client(prefix, redis_server) as session:
             dropped = await call_then_drop(session)
             down_at = time.monotonic()
@@ -137,7 +138,7 @@ async def test_redis_restarted_without_persistence_the_resuming_client_is_told_t
     prefix: str,
 ) -> None:
     require_redis()
-    with restartable_redis(durable=False) as redis_server:
+    with own_redis(durable=False) as redis_server:
         async with node_and_client(prefix, redis_server) as session:
             dropped = await call_then_drop(session)
             await outage_while_the_tool_finishes(redis_server, down_s=0.3)
@@ -152,7 +153,7 @@ async def test_more_than_the_stream_keeps_said_during_the_outage_is_a_gap_the_cl
     prefix: str,
 ) -> None:
     require_redis()
-    with restartable_redis(durable=True) as redis_server:
+    with own_redis(durable=True) as redis_server:
         async with node_and_client(prefix, redis_server, {"max_events_per_stream": 5}) as session:
             dropped = await call_then_drop(session)
             await outage_while_the_tool_finishes(redis_server, down_s=SECONDS + 0.5)
@@ -197,7 +198,7 @@ async def test_two_streams_held_through_an_outage_one_waiter_logged_once(
         await anyio.sleep(1.2)  # both tools return into a store that refuses everything
         assert recovery.running and len(recovery.waiting) == 2, recovery.waiting
         store.down = False
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             while recovery.running:
                 await anyio.sleep(0.05)
         assert not recovery.waiting

@@ -39,7 +39,7 @@ from tests.apps.rest_app import RUNS, create_app
 from tests.support.pausing_store import PausingStore
 from tests.support.raw import RawSession
 from tests.support.server import serve_in_loop
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_prefix, redis_url, require_redis
 from tests.test_multinode import ThrowawayRedis
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
@@ -194,7 +194,7 @@ async def progress_then_no_answer(scope: Scope, receive: Receive, send: Send) ->
 
 async def test_what_a_request_records_as_it_ends_is_written_before_it_ends() -> None:
     require_redis()
-    real = RedisStore(REDIS_URL, prefix=f"test-stall-end:{uuid.uuid4().hex}:")
+    real = RedisStore(redis_url(), prefix=redis_prefix("test-stall-end"))
     store = PausingStore(real)
     app = resumable(progress_then_no_answer, store=store, secret="stall-tests-secret")
     engine = engine_of(app)

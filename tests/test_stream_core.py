@@ -1065,4 +1065,4 @@ StreamLife.TestCase.settings = settings(
     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],  # no slow `explain` on a failure
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
-test_stream_life = StreamLife.TestCase
+test_stream_life = pytest.mark.slow(StreamLife.TestCase)

@@ -35,6 +35,7 @@ from tests.support.server import (
     serve_in_thread,
     serve_subprocess,
 )
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -99,6 +100,7 @@ async def proxied(server: ServerInfo, **kwargs: object) -> AsyncIterator[CutProx
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_echo(app_server: ServerInfo) -> None:
     async with stock_session(app_server.mcp_url) as session:
         assert session.protocol_version == "2025-11-25"
@@ -110,6 +112,7 @@ async def test_echo(app_server: ServerInfo) -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_slow_progress_in_order(app_server: ServerInfo) -> None:
     async with stock_session(app_server.mcp_url) as session:
         result, progress = await call_with_progress(session, "slow_progress", {"seconds": 0.5, "steps": 5})
@@ -118,6 +121,7 @@ async def test_slow_progress_in_order(app_server: ServerInfo) -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_ask_name_round_trip(app_server: ServerInfo) -> None:
     seen: list[types.ElicitRequestParams] = []
 
@@ -146,12 +150,13 @@ async def test_fail_gives_error(app_server: ServerInfo) -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_lowlevel_notify_later_goes_to_get_stream(lowlevel_server: ServerInfo) -> None:
     logs = LogCollector()
     async with stock_session(lowlevel_server.mcp_url, logging_callback=logs) as session:
         result = await session.call_tool("notify_later", {"count": 3, "interval": 0.1})
         assert result_text(result) == "scheduled 3"
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             messages = await logs.wait_for(3)
     assert [m.data for m in messages] == ["tick 1", "tick 2", "tick 3"]
     assert {m.logger for m in messages} == {NOTIFY_LOGGER}
@@ -159,6 +164,7 @@ async def test_lowlevel_notify_later_goes_to_get_stream(lowlevel_server: ServerI
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.slow
 async def test_json_response_mode(flavour: str) -> None:
     async with (
         serve(APP_FACTORIES[flavour], factory_kwargs={"json_response": True}) as server,
@@ -180,6 +186,7 @@ async def test_serve_in_loop() -> None:
         assert result_text(await session.call_tool("echo", {"text": "in loop"})) == "in loop"
 
 
+@pytest.mark.slow
 def test_threaded_server_sync_and_restart_on_same_port() -> None:
     with serve_in_thread(APP_FACTORIES["lowlevel"]) as server:
         response = httpx.post(server.mcp_url, content=INIT_BODY, headers=MCP_HEADERS)
@@ -202,6 +209,7 @@ def test_startup_failure_raises() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_subprocess_server_crash_restart_and_kill_on_exit() -> None:
     async with SubprocessServer(APP_FACTORIES["mcpserver"]) as child:
         assert child.info is not None and child.pid is not None
@@ -233,6 +241,7 @@ def nothing_listens_on(port: int) -> bool:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("anyio_backend", ["trio"])
+@pytest.mark.slow
 async def test_thread_server_proxy_and_stock_client_on_trio(anyio_backend: str) -> None:
     async with (
         serve(APP_FACTORIES["mcpserver"]) as server,
@@ -248,6 +257,7 @@ async def test_thread_server_proxy_and_stock_client_on_trio(anyio_backend: str) 
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_proxy_passes_traffic_through(lowlevel_server: ServerInfo) -> None:
     async with proxied(lowlevel_server) as proxy:
         async with stock_session(proxy.mcp_url) as session:
@@ -263,6 +273,7 @@ async def test_proxy_passes_traffic_through(lowlevel_server: ServerInfo) -> None
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_proxy_cut_all_drops_post_stream_mid_response(lowlevel_server: ServerInfo) -> None:
     async with proxied(lowlevel_server) as proxy, stock_session(proxy.mcp_url) as session:
         first_progress = anyio.Event()
@@ -284,7 +295,7 @@ async def test_proxy_cut_all_drops_post_stream_mid_response(lowlevel_server: Ser
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(call)
-            with anyio.fail_after(5):
+            with anyio.fail_after(scaled(5)):
                 await first_progress.wait()
             assert await proxy.cut_all() >= 1
 
@@ -338,9 +349,9 @@ async def test_proxy_cut_after_delay(lowlevel_server: ServerInfo) -> None:
         stream = await anyio.connect_tcp("127.0.0.1", proxy.port)
         start = anyio.current_time()
         async with stream:
-            with anyio.fail_after(3):
+            with anyio.fail_after(scaled(3)):
                 assert await read_until_eof(stream) == b""
-        assert 0.05 <= anyio.current_time() - start < 2
+        assert 0.05 <= anyio.current_time() - start < scaled(2)
         assert proxy.stats.cuts == 1 and proxy.records[0].cut_reason == "delay"
 
 
@@ -354,13 +365,14 @@ async def test_proxy_rst_mode(lowlevel_server: ServerInfo) -> None:
         assert proxy.stats.cuts == 1
 
 
+@pytest.mark.slow
 def test_proxy_in_thread_sync(lowlevel_server: ServerInfo) -> None:
     with proxy_in_thread(lowlevel_server.port) as proxy:
         response = httpx.post(proxy.mcp_url, content=INIT_BODY, headers=MCP_HEADERS)
         assert response.status_code == 200
         assert "serverInfo" in response.text
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + scaled(5)
             while proxy.stats.active < 1 or proxy.stats.connections < 2:
                 assert time.monotonic() < deadline
                 time.sleep(0.01)

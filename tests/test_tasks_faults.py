@@ -3,7 +3,7 @@
 Harnesses reused: the stock `MCPServer` tasks app (`tests.apps.tasks_app`), in process on the
 memory store or as node processes on Redis (`tests.apps.multinode_tasks_app`, behind
 `CutProxy` as in tests/test_multinode_tasks.py); Redis that can be killed and started again on
-the same port (`ThrowawayRedis` of tests/test_multinode.py, here optionally with an
+the same port (`own_redis` of tests/support/redis_server.py, optionally with an
 append-only file fsynced on every write). The protocol is 2026-07-28 throughout, each request on
 a new connection. (Polls round-robin over two nodes: tests/test_multinode_tasks.py.)
 
@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
-import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -40,11 +38,13 @@ from mcp_resume_asgi import MemoryStore, Policy, resumable
 from mcp_resume_asgi.client.tasks import TASKS_EXTENSION
 from tests.apps.tasks_app import SEEN, create_app
 from tests.support.proxy import CutProxy
+from tests.support.redis_server import RedisServer, own_redis
 from tests.support.server import HOST, SubprocessServer, serve
 from tests.support.stores import require_redis
-from tests.test_multinode import SECRET, ThrowawayRedis, pid_of, port_of, prefix, steer
+from tests.support.timing import scaled
+from tests.test_multinode import SECRET, pid_of, port_of, prefix, steer
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 __all__ = ["prefix"]  # the fixture, used by name
 
@@ -56,8 +56,8 @@ AWAY_S = 30.0
 NODE_TIMEOUT_S = 2.0
 NOT_SERVED = -32601
 """`Method not found`: the app's own answer to `tasks/get`, i.e. the Tasks layer did not serve it."""
-MARGIN_S = 2.0
-"""What the owner-death test allows beyond `node_timeout_s` (heartbeats, one poll interval)."""
+MARGIN_S = scaled(2.0)
+"""What the owner-death test allows beyond `node_timeout_s` (heartbeats, one poll interval), scaled."""
 
 
 # ----------------------------------------------------------------------------- a raw 2026-07-28 client
@@ -257,60 +257,11 @@ async def test_the_owner_killed_mid_task_turns_it_failed_through_the_surviving_n
 
 
 # ----------------------------------------------------------------------------- 3. Redis restarted
-class RestartableRedis(ThrowawayRedis):
-    """`ThrowawayRedis`, optionally durable: an append-only file fsynced on every write."""
-
-    def __init__(self, *, durable: bool) -> None:
-        super().__init__()
-        self.durable = durable
-        self.dir = tempfile.mkdtemp(prefix="tasks-faults-redis-")
-
-    def start(self) -> None:
-        persistence = (
-            ["--appendonly", "yes", "--appendfsync", "always", "--dir", self.dir]
-            if self.durable
-            else ["--appendonly", "no"]
-        )
-        self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", HOST, "--save", "", *persistence],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        import socket
-
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection((HOST, self.port), timeout=0.5) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(64).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server on port {self.port} did not start")
-            time.sleep(0.05)
-
-
-@contextlib.contextmanager
-def restartable_redis(durable: bool) -> Iterator[RestartableRedis]:
-    server = RestartableRedis(durable=durable)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.kill()
-        import shutil
-
-        shutil.rmtree(server.dir, ignore_errors=True)
-
-
 async def _poll_until_settled(poller: Poller, task_id: str, within_s: float, log: list[str]) -> Any:
     """Poll every 0.1 s until the task is terminal or unknown, or `within_s` passed; log changes.
     A 503 (the store is down: retry) is polled through."""
     answer: tuple[int, dict[str, Any] | str] = (0, "")
-    with anyio.move_on_after(within_s):
+    with anyio.move_on_after(scaled(within_s)):
         while True:
             try:
                 answer = await poller.get(task_id)
@@ -330,7 +281,7 @@ async def _poll_until_settled(poller: Poller, task_id: str, within_s: float, log
 
 
 async def _restart_during_task(
-    redis_server: RestartableRedis, poller: Poller, task_id: str, down_s: float, log: list[str]
+    redis_server: RedisServer, poller: Poller, task_id: str, down_s: float, log: list[str]
 ) -> None:
     """SIGKILL Redis, poll through the outage for `down_s` (logging what the client is told), start it."""
     log.append("created; then " + describe(await poller.get(task_id)))
@@ -352,7 +303,7 @@ async def test_redis_restarted_while_the_tool_runs_the_task_still_completes(pref
     the task is found again and polled to its result."""
     require_redis()
     log: list[str] = []
-    with restartable_redis(durable=True) as redis_server:
+    with own_redis(durable=True) as redis_server:
         async with nodes(1, prefix, redis_url=redis_server.url) as ((a,), proxy):
             poller = Poller(proxy.base_url)
             task_id = await poller.create("slow", {"seconds": 4.0, "tag": "restart-mid-run"})
@@ -373,7 +324,7 @@ async def test_redis_down_when_the_tool_returns_the_task_ends_clearly_once_it_is
     (It stayed 'working' until its TTL: nothing wrote the answer the store had refused.)"""
     require_redis()
     log: list[str] = []
-    with restartable_redis(durable=True) as redis_server:
+    with own_redis(durable=True) as redis_server:
         async with nodes(1, prefix, redis_url=redis_server.url) as ((a,), proxy):
             poller = Poller(proxy.base_url)
             task_id = await poller.create("slow", {"seconds": 1.5, "tag": "restart-at-finish"})
@@ -390,7 +341,7 @@ async def test_redis_down_when_the_tool_returns_the_task_ends_clearly_once_it_is
 @pytest.mark.timeout(60)
 async def test_tasks_get_during_a_store_outage_says_retry_not_method_not_found(prefix: str) -> None:
     require_redis()
-    with restartable_redis(durable=True) as redis_server:
+    with own_redis(durable=True) as redis_server:
         async with nodes(1, prefix, redis_url=redis_server.url) as (_, proxy):
             poller = Poller(proxy.base_url)
             task_id = await poller.create("slow", {"seconds": 3.0, "tag": "outage-poll"})
@@ -410,14 +361,14 @@ async def test_redis_in_memory_only_restarted_the_task_ends_with_a_reason(prefix
     the store lost the request's stream (not `cancelled`: nobody cancelled it), promptly."""
     require_redis()
     log: list[str] = []
-    with restartable_redis(durable=False) as redis_server:
+    with own_redis(durable=False) as redis_server:
         async with nodes(1, prefix, redis_url=redis_server.url) as ((a,), proxy):
             poller = Poller(proxy.base_url)
             task_id = await poller.create("slow", {"seconds": 3.0, "tag": "forgotten"})
             await _restart_during_task(redis_server, poller, task_id, 0.5, log)
             answer: tuple[int, dict[str, Any] | str] = (0, "")
             started = time.monotonic()
-            while time.monotonic() - started < 6:  # past the tool's end, every answer logged
+            while time.monotonic() - started < scaled(6):  # past the tool's end, every answer logged
                 answer = await poller.get(task_id)
                 line = f"{time.monotonic() - started:.1f}s: {describe(answer)}"
                 if not log[-1].endswith(describe(answer)):

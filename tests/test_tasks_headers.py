@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -26,7 +25,7 @@ from mcp_resume_asgi.tasks import EXTENSION
 from tests.apps.tasks_app import create_app
 from tests.support.raw import RawSession
 from tests.support.server import serve, serve_in_loop
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_prefix, redis_url, require_redis
 
 pytestmark = pytest.mark.anyio
 
@@ -52,7 +51,7 @@ async def bare_and_wrapped(store_kind: str) -> AsyncIterator[tuple[httpx.AsyncCl
     else:
         from mcp_resume_asgi.store import RedisStore
 
-        store = RedisStore(REDIS_URL, prefix=f"test-tasks-headers:{uuid.uuid4().hex}:")
+        store = RedisStore(redis_url(), prefix=redis_prefix("test-tasks-headers"))
     wrapped = resumable(
         create_app(),
         policy=Policy(task_after_s=0),

@@ -17,6 +17,7 @@ import pytest
 from mcp_resume_asgi import RESUMABLE_STREAMS_EXTENSION
 from mcp_resume_asgi.tasks import EXTENSION
 from tests.support.raw import RawSession
+from tests.support.timing import scaled
 from tests.test_tasks import AT_ONCE, Harness, created, store_kind, wrapped
 
 pytestmark = pytest.mark.anyio
@@ -27,7 +28,7 @@ YES = {"action": "accept", "content": {"confirm": True}}
 
 
 async def until_status(h: Harness, task_id: str, status: str, timeout: float = 10) -> dict[str, Any]:
-    with anyio.fail_after(timeout):
+    with anyio.fail_after(scaled(timeout)):
         while True:
             task = await h.get(task_id)
             if task["status"] == status:
@@ -41,6 +42,7 @@ async def update(h: Harness, task_id: str, responses: Any) -> Any:
     return response
 
 
+@pytest.mark.slow
 async def test_an_input_required_result_makes_the_task_input_required_and_tasks_update_resumes_it() -> None:
     async with wrapped() as h:
         task_id = created(await h.call("confirm", {"filename": "a.txt"}, capabilities=ELICITING))
@@ -62,6 +64,7 @@ async def test_an_input_required_result_makes_the_task_input_required_and_tasks_
         assert again.status_code == 200 and (await h.get(task_id))["status"] == "completed"
 
 
+@pytest.mark.slow
 async def test_a_partial_answer_keeps_the_task_waiting_for_the_rest() -> None:
     async with wrapped() as h:
         task_id = created(await h.call("two_questions", {}, capabilities=ELICITING))
@@ -87,6 +90,7 @@ async def test_a_malformed_answer_is_invalid_params_and_answers_nothing() -> Non
         assert list((await h.get(task_id))["inputRequests"]) == [key]
 
 
+@pytest.mark.slow
 async def test_cancelling_a_task_that_waits_for_input() -> None:
     async with wrapped() as h:
         task_id = created(await h.call("confirm", {"filename": "c.txt"}, capabilities=ELICITING))
@@ -98,6 +102,7 @@ async def test_cancelling_a_task_that_waits_for_input() -> None:
         assert (await h.get(task_id))["status"] == "cancelled"
 
 
+@pytest.mark.slow
 async def test_input_before_the_task_exists_stays_synchronous() -> None:
     async with wrapped(AT_ONCE.replace(task_after_s=1.0)) as h:
         answer = await h.call("confirm", {"filename": "d.txt"}, capabilities=ELICITING)
@@ -114,6 +119,7 @@ async def test_input_before_the_task_exists_stays_synchronous() -> None:
         assert final["result"]["content"][0]["text"] == "deleted d.txt"
 
 
+@pytest.mark.slow
 async def test_a_2025_session_answers_the_apps_elicitation_through_tasks_update() -> None:
     async with wrapped() as h:
         session = RawSession(h.client)
@@ -126,7 +132,7 @@ async def test_a_2025_session_answers_the_apps_elicitation_through_tasks_update(
             response = await h.client.post("/mcp", json=body, headers=session.headers())
             return response.json()  # type: ignore[no-any-return]
 
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while (task := (await call("tasks/get", taskId=task_id))["result"])["status"] != "input_required":
                 assert task["status"] == "working", task
                 await anyio.sleep(0.05)
@@ -135,7 +141,7 @@ async def test_a_2025_session_answers_the_apps_elicitation_through_tasks_update(
         assert (await call("tasks/update", taskId=task_id, inputResponses={key: YES}))["result"] == {
             "resultType": "complete"
         }
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while (task := (await call("tasks/get", taskId=task_id))["result"])["status"] != "completed":
                 assert task["status"] in ("working", "input_required"), task
                 await anyio.sleep(0.05)
@@ -144,6 +150,7 @@ async def test_a_2025_session_answers_the_apps_elicitation_through_tasks_update(
         assert again["result"] == {"resultType": "complete"}
 
 
+@pytest.mark.slow
 async def test_a_2025_session_declares_the_extension_yet_the_app_never_sees_it() -> None:
     async with wrapped() as h:
         session = RawSession(h.client)
@@ -151,7 +158,7 @@ async def test_a_2025_session_declares_the_extension_yet_the_app_never_sees_it()
         seen = await session.exchange("POST", "/mcp", session.tool_call("declared_extensions", {}))
         answer = seen.messages()[-1]
         task_id = created(answer)  # the session declared it: its calls become tasks
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while True:
                 body = {
                     "jsonrpc": "2.0",

@@ -21,6 +21,7 @@ from mcp_resume_asgi.client import sdk_http_client, sdk_tasks_extension
 from mcp_resume_asgi.tasks.limits import ANONYMOUS_INDEX, TOO_MANY_TASKS, index_of
 from tests.apps.tasks_app import SEEN
 from tests.support.raw import RawSession
+from tests.support.timing import scaled
 from tests.test_tasks import (  # the Tasks tests' harness, over both stores
     AT_ONCE,
     DECLARED,
@@ -46,26 +47,29 @@ def plain_text(answer: dict[str, Any]) -> str:
 
 
 async def until(condition: Any, timeout: float = 10) -> None:
-    with anyio.fail_after(timeout):
+    with anyio.fail_after(scaled(timeout)):
         while not await condition():
             await anyio.sleep(0.02)
 
 
+@pytest.mark.slow
 async def test_a_caller_at_its_bound_gets_plain_results_until_a_task_expires() -> None:
-    policy = AT_ONCE.replace(max_tasks_per_principal=2, task_ttl_s=1.5)
+    ttl_s = scaled(1.5)  # the checks below run before the first task expires, on a loaded machine too
+    policy = AT_ONCE.replace(max_tasks_per_principal=2, task_ttl_s=ttl_s)
     async with wrapped(policy) as h:
         first = await h.call("slow", {"seconds": 0.2, "tag": "bound-1"})
-        created_at = time.time()
         assert is_task(first) and is_task(await h.call("slow", {"seconds": 0.2, "tag": "bound-2"}))
+        created_at = time.time()  # both tasks were created before this
         over = await h.call("slow", {"seconds": 0.2, "tag": "bound-3"})
         assert plain_text(over) == "slept bound-3", "over the bound: the plain result"
         assert await h.store.index_count(ANONYMOUS_INDEX) == 2
         assert (await h.get(first["result"]["taskId"]))["status"] == "completed", "finished, still counted"
-        await anyio.sleep(max(0.0, created_at + 1.6 - time.time()))
+        await anyio.sleep(max(0.0, created_at + ttl_s + 0.1 - time.time()))
         assert await h.store.index_count(ANONYMOUS_INDEX) == 0, "the records expired, and their places"
         assert is_task(await h.call("slow", {"seconds": 0.2, "tag": "bound-4"}))
 
 
+@pytest.mark.slow
 async def test_concurrent_calls_never_pass_the_bound() -> None:
     cap, calls = 3, 12
     async with wrapped(AT_ONCE.replace(max_tasks_per_principal=cap)) as h:
@@ -88,7 +92,7 @@ async def test_concurrent_calls_never_pass_the_bound() -> None:
         for tag in refused:  # lost the race for the last place when it was to become a task
             error = answers[tag]["error"]
             assert error["code"] == TOO_MANY_TASKS and error["data"] == {"maxTasks": cap}, error
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while not all(tag in SEEN.cancelled for tag in refused):
                 await anyio.sleep(0.05)
         for tag in tasks:
@@ -96,6 +100,7 @@ async def test_concurrent_calls_never_pass_the_bound() -> None:
         assert not any(tag in SEEN.finished for tag in refused), "a refused call's tool was stopped"
 
 
+@pytest.mark.slow
 async def test_each_principal_has_its_own_bound_and_a_2026_client_over_it_gets_an_error() -> None:
     """Auth inside the app: who calls is known once the app read the request, when the call is
     to become a task; a 2026-07-28 client cannot come back for a plain result."""
@@ -134,6 +139,7 @@ async def _legacy_session(h: Harness, **headers: str) -> RawSession:
     return session
 
 
+@pytest.mark.slow
 async def test_a_2025_client_over_its_bound_resumes_its_stream_for_the_plain_result() -> None:
     from tests.apps.auth_app import create_app as auth_app
 
@@ -156,6 +162,7 @@ async def test_a_2025_client_over_its_bound_resumes_its_stream_for_the_plain_res
         assert await h.store.index_count(index_of(ALICE)) == 1
 
 
+@pytest.mark.slow
 async def test_the_stock_sdk_client_gets_a_plain_result_over_the_bound() -> None:
     from mcp.client import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -176,7 +183,7 @@ async def test_the_stock_sdk_client_gets_a_plain_result_over_the_bound() -> None
             async def one_task_held() -> bool:
                 return await h.store.index_count(ANONYMOUS_INDEX) == 1
 
-            with anyio.fail_after(20):
+            with anyio.fail_after(scaled(20)):
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(call, "sdk-task", 1.5)
                     await until(one_task_held)

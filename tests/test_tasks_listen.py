@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from mcp_resume_asgi.tasks.listen import ListenStream, notification, requested_task_ids
+from tests.support.timing import scaled
 from tests.test_tasks import DECLARED, Harness, created, store_kind, wrapped
 from tests.test_tasks_input import ELICITING, YES, update
 
@@ -36,7 +37,7 @@ class Listener:
 
     async def next(self, timeout: float = 10) -> dict[str, Any]:
         data: list[str] = []
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(scaled(timeout)):
             async for line in self.lines:
                 if line.startswith("data:"):
                     data.append(line[5:].lstrip())
@@ -48,7 +49,7 @@ class Listener:
     async def task_updates(self, task_id: str, until: str, timeout: float = 10) -> list[dict[str, Any]]:
         """The `notifications/tasks` for `task_id` up to the first with status `until`."""
         seen: list[dict[str, Any]] = []
-        with anyio.fail_after(timeout):
+        with anyio.fail_after(scaled(timeout)):
             while True:
                 message = await self.next(timeout)
                 if message.get("method") != "notifications/tasks":
@@ -81,6 +82,7 @@ async def listening(
         yield listener, ack
 
 
+@pytest.mark.slow
 async def test_a_listen_stream_carries_each_change_of_the_callers_task_to_its_end() -> None:
     async with wrapped() as h:
         task_id = created(await h.call("slow", {"seconds": 1.0, "tag": "listened"}))
@@ -100,6 +102,7 @@ async def test_a_listen_stream_carries_each_change_of_the_callers_task_to_its_en
         }, "each notification is what tasks/get answers"
 
 
+@pytest.mark.slow
 async def test_input_required_then_the_answer_then_completion_all_arrive_on_the_stream() -> None:
     async with wrapped() as h:
         task_id = created(await h.call("confirm", {"filename": "l.txt"}, capabilities=ELICITING))
@@ -122,6 +125,7 @@ async def test_a_cancel_arrives_as_cancelled() -> None:
         assert cancelled["statusMessage"]
 
 
+@pytest.mark.slow
 async def test_a_client_that_did_not_declare_the_extension_gets_32021() -> None:
     async with wrapped() as h:
         task_id = created(await h.call("slow", {"seconds": 0.5}))

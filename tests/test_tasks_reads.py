@@ -18,7 +18,7 @@ import pytest
 from mcp_resume_asgi import Store
 from tests.test_tasks import created, store_kind, wrapped
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 __all__ = ["store_kind"]  # the store fixture (memory, Redis) of test_tasks.py
 
 

@@ -35,7 +35,8 @@ from mcp_resume_asgi.tasks.stored import (
 )
 from tests.apps.tasks_app import SEEN
 from tests.support.pausing_store import PausingStore
-from tests.support.stores import REDIS_URL
+from tests.support.stores import redis_prefix, redis_url
+from tests.support.timing import scaled
 from tests.test_tasks import created, store_kind, wrapped
 from tests.test_tasks_input import ELICITING, YES, until_status, update
 
@@ -50,7 +51,7 @@ async def a_store(kind: str) -> AsyncIterator[Store]:
         return
     from mcp_resume_asgi.store import RedisStore
 
-    store = RedisStore(REDIS_URL, prefix=f"test-task-races:{uuid.uuid4().hex}:")
+    store = RedisStore(redis_url(), prefix=redis_prefix("test-task-races"))
     try:
         yield store
     finally:
@@ -130,11 +131,12 @@ def is_cancelled(value: str) -> bool:
 
 
 async def until_settled(tag: str) -> None:
-    with anyio.fail_after(15):
+    with anyio.fail_after(scaled(15)):
         while tag not in SEEN.cancelled and tag not in SEEN.finished:
             await anyio.sleep(0.05)
 
 
+@pytest.mark.slow
 async def test_a_cancel_stored_between_the_next_rounds_read_and_write_stops_that_round() -> None:
     tag = f"race-a-{uuid.uuid4().hex[:8]}"
     async with wrapped(wrap=PausingStore) as h:
@@ -157,6 +159,7 @@ async def test_a_cancel_stored_between_the_next_rounds_read_and_write_stops_that
         assert (await h.get(task_id))["status"] == "cancelled"
 
 
+@pytest.mark.slow
 async def test_a_cancel_read_before_the_next_round_took_over_and_stored_after_stops_that_round() -> None:
     tag = f"race-b-{uuid.uuid4().hex[:8]}"
     async with wrapped(wrap=PausingStore) as h:
@@ -177,7 +180,7 @@ async def test_a_cancel_read_before_the_next_round_took_over_and_stored_after_st
             try:
                 await held.reached()  # the cancel has read the record (still round 0)
                 acked = await update(h, task_id, {key: YES})
-                with anyio.fail_after(5):
+                with anyio.fail_after(scaled(5)):
                     while (
                         tag not in SEEN.started or getattr(await read_record(store, origin), "round", 0) != 1
                     ):

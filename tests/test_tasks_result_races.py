@@ -47,7 +47,7 @@ from tests.apps.rest_app import legacy
 from tests.apps.tasks_app import SEEN, create_app, open_gate
 from tests.support.pausing_store import Held, PausingStore
 from tests.support.server import serve_in_loop
-from tests.support.stores import REDIS_URL, require_redis
+from tests.support.stores import redis_prefix, redis_url, require_redis
 from tests.test_tasks import AT_ONCE, Harness, created, store_kind, wrapped
 
 pytestmark = pytest.mark.anyio
@@ -200,7 +200,7 @@ async def rest_face(kind: str, era: str) -> AsyncIterator[tuple[httpx.AsyncClien
         require_redis()
         from mcp_resume_asgi.store import RedisStore
 
-        real = RedisStore(REDIS_URL, prefix=f"test-result-races:{uuid.uuid4().hex}:")
+        real = RedisStore(redis_url(), prefix=redis_prefix("test-result-races"))
     store = PausingStore(real)
     inner = create_app()
     policy = Policy(task_poll_interval_ms=100, task_ttl_s=120)
@@ -274,7 +274,7 @@ async def test_200_concurrent_calls_ending_at_task_after_s_lose_no_result(store_
     if store_kind == "redis":
         from mcp_resume_asgi.store import RedisStore
 
-        store = RedisStore(REDIS_URL, prefix=f"test-result-load:{uuid.uuid4().hex}:")
+        store = RedisStore(redis_url(), prefix=redis_prefix("test-result-load"))
     policy = Policy(retry_ms=None, task_after_s=0.5, task_ttl_s=120, task_poll_interval_ms=100)
     app = resumable(create_app(), policy=policy, store=store, secret="result-races-secret", tasks=True)
     outcomes: Counter[str] = Counter()
@@ -310,7 +310,7 @@ async def test_200_concurrent_puts_of_a_tool_answering_at_once_each_run_once(sto
     if store_kind == "redis":
         from mcp_resume_asgi.store import RedisStore
 
-        real = RedisStore(REDIS_URL, prefix=f"test-result-load:{uuid.uuid4().hex}:")
+        real = RedisStore(redis_url(), prefix=redis_prefix("test-result-load"))
     policy = Policy(task_poll_interval_ms=100, task_ttl_s=120)
     face = resumable(legacy(create_app()), policy=policy, store=real, secret="result-races-secret", rest=True)
 

@@ -17,6 +17,9 @@ from hypercorn.trio import serve
 from mcp_resume_asgi import Policy, resumable
 from tests.apps.probe_app import create_app
 from tests.support.raw import RawSession
+from tests.support.timing import scaled
+
+pytestmark = pytest.mark.slow
 
 
 def _free_port() -> int:
@@ -38,7 +41,7 @@ async def test_resume_after_at_will_disconnects_under_trio() -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: serve(app, config, shutdown_trigger=shutdown.wait))  # type: ignore[arg-type]
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
-            with anyio.fail_after(10):
+            with anyio.fail_after(scaled(10)):
                 while True:
                     try:
                         await client.get("/")

@@ -45,7 +45,7 @@ from tests.apps import tasks_app
 from tests.support.npm import NpmPeer
 from tests.support.server import load_app, serve_in_thread
 
-pytestmark = pytest.mark.timeout(300)  # the first run includes `npm ci`
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]  # the first run includes `npm ci`
 
 TS_DIR = Path(__file__).resolve().parent / "ts_tasks_client"
 CLIENT_SCRIPT = TS_DIR / "client.mjs"

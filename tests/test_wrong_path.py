@@ -53,6 +53,7 @@ async def three_sessions(url: str) -> None:
             assert result_text(await session.call_tool("echo", {"text": f"hi {i}"})) == f"hi {i}"
 
 
+@pytest.mark.slow
 async def test_a_wrong_path_is_warned_once_and_the_app_still_answers(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -63,6 +64,7 @@ async def test_a_wrong_path_is_warned_once_and_the_app_still_answers(
     assert "path '/mcp'" in warning and "configured: '/wrong'" in warning and "path='/mcp'" in warning
 
 
+@pytest.mark.slow
 async def test_a_mount_under_an_app_wrapped_with_the_default_path_is_warned_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -78,6 +80,7 @@ async def test_a_mount_under_an_app_wrapped_with_the_default_path_is_warned_once
     assert "path '/tools/mcp'" in warning and "configured: '/mcp'" in warning and "root_path" in warning
 
 
+@pytest.mark.slow
 async def test_the_right_path_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
     server = create_server()
     mounted = Starlette(

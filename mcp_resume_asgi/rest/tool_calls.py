@@ -78,14 +78,21 @@ class ToolCalls:
     # ------------------------------------------------------------------ who, and the app's tools
     async def principal(self, scope: Scope) -> str | Reply | None:
         """Whose calls: the principal as the app's own auth sees the caller (a `ping` with the
-        caller's credentials when no outer layer said), or the app's refusal."""
+        caller's credentials, in the caller's session, when no outer layer said), or the app's
+        refusal."""
         outer = self.engine.principal(scope)
         if outer is not None:
             return outer
         ping = b'{"jsonrpc":"2.0","id":"mcp-resume-rest-who","method":"ping"}'
         reply = None
         with anyio.move_on_after(PROBE_TIMEOUT_S):
-            reply = await post_to_app(self.engine.app, scope, self.path, None, self.wire.era or LEGACY, ping)
+            for _ in range(2):
+                session_id = await self.wire.session_for(scope)
+                version = self.wire.era or LEGACY
+                reply = await post_to_app(self.engine.app, scope, self.path, session_id, version, ping)
+                if reply.status != 404 or session_id is None:
+                    break
+                self.wire.forget(scope, session_id)  # the app no longer knows it: open another
         if reply is None:
             failure = problem(503, "the app did not say who calls in time", headers=[(b"retry-after", b"1")])
             return problem_reply(failure)

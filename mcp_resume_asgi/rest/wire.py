@@ -11,7 +11,9 @@ line and is reached the way it speaks:
   `_meta` and the `Mcp-Method` / `Mcp-Name` routing headers;
 * else a **2025-11-25 session** the face opens (`initialize`, `notifications/initialized`)
   and keeps per caller (principal and credentials) in a bounded cache, opened again when
-  the app no longer knows it (404).
+  the app no longer knows it (404). Everything the face sends the app for that caller goes
+  in it - its probes of who calls too (`session_for`): a stateful app such as mcp 1.x
+  opens a session for every request that names none, and keeps it.
 
 The face declares the Tasks extension (so a `tools/call` may become a task), elicitation
 and sampling (a REST client answers those with `advance`). Which era the app speaks is
@@ -166,6 +168,8 @@ class Wire:
         self.server_info: dict[str, Any] | None = None
         """The app's `serverInfo` (name, version...) once it said it."""
         self._sessions: TTLCache[str, str] = TTLCache(maxsize=max_sessions, ttl=session_ttl_s)
+        self._opening: dict[str, anyio.Lock] = {}
+        """Per caller while its session is being opened: its concurrent first requests share one."""
         self._learning = anyio.Lock()
 
     # ------------------------------------------------------------------ the one entry point
@@ -240,21 +244,55 @@ class Wire:
         background: anyio.abc.TaskGroup | None,
         headers: Headers,
     ) -> Answer:
-        key = self.caller_key(scope)
         for attempt in range(2):
-            session_id = self._sessions.get(key)
-            if session_id is None:
-                opened = await self._open_session(scope)
-                if isinstance(opened, Answer):
-                    return opened
-                session_id = self._sessions[key] = opened
+            session_id = await self._session(scope)
+            if isinstance(session_id, Answer):
+                return session_id
             extra = [(b"mcp-protocol-version", LEGACY.encode()), (b"mcp-session-id", session_id.encode())]
             answer = await self._exchange(scope, _request(method, params), extra + headers, background)
             if answer.status != 404 or attempt:
                 return answer
-            logger.debug("REST face: the app forgot session %s; opening another", session_id)
-            self._sessions.pop(key, None)
+            self.forget(scope, session_id)
         raise AssertionError("unreachable")
+
+    # ------------------------------------------------------------------ the caller's session
+    async def session_for(self, scope: Scope) -> str | None:
+        """The caller's 2025-11-25 session (opened if need be), for what the face sends the app
+        itself (its probe of who calls); None when the app speaks 2026-07-28 (no sessions) or
+        does not open one for this caller (then the request without it gets the app's refusal)."""
+        if self.era is None and await self._learn_era(scope) is not None:
+            return None
+        if self.era != LEGACY:
+            return None
+        session_id = await self._session(scope)
+        return None if isinstance(session_id, Answer) else session_id
+
+    def forget(self, scope: Scope, session_id: str) -> None:
+        """The app no longer knows `session_id` (it answered 404): the caller's next request opens another."""
+        key = self.caller_key(scope)
+        if self._sessions.get(key) == session_id:
+            logger.debug("REST face: the app forgot session %s; opening another", session_id)
+            del self._sessions[key]
+
+    async def _session(self, scope: Scope) -> str | Answer:
+        """The caller's session, opened once however many of its requests arrive meanwhile."""
+        key = self.caller_key(scope)
+        session_id = self._sessions.get(key)
+        if session_id is not None:
+            return session_id
+        lock = self._opening.setdefault(key, anyio.Lock())
+        try:
+            async with lock:
+                session_id = self._sessions.get(key)
+                if session_id is not None:
+                    return session_id
+                opened = await self._open_session(scope)
+                if not isinstance(opened, Answer):
+                    self._sessions[key] = opened
+                return opened
+        finally:
+            if not lock.locked() and not lock.statistics().tasks_waiting:
+                self._opening.pop(key, None)
 
     async def _open_session(self, scope: Scope) -> str | Answer:
         params = {"protocolVersion": LEGACY, "capabilities": CLIENT_CAPABILITIES, "clientInfo": CLIENT_INFO}

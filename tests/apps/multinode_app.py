@@ -5,7 +5,7 @@ Run several of these (``tests.apps.multinode_app:create_app`` in
 
 * ``MCP_RESUME_PREFIX`` (required): the Redis key prefix, unique per test;
 * ``MCP_RESUME_SECRET`` (required): the shared signing secret (>= 16 chars);
-* ``MCP_RESUME_REDIS_URL`` (optional): the Redis to use, default ``tests.support.stores.REDIS_URL``;
+* ``MCP_RESUME_REDIS_URL`` (optional): the Redis to use, default the suite's (``tests.support.stores.redis_url()``);
 * ``MCP_RESUME_POLICY_JSON`` (optional): keyword arguments of `Policy`;
 * ``MCP_RESUME_OPTIONS_JSON`` (optional): further keyword arguments of `resumable`
   (e.g. ``{"node_timeout_s": 2}``, ``{"resumable_requests": true}``);
@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mcp_resume_asgi import Policy, resumable
 from mcp_resume_asgi.store import RedisStore
 from tests.apps.lowlevel_app import create_app as create_lowlevel_app
-from tests.support.stores import REDIS_URL
+from tests.support.stores import redis_url
 
 STATS_PATH = "/__node__"
 NODE_HEADER = b"x-node"
@@ -102,7 +102,7 @@ def create_app() -> NodeTag:
     """The low-level test app, wrapped with a `RedisStore` shared through the environment (see above)."""
     prefix = os.environ["MCP_RESUME_PREFIX"]
     secret = os.environ["MCP_RESUME_SECRET"]
-    url = os.environ.get("MCP_RESUME_REDIS_URL") or REDIS_URL
+    url = os.environ.get("MCP_RESUME_REDIS_URL") or redis_url()
     policy_kwargs = _json_env("MCP_RESUME_POLICY_JSON")
     options = _json_env("MCP_RESUME_OPTIONS_JSON")
     if os.environ.get("MCP_RESUME_APP") == "auth":

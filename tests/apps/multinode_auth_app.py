@@ -38,7 +38,7 @@ from tests.apps.auth_app import CLIENT_ID, ISSUER, Verifier
 from tests.apps.multinode_app import NodeTag, _json_env
 from tests.apps.multinode_tasks_app import SeenEndpoint, _seen
 from tests.apps.tasks_app import confirm, echo, slow
-from tests.support.stores import REDIS_URL
+from tests.support.stores import redis_url
 
 AUTH_ENV = "MCP_RESUME_AUTH"
 PLACEMENTS = ("outside", "inside", "both")
@@ -97,7 +97,7 @@ def create_app() -> ASGIApp:
         inner,
         policy=Policy(**_json_env("MCP_RESUME_POLICY_JSON")),
         store=RedisStore(
-            os.environ.get("MCP_RESUME_REDIS_URL") or REDIS_URL, prefix=os.environ["MCP_RESUME_PREFIX"]
+            os.environ.get("MCP_RESUME_REDIS_URL") or redis_url(), prefix=os.environ["MCP_RESUME_PREFIX"]
         ),
         secret=os.environ["MCP_RESUME_SECRET"],
         rest=True,

@@ -19,7 +19,7 @@ from tests.apps.multinode_app import NodeTag, _json_env
 from tests.apps.multinode_tasks_app import SeenEndpoint
 from tests.apps.rest_app import CANCELLED, RUNS, legacy
 from tests.apps.rest_app import create_app as create_rest_app
-from tests.support.stores import REDIS_URL
+from tests.support.stores import redis_url
 
 
 def create_app() -> SeenEndpoint:
@@ -32,7 +32,7 @@ def create_app() -> SeenEndpoint:
         inner,
         policy=Policy(**_json_env("MCP_RESUME_POLICY_JSON")),
         store=RedisStore(
-            os.environ.get("MCP_RESUME_REDIS_URL") or REDIS_URL, prefix=os.environ["MCP_RESUME_PREFIX"]
+            os.environ.get("MCP_RESUME_REDIS_URL") or redis_url(), prefix=os.environ["MCP_RESUME_PREFIX"]
         ),
         secret=os.environ["MCP_RESUME_SECRET"],
         rest=True,

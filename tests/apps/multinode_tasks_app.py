@@ -21,7 +21,7 @@ from mcp_resume_asgi.store import RedisStore
 from tests.apps.multinode_app import NodeTag, _json_env
 from tests.apps.tasks_app import SEEN
 from tests.apps.tasks_app import create_app as create_tasks_app
-from tests.support.stores import REDIS_URL
+from tests.support.stores import redis_url
 
 SEEN_PATH = "/__seen__"
 
@@ -52,7 +52,7 @@ def create_app() -> SeenEndpoint:
         create_tasks_app(),
         policy=Policy(**_json_env("MCP_RESUME_POLICY_JSON")),
         store=RedisStore(
-            os.environ.get("MCP_RESUME_REDIS_URL") or REDIS_URL, prefix=os.environ["MCP_RESUME_PREFIX"]
+            os.environ.get("MCP_RESUME_REDIS_URL") or redis_url(), prefix=os.environ["MCP_RESUME_PREFIX"]
         ),
         secret=os.environ["MCP_RESUME_SECRET"],
         tasks=True,

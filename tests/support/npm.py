@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.timing import scaled
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STAMP_NAME = ".mcp-resume-asgi-install-stamp"
 NPM_TIMEOUT_S = 240.0
@@ -104,9 +106,13 @@ class NpmPeer:
         cmd = [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error", "--prefer-offline"]
         started = time.monotonic()
         try:
-            proc = subprocess.run(cmd, cwd=self.folder, capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
+            proc = subprocess.run(
+                cmd, cwd=self.folder, capture_output=True, text=True, timeout=scaled(NPM_TIMEOUT_S)
+            )
         except subprocess.TimeoutExpired:
-            pytest.fail(f"{' '.join(cmd)} did not finish within {NPM_TIMEOUT_S}s (in {self.folder})")
+            pytest.fail(
+                f"{' '.join(cmd)} did not finish within {scaled(NPM_TIMEOUT_S):.0f}s (in {self.folder})"
+            )
         if proc.returncode != 0:
             pytest.fail(
                 f"{' '.join(cmd)} failed ({proc.returncode}) in {self.folder}:\n{proc.stdout}\n{proc.stderr}"
@@ -123,12 +129,13 @@ class NpmPeer:
     ) -> tuple[dict[str, Any], int, str, float]:
         """Run a script that prints one JSON summary line: (summary, exit code, stderr, seconds)."""
         cmd = [node, str(script), *args]
+        timeout_s = scaled(timeout_s)
         started = time.monotonic()
         try:
             proc = subprocess.run(cmd, cwd=self.folder, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired as exc:
             tail = trace.read_text().splitlines()[-80:] if trace.exists() else []
-            pytest.fail(f"{script.name} did not exit within {timeout_s}s: {exc}\n" + "\n".join(tail))
+            pytest.fail(f"{script.name} did not exit within {timeout_s:.0f}s: {exc}\n" + "\n".join(tail))
         elapsed = time.monotonic() - started
         lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
         if not lines:

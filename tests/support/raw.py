@@ -17,6 +17,7 @@ import anyio
 import httpx
 
 from mcp_resume_asgi.sse import SSEParser
+from tests.support.timing import scaled
 
 ACCEPT_BOTH = "application/json, text/event-stream"
 LINK = re.compile(r'<([^>]+)>;\s*rel="stream"')
@@ -137,7 +138,7 @@ class RawSession:
             if "text/event-stream" not in response.headers.get("content-type", ""):
                 reply.raw = await response.aread()
                 return reply
-            with anyio.fail_after(timeout):
+            with anyio.fail_after(scaled(timeout)):
                 async for event in reader:
                     reply.events.append(event)
                     if stop_after is not None and sum(1 for e in reply.events if e.data) >= stop_after:

@@ -42,10 +42,16 @@ import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
+from tests.support.timing import scaled
+
 HOST = "127.0.0.1"
 DEFAULT_GRACEFUL_SHUTDOWN = 1.0
 """Seconds uvicorn waits for open responses (e.g. SSE streams) before cancelling them."""
-DEFAULT_STARTUP_TIMEOUT = 15.0
+DEFAULT_STARTUP_TIMEOUT = 30.0
+"""Seconds a server may take to start on a quiet machine (a child process imports the `mcp` SDK),
+times `tests.support.timing.SCALE`."""
+STOP_MARGIN = 5.0
+"""Seconds beyond the graceful shutdown a server may take to stop (scaled)."""
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_PREFIX = "MCP-TEST-SERVER-READY"
 
@@ -115,7 +121,11 @@ def bind_socket(host: str = HOST, port: int = 0, *, reuse_port: bool = False) ->
 
 
 def wait_for_port(host: str, port: int, timeout: float = 5.0) -> None:
-    """Block until ``host:port`` accepts a TCP connection (raises :class:`TimeoutError`)."""
+    """Block until ``host:port`` accepts a TCP connection (raises :class:`TimeoutError`).
+
+    ``timeout`` is scaled for the machine's load (`tests.support.timing`).
+    """
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -176,7 +186,7 @@ class ThreadedServer:
         self._host = host
         self._port = port
         self._graceful = graceful_shutdown
-        self._startup_timeout = startup_timeout
+        self._startup_timeout = scaled(startup_timeout)
         self._log_level = log_level
         self._server: _QuietServer | None = None
         self._thread: threading.Thread | None = None
@@ -225,7 +235,7 @@ class ThreadedServer:
             if time.monotonic() >= deadline:
                 self.stop()
                 raise ServerStartError(
-                    f"server on port {info.port} did not start within {self._startup_timeout}s"
+                    f"server on port {info.port} did not start within {self._startup_timeout:.1f}s"
                 )
             time.sleep(0.01)
         wait_for_port(info.host, info.port)
@@ -243,10 +253,10 @@ class ThreadedServer:
             server = self._server
         if server is not None:
             server.should_exit = True
-        thread.join(self._graceful + 5.0)
+        thread.join(self._graceful + scaled(STOP_MARGIN))
         if thread.is_alive() and server is not None:
             server.force_exit = True
-            thread.join(5.0)
+            thread.join(scaled(STOP_MARGIN))
         if thread.is_alive():
             raise RuntimeError(f"uvicorn thread {thread.name} did not stop")
 
@@ -349,7 +359,7 @@ async def serve_in_loop(
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
         try:
-            with anyio.fail_after(startup_timeout):
+            with anyio.fail_after(scaled(startup_timeout)):
                 while not server.started:
                     if done.is_set():
                         raise ServerStartError(f"server on port {info.port} exited during startup") from (
@@ -365,11 +375,11 @@ async def serve_in_loop(
         finally:
             server.should_exit = True
             with anyio.CancelScope(shield=True):
-                with anyio.move_on_after(graceful_shutdown + 5.0):
+                with anyio.move_on_after(graceful_shutdown + scaled(STOP_MARGIN)):
                     await done.wait()
                 if not done.is_set():
                     server.force_exit = True
-                    with anyio.move_on_after(5.0):
+                    with anyio.move_on_after(scaled(STOP_MARGIN)):
                         await done.wait()
             tg.cancel_scope.cancel()
 
@@ -417,7 +427,7 @@ class SubprocessServer:
         self._reuse_port = reuse_port
         self._env = dict(env or {})
         self._graceful = graceful_shutdown
-        self._startup_timeout = startup_timeout
+        self._startup_timeout = scaled(startup_timeout)
         self._log_level = log_level
         self._proc: subprocess.Popen[str] | None = None
         self._stdout_lines: queue.Queue[str | None] = queue.Queue()
@@ -486,7 +496,9 @@ class SubprocessServer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.kill()
-                raise ServerStartError(f"{self.target} did not become ready within {self._startup_timeout}s")
+                raise ServerStartError(
+                    f"{self.target} did not become ready within {self._startup_timeout:.1f}s"
+                )
             try:
                 line = self._stdout_lines.get(timeout=remaining)
             except queue.Empty:
@@ -510,10 +522,10 @@ class SubprocessServer:
             return
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(self._graceful + 5.0)
+            proc.wait(self._graceful + scaled(STOP_MARGIN))
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait(5.0)
+            proc.wait(scaled(STOP_MARGIN))
         self._close_pipes()
 
     def kill(self) -> None:
@@ -524,7 +536,7 @@ class SubprocessServer:
                 os.killpg(proc.pid, signal.SIGKILL)
         if proc is not None and proc.poll() is None:
             proc.kill()
-            proc.wait(5.0)
+            proc.wait(scaled(STOP_MARGIN))
         self._close_pipes()
 
     def _close_pipes(self) -> None:
@@ -535,7 +547,7 @@ class SubprocessServer:
             with contextlib.suppress(OSError):
                 proc.stdin.close()
         if self._pump is not None:
-            self._pump.join(5.0)
+            self._pump.join(scaled(STOP_MARGIN))
 
     def __enter__(self) -> SubprocessServer:
         try:
