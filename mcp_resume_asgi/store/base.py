@@ -14,7 +14,6 @@ strictly increasing per stream, and `payload` is the SSE frame *without* its
 from __future__ import annotations
 
 import abc
-import dataclasses
 import enum
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
