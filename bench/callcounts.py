@@ -40,6 +40,15 @@ WATCH = {
 }
 
 
+def starlette_app(app: Any) -> Any:
+    """The Starlette app inside the middleware's wrappers (it holds the lifespan)."""
+    for _ in range(16):
+        if hasattr(app, "router"):
+            return app
+        app = app.app
+    raise TypeError("no Starlette app inside")
+
+
 async def _call(app: Any, body: bytes, session: bytes | None) -> tuple[int, dict[bytes, bytes], bytes]:
     headers = [*HEADERS, (b"content-length", str(len(body)).encode())]
     if session:
@@ -53,7 +62,7 @@ async def _call(app: Any, body: bytes, session: bytes | None) -> tuple[int, dict
 
 async def _run(variant: str, requests: int) -> dict[str, Any]:
     app = create_app(variant)
-    inner = getattr(app, "app", app)
+    inner = starlette_app(app)
     async with inner.router.lifespan_context(inner):
         init = (
             b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from bench.apps import create_app
-from bench.callcounts import _call
+from bench.callcounts import _call, starlette_app
 
 VARIANTS = ("bare", "wrapped", "sdk_es")
 INIT = (
@@ -36,7 +36,7 @@ def _tools_call(i: int) -> bytes:
 
 async def _cpu_us_per_request(variant: str, requests: int) -> float:
     app = create_app(variant)
-    inner: Any = getattr(app, "app", app)
+    inner: Any = starlette_app(app)
     async with inner.router.lifespan_context(inner):
         status, headers, _ = await _call(app, INIT, None)
         assert status == 200, status
