@@ -30,7 +30,7 @@ from mcp_resume_asgi.rest.calls import call_key, index_member, index_name
 from mcp_resume_asgi.store.base import Store
 from tests.apps.rest_app import create_app, legacy
 from tests.support.server import serve_in_loop
-from tests.support.stores import redis_prefix, redis_unavailable, redis_url, require_redis
+from tests.support.stores import redis_prefix, redis_url, require_redis
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 
@@ -110,7 +110,6 @@ async def make_store(kind: str) -> AsyncIterator[Store]:
         yield MemoryStore()
         return
     from mcp_resume_asgi.store.redis import RedisStore
-    from tests.test_multinode import delete_prefix
 
     prefix = redis_prefix("test-rest-hostile")
     store = RedisStore(redis_url(), prefix=prefix)
@@ -118,9 +117,7 @@ async def make_store(kind: str) -> AsyncIterator[Store]:
         yield store
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-            await store.aclose()
-            if redis_unavailable() is None:
-                await delete_prefix(redis_url(), prefix)
+            await store.aclose()  # (the suite's Redis goes with the run; a REDIS_URL is cleaned by prefix)
 
 
 @contextlib.asynccontextmanager

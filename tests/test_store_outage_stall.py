@@ -38,26 +38,15 @@ from mcp_resume_asgi.store import RedisStore
 from tests.apps.rest_app import RUNS, create_app
 from tests.support.pausing_store import PausingStore
 from tests.support.raw import RawSession
+from tests.support.redis_server import RedisServer, own_redis
 from tests.support.server import serve_in_loop
 from tests.support.stores import redis_prefix, redis_url, require_redis
-from tests.test_multinode import ThrowawayRedis
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
 
 @contextlib.contextmanager
-def own_redis() -> Iterator[ThrowawayRedis]:
-    server = ThrowawayRedis()
-    server.start()
-    try:
-        yield server
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            server.kill()
-
-
-@contextlib.contextmanager
-def stalled(server: ThrowawayRedis) -> Iterator[None]:
+def stalled(server: RedisServer) -> Iterator[None]:
     """Redis stops answering (SIGSTOP: connections are accepted, commands wait) until the block ends."""
     assert server.proc is not None
     os.kill(server.proc.pid, signal.SIGSTOP)

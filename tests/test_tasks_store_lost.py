@@ -27,8 +27,8 @@ from mcp_resume_asgi.tasks import EXTENSION
 from mcp_resume_asgi.tasks.record import STORE_LOST
 from tests.apps.auth_app import create_app as auth_app
 from tests.support.raw import RawSession
+from tests.support.redis_server import RedisServer, require_binary
 from tests.support.server import serve_in_loop
-from tests.test_multinode import ThrowawayRedis
 
 pytestmark = pytest.mark.anyio
 
@@ -118,7 +118,8 @@ async def on_a_redis_to_restart() -> AsyncIterator[tuple[httpx.AsyncClient, Call
     """The wrapped app on a `redis-server` of this test's own, and how to restart it empty."""
     from mcp_resume_asgi.store import RedisStore
 
-    redis = ThrowawayRedis()
+    require_binary()
+    redis = RedisServer(name="store-lost")
     await anyio.to_thread.run_sync(redis.start)
     store = RedisStore(redis.url, prefix=f"test-store-lost:{uuid.uuid4().hex}:")
 
@@ -130,8 +131,8 @@ async def on_a_redis_to_restart() -> AsyncIterator[tuple[httpx.AsyncClient, Call
         async with served(store) as http:
             yield http, restart
     finally:
-        await anyio.to_thread.run_sync(redis.kill)
         await store.aclose()
+        await anyio.to_thread.run_sync(redis.stop)
 
 
 async def test_a_task_the_store_lost_before_its_ttl_is_failed_to_its_creator_and_unknown_to_others() -> None:
