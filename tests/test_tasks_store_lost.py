@@ -176,7 +176,10 @@ async def test_a_2025_session_the_store_forgot_is_not_told_it_declared_nothing()
                 await anyio.sleep(0.1)  # (the store coming back)
         answer = response.json()
         assert "error" not in answer, answer  # was -32021 "Missing required client capability"
-        assert answer["result"]["status"] == "failed" and answer["result"]["statusMessage"] == STORE_LOST
+        # Failed, saying the store lost it: the task's record (STORE_LOST), or - when the tool
+        # ended after the restart, as it may on a busy machine - its request's stream.
+        result = answer["result"]
+        assert result["status"] == "failed" and "store lost" in result["statusMessage"], result
         bobs = await http.post("/mcp", json=get, headers=legacy.headers() | BOB)
         assert bobs.status_code == 404, bobs.text  # the app's word: not bob's session
 
