@@ -151,7 +151,7 @@ def loads_wire(body: bytes) -> Any | None:
         value = json.loads(body, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
         return None
-    if body.count(b"[") + body.count(b"{") > MAX_DEPTH and _depth(value) > MAX_DEPTH:
+    if body.count(b"[") + body.count(b"{") > MAX_DEPTH and nesting_depth(value) > MAX_DEPTH:
         return None
     if _SURROGATE_ESCAPE.search(body) is not None:
         try:
@@ -184,7 +184,7 @@ def non_finite(body: bytes) -> bool:
     return False
 
 
-def _depth(value: Any) -> int:
+def nesting_depth(value: Any) -> int:
     """How deeply `value` nests (iteratively: the value may be deeper than the stack allows)."""
     deepest = 0
     stack = [(value, 1)]

@@ -24,6 +24,7 @@ import re
 from typing import Any
 
 from mcp_resume_asgi.protocol import MAX_DEPTH
+from mcp_resume_asgi.protocol import nesting_depth as depth_of
 
 #: A JSON escape of a UTF-16 surrogate (paired or not: only then is the value walked).
 _SURROGATE_ESCAPE = re.compile(r"\\[uU][dD][89a-fA-F]")
@@ -103,20 +104,6 @@ def repaired(value: Any) -> Any:
             container[at] = items
             stack.extend((items, index) for index in range(len(items)))
     return root[0]
-
-
-def depth_of(value: Any) -> int:
-    """How deeply `value` nests (iteratively: it may be deeper than the stack allows)."""
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            item = list(item.values())
-        if isinstance(item, list):
-            deepest = max(deepest, depth)
-            stack.extend((child, depth + 1) for child in item)
-    return deepest
 
 
 def _has_lone_surrogate(value: Any) -> bool:
