@@ -39,6 +39,7 @@ from mcp_resume_asgi.client.tasks import TASKS_EXTENSION
 from tests.support.raw import ACCEPT_BOTH, RawSession, Reply
 from tests.support.server import SubprocessServer
 from tests.support.stores import redis_url, require_redis
+from tests.support.timing import scaled
 from tests.test_multinode import SECRET, pid_of, port_of, prefix
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -176,12 +177,12 @@ class Cluster:
         }
 
     async def until_started(self, server: SubprocessServer, tag: str) -> None:
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while tag not in (await self.seen(server))["started"]:
                 await anyio.sleep(0.02)
 
     async def until_cancelled(self, server: SubprocessServer, tag: str) -> None:
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while tag not in (await self.seen(server))["cancelled"]:
                 await anyio.sleep(0.02)
 
@@ -386,7 +387,7 @@ async def test_alices_2025_session_tasks_are_cancelled_and_updated_through_b(pre
 
         asked = await alice.exchange("POST", "/mcp", alice.tool_call("confirm", {"filename": "s.txt"}))
         task_id = final(asked)["result"]["taskId"]
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             while (task := final(await through_b.rpc("tasks/get", taskId=task_id))["result"])[
                 "status"
             ] != "input_required":
@@ -398,7 +399,7 @@ async def test_alices_2025_session_tasks_are_cancelled_and_updated_through_b(pre
         )
         updated = await through_b.rpc("tasks/update", taskId=task_id, inputResponses={input_key: YES})
         assert final(updated)["result"] == {"resultType": "complete"}, updated.raw
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             while (task := final(await through_b.rpc("tasks/get", taskId=task_id))["result"])["status"] in (
                 "working",
                 "input_required",
@@ -426,7 +427,7 @@ async def test_alices_rest_calls_are_advanced_and_cancelled_through_b(prefix: st
             assert refused.status_code in (401, 404), refused.text
         advanced = await on_b.post(f"{url}/advance", json=YES, headers={**etag, **ALICE})
         assert advanced.status_code == 200, advanced.text
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             state = advanced.json()
             while state["status"] == "running":
                 await anyio.sleep(0.1)

@@ -31,6 +31,7 @@ from mcp_resume_asgi.store.base import Store
 from tests.apps.rest_app import create_app, legacy
 from tests.support.server import serve_in_loop
 from tests.support.stores import redis_prefix, redis_url, require_redis
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 
@@ -202,7 +203,7 @@ async def test_an_advance_with_a_lone_surrogate_is_400_and_keeps_no_claim(store_
         answer = b'{"action":"accept","content":{"confirm":true}}'
         taken = await f.client.post(url, content=answer, headers=if_match)
         assert taken.status_code == 200, taken.text
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while (done := taken.json())["status"] not in ("success", "failed", "canceled"):
                 await anyio.sleep(0.1)
                 taken = await f.client.get("/mcp/tools/confirm/calls/a-1", headers=f.headers)
@@ -559,7 +560,7 @@ async def test_hostile_requests_on_every_route_get_no_5xx_and_leave_nothing(
         extra = tuple((k.encode(), v.encode()) for k, v in f.headers.items())
         failures = []
         for case in cases:
-            with anyio.fail_after(30):
+            with anyio.fail_after(scaled(30)):
                 status, content_type, body = await raw_request(port, case, extra)
             if status >= 500:
                 failures.append((case.name, status, body[:200]))

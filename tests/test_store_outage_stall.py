@@ -41,6 +41,7 @@ from tests.support.raw import RawSession
 from tests.support.redis_server import RedisServer, own_redis
 from tests.support.server import serve_in_loop
 from tests.support.stores import redis_prefix, redis_url, require_redis
+from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -74,7 +75,7 @@ async def test_a_command_redis_ran_late_is_not_sent_again() -> None:
                 with stalled(server):
                     tg.start_soon(claim)
                     await anyio.sleep(3)
-            with anyio.fail_after(10):
+            with anyio.fail_after(scaled(10)):
                 while await store.get_key("claim") is None:
                     await anyio.sleep(0.05)
             assert await store.get_key("claim") == "mine", "Redis ran it late: a stall, not a loss"
@@ -126,7 +127,7 @@ async def test_a_rest_call_through_a_6_s_redis_stall_keeps_its_result(
 
 async def until_settled(client: httpx.AsyncClient, url: str) -> dict[str, Any]:
     """GET the call until it is over (a 503 while the store catches up is retried)."""
-    with anyio.fail_after(30):
+    with anyio.fail_after(scaled(30)):
         while True:
             got = await client.get(url)
             if got.status_code == 200 and got.json()["status"] in ("success", "failed", "canceled"):
@@ -235,6 +236,6 @@ async def until_concluded_or_waiting(engine: Engine, stream_id: str) -> None:
     recorder's `flush`, which made `_written`: nobody waited for it before the fix)."""
     hosted = engine.live.get(stream_id)
     assert hosted is not None
-    with anyio.fail_after(15):
+    with anyio.fail_after(scaled(15)):
         while stream_id in engine.live and getattr(hosted.recorder, "_written", None) is None:
             await anyio.sleep(0.02)

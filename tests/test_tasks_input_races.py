@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tests.apps.tasks_app import SEEN, create_app
 from tests.support.pausing_store import Held, PausingStore
 from tests.support.raw import RawSession
+from tests.support.timing import scaled
 from tests.test_tasks import AT_ONCE, created, store_kind, wrapped
 from tests.test_tasks_input import ELICITING, YES, until_status, update
 from tests.test_tasks_result_races import HOLD_POINTS, engine_of, hold, stream_held, until_the_app_is_done
@@ -162,7 +163,7 @@ async def test_a_2025_sessions_call_answered_while_its_task_answer_is_made_is_an
             result: dict[str, Any] = response.json()["result"]
             return result
 
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             while (task := await get())["status"] == "working":
                 await anyio.sleep(0.05)
         assert task["status"] == "completed", task

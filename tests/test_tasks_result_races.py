@@ -48,6 +48,7 @@ from tests.apps.tasks_app import SEEN, create_app, open_gate
 from tests.support.pausing_store import Held, PausingStore
 from tests.support.server import serve_in_loop
 from tests.support.stores import redis_prefix, redis_url, require_redis
+from tests.support.timing import scaled
 from tests.test_tasks import AT_ONCE, Harness, created, store_kind, wrapped
 
 pytestmark = pytest.mark.anyio
@@ -86,7 +87,7 @@ async def until_the_app_is_done(engine: Engine, stream_id: str) -> None:
     (without the answer held: the race lost) or waits for that answer (`Writer.answering`)."""
     hosted = engine.live.get(stream_id)
     assert hosted is not None, "the request is hosted while its answer is held"
-    with anyio.fail_after(15):
+    with anyio.fail_after(scaled(15)):
         while not hosted.done.is_set():
             await anyio.sleep(0.02)
         while stream_id in engine.live and not getattr(hosted, "answering", 0):
@@ -144,7 +145,7 @@ async def test_a_poll_that_waits_for_the_app_while_the_task_ends_reads_one_momen
             try:
                 await held.reached()  # the poll has read the task (working) and asks the app about the caller
                 open_gate(tag)
-                with anyio.fail_after(15):  # the tool returns, and its answer is recorded
+                with anyio.fail_after(scaled(15)):  # the tool returns, and its answer is recorded
                     while (meta := await h.store.get_stream(stream_id)) is None or meta.final_seq is None:
                         await anyio.sleep(0.02)
             finally:
@@ -250,7 +251,7 @@ async def test_a_put_whose_tool_ends_while_its_task_answer_is_made_succeeds_once
                 held.release()
         assert replies[0].status_code == 201, replies[0].text
         state = replies[0].json()
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             while state["status"] not in ("success", "failed", "canceled"):
                 await anyio.sleep(0.1)
                 got = await client.get(url)
@@ -343,7 +344,7 @@ async def test_200_concurrent_puts_of_a_tool_answering_at_once_each_run_once(sto
                     outcomes[f"PUT {put.status_code}"] += 1
                     return
                 state = put.json()
-                with anyio.fail_after(120):
+                with anyio.fail_after(scaled(120)):
                     while state["status"] not in ("success", "failed", "canceled"):
                         await anyio.sleep(0.1)
                         state = (await client.get(url)).json()

@@ -29,6 +29,7 @@ from tests.apps.auth_app import create_app as auth_app
 from tests.support.raw import RawSession
 from tests.support.redis_server import RedisServer, require_binary
 from tests.support.server import serve_in_loop
+from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -73,7 +74,7 @@ class Client:
         return await self.post(method, task_id, {"taskId": task_id, **params}, auth)
 
     async def until(self, task_id: str, status: str) -> dict[str, Any]:
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             while True:
                 response = await self.task("tasks/get", task_id, ALICE)
                 if response.status_code == 200:
@@ -169,7 +170,7 @@ async def test_a_2025_session_the_store_forgot_is_not_told_it_declared_nothing()
         task_id = reply.messages()[-1]["result"]["taskId"]
         await restart()
         get = {"jsonrpc": "2.0", "id": legacy.next_id(), "method": "tasks/get", "params": {"taskId": task_id}}
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             while (
                 response := await http.post("/mcp", json=get, headers=legacy.headers() | ALICE)
             ).status_code == 503:
@@ -192,7 +193,7 @@ async def test_a_rest_call_the_store_lost_is_not_found() -> None:
         put = await http.put(url, json={"seconds": 0.1}, headers={"idempotency-key": "k-1"} | ALICE)
         assert put.status_code == 201, put.text
         await restart()
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             while (response := await http.get(url, headers=ALICE)).status_code == 503:
                 await anyio.sleep(0.1)
         assert response.status_code == 404, response.text
@@ -203,7 +204,7 @@ async def test_a_task_past_its_ttl_has_expired_for_its_creator_and_is_unknown_to
         client = Client(http)
         task_id = await client.call(ALICE)
         await client.until(task_id, "completed")
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             while (response := await client.task("tasks/get", task_id, ALICE)).status_code == 200:
                 await anyio.sleep(0.2)
         error = response.json()["error"]
