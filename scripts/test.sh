@@ -27,6 +27,8 @@ fi
 .venv/bin/ruff check mcp_resume_asgi tests examples conformance scripts
 .venv/bin/ruff format --check mcp_resume_asgi tests examples conformance scripts
 .venv/bin/mypy mcp_resume_asgi
+# The import contracts of .importlinter: layers, no cycles, what may import what.
+.venv/bin/lint-imports
 
 # What would be published: the sdist, a wheel built from it, both checked as PyPI would
 # (tests/test_wheel_install.py installs that wheel with the README's line).
