@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_resume_asgi.middleware import ResumeMiddleware
 from mcp_resume_asgi.policy import Policy, Route
-from mcp_resume_asgi.principal import default_principal
-from mcp_resume_asgi.protocol import RESUMABLE_STREAMS_EXTENSION
 from mcp_resume_asgi.relayed_caller import RelayedUser
 from mcp_resume_asgi.rest import RestMiddleware
 from mcp_resume_asgi.resumable_requests import ResumableRequestsMiddleware
@@ -28,6 +26,8 @@ from mcp_resume_asgi.store import (
     StreamState,
 )
 from mcp_resume_asgi.tasks import TasksMiddleware
+from mcp_resume_asgi.wire.jsonrpc import RESUMABLE_STREAMS_EXTENSION
+from mcp_resume_asgi.wire.principal import default_principal
 from mcp_resume_asgi.wrap import resumable
 
 if TYPE_CHECKING:

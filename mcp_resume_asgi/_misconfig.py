@@ -1,10 +1,8 @@
 """Set-up mistakes that would otherwise fail far from their cause, or not at all.
 
-* Passing the `MCPServer` object, or its `streamable_http_app` method uncalled, is an
-  easy slip: Python accepts it, and the failure only comes on the first request as a
-  `TypeError` buried in an `ExceptionGroup`. `check_asgi_app` refuses it at
-  construction. It runs once, so it errs on the side of accepting: anything whose
-  signature cannot be read (builtins, some C callables) passes.
+* Passing something that is no ASGI app (the `MCPServer` object, or its
+  `streamable_http_app` method uncalled) is refused at construction by `check_asgi_app`,
+  now in `wire.asgi` (re-exported here).
 * A `path` that does not match where the MCP endpoint is (a typo, or an app mounted
   under a prefix while the middleware wraps the outer app) turns everything off
   silently: every request passes through untouched. `WrongPathDetector` says so, once.
@@ -12,68 +10,16 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
 
-from starlette.types import Message, Receive, Scope
+from mcp_resume_asgi.wire.asgi import Message, Receive, Scope, check_asgi_app
+from mcp_resume_asgi.wire.headers import is_json
 
-from mcp_resume_asgi._http import is_json
+__all__ = ["PEEK_LIMIT", "WrongPathDetector", "check_asgi_app"]
 
 logger = logging.getLogger(__name__)
-
-#: Methods of MCP server objects that build the ASGI app; naming them says what to call.
-_APP_FACTORIES = ("streamable_http_app", "http_app")
-
-
-def _factory_name(obj: Any) -> str | None:
-    """The ASGI-app factory `obj` is, or the one it has as an attribute."""
-    name = getattr(obj, "__name__", None)
-    if name in _APP_FACTORIES and (inspect.isfunction(obj) or inspect.ismethod(obj)):
-        return str(name)
-    for factory in _APP_FACTORIES:
-        if callable(getattr(type(obj), factory, None)):
-            return factory
-    return None
-
-
-def _takes_scope_receive_send(app: Any) -> bool:
-    """False only when `app`'s readable signature cannot bind three positional arguments."""
-    try:
-        signature = inspect.signature(app)
-    except (TypeError, ValueError):  # no signature to read: give it the benefit of the doubt
-        return True
-    try:
-        signature.bind(None, None, None)
-    except TypeError:
-        return False
-    return True
-
-
-def check_asgi_app(app: Any, *, wrapper: str = "resumable") -> None:
-    """Raise `TypeError` naming the fix when `app` cannot be an ASGI app."""
-    if callable(app) and _takes_scope_receive_send(app):
-        return
-    factory = _factory_name(app)
-    if factory is not None:
-        if inspect.isfunction(app) or inspect.ismethod(app):
-            raise TypeError(
-                f"{wrapper}() got the method {factory} itself, not the app it builds: "
-                f"call {factory}() first, e.g. {wrapper}(mcp.{factory}())"
-            )
-        raise TypeError(
-            f"{wrapper}() needs the ASGI app, not the {type(app).__name__} object: "
-            f"pass {wrapper}(mcp.{factory}())"
-        )
-    if not callable(app):
-        raise TypeError(f"{wrapper}() needs an ASGI app, got {type(app).__name__} (not callable)")
-    raise TypeError(
-        f"{wrapper}() needs an ASGI app, callable as app(scope, receive, send); "
-        f"{app!r} cannot take those three arguments"
-    )
-
 
 #: A JSON-RPC `initialize` request: what every MCP client sends first.
 _INITIALIZE = re.compile(rb'"method"\s*:\s*"initialize"')

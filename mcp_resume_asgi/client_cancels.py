@@ -22,8 +22,6 @@ from typing import TYPE_CHECKING, Any
 from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi import expiry
-from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import header, send_bytes
 from mcp_resume_asgi.admission import Refusal
 from mcp_resume_asgi.cancel_notices import (
     MAX_SHARING,
@@ -36,9 +34,12 @@ from mcp_resume_asgi.cancel_notices import (
     valid_key,
     where,
 )
-from mcp_resume_asgi.cluster import RELAYED_FROM
 from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.store.base import StreamKind, StreamState
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.headers import header
+from mcp_resume_asgi.wire.replies import send_bytes
+from mcp_resume_asgi.wire.scope_keys import RELAYED_FROM
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine import Engine

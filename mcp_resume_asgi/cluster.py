@@ -32,20 +32,18 @@ from anyio.streams.memory import MemoryObjectSendStream
 from cachetools import TTLCache
 from starlette.types import Message, Receive, Scope, Send
 
-from mcp_resume_asgi._http import send_json
-from mcp_resume_asgi.principal import PrincipalOf, default_principal
-from mcp_resume_asgi.protocol import STREAM_ERROR, error_message
-from mcp_resume_asgi.relay_seal import RelayRequest, RelaySeal
 from mcp_resume_asgi.relayed_caller import describe, seat
 from mcp_resume_asgi.store.base import Store
-from mcp_resume_asgi.tokens import TokenSigner
+from mcp_resume_asgi.wire.jsonrpc import STREAM_ERROR, error_message
+from mcp_resume_asgi.wire.principal import PrincipalOf, default_principal
+from mcp_resume_asgi.wire.relay_seal import RelayRequest, RelaySeal
+from mcp_resume_asgi.wire.replies import send_json
+from mcp_resume_asgi.wire.scope_keys import RELAYED_FROM
+from mcp_resume_asgi.wire.tokens import TokenSigner
 
 logger = logging.getLogger(__name__)
 
 ASGIHandler = Callable[[Scope, Receive, Send], Awaitable[None]]
-#: Scope key of a request relayed here from another node: that node's channel (it is not
-#: relayed again).
-RELAYED_FROM = "mcp_resume_asgi.relayed_from"
 #: How often, at most, relay messages refused for one reason are logged as a warning.
 WARN_EVERY_S = 60.0
 _HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"upgrade"}

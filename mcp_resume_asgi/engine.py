@@ -26,8 +26,6 @@ from typing import Any
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_resume_asgi import expiry
-from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import Headers, header, send_bytes, send_json
 from mcp_resume_asgi.admission import NOT_FOUND, Admission, Refusal, post_to_app
 from mcp_resume_asgi.client_answers import ClientAnswers, nothing_to_send
 from mcp_resume_asgi.client_cancels import ClientCancels
@@ -39,18 +37,20 @@ from mcp_resume_asgi.policy import Policy, RouteTable
 from mcp_resume_asgi.retried_posts import RetryAnswer, answer_retry
 from mcp_resume_asgi.scheduler import Scheduler
 from mcp_resume_asgi.sessions import Sessions
-from mcp_resume_asgi.sse import encode_payload
 from mcp_resume_asgi.store.base import GapError, Store, StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.store_recovery import StoreRecovery
 from mcp_resume_asgi.stream_core import close_cancels, primed
-from mcp_resume_asgi.tokens import TokenSigner
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.headers import Headers, header
+from mcp_resume_asgi.wire.replies import send_bytes, send_json
+from mcp_resume_asgi.wire.scope_keys import STREAM_SEGMENT
+from mcp_resume_asgi.wire.sse import encode_payload
+from mcp_resume_asgi.wire.tokens import TokenSigner
 
 __all__ = ["STREAM_SEGMENT", "Delivery", "Engine", "RetryAnswer"]
 
 logger = logging.getLogger(__name__)
 
-#: Stream URLs are `<mcp path>/streams/<token>`.
-STREAM_SEGMENT = "/streams/"
 SSE_HEADERS: Headers = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache, no-transform"),

@@ -16,14 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcp_resume_asgi._misconfig import check_asgi_app
 from mcp_resume_asgi.connection import Delivery
 from mcp_resume_asgi.policy import Policy
+from mcp_resume_asgi.wire.asgi import check_asgi_app
+from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine import Engine, RetryAnswer
-
-FEATURES_KEY = "mcp_resume_asgi.features"
 
 
 @dataclass(slots=True)

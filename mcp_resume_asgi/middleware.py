@@ -18,27 +18,23 @@ from typing import Any
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import (
-    accepts_sse,
-    header,
-    header_count,
-    send_bytes,
-    send_jsonrpc_error,
-)
-from mcp_resume_asgi._misconfig import WrongPathDetector, check_asgi_app
-from mcp_resume_asgi.cluster import RELAYED_FROM, Node, owner_key
-from mcp_resume_asgi.engine import STREAM_SEGMENT, Engine
-from mcp_resume_asgi.features import FEATURES_KEY
+from mcp_resume_asgi._misconfig import WrongPathDetector
+from mcp_resume_asgi.cluster import Node, owner_key
+from mcp_resume_asgi.engine import Engine
 from mcp_resume_asgi.policy import Policy, RoutesSpec, RouteTable
 from mcp_resume_asgi.post_handling import PostHandling
-from mcp_resume_asgi.principal import PrincipalOf, default_principal
 from mcp_resume_asgi.relayed_caller import CallerGuard, principal_with_relays
 from mcp_resume_asgi.store.base import Store
 from mcp_resume_asgi.store.memory import MemoryStore, StoreFullError
 from mcp_resume_asgi.store_outage import StoreOutage, TrackedSend, send_unavailable
 from mcp_resume_asgi.stream_urls import StreamUrls
-from mcp_resume_asgi.tokens import TokenSigner
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.asgi import check_asgi_app
+from mcp_resume_asgi.wire.headers import accepts_sse, header, header_count
+from mcp_resume_asgi.wire.principal import PrincipalOf, default_principal
+from mcp_resume_asgi.wire.replies import send_bytes, send_jsonrpc_error
+from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY, RELAYED_FROM, STREAM_SEGMENT
+from mcp_resume_asgi.wire.tokens import TokenSigner
 
 logger = logging.getLogger(__name__)
 

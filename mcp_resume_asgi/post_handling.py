@@ -20,22 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcp_resume_asgi import header_rules
-from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import (
-    accepts_sse,
-    header,
-    header_count,
-    is_json,
-    read_body_or_refuse,
-    replay_receive,
-    send_bytes,
-    send_jsonrpc_error,
-)
+from mcp_resume_asgi._http import read_body_or_refuse, replay_receive
 from mcp_resume_asgi.connection import Delivery
-from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestContext
+from mcp_resume_asgi.features import FeatureMiddleware, RequestContext
 from mcp_resume_asgi.store_outage import StoreOutage, TrackedSend
-from mcp_resume_asgi.tokens import new_stream_id
+from mcp_resume_asgi.wire import header_rules
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.headers import accepts_sse, header, header_count, is_json
+from mcp_resume_asgi.wire.replies import send_bytes, send_jsonrpc_error
+from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY
+from mcp_resume_asgi.wire.tokens import new_stream_id
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.cluster import Node

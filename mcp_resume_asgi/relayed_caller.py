@@ -36,14 +36,13 @@ from cachetools import TTLCache
 from starlette.authentication import AuthCredentials, BaseUser, SimpleUser, UnauthenticatedUser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import send_json
-from mcp_resume_asgi.principal import PrincipalOf
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.principal import PrincipalOf
+from mcp_resume_asgi.wire.replies import send_json
+from mcp_resume_asgi.wire.scope_keys import RELAYED_CALLER
 
 logger = logging.getLogger(__name__)
 
-#: Scope key, on the owner: the `RelayedCaller` of a relayed request.
-RELAYED_CALLER = "mcp_resume_asgi.relayed_caller"
 #: Bounds of what a caller's description may hold (sealed by a node of the cluster, but
 #: parsed all the same): generous, since a caller past them cannot be relayed at all.
 MAX_TEXT_CHARS = 16384

@@ -12,18 +12,16 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi.cluster import owner_key
 from mcp_resume_asgi.store.base import SessionInfo
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.scope_keys import DECLARED_CAPABILITIES
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine import Engine
     from mcp_resume_asgi.hosted import HostedStream
 
 logger = logging.getLogger(__name__)
-
-#: Scope key: the capabilities an `initialize` declared, when a layer edited what the app sees.
-DECLARED_CAPABILITIES = "mcp_resume_asgi.declared_capabilities"
 
 
 class Sessions:

@@ -3,41 +3,26 @@
 A client connection is served either by the hosted stream's writer, when the
 stream's app runs on this node (`writer.py`), or by a follower reading the store,
 when it runs elsewhere or has finished (`follower.py`). Both must frame events
-with the same ids, end an answer the same way for the same reason, and record
-where a connection stopped the same way, or a client would see a difference
-between the two; so that is written once, here.
+with the same ids (`wire.sse.frame_events`), end an answer the same way for the
+same reason, and record where a connection stopped the same way, or a client
+would see a difference between the two; so that is written once, here.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mcp_resume_asgi.connection import Connection
-from mcp_resume_asgi.sse import retry_frame
 from mcp_resume_asgi.stream_core import AT_WILL, Attachment, Reason
+from mcp_resume_asgi.wire.sse import frame_events, retry_frame
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.policy import Policy
     from mcp_resume_asgi.store.base import Store
 
+#: (`frame_events` is `wire.sse`'s, re-exported here until the old paths are retired.)
 __all__ = ["finish_answer", "frame_events", "note_detached"]
-
-
-def frame_events(
-    prefix: bytes | None, events: list[tuple[int, bytes]], transform: Callable[[int, bytes], bytes] | None
-) -> bytes:
-    """The SSE bytes of `(seq, frame without id)` events: each gets its id line, `<prefix><seq>`
-    (none when `prefix` is None: a stream nobody may resume)."""
-    if prefix is None:
-        return b"".join(transform(seq, payload) if transform else payload for seq, payload in events)
-    id_head = b"id: " + prefix
-    if transform is not None:
-        parts = [id_head + str(seq).encode() + b"\n" + transform(seq, payload) for seq, payload in events]
-    else:
-        parts = [id_head + str(seq).encode() + b"\n" + payload for seq, payload in events]
-    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 async def finish_answer(conn: Connection, reason: Reason, cursor: int, policy: Policy) -> None:

@@ -13,17 +13,14 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import (
-    UNAVAILABLE_HEADER,
-    header,
-    read_body_or_refuse,
-    replay_receive,
-    send_jsonrpc_error,
-)
+from mcp_resume_asgi._http import read_body_or_refuse, replay_receive
 from mcp_resume_asgi.cluster import OutageLog
-from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware
+from mcp_resume_asgi.features import FeatureMiddleware
 from mcp_resume_asgi.store.base import Store
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.headers import header
+from mcp_resume_asgi.wire.replies import UNAVAILABLE_HEADER, send_jsonrpc_error
+from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY
 
 #: After the store failed, how long requests skip it before trying again.
 STORE_RETRY_S = 2.0

@@ -14,16 +14,11 @@ from typing import TYPE_CHECKING
 
 from starlette.types import Receive, Scope, Send
 
-from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import (
-    header,
-    header_count,
-    is_json,
-    read_body_or_refuse,
-    send_bytes,
-    send_jsonrpc_error,
-)
-from mcp_resume_asgi.cluster import RELAYED_FROM
+from mcp_resume_asgi._http import read_body_or_refuse
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.headers import header, header_count, is_json
+from mcp_resume_asgi.wire.replies import send_bytes, send_jsonrpc_error
+from mcp_resume_asgi.wire.scope_keys import RELAYED_FROM
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.cluster import Node

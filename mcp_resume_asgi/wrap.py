@@ -13,10 +13,10 @@ from typing import Any
 
 from starlette.types import ASGIApp
 
-from mcp_resume_asgi._misconfig import check_asgi_app
 from mcp_resume_asgi.middleware import ResumeMiddleware
 from mcp_resume_asgi.policy import Policy, RoutesSpec
 from mcp_resume_asgi.store.base import Store
+from mcp_resume_asgi.wire.asgi import check_asgi_app
 
 
 def resumable(

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from mcp_resume_asgi.header_values import encode_header_value
+from mcp_resume_asgi.wire.headers import encode_header_value
 
 from .declarations import RESUMABLE_STREAMS_EXTENSION
 from .errors import McpError, SessionError

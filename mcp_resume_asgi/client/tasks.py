@@ -40,7 +40,7 @@ from typing import Any, Final
 
 import anyio
 
-from mcp_resume_asgi.header_values import encode_header_value
+from mcp_resume_asgi.wire.headers import encode_header_value
 
 from .errors import McpError, SessionError, TaskCancelled
 

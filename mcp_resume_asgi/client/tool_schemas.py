@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_resume_asgi.header_values import param_headers
+from mcp_resume_asgi.wire.headers import param_headers
 
 #: Most tools remembered (a server's list is the server's; a client's memory is ours).
 MAX_TOOLS = 10_000

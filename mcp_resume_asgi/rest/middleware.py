@@ -32,15 +32,17 @@ import anyio
 import anyio.abc
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcp_resume_asgi._http import BodyTooLarge, ClientGone, header, media_types, read_body
+from mcp_resume_asgi._http import BodyTooLarge, ClientGone, read_body
 from mcp_resume_asgi.engine import Engine
-from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestContext
+from mcp_resume_asgi.features import FeatureMiddleware, RequestContext
 from mcp_resume_asgi.rest.problems import method_not_allowed, problem
 from mcp_resume_asgi.rest.reads import ReadRoutes
 from mcp_resume_asgi.rest.replies import Reply, problem_reply
 from mcp_resume_asgi.rest.routes import READ_OPS, BadRoute, Op, Route, match
 from mcp_resume_asgi.rest.tool_calls import ToolCalls, Validator
-from mcp_resume_asgi.rest.wire import MAX_REQUEST_BYTES, REST_SCOPE_KEY, Wire
+from mcp_resume_asgi.rest.wire import MAX_REQUEST_BYTES, Wire
+from mcp_resume_asgi.wire.headers import header, media_types
+from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY, REST_SCOPE_KEY
 
 logger = logging.getLogger(__name__)
 

@@ -45,21 +45,19 @@ import anyio.abc
 from cachetools import TTLCache
 from starlette.types import ASGIApp, Message, Scope
 
-from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import Headers, header
-from mcp_resume_asgi.header_values import encode_header_value
 from mcp_resume_asgi.rest.json_text import parse_app
 from mcp_resume_asgi.rest.problems import Problem, from_http, from_jsonrpc
-from mcp_resume_asgi.sse import SSEError, SSEParser
 from mcp_resume_asgi.tasks.capability import CLIENT_CAPABILITIES_META
 from mcp_resume_asgi.tasks.record import EXTENSION
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.headers import Headers, encode_header_value, header
+from mcp_resume_asgi.wire.scope_keys import REST_SCOPE_KEY
+from mcp_resume_asgi.wire.sse import SSEError, SSEParser
 
 logger = logging.getLogger(__name__)
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
-#: Set in the scope of the face's own MCP requests (the middleware's feature hook reads it).
-REST_SCOPE_KEY = "mcp_resume_asgi.rest"
 #: What the face tells the app it can do.
 CLIENT_CAPABILITIES: dict[str, Any] = {"elicitation": {}, "sampling": {}, "extensions": {EXTENSION: {}}}
 CLIENT_INFO = {"name": "mcp-resume-asgi-rest", "version": "1"}

@@ -30,15 +30,10 @@ from typing import Any
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Send
 
-from mcp_resume_asgi import header_rules
-from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import header, send_bytes
 from mcp_resume_asgi.connection import Delivery
 from mcp_resume_asgi.engine import Engine, RetryAnswer
-from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestContext
+from mcp_resume_asgi.features import FeatureMiddleware, RequestContext
 from mcp_resume_asgi.policy import Policy
-from mcp_resume_asgi.sessions import DECLARED_CAPABILITIES
-from mcp_resume_asgi.sse import encode_payload
 from mcp_resume_asgi.tasks import limits, listen
 from mcp_resume_asgi.tasks.advertising import AdvertisingAnswer
 from mcp_resume_asgi.tasks.capability import declares, missing_capability, stripped, stripped_initialize
@@ -51,6 +46,12 @@ from mcp_resume_asgi.tasks.record import (
 from mcp_resume_asgi.tasks.retries import RetriedCall
 from mcp_resume_asgi.tasks.stored import RecordContention, change_record, create_record
 from mcp_resume_asgi.tasks.update import no_client
+from mcp_resume_asgi.wire import header_rules
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.headers import header
+from mcp_resume_asgi.wire.replies import send_bytes
+from mcp_resume_asgi.wire.scope_keys import DECLARED_CAPABILITIES, FEATURES_KEY
+from mcp_resume_asgi.wire.sse import encode_payload
 
 logger = logging.getLogger(__name__)
 

@@ -22,10 +22,7 @@ from typing import Any
 from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi import expiry
-from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import send_json
 from mcp_resume_asgi.admission import NOT_FOUND, Refusal
-from mcp_resume_asgi.cluster import RELAYED_FROM
 from mcp_resume_asgi.connection import Delivery
 from mcp_resume_asgi.engine import Engine
 from mcp_resume_asgi.features import RequestContext
@@ -36,6 +33,9 @@ from mcp_resume_asgi.tasks.record import EMPTY_ACK, TaskRecord, detailed_task, l
 from mcp_resume_asgi.tasks.routing import HEADER_MISMATCH, MAX_TASK_ID, routing_problem, task_id_of
 from mcp_resume_asgi.tasks.stored import UNREAD, Final, RecordContention, TaskRead, change_record, read_task
 from mcp_resume_asgi.tasks.update import update, view_of
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.replies import send_json
+from mcp_resume_asgi.wire.scope_keys import RELAYED_FROM
 
 logger = logging.getLogger(__name__)
 

@@ -44,9 +44,6 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import Receive, Send
 
-from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import send_json
-from mcp_resume_asgi.cluster import RELAYED_FROM
 from mcp_resume_asgi.connection import Delivery
 from mcp_resume_asgi.features import RequestContext
 from mcp_resume_asgi.store.base import StreamMeta, StreamState
@@ -54,6 +51,9 @@ from mcp_resume_asgi.tasks.capability import CLIENT_CAPABILITIES_META
 from mcp_resume_asgi.tasks.operations import admit_to_task
 from mcp_resume_asgi.tasks.record import EXTENSION, TaskRecord, create_task_result
 from mcp_resume_asgi.tasks.stored import read_record
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.replies import send_json
+from mcp_resume_asgi.wire.scope_keys import RELAYED_FROM
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.hosted import HostedStream
