@@ -13,7 +13,7 @@ Relay messages are JSON: `req` (the HTTP request: method, path, headers, body, a
 its caller), `start` and `body` (the answer, in order), `gone` (the client left). A
 `req` is served as the caller who sent it, whatever layer authenticated them
 (`relayed_caller.py`), and only if a node of the cluster sealed it, for this node,
-once (`relay_seal.py`). Pub/sub is at most once: a lost message ends the relayed
+once (`wire/relay_seal.py`). Pub/sub is at most once: a lost message ends the relayed
 answer early, which a resumable client treats like any dropped connection.
 """
 
@@ -157,7 +157,7 @@ class Node:
         principal: PrincipalOf = default_principal,
     ) -> None:
         """`signer` holds the secret the cluster's nodes share (relays are sealed with it);
-        `principal` names the caller of a request relayed from here (`principal.py`)."""
+        `principal` names the caller of a request relayed from here (`wire/principal.py`)."""
         if timeout_s <= 0:
             raise ValueError("node_timeout_s must be positive")
         self.store = store

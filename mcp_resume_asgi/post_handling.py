@@ -187,7 +187,7 @@ class PostHandling:
         self, scope: Scope, send: Send, message: dict[str, Any], session_id: str | None
     ) -> bool:
         """A request a feature layer answers itself gets the app's refusals first: the transport's
-        header rules (`header_rules.py`) and, for a session's request whose session the store
+        header rules (`wire/header_rules.py`) and, for a session's request whose session the store
         does not know (none named, or one the store lost), the app's word on that session. True
         when refused (answered)."""
         refusal = header_rules.refusal(scope["headers"], message)

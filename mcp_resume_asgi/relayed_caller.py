@@ -3,10 +3,10 @@
 A request relayed to the node that holds its session or task (`cluster.py`) enters that
 node below any ASGI auth layer placed *outside* the wrapper: on its own it would arrive
 anonymous, its caller's work out of reach and its own work anyone's. The node that received
-it knows the caller: its principal as the middleware computes it (`principal.py`, or the
+it knows the caller: its principal as the middleware computes it (`wire/principal.py`, or the
 configured function) and the user the auth layer put in `scope["user"]`. Both travel in
 the relay message, sealed with the cluster's secret for that one request
-(`relay_seal.py`), and the owner serves the request as that caller:
+(`wire/relay_seal.py`), and the owner serves the request as that caller:
 
 * Everything the middleware decides - the session's and the stream's principal, task and
   call ownership, `Idempotency-Key` scopes, cancel notices, the REST face's calls - takes

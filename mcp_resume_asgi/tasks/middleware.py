@@ -276,7 +276,7 @@ async def declaration_known(ctx: RequestContext) -> bool:
 
 async def refuse_missing_capability(ctx: RequestContext, send: Send) -> None:
     """-32021 for a request the app would have answered, after the header checks it would have
-    made (`header_rules.py`): a malformed request is refused for that first."""
+    made (`wire/header_rules.py`): a malformed request is refused for that first."""
     refusal = header_rules.refusal(ctx.scope["headers"], ctx.message)
     if refusal is None:
         await error_answer(ctx, send, missing_capability(ctx.request_id))
