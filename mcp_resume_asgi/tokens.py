@@ -9,6 +9,9 @@ from mcp_resume_asgi.wire.tokens import (
     new_stream_id,
 )
 
+# A private name tests reach (tests/test_tasks_ids.py clears its key cache).
+from mcp_resume_asgi.wire.tokens import _CachedKeySigner as _CachedKeySigner
+
 __all__ = [
     "MAX_EVENT_ID_LENGTH",
     "MAX_LINK_TOKEN_LENGTH",

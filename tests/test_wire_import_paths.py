@@ -85,6 +85,10 @@ def test_a_moved_module_keeps_its_names_at_its_old_path(old: str) -> None:
     assert sorted(old_module.__all__) == sorted(names.split())  # type: ignore[attr-defined]
 
 
+def test_the_private_name_a_test_reaches_stays_at_its_old_path() -> None:
+    assert _module("tokens")._CachedKeySigner is _module("wire.tokens")._CachedKeySigner  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(("old", "name", "new"), SPLIT, ids=[f"{o}.{n}" for o, n, _ in SPLIT])
 def test_a_moved_name_stays_importable_from_its_old_module(old: str, name: str, new: str) -> None:
     assert getattr(_module(old), name) is getattr(_module(new), name)
