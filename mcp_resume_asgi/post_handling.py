@@ -34,7 +34,8 @@ from mcp_resume_asgi._http import (
 )
 from mcp_resume_asgi.connection import Delivery
 from mcp_resume_asgi.features import FEATURES_KEY, FeatureMiddleware, RequestContext
-from mcp_resume_asgi.store_outage import StoreOutage, TrackedSend
+from mcp_resume_asgi.store.health import StoreHealth
+from mcp_resume_asgi.store_outage import TrackedSend, without_store
 from mcp_resume_asgi.tokens import new_stream_id
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class PostHandling:
     engine: Engine
     routes: RouteTable
     node: Node | None
-    outage: StoreOutage
+    outage: StoreHealth
     max_body_bytes: int
     _local_path: Callable[[Scope], str]
     """The request's path under the app's root path."""
@@ -75,7 +76,7 @@ class PostHandling:
             if tracked.started or not self.outage.is_outage(exc):
                 raise
             self.outage.failed(exc)
-            await self.outage.without_store(
+            await without_store(
                 self.app,
                 scope,
                 receive,

@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi.cluster import owner_key
+from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import SessionInfo
 
 if TYPE_CHECKING:
@@ -68,5 +68,7 @@ class Sessions:
         engine = self.engine
         await engine.store.put_session(info, engine.session_ttl_s)
         if engine.node is not None:
-            await engine.store.set_key(owner_key(hosted.session_id), engine.node_id, engine.session_ttl_s)
+            await engine.store.set_key(
+                keys.session_owner(hosted.session_id), engine.node_id, engine.session_ttl_s
+            )
         logger.debug("session %s negotiated %s", hosted.session_id, version)
