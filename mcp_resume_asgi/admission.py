@@ -30,8 +30,9 @@ from starlette.types import ASGIApp, Message, Scope, Send
 
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import Headers, header, send_bytes
-from mcp_resume_asgi.cluster import Node, owner_key
+from mcp_resume_asgi.cluster import Node
 from mcp_resume_asgi.principal import PrincipalOf
+from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store, StreamMeta
 
 logger = logging.getLogger(__name__)
@@ -222,5 +223,5 @@ class Admission:
         """Whether this node's app holds the session (always, with one node)."""
         if self.node is None or not self.node.running:
             return True
-        owner = await self.store.get_key(owner_key(session_id))
+        owner = await self.store.get_key(keys.session_owner(session_id))
         return owner == self.node.node_id

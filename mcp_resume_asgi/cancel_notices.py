@@ -21,21 +21,20 @@ two running requests share (one principal's two clients using the same id, witho
 names neither: that notice is ignored, as the spec allows ("MAY ignore").
 
 Here, without I/O: whether a POSTed message is such a notice (`notice_of`), whether a
-hosted request can be cancelled that way (`cancellable`), the store index holding its
-stream under its binding (`binding`), which stream a notice names (`named`), and where its
-cancel runs (`where`). The glue is `client_cancels.py`; the cancel itself, once it reaches
+hosted request can be cancelled that way (`cancellable`), which stream a notice names
+(`named`), and where its cancel runs (`where`); the store index holding its stream under
+its binding is a key format (`store/keys.py`: `cancel_binding`). The glue is `client_cancels.py`; the cancel itself, once it reaches
 the stream, is the core's (`StreamCore.cancel_asked`).
 """
 
 from __future__ import annotations
 
 import enum
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from mcp_resume_asgi import protocol as p
+from mcp_resume_asgi.store import keys
 
 METHOD = "notifications/cancelled"
 #: A reason longer than this is cut (it is only logged).
@@ -43,7 +42,9 @@ MAX_REASON_CHARS = 200
 #: Running requests one binding may name at once; past it they are not registered (a notice
 #: naming them is ignored all the same: more than one request shares its binding).
 MAX_SHARING = 8
-INDEX_PREFIX = "cancel:"
+#: A binding's store index is a key format, so it is built in `store/keys.py` (these names stay).
+INDEX_PREFIX = keys.CANCEL_BINDING_PREFIX
+binding = keys.cancel_binding
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,16 +82,6 @@ def cancellable(*, is_request: bool, version: str, opted_in: bool, survives_clos
     close only detaches). Not a 2025 one (its client's notice goes to the app, on its session),
     nor one that closing never cancelled (SEP-975, a task's next round: `survives_close`)."""
     return is_request and opted_in and p.at_least(version, p.SINGLE_EXCHANGE_VERSION) and not survives_close
-
-
-def binding(path: str, principal: str | None, request_id: Any, key: str | None) -> str | None:
-    """The store index of the running requests a notice from `principal` on `path` naming
-    `request_id` (with the `Idempotency-Key` `key`, if any) may cancel. None: an anonymous
-    request without a key, which no notice may cancel (see the module docstring)."""
-    if principal is None and key is None:
-        return None
-    named_by = json.dumps([path, principal, request_id, key], separators=(",", ":"))
-    return INDEX_PREFIX + hashlib.sha256(named_by.encode()).hexdigest()
 
 
 def valid_key(values: list[str]) -> str | None:

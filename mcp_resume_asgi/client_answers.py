@@ -16,7 +16,7 @@ from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import send_bytes, send_json
-from mcp_resume_asgi.recording import input_key
+from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import StreamMeta, StreamState
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class ClientAnswers:
         if stream_id is None:
             if session_id is None:
                 return
-            stream_id = await self.engine.store.get_key(input_key(session_id, message_id))
+            stream_id = await self.engine.store.get_key(keys.client_answer(session_id, message_id))
             if stream_id is None:
                 return
         meta = await self.engine.store.get_stream(stream_id)
@@ -94,7 +94,7 @@ class ClientAnswers:
         if len(pending) != len(meta.pending_inputs):
             await self.engine.store.update_stream(stream_id, pending_inputs=pending)
         if session_id is not None:
-            await self.engine.store.delete_key(input_key(session_id, message_id))
+            await self.engine.store.delete_key(keys.client_answer(session_id, message_id))
 
 
 def nothing_to_send(meta: StreamMeta, after_seq: int) -> bool:

@@ -27,7 +27,6 @@ from mcp_resume_asgi.cancel_notices import (
     MAX_SHARING,
     CancelNotice,
     Where,
-    binding,
     cancellable,
     named,
     notice_of,
@@ -36,6 +35,7 @@ from mcp_resume_asgi.cancel_notices import (
 )
 from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.store.base import StreamKind, StreamState
+from mcp_resume_asgi.store.keys import cancel_binding
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.headers import header
 from mcp_resume_asgi.wire.replies import send_bytes
@@ -70,7 +70,7 @@ class ClientCancels:
         ):
             return
         keys = _headers(hosted.scope, IDEMPOTENCY_KEY)
-        name = binding(hosted.path, hosted.principal, hosted.request_id, keys[0] if keys else None)
+        name = cancel_binding(hosted.path, hosted.principal, hosted.request_id, keys[0] if keys else None)
         if name is None:
             return
         engine = self.engine
@@ -118,7 +118,7 @@ class ClientCancels:
             return
         name = None
         if notice.request_id is not None:
-            name = binding(
+            name = cancel_binding(
                 scope["path"], caller, notice.request_id, valid_key(_headers(scope, IDEMPOTENCY_KEY))
             )
         stream_id = named(await engine.store.index_page(name, limit=2)) if name is not None else None

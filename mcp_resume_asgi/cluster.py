@@ -33,7 +33,10 @@ from cachetools import TTLCache
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_resume_asgi.relayed_caller import describe, seat
+from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
+from mcp_resume_asgi.store.health import OutageLog as OutageLog
+from mcp_resume_asgi.store.health import describe_error as describe_error
 from mcp_resume_asgi.wire.jsonrpc import STREAM_ERROR, error_message
 from mcp_resume_asgi.wire.principal import PrincipalOf, default_principal
 from mcp_resume_asgi.wire.relay_seal import RelayRequest, RelaySeal
@@ -55,93 +58,6 @@ def _b64(data: bytes) -> str:
 
 def _unb64(text: Any) -> bytes:
     return base64.b64decode(text) if isinstance(text, str) else b""
-
-
-def node_key(node_id: str) -> str:
-    return f"node:{node_id}"
-
-
-def owner_key(session_id: str) -> str:
-    return f"owner:{session_id}"
-
-
-def describe_error(exc: BaseException) -> str:
-    """The causes of `exc` as `Type: message`, task-group wrappers unwrapped.
-
-    A failure inside a task group reaches us as "unhandled errors in a TaskGroup (1
-    sub-exception)", which says nothing; the leaves (`ConnectionError: ... refused`) do.
-    """
-    leaves: list[str] = []
-    pending: list[BaseException] = [exc]
-    while pending:
-        current = pending.pop(0)
-        if isinstance(current, BaseExceptionGroup):
-            pending[:0] = current.exceptions
-            continue
-        text = f"{type(current).__name__}: {current}" if str(current) else type(current).__name__
-        if text not in leaves:
-            leaves.append(text)
-    return "; ".join(leaves)
-
-
-class OutageLog:
-    """What one retried operation (the cluster link, the heartbeat) logs while it keeps failing.
-
-    During a store outage the same call fails every second for as long as it lasts;
-    a line (and a traceback) per failure buries the cause and everything else in the
-    log. So: the cause once when the outage starts, at `level`; a reminder at most
-    every `remind_s` while it lasts (each other failure at DEBUG); INFO when it is back.
-    """
-
-    def __init__(self, what: str, *, level: int = logging.ERROR, remind_s: float = 60.0) -> None:
-        self.what = what
-        self.level = level
-        self.remind_s = remind_s
-        self.down_since: float | None = None
-        self._reminded = 0.0
-        self._failures = 0
-
-    @property
-    def down(self) -> bool:
-        return self.down_since is not None
-
-    def failed(self, exc: BaseException) -> None:
-        now = time.monotonic()
-        cause = describe_error(exc)
-        self._failures += 1
-        if self.down_since is None:
-            self.down_since = self._reminded = now
-            self._failures = 1
-            logger.log(
-                self.level,
-                "%s failed (%s); retrying, logged again at most every %.0f s until it is back",
-                self.what,
-                cause,
-                self.remind_s,
-            )
-            logger.debug("%s: the first failure", self.what, exc_info=exc)
-        elif now - self._reminded >= self.remind_s:
-            self._reminded = now
-            logger.warning(
-                "%s still failing after %.0f s (%d attempts): %s",
-                self.what,
-                now - self.down_since,
-                self._failures,
-                cause,
-            )
-        else:
-            logger.debug("%s still failing: %s", self.what, cause)
-
-    def recovered(self) -> None:
-        if self.down_since is None:
-            return
-        logger.info(
-            "%s is back after %.1f s (%d failed attempts)",
-            self.what,
-            time.monotonic() - self.down_since,
-            self._failures,
-        )
-        self.down_since = None
 
 
 class Node:
@@ -171,12 +87,12 @@ class Node:
         self._replies: dict[str, MemoryObjectSendStream[dict[str, Any]]] = {}
         self._served: dict[str, anyio.Event] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
-        self.link = OutageLog(f"node {self.node_id}: cluster link", level=logging.ERROR)
-        self.heartbeats = OutageLog(f"node {self.node_id}: heartbeat", level=logging.WARNING)
+        self.link = OutageLog(f"node {self.node_id}: cluster link", level=logging.ERROR, log_to=logger)
+        self.heartbeats = OutageLog(f"node {self.node_id}: heartbeat", level=logging.WARNING, log_to=logger)
 
     @property
     def channel(self) -> str:
-        return node_key(self.node_id)
+        return keys.node(self.node_id)
 
     async def run(self, handler: ASGIHandler) -> None:
         """Heartbeat and inbox, until cancelled (run for the lifetime of the app, from its lifespan)."""
@@ -215,7 +131,7 @@ class Node:
                 self.heartbeats.recovered()
 
     async def alive(self, node_id: str) -> bool:
-        return node_id == self.node_id or await self.store.get_key(node_key(node_id)) is not None
+        return node_id == self.node_id or await self.store.get_key(keys.node(node_id)) is not None
 
     def _dispatch(self, raw: bytes) -> None:
         try:
@@ -361,7 +277,7 @@ class Node:
         # Set instead of raised inside the task group, which would wrap it in an ExceptionGroup.
         owner_lost = False
         try:
-            if await self.store.publish(node_key(owner), json.dumps(message).encode()) == 0:
+            if await self.store.publish(keys.node(owner), json.dumps(message).encode()) == 0:
                 raise LookupError("nobody listens")
             async with anyio.create_task_group() as tg:
 
@@ -369,7 +285,7 @@ class Node:
                     while (await receive())["type"] != "http.disconnect":
                         pass
                     await self.store.publish(
-                        node_key(owner), json.dumps({"t": "gone", "id": relay_id}).encode()
+                        keys.node(owner), json.dumps({"t": "gone", "id": relay_id}).encode()
                     )
                     tg.cancel_scope.cancel()
 

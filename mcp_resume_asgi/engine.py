@@ -37,6 +37,7 @@ from mcp_resume_asgi.policy import Policy, RouteTable
 from mcp_resume_asgi.retried_posts import RetryAnswer, answer_retry
 from mcp_resume_asgi.scheduler import Scheduler
 from mcp_resume_asgi.sessions import Sessions
+from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import GapError, Store, StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.store_recovery import StoreRecovery
 from mcp_resume_asgi.stream_core import close_cancels, primed
@@ -199,7 +200,7 @@ class Engine:
         )
         open_before = policy.upgrade_json_after_s if accepts_sse and method != "initialize" else None
         if idempotency_key is not None and accepts_sse and method != "initialize":
-            key = f"idem:{session_id or hosted.principal or '-'}:{idempotency_key}"
+            key = keys.idempotency(session_id, hosted.principal, idempotency_key)
             digest = hashlib.sha256(body).hexdigest()
             existing = await self.store.add_key(key, f"{hosted.stream_id} {digest}", self.running_ttl(policy))
             if existing is not None:
@@ -309,7 +310,7 @@ class Engine:
 
     # ------------------------------------------------------------------ standalone GET stream
     async def standalone_running(self, session_id: str) -> bool:
-        stream_id = await self.store.get_key(self.standalone_key(session_id))
+        stream_id = await self.store.get_key(keys.standalone(session_id))
         meta = await self.store.get_stream(stream_id) if stream_id else None
         return meta is not None and meta.state is StreamState.RUNNING
 
@@ -321,7 +322,7 @@ class Engine:
         touch the stream of the session it names.
         """
         version = await self.version_for(scope, session_id)
-        key = self.standalone_key(session_id)
+        key = keys.standalone(session_id)
         stream_id = await self.store.get_key(key)
         meta = await self.store.get_stream(stream_id) if stream_id else None
         if meta is not None and meta.state is StreamState.RUNNING:
@@ -350,7 +351,7 @@ class Engine:
     # ------------------------------------------------------------------ sessions and shared helpers
     async def end_session(self, session_id: str) -> None:
         stream_ids = await self.store.delete_session(session_id)
-        await self.store.delete_key(self.standalone_key(session_id))
+        await self.store.delete_key(keys.standalone(session_id))
         for stream_id in stream_ids:
             hosted = self.live.get(stream_id)
             if hosted is not None:
@@ -376,7 +377,3 @@ class Engine:
     def running_ttl(policy: Policy) -> float:
         # Expiry is driven by the owner (max_wait_s); the TTL only reclaims streams of a dead owner.
         return policy.max_wait_s * 2 + 3600
-
-    @staticmethod
-    def standalone_key(session_id: str) -> str:
-        return f"standalone:{session_id}"

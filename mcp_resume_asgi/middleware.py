@@ -19,14 +19,16 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_resume_asgi._misconfig import WrongPathDetector
-from mcp_resume_asgi.cluster import Node, owner_key
+from mcp_resume_asgi.cluster import Node
 from mcp_resume_asgi.engine import Engine
 from mcp_resume_asgi.policy import Policy, RoutesSpec, RouteTable
 from mcp_resume_asgi.post_handling import PostHandling
 from mcp_resume_asgi.relayed_caller import CallerGuard, principal_with_relays
+from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
+from mcp_resume_asgi.store.health import StoreHealth
 from mcp_resume_asgi.store.memory import MemoryStore, StoreFullError
-from mcp_resume_asgi.store_outage import StoreOutage, TrackedSend, send_unavailable
+from mcp_resume_asgi.store_outage import TrackedSend, send_unavailable, without_store
 from mcp_resume_asgi.stream_urls import StreamUrls
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import check_asgi_app
@@ -97,7 +99,7 @@ class ResumeMiddleware(PostHandling):
             node_id=self.node.node_id if self.node is not None else secrets.token_hex(6),
             node=self.node,
         )
-        self.outage = StoreOutage(self.store)
+        self.outage = StoreHealth(self.store)
         self.engine.on_store_outage = self.outage.failed
         self.stream_urls = StreamUrls(self.engine, self.node, max_body_bytes)
 
@@ -138,7 +140,7 @@ class ResumeMiddleware(PostHandling):
             return
         outage = self.outage
         if outage.skipping:
-            await outage.without_store(
+            await without_store(
                 self.app,
                 scope,
                 receive,
@@ -219,7 +221,7 @@ class ResumeMiddleware(PostHandling):
         session_id = header(scope, b"mcp-session-id")
         if session_id is None:
             return None
-        owner = await self.store.get_key(owner_key(session_id))
+        owner = await self.store.get_key(keys.session_owner(session_id))
         if owner is None or owner == self.node.node_id:
             return None
         if not await self.node.alive(owner):

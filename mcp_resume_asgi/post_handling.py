@@ -23,7 +23,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from mcp_resume_asgi._http import read_body_or_refuse, replay_receive
 from mcp_resume_asgi.connection import Delivery
 from mcp_resume_asgi.features import FeatureMiddleware, RequestContext
-from mcp_resume_asgi.store_outage import StoreOutage, TrackedSend
+from mcp_resume_asgi.store.health import StoreHealth
+from mcp_resume_asgi.store_outage import TrackedSend, without_store
 from mcp_resume_asgi.wire import header_rules
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.headers import accepts_sse, header, header_count, is_json
@@ -47,7 +48,7 @@ class PostHandling:
     engine: Engine
     routes: RouteTable
     node: Node | None
-    outage: StoreOutage
+    outage: StoreHealth
     max_body_bytes: int
     _local_path: Callable[[Scope], str]
     """The request's path under the app's root path."""
@@ -69,7 +70,7 @@ class PostHandling:
             if tracked.started or not self.outage.is_outage(exc):
                 raise
             self.outage.failed(exc)
-            await self.outage.without_store(
+            await without_store(
                 self.app,
                 scope,
                 receive,

@@ -28,6 +28,7 @@ from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi.held_writes import Batch, HeldWrites
 from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.sse import SSEEvent, encode_payload
+from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import StoreFullError, StreamKind, StreamMeta, StreamState
 
 if TYPE_CHECKING:
@@ -172,7 +173,7 @@ class Recorder:
                 if hosted.session_id is not None:
                     ttl = hosted.engine.running_ttl(policy)
                     for message_id, _ in inputs:
-                        await store.set_key(input_key(hosted.session_id, message_id), stream_id, ttl)
+                        await store.set_key(keys.client_answer(hosted.session_id, message_id), stream_id, ttl)
         if final_seq is not None:
             # Complete from its answer on, and kept that long from now: the app's end, a
             # moment later, need not write the stream again.
@@ -365,7 +366,7 @@ class Recorder:
         hosted.opened.set()
         if hosted.kind is StreamKind.STANDALONE and hosted.session_id is not None:
             # The app accepted the GET: from now on a second GET of the session resumes this one.
-            await hosted.store.set_key(engine.standalone_key(hosted.session_id), hosted.stream_id, ttl)
+            await hosted.store.set_key(keys.standalone(hosted.session_id), hosted.stream_id, ttl)
 
     def _meta(self, *, attached: bool) -> StreamMeta:
         """The stream's record as it is created."""
@@ -386,7 +387,3 @@ class Recorder:
             attach_gen=1 if attached else 0,
             last_contact=time.time(),
         )
-
-
-def input_key(session_id: str, message_id: Any) -> str:
-    return f"input:{session_id}:{json.dumps(message_id)}"

@@ -39,6 +39,7 @@ from mcp_resume_asgi._http import send_json
 from mcp_resume_asgi.engine import Delivery
 from mcp_resume_asgi.features import FeatureMiddleware, RequestContext
 from mcp_resume_asgi.sse import SSEParser, encode_payload
+from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import StreamState
 
 logger = logging.getLogger(__name__)
@@ -171,7 +172,7 @@ class ResumeTokenMiddleware(FeatureMiddleware):
                 return
             if meta is None or meta.state is StreamState.EXPIRED:
                 problem = "unknown or expired resume token"
-            elif await ctx.engine.store.get_key(_spent_key(meta.stream_id)) is not None:
+            elif await ctx.engine.store.get_key(keys.resume_token_spent(meta.stream_id)) is not None:
                 problem = "the resume token is expired: the request already completed"
             elif payload[5] > meta.last_seq:
                 problem = "invalid resume token"
@@ -190,11 +191,9 @@ class ResumeTokenMiddleware(FeatureMiddleware):
         )
         outcome = await ctx.engine.serve_stream(ctx.scope, receive, send, meta, payload[5], delivery)
         if outcome is not None and outcome[0] == "complete":
-            await ctx.engine.store.set_key(_spent_key(meta.stream_id), "1", policy.retain_completed_s + 60)
-
-
-def _spent_key(stream_id: str) -> str:
-    return f"resume-token-spent:{stream_id}"
+            await ctx.engine.store.set_key(
+                keys.resume_token_spent(meta.stream_id), "1", policy.retain_completed_s + 60
+            )
 
 
 def _readdress(ctx: RequestContext, original_id: Any) -> Callable[[int, bytes], bytes] | None:

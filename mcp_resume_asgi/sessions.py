@@ -12,7 +12,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from mcp_resume_asgi.cluster import owner_key
+from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import SessionInfo
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.scope_keys import DECLARED_CAPABILITIES
@@ -66,5 +66,7 @@ class Sessions:
         engine = self.engine
         await engine.store.put_session(info, engine.session_ttl_s)
         if engine.node is not None:
-            await engine.store.set_key(owner_key(hosted.session_id), engine.node_id, engine.session_ttl_s)
+            await engine.store.set_key(
+                keys.session_owner(hosted.session_id), engine.node_id, engine.session_ttl_s
+            )
         logger.debug("session %s negotiated %s", hosted.session_id, version)

@@ -5,25 +5,24 @@ keeps answering as it would unwrapped - each answer saying so in a header
 (`mcp-resume: unavailable`) - and requests skip the store for `STORE_RETRY_S`
 before it is tried again. Only what cannot exist without the store (a resume, a
 stream URL) gets a 503 with `Retry-After`. The cause is logged once per outage.
+Whether the store is skipped, and that log, are plain state: `store/health.py`.
 """
 
 from __future__ import annotations
 
-import time
-
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_resume_asgi._http import read_body_or_refuse, replay_receive
-from mcp_resume_asgi.cluster import OutageLog
 from mcp_resume_asgi.features import FeatureMiddleware
-from mcp_resume_asgi.store.base import Store
+from mcp_resume_asgi.store.health import STORE_RETRY_S as STORE_RETRY_S
+from mcp_resume_asgi.store.health import StoreHealth
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.headers import header
 from mcp_resume_asgi.wire.replies import UNAVAILABLE_HEADER, send_jsonrpc_error
 from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY
 
-#: After the store failed, how long requests skip it before trying again.
-STORE_RETRY_S = 2.0
+#: The store's health as the middleware sees it (`store/health.py`; the name stays for callers).
+StoreOutage = StoreHealth
 
 
 async def send_unavailable(send: Send) -> None:
@@ -53,66 +52,38 @@ class TrackedSend:
         await self.send(message)
 
 
-class StoreOutage:
-    """The store's health as the middleware sees it (see the module docstring)."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.down_until = 0.0
-        self.log = OutageLog("the store (serving without resumability meanwhile)")
-
-    @property
-    def skipping(self) -> bool:
-        """The store failed a moment ago: do not try it yet."""
-        return self.down_until > time.monotonic()
-
-    def failed(self, exc: BaseException) -> None:
-        self.down_until = time.monotonic() + STORE_RETRY_S
-        self.log.failed(exc)  # the cause once per outage, then a reminder a minute
-
-    def maybe_recovered(self) -> None:
-        if self.log.down and self.down_until <= time.monotonic():
-            self.log.recovered()
-
-    def is_outage(self, exc: BaseException) -> bool:
-        """The store cannot be reached: `exc` is its error, or a task group's group of only such errors."""
-        if isinstance(exc, BaseExceptionGroup):
-            return all(self.is_outage(inner) for inner in exc.exceptions)
-        return self.store.is_unavailable_error(exc)
-
-    @staticmethod
-    async def without_store(
-        app: ASGIApp,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        *,
-        stream_url: bool,
-        max_body_bytes: int,
-        body: bytes | None = None,
-    ) -> None:
-        """The app answers as it would unwrapped, and says so in a header. What cannot be
-        served without the store - a resume, a stream URL, a method a feature layer answers
-        itself (`tasks/get`, `requests/resume`...) - gets a 503: retry later."""
-        if stream_url or (scope["method"] == "GET" and header(scope, b"last-event-id") is not None):
+async def without_store(
+    app: ASGIApp,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    *,
+    stream_url: bool,
+    max_body_bytes: int,
+    body: bytes | None = None,
+) -> None:
+    """The app answers as it would unwrapped, and says so in a header. What cannot be
+    served without the store - a resume, a stream URL, a method a feature layer answers
+    itself (`tasks/get`, `requests/resume`...) - gets a 503: retry later."""
+    if stream_url or (scope["method"] == "GET" and header(scope, b"last-event-id") is not None):
+        await send_unavailable(send)
+        return
+    features: tuple[FeatureMiddleware, ...] = scope.get(FEATURES_KEY, ())
+    owned = frozenset().union(*(feature.answers for feature in features))
+    if body is None and owned and scope["method"] == "POST":
+        body = await read_body_or_refuse(receive, send, max_body_bytes)
+        if body is None:
+            return
+    if body is not None:
+        message = p.loads_wire(body) if owned else None
+        if isinstance(message, dict) and message.get("method") in owned:
             await send_unavailable(send)
             return
-        features: tuple[FeatureMiddleware, ...] = scope.get(FEATURES_KEY, ())
-        owned = frozenset().union(*(feature.answers for feature in features))
-        if body is None and owned and scope["method"] == "POST":
-            body = await read_body_or_refuse(receive, send, max_body_bytes)
-            if body is None:
-                return
-        if body is not None:
-            message = p.loads_wire(body) if owned else None
-            if isinstance(message, dict) and message.get("method") in owned:
-                await send_unavailable(send)
-                return
-            receive = replay_receive(body, receive)
+        receive = replay_receive(body, receive)
 
-        async def tagged(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message = dict(message, headers=[*message.get("headers", []), UNAVAILABLE_HEADER])
-            await send(message)
+    async def tagged(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = dict(message, headers=[*message.get("headers", []), UNAVAILABLE_HEADER])
+        await send(message)
 
-        await app(scope, receive, tagged)
+    await app(scope, receive, tagged)

@@ -21,10 +21,9 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from mcp_resume_asgi.cluster import describe_error
 from mcp_resume_asgi.held_writes import Backoff, HeldBudget
 from mcp_resume_asgi.scheduler import spawn
-from mcp_resume_asgi.store_outage import STORE_RETRY_S
+from mcp_resume_asgi.store.health import STORE_RETRY_S, describe_error
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine import Engine

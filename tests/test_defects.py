@@ -253,7 +253,7 @@ async def test_new_clients_connect_while_redis_is_down(how: str, caplog: pytest.
         errors = [
             r.getMessage()
             for r in caplog.records
-            if r.name == "mcp_resume_asgi.cluster"
+            if r.name == "mcp_resume_asgi.store.health"
             and r.levelno >= logging.ERROR
             and "the store" in r.getMessage()
         ]

@@ -2,7 +2,8 @@
 
 A call is named by the client (`PUT /mcp/tools/{tool}/calls/{id}`) and scoped to the
 caller: its record is under `rest:<principal>:<tool>:<id>` (digests, so any name fits
-a key and another principal's call of the same id is another key - and a 404). The
+a key and another principal's call of the same id is another key - and a 404; the formats
+are in `store/keys.py`). The
 record is created with `add_key` (set-if-absent, atomic on every store): whoever
 creates it runs the call, and a PUT that finds it is a retry (same `Idempotency-Key`:
 the current state, never a second run) or a conflict (another key: 409).
@@ -18,14 +19,13 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import hashlib
 import json
 import math
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcp_resume_asgi.rest.json_text import parse_client
+from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import GapError, Store, StreamMeta
 from mcp_resume_asgi.tasks.operations import stream_of_task
 from mcp_resume_asgi.tasks.record import TaskRecord, message_of
@@ -40,39 +40,10 @@ MAX_RECORD_BYTES = 48 * 1024 * 1024
 PROGRESS_LOOKBACK = 32
 #: Latest expiry a listing cursor may name (Unix time, the year 5138: any real one is below).
 MAX_CURSOR_TIME = 1e11
-#: An index member: a call id's digest (`index_member`).
-_MEMBER = re.compile(r"[0-9a-f]{32}")
-
-
-def _digest(value: str | None, size: int = 32) -> str:
-    return hashlib.sha256(json.dumps(value).encode()).hexdigest()[:size]
-
-
-def call_key(principal: str | None, tool: str, call_id: str) -> str:
-    return f"rest:{_digest(principal)}:{_digest(tool, 24)}:{_digest(call_id)}"
-
-
-def index_name(principal: str | None, tool: str) -> str:
-    """The caller's calls of `tool`: members are call digests, ordered by expiry."""
-    return f"rest-calls:{_digest(principal)}:{_digest(tool, 24)}"
-
-
-def index_member(call_id: str) -> str:
-    return _digest(call_id)
-
-
-def record_key_of(principal: str | None, tool: str, member: str) -> str:
-    return f"rest:{_digest(principal)}:{_digest(tool, 24)}:{member}"
-
-
-def cancel_key(key: str) -> str:
-    """Set when a cancel arrives before the call's task exists (its PUT then cancels it)."""
-    return f"{key}:cancel"
-
-
-def advance_key(key: str, etag: str) -> str:
-    """Claimed by the one `advance` that answers the state `etag` (the others get 412)."""
-    return f"{key}:advance:{etag}"
+#: A call's key formats are `store/keys.py`'s (these names stay for callers).
+call_key = keys.rest_call
+index_name = keys.rest_calls_index
+index_member = keys.rest_call_member
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,12 +128,14 @@ class CallStore:
         await self.unindex(principal, record)
 
     async def unindex(self, principal: str | None, record: CallRecord) -> None:
-        await self.store.index_remove(index_name(principal, record.tool), index_member(record.call_id))
+        await self.store.index_remove(
+            keys.rest_calls_index(principal, record.tool), keys.rest_call_member(record.call_id)
+        )
 
     async def indexed(self, principal: str | None, record: CallRecord, cap: int) -> bool:
-        member = index_member(record.call_id)
+        member = keys.rest_call_member(record.call_id)
         return await self.store.index_add(
-            index_name(principal, record.tool), member, record.expires_at, cap=cap
+            keys.rest_calls_index(principal, record.tool), member, record.expires_at, cap=cap
         )
 
     # ------------------------------------------------------------------ the call's task, in the store
@@ -218,7 +191,7 @@ def decode_cursor(value: str) -> tuple[float, str] | None:
         and not isinstance(data[0], bool)
         and 0 <= data[0] <= MAX_CURSOR_TIME
         and isinstance(data[1], str)
-        and _MEMBER.fullmatch(data[1]) is not None
+        and keys.is_rest_call_member(data[1])
     ):
         return float(data[0]), data[1]
     return None

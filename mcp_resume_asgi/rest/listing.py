@@ -22,11 +22,12 @@ from urllib.parse import parse_qs
 from starlette.types import Scope
 
 from mcp_resume_asgi.rest import resource as res
-from mcp_resume_asgi.rest.calls import CallRecord, decode_cursor, encode_cursor, index_name, record_key_of
+from mcp_resume_asgi.rest.calls import CallRecord, decode_cursor, encode_cursor
 from mcp_resume_asgi.rest.problems import problem
 from mcp_resume_asgi.rest.replies import Reply, json_reply, problem_reply
 from mcp_resume_asgi.rest.routes import Route
 from mcp_resume_asgi.rest.tool_calls import ToolCalls
+from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.tasks.record import detailed_task, iso
 from mcp_resume_asgi.tasks.update import view_of
 
@@ -47,7 +48,7 @@ async def list_calls(calls: ToolCalls, scope: Scope, route: Route) -> Reply:
     if isinstance(who, Reply):
         return who
     store = calls.engine.store
-    index = index_name(who, route.tool)
+    index = keys.rest_calls_index(who, route.tool)
     found: list[dict[str, Any]] = []
     after, budget, more = cursor, limit * SCAN_FACTOR, False
     while budget > 0:
@@ -59,7 +60,7 @@ async def list_calls(calls: ToolCalls, scope: Scope, route: Route) -> Reply:
                 break
             budget -= 1
             after = (expires_at, member)
-            record = await calls.calls.load(record_key_of(who, route.tool, member))
+            record = await calls.calls.load(keys.rest_call_of_member(who, route.tool, member))
             if record is None or (created_after is not None and _shown(record.created_at) <= created_after):
                 continue
             current = await status_of(calls, record)

@@ -36,12 +36,13 @@ from mcp_resume_asgi.admission import PROBE_TIMEOUT_S, post_to_app
 from mcp_resume_asgi.engine import Engine
 from mcp_resume_asgi.header_values import param_headers
 from mcp_resume_asgi.rest import resource as res
-from mcp_resume_asgi.rest.calls import CallRecord, CallStore, advance_key, call_key, cancel_key
+from mcp_resume_asgi.rest.calls import CallRecord, CallStore
 from mcp_resume_asgi.rest.json_text import NotAcceptedJSON, parse_client
 from mcp_resume_asgi.rest.problems import Problem, invalid_arguments, problem
 from mcp_resume_asgi.rest.replies import Reply, json_reply, problem_reply, tagged_reply
 from mcp_resume_asgi.rest.routes import Route
 from mcp_resume_asgi.rest.wire import LEGACY, MODERN, Wire
+from mcp_resume_asgi.store import keys
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ class ToolCalls:
         who = await self.principal(scope)
         if isinstance(who, Reply):
             return who
-        key = call_key(who, tool, call_id)
+        key = keys.rest_call(who, tool, call_id)
         existing = await self.calls.load(key)
         if existing is not None:
             return await self._again(scope, key, existing, key_value)
@@ -227,7 +228,7 @@ class ToolCalls:
         ):
             record = dataclasses.replace(record, task_id=result["taskId"])
             await self.calls.save(key, record, time.time())
-            if await self.engine.store.get_key(cancel_key(key)) is not None:
+            if await self.engine.store.get_key(keys.rest_cancel(key)) is not None:
                 await self.wire.call(scope, "tasks/cancel", {"taskId": record.task_id})
             return await self._reply(scope, record, 201, wait_s=wait_s)
         if result is not None:  # answered without becoming a task (the Tasks layer's bounds)
@@ -277,7 +278,7 @@ class ToolCalls:
         too_large = self.wire.oversized("tasks/update", params)
         if too_large is not None:
             return problem_reply(too_large)
-        claim = advance_key(key, current["etag"])
+        claim = keys.rest_advance(key, current["etag"])
         if await self.engine.store.add_key(claim, "1", record.ttl_left_s(time.time())) is not None:
             return _stale(current["etag"])  # another advance of this state was taken
         try:
@@ -313,7 +314,7 @@ class ToolCalls:
             if failure is not None:
                 return problem_reply(failure)
         elif record.answer is None:  # its PUT has not got the task yet: it cancels it once it has
-            await self.engine.store.set_key(cancel_key(key), "1", record.ttl_left_s(time.time()))
+            await self.engine.store.set_key(keys.rest_cancel(key), "1", record.ttl_left_s(time.time()))
         return await self._reply(scope, record, 200)
 
     # ------------------------------------------------------------------ the resource
@@ -322,7 +323,7 @@ class ToolCalls:
         who = await self.principal(scope)
         if isinstance(who, Reply):
             return who
-        key = call_key(who, tool, call_id)
+        key = keys.rest_call(who, tool, call_id)
         record = await self.calls.load(key)
         if record is None or record.tool != tool or record.call_id != call_id:
             return _problem(404, f"no call {call_id!r} of tool {tool!r}")

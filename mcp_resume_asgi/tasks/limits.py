@@ -32,7 +32,6 @@ for a principal, then at debug (a caller at its bound cannot flood the log).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from typing import Any
 
@@ -44,11 +43,12 @@ from mcp_resume_asgi.engine import Engine
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.sse import encode_payload, retry_frame
+from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
 
 logger = logging.getLogger(__name__)
 
-ANONYMOUS_INDEX = "tasks:anonymous"
+ANONYMOUS_INDEX = keys.ANONYMOUS_TASK_INDEX
 #: The JSON-RPC error of a call refused a task where it cannot wait for its plain result
 #: (implementation-defined server error range).
 TOO_MANY_TASKS = -32000
@@ -58,26 +58,22 @@ WARN_EVERY_S = 60.0
 _warned: TTLCache[str, bool] = TTLCache(maxsize=1024, ttl=WARN_EVERY_S)
 
 
-def index_of(principal: str | None) -> str:
-    """The store index of a principal's tasks: a digest, so any principal fits the index's
-    name bound and none is written out in the store's key names."""
-    if principal is None:
-        return ANONYMOUS_INDEX
-    return "tasks:" + hashlib.sha256(principal.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+#: The store index of a principal's tasks (`store/keys.py`; the name stays for callers).
+index_of = keys.task_index
 
 
 async def has_room(store: Store, principal: str | None, cap: int) -> bool:
     """Whether the principal holds fewer than `cap` task records (a check, not a claim)."""
-    return await store.index_count(index_of(principal)) < cap
+    return await store.index_count(keys.task_index(principal)) < cap
 
 
 async def claim(store: Store, principal: str | None, stream_id: str, expires_at: float, cap: int) -> bool:
     """Take a place for the task of `stream_id` until `expires_at`; False at the bound."""
-    return await store.index_add(index_of(principal), stream_id, expires_at, cap=cap)
+    return await store.index_add(keys.task_index(principal), stream_id, expires_at, cap=cap)
 
 
 def log_refusal(principal: str | None, cap: int, stream_id: str, outcome: str) -> None:
-    index = index_of(principal)
+    index = keys.task_index(principal)
     level = logging.DEBUG if index in _warned else logging.WARNING
     _warned[index] = True
     logger.log(

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store, StreamMeta
 from mcp_resume_asgi.tasks.record import TaskRecord
 
@@ -61,8 +62,8 @@ class TaskRead:
     """That stream's final event (None: none, or no longer retained), or `UNREAD`."""
 
 
-def task_key(stream_id: str) -> str:
-    return f"task:{stream_id}"
+#: A task record's key (`store/keys.py`; the name stays for callers).
+task_key = keys.task_record
 
 
 def _decoded(raw: str | None, stream_id: str) -> TaskRecord | None:
@@ -72,14 +73,14 @@ def _decoded(raw: str | None, stream_id: str) -> TaskRecord | None:
 
 async def read_record(store: Store, stream_id: str) -> TaskRecord | None:
     """The record of the task whose first request is `stream_id`, if the store has one."""
-    return _decoded(await store.get_key(task_key(stream_id)), stream_id)
+    return _decoded(await store.get_key(keys.task_record(stream_id)), stream_id)
 
 
 async def read_task(store: Store, stream_id: str) -> TaskRead | None:
     """The task's record and its current round's stream, with that stream's final event when
     the round is its first (one read; a later round's stream is a second, its event unread);
     None without a record."""
-    read = await store.read_key_and_stream(task_key(stream_id), stream_id)
+    read = await store.read_key_and_stream(keys.task_record(stream_id), stream_id)
     record = _decoded(read.value, stream_id)
     if record is None:
         return None
@@ -97,7 +98,7 @@ async def change_record(
     written only if there is still none. Raises `RecordContention` after `MAX_ATTEMPTS`
     conflicts.
     """
-    key = task_key(stream_id)
+    key = keys.task_record(stream_id)
     for _ in range(MAX_ATTEMPTS):
         raw = await store.get_key(key)
         current = _decoded(raw, stream_id)

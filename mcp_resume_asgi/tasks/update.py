@@ -23,6 +23,7 @@ from starlette.types import Message, Receive, Scope, Send
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi.connection import Delivery
 from mcp_resume_asgi.scheduler import spawn
+from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import GapError, StreamMeta, StreamState
 from mcp_resume_asgi.tasks.inputs import Pending, mrtr_of, next_round, outstanding, plan_update
 from mcp_resume_asgi.tasks.record import StreamView, TaskRecord, answer_of, message_of
@@ -37,10 +38,6 @@ logger = logging.getLogger(__name__)
 
 #: Headers the re-issued call gets anew (the rest are the client's own: its credentials).
 _REPLACED = {b"content-length", b"mcp-method", b"mcp-name", b"idempotency-key", b"last-event-id"}
-
-
-def answer_key(origin: str, key: str) -> str:
-    return f"task-answer:{origin}:{key}"
 
 
 async def view_of(
@@ -81,7 +78,7 @@ async def pending_of(
                 frame = await _event(engine, meta.stream_id, entry[1])
                 asked.append((entry[0], entry[1], message_of(frame) if frame is not None else None))
     candidates = outstanding(record.round, result=view.input_round, asked=asked)
-    claimed = [await engine.store.get_key(answer_key(record.stream_id, key)) for key in candidates]
+    claimed = [await engine.store.get_key(keys.task_answer(record.stream_id, key)) for key in candidates]
     return {
         key: entry for (key, entry), taken in zip(candidates.items(), claimed, strict=True) if taken is None
     }
@@ -113,7 +110,7 @@ async def update(
         return
     ttl = record.ttl_left_s(time.time())
     for key, response in plan.to_app:
-        if await engine.store.add_key(answer_key(record.stream_id, key), "1", ttl) is not None:
+        if await engine.store.add_key(keys.task_answer(record.stream_id, key), "1", ttl) is not None:
             continue  # answered meanwhile
         assert meta is not None
         status, _ = await engine.call_app(
@@ -123,7 +120,7 @@ async def update(
             logger.warning("task %s: the app refused an answer with HTTP %s", meta.stream_id, status)
         await engine.answers.answered(meta.session_id, response["id"], meta.stream_id)
     for key, response in plan.kept:
-        await engine.store.add_key(answer_key(record.stream_id, key), p.dumps(response).decode(), ttl)
+        await engine.store.add_key(keys.task_answer(record.stream_id, key), p.dumps(response).decode(), ttl)
     await answer({"jsonrpc": "2.0", "id": ctx.request_id, "result": {"resultType": "complete"}})
     if plan.kept and record.call is not None:
         await _next_round(ctx, record, view, host)
@@ -142,7 +139,7 @@ async def _next_round(
     answers: dict[str, Any] = {}
     for app_key in requests[0]:
         key = f"{record.round}/{app_key}"
-        raw = await engine.store.get_key(answer_key(origin, key))
+        raw = await engine.store.get_key(keys.task_answer(origin, key))
         if raw is None:
             return  # still waiting for others (the task stays `input_required`)
         try:
@@ -154,7 +151,7 @@ async def _next_round(
     if message is None:
         return
     ttl = record.ttl_left_s(time.time())
-    if await engine.store.add_key(f"task-round:{origin}:{record.round}", "1", ttl) is not None:
+    if await engine.store.add_key(keys.task_round(origin, record.round), "1", ttl) is not None:
         return  # another update issued it
     stream_id = new_stream_id()
     tool = message["params"].get("name")
