@@ -192,8 +192,50 @@ class ProbeGate:
 
 
 # ----------------------------------------------------------------------------- the REST face
+class AnswerAfterTheHold:
+    """The app, except that its answer to a `tools/call` starts only once the armed hold is
+    reached. A 2025-11-25 app answers with an SSE stream it opens at once, and the answer that
+    makes the call a task (the face's calls are tasks as soon as the app has read the request)
+    may then be made inside the app's own first `send`: the app cannot end before the hold is
+    let go, so there is no race to force (the hold only stalls it; the 200-PUT load below meets
+    that order). This keeps the order the test is about: that answer on its own way while the
+    tool ends. A hold never reached fails the test (TimeoutError), it does not pass it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.held: Held | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        held = self.held
+        if held is None or scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        first = await receive()
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return first
+            return await receive()
+
+        if b'"tools/call"' not in first.get("body", b""):
+            await self.app(scope, replay, send)
+            return
+
+        async def answer_after_the_hold(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                await held.reached(scaled(15))
+            await send(message)
+
+        await self.app(scope, replay, answer_after_the_hold)
+
+
 @contextlib.asynccontextmanager
-async def rest_face(kind: str, era: str) -> AsyncIterator[tuple[httpx.AsyncClient, PausingStore, Any]]:
+async def rest_face(
+    kind: str, era: str
+) -> AsyncIterator[tuple[httpx.AsyncClient, PausingStore, Any, AnswerAfterTheHold]]:
     real: Store
     if kind == "memory":
         real = MemoryStore()
@@ -203,7 +245,7 @@ async def rest_face(kind: str, era: str) -> AsyncIterator[tuple[httpx.AsyncClien
 
         real = RedisStore(redis_url(), prefix=redis_prefix("test-result-races"))
     store = PausingStore(real)
-    inner = create_app()
+    inner = AnswerAfterTheHold(create_app())
     policy = Policy(task_poll_interval_ms=100, task_ttl_s=120)
     app = resumable(
         inner if era == "2026-07-28" else legacy(inner),
@@ -215,26 +257,16 @@ async def rest_face(kind: str, era: str) -> AsyncIterator[tuple[httpx.AsyncClien
     try:
         async with (
             serve_in_loop(app) as info,
-            httpx.AsyncClient(base_url=info.base_url, timeout=20) as client,
+            httpx.AsyncClient(base_url=info.base_url, timeout=scaled(20)) as client,
         ):
-            yield client, store, app
+            yield client, store, app, inner
     finally:
         if kind == "redis":
             await real.clear()  # type: ignore[attr-defined]
             await real.aclose()
 
 
-# KNOWN DEFECT (open, 2026-11-24): in the 2025-11-25 era this forced interleaving sometimes hangs
-# the PUT (its answer never comes: client ReadTimeout, or the app never done), 1 in ~2-4 whole-suite
-# runs, on memory and Redis, never when the file runs alone. Marked xfail (not strict, so it still
-# runs and an XPASS shows) until the hang is found; the 2026-07-28 era and the 200-PUT load pass.
-LEGACY_HANG = pytest.mark.xfail(
-    reason="known intermittent hang of the 2025-11-25 REST PUT in this interleaving (open defect)",
-    strict=False,
-)
-
-
-@pytest.mark.parametrize("era", ["2026-07-28", pytest.param("2025-11-25", marks=LEGACY_HANG)])
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
 @pytest.mark.parametrize("point", HOLD_POINTS)
 async def test_a_put_whose_tool_ends_while_its_task_answer_is_made_succeeds_once(
     store_kind: str, point: str, era: str
@@ -242,10 +274,10 @@ async def test_a_put_whose_tool_ends_while_its_task_answer_is_made_succeeds_once
     tag = f"rest-race-{uuid.uuid4().hex[:8]}"
     url = f"/mcp/tools/gated/calls/{tag}"
     body, key = {"tag": tag}, {"idempotency-key": tag}
-    async with rest_face(store_kind, era) as (client, store, app):
+    async with rest_face(store_kind, era) as (client, store, app, inner):
         # The face's own first requests (the app's era, its tools) go by first.
         assert (await client.get("/mcp/tools")).status_code == 200
-        held = hold(store, point, engine_of(app))
+        held = inner.held = hold(store, point, engine_of(app))
         replies: list[httpx.Response] = []
         async with anyio.create_task_group() as tg:
 
