@@ -25,7 +25,8 @@ from mcp_resume_asgi import expiry
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import header, send_bytes
 from mcp_resume_asgi.admission import Refusal
-from mcp_resume_asgi.cancel_notices import (
+from mcp_resume_asgi.cluster import RELAYED_FROM
+from mcp_resume_asgi.core.cancel_notices import (
     MAX_SHARING,
     CancelNotice,
     Where,
@@ -36,7 +37,6 @@ from mcp_resume_asgi.cancel_notices import (
     valid_key,
     where,
 )
-from mcp_resume_asgi.cluster import RELAYED_FROM
 from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.store.base import StreamKind, StreamState
 

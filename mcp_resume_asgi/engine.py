@@ -33,6 +33,7 @@ from mcp_resume_asgi.client_answers import ClientAnswers, nothing_to_send
 from mcp_resume_asgi.client_cancels import ClientCancels
 from mcp_resume_asgi.cluster import Node
 from mcp_resume_asgi.connection import Connection, Delivery
+from mcp_resume_asgi.core.stream import close_cancels, primed
 from mcp_resume_asgi.follower import follow
 from mcp_resume_asgi.hosted import HostedStream
 from mcp_resume_asgi.policy import Policy, RouteTable
@@ -42,7 +43,6 @@ from mcp_resume_asgi.sessions import Sessions
 from mcp_resume_asgi.sse import encode_payload
 from mcp_resume_asgi.store.base import GapError, Store, StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.store_recovery import StoreRecovery
-from mcp_resume_asgi.stream_core import close_cancels, primed
 from mcp_resume_asgi.tokens import TokenSigner
 
 __all__ = ["STREAM_SEGMENT", "Delivery", "Engine", "RetryAnswer"]

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 import anyio
 
 from mcp_resume_asgi import protocol as p
+from mcp_resume_asgi.core.stream import Reason
 from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.store.base import StreamKind, StreamState
-from mcp_resume_asgi.stream_core import Reason
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.hosted import HostedStream

@@ -26,8 +26,8 @@ from starlette.types import Message, Scope
 
 from mcp_resume_asgi._http import UNAVAILABLE_HEADER, Headers
 from mcp_resume_asgi.connection import Connection, Delivery, Flag
+from mcp_resume_asgi.core.stream import Reason
 from mcp_resume_asgi.sse_answers import finish_answer
-from mcp_resume_asgi.stream_core import Reason
 from mcp_resume_asgi.writer import Writer
 
 if TYPE_CHECKING:

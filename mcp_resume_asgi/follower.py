@@ -21,11 +21,11 @@ import anyio
 
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi.connection import Connection, Delivery
+from mcp_resume_asgi.core.stream import Attachment, Due, Reason, StreamCore
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.sse import KEEPALIVE, encode_payload, priming_frame
 from mcp_resume_asgi.sse_answers import finish_answer, frame_events, note_detached
 from mcp_resume_asgi.store.base import GapError, StreamKind, StreamMeta, StreamState
-from mcp_resume_asgi.stream_core import Attachment, Due, Reason, StreamCore
 from mcp_resume_asgi.writer import READ_BATCH
 
 if TYPE_CHECKING:

@@ -32,12 +32,12 @@ from mcp_resume_asgi import expiry
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import send_bytes
 from mcp_resume_asgi.connection import Connection, Delivery, Flag
+from mcp_resume_asgi.core.stream import StreamCore
 from mcp_resume_asgi.first_answer import FirstAnswer, Mode
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.recording import Recorder
 from mcp_resume_asgi.sse import SSEError, SSEEvent, SSEParser, single_event_frame
 from mcp_resume_asgi.store.base import StreamKind
-from mcp_resume_asgi.stream_core import StreamCore
 from mcp_resume_asgi.tokens import new_stream_id
 
 if TYPE_CHECKING:

@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 
 from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi.held_writes import Batch, HeldWrites
+from mcp_resume_asgi.core.held_writes import Batch, HeldWrites
 from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.sse import SSEEvent, encode_payload
 from mcp_resume_asgi.store.base import StoreFullError, StreamKind, StreamMeta, StreamState
 
 if TYPE_CHECKING:
+    from mcp_resume_asgi.core.stream import Recorded
     from mcp_resume_asgi.hosted import HostedStream
-    from mcp_resume_asgi.stream_terms import Recorded
 
 logger = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mcp_resume_asgi.connection import Connection
+from mcp_resume_asgi.core.stream import AT_WILL, Attachment, Reason
 from mcp_resume_asgi.sse import retry_frame
-from mcp_resume_asgi.stream_core import AT_WILL, Attachment, Reason
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.policy import Policy

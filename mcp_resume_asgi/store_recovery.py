@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from mcp_resume_asgi.cluster import describe_error
-from mcp_resume_asgi.held_writes import Backoff, HeldBudget
+from mcp_resume_asgi.core.held_writes import Backoff, HeldBudget
 from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.store_outage import STORE_RETRY_S
 

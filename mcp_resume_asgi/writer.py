@@ -24,11 +24,11 @@ import anyio
 
 from mcp_resume_asgi import expiry
 from mcp_resume_asgi.connection import Connection, Delivery
+from mcp_resume_asgi.core.stream import STALL_S, Attachment, Due, Reason, StreamCore
 from mcp_resume_asgi.scheduler import Timer, spawn
 from mcp_resume_asgi.sse import KEEPALIVE, priming_frame
 from mcp_resume_asgi.sse_answers import finish_answer, frame_events, note_detached
 from mcp_resume_asgi.store.base import GapError
-from mcp_resume_asgi.stream_core import STALL_S, Attachment, Due, Reason, StreamCore
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine import Engine

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_resume_asgi.stream_terms import Recorded
+from mcp_resume_asgi.core.stream import Recorded
 
 #: What one engine holds at most, over all its streams, while the store is down.
 MAX_HELD_BYTES = 64 * 1024 * 1024
