@@ -1,0 +1,27 @@
+"""Moved to `mcp_resume_asgi.core.stream` (issue 21); this name stays until the imports move."""
+
+from mcp_resume_asgi.core.stream import (
+    AT_WILL,
+    HOLD_HEAD_S,
+    STALL_S,
+    Attachment,
+    Due,
+    Reason,
+    Recorded,
+    StreamCore,
+    close_cancels,
+    primed,
+)
+
+__all__ = [
+    "AT_WILL",
+    "HOLD_HEAD_S",
+    "STALL_S",
+    "Attachment",
+    "Due",
+    "Reason",
+    "Recorded",
+    "StreamCore",
+    "close_cancels",
+    "primed",
+]
