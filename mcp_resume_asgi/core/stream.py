@@ -11,16 +11,39 @@ The hosts feed it what happened (`record`, `attach`, `wrote`, `detach`,
 `app_finished`) with the time it happened, ask `next_deadline()` when to look
 again, and at that time call `due(now)`, which answers what to do. The same
 object serves a stream hosted here and, as a mirror fed from the store
-(`observe`), a stream whose app runs on another node.
+(`StreamCore.mirror`, `observe`), a stream whose app runs on another node.
+
+Where the stream is in its life is its `Phase`; the connection attached now, if
+any, is its `Attachment` (orthogonal: none or one, in most phases):
+
+    NEW --response start: 200 SSE-----------------------------------> OPEN
+    NEW --response start: anything else-----------------------------> PASSTHROUGH
+    NEW --opened ahead (Idempotency-Key, first messages, a Delivery,
+          upgrade_json_after_s): `open_ahead` / `hold`----------------> HELD
+    HELD --response start (not SSE: PASSTHROUGH) / DECIDE due /
+           superseded by a retry: `response_started`, `decided`--------> OPEN
+    HELD --the app refused before its answer opened: `refused`--------> FREED
+    OPEN --the request's final response recorded--------------------> ANSWERED
+    NEW|HELD|OPEN|ANSWERED|PASSTHROUGH --`left`/`cancel_asked`/`cancel`-> CANCELLING
+    any hosted phase but DONE --`app_finished`----------------------> DONE (FREED stays)
+    DONE|CANCELLING --the record freed: `freed`---------------------> FREED
+    a mirror: MIRROR only (`observe`, `attach`, `wrote`, `due`; `record` is refused)
+
+A call the phase does not allow raises `IllegalTransition` (a host bug, never
+the client's doing). Hosts written before the phases existed never say what a
+stream is: a core they leave in NEW accepts `record`, `attach` and `observe` as
+before (the hosts still do so in their tests), which is why NEW refuses less
+than the diagram suggests.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from mcp_resume_asgi import protocol as p
+from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_mode
 from mcp_resume_asgi.policy import Policy
 
 __all__ = [
@@ -29,12 +52,56 @@ __all__ = [
     "STALL_S",
     "Attachment",
     "Due",
+    "End",
+    "FirstGone",
+    "IllegalTransition",
+    "Phase",
     "Reason",
     "Recorded",
+    "Stream",
     "StreamCore",
     "close_cancels",
+    "mirror_heartbeat_s",
     "primed",
 ]
+
+
+class Phase(enum.StrEnum):
+    """Where a stream is in its life (see the module docstring)."""
+
+    NEW = "new"
+    """The app has not started its answer, and nothing was opened ahead of it."""
+    HELD = "held"
+    """Opened ahead of the app's answer: the client's answer waits for the app's status."""
+    OPEN = "open"
+    """Its SSE answer is open: the app's events are recorded and delivered."""
+    PASSTHROUGH = "passthrough"
+    """The app's answer is not a stream: it passes through, nothing is recorded."""
+    ANSWERED = "answered"
+    """The request's final response is recorded; nothing after it belongs to the stream."""
+    CANCELLING = "cancelling"
+    """The app's work is being cancelled (the client closed it, asked, or never came back)."""
+    DONE = "done"
+    """The app finished; connections may still be catching up."""
+    FREED = "freed"
+    """Its record is gone (refused, forgotten, expired): nothing may attach to it."""
+    MIRROR = "mirror"
+    """A stream whose app runs elsewhere, as the store says it is."""
+
+
+class IllegalTransition(RuntimeError):
+    """A host asked the core for something its phase does not allow (a bug of the host)."""
+
+    def __init__(self, phase: Phase, event: str) -> None:
+        super().__init__(f"{event} is not allowed when a stream is {phase}")
+        self.phase = phase
+        self.event = event
+
+
+#: Phases of a hosted stream whose app's work may still be stopped.
+_CANCELLABLE = frozenset({Phase.NEW, Phase.HELD, Phase.OPEN, Phase.ANSWERED, Phase.PASSTHROUGH})
+#: Phases in which the app's events may be recorded (NEW: a host that never said what it is).
+_RECORDING = frozenset({Phase.NEW, Phase.HELD, Phase.OPEN, Phase.ANSWERED, Phase.CANCELLING})
 
 
 class Reason(enum.StrEnum):
@@ -154,6 +221,39 @@ STALL_S = 0.25
 HOLD_HEAD_S = 0.005
 
 
+class FirstGone(enum.Enum):
+    """What `StreamCore.first_gone` asks the host to do when the first connection's client left."""
+
+    RELEASE = 1
+    """Let its attached connection go (`release`): the resume window starts, or the close cancels."""
+    CANCEL = 2
+    """It left before its answer opened, and where a close is a cancel that cancels the app's work."""
+    LEFT_EARLY = 3
+    """It left before the app decided how to answer: told to the app if it passes its answer through."""
+    TELL_APP = 4
+    """The app's answer passes through: the app is told (`http.disconnect`), as it would be unwrapped."""
+
+
+class End(enum.Enum):
+    """What `StreamCore.ending` asks the host to write once the app is done."""
+
+    RECORD_ERROR = 1
+    """A request ended without its final response: record an error as its answer (that
+    completes the stream; ask `ending` again once it is recorded)."""
+    DELETE = 2
+    """Cancelled: nobody is coming back for the stream, delete it."""
+    COMPLETE = 3
+    """Mark the stream completed (a request's recorded answer did that already)."""
+    ANSWER_500 = 4
+    """The app failed before starting any answer: its client gets a 500, as unwrapped."""
+
+
+def mirror_heartbeat_s(policy: Policy) -> float:
+    """How often a mirror tells the store a client is in contact: thrice per resume window,
+    between 50 ms and 10 s."""
+    return min(max(policy.max_wait_s / 3, 0.05), 10.0)
+
+
 class StreamCore:
     """One stream's state and decisions (see the module docstring)."""
 
@@ -173,8 +273,12 @@ class StreamCore:
         "input_seqs",
         "is_request",
         "next_beat",
+        "next_owner_check",
+        "owner_check_s",
+        "phase",
         "policy",
         "request_id",
+        "responded",
         "resumable",
         "seq",
     )
@@ -190,6 +294,7 @@ class StreamCore:
         opted_in: bool = False,
     ) -> None:
         self.policy = policy
+        self.phase = Phase.NEW
         self.resumable = primed(version, opted_in)
         """Clients of this revision are primed and may be closed at will."""
         self.close_cancels = close_cancels(version, opted_in)
@@ -206,6 +311,8 @@ class StreamCore:
         self.contact_at = now
         """Last moment a client was known to be in contact (the resume window counts from it)."""
         self.app_done = False
+        self.responded = False
+        """The app's response start was seen (`response_started`; it comes once)."""
         self.expiry_paused = False
         """Set while the host checks the store before expiring (and for good once it expires)."""
         self.decide_by: float | None = None
@@ -216,14 +323,49 @@ class StreamCore:
         self.answer_at_once = False
         self.heartbeat_s: float | None = None
         self.next_beat = 0.0
+        self.owner_check_s: float | None = None
+        """A mirror: how often to ask whether the stream's owner is still alive (None: never)."""
+        self.next_owner_check = 0.0
+
+    @classmethod
+    def mirror(
+        cls,
+        policy: Policy,
+        *,
+        version: str,
+        is_request: bool,
+        request_id: Any = None,
+        opted_in: bool = False,
+        now: float = 0.0,
+        owner_check_s: float | None = None,
+    ) -> StreamCore:
+        """A stream whose app runs elsewhere (or has finished), as the store says it is: it
+        heartbeats while a client is attached (`Due.HEARTBEAT`, `mirror_heartbeat_s`) and, given
+        `owner_check_s`, says when to check that the owner is alive (`owner_check_due`)."""
+        core = cls(
+            policy, version=version, is_request=is_request, request_id=request_id, now=now, opted_in=opted_in
+        )
+        core.phase = Phase.MIRROR
+        core.heartbeat_s = mirror_heartbeat_s(policy)
+        core.next_beat = now + core.heartbeat_s
+        core.owner_check_s = owner_check_s
+        if owner_check_s is not None:
+            core.next_owner_check = now + owner_check_s
+        return core
+
+    def _refuse(self, event: str) -> NoReturn:
+        raise IllegalTransition(self.phase, event)
 
     # ------------------------------------------------------------------ the app's events
     def record(self, frames: list[tuple[bytes, bytes]]) -> Recorded | None:
         """Give the app's `(frame without id, data)` pairs their seqs; None if nothing to keep.
 
         Frames without data (an app's own priming event) carry nothing to deliver;
-        nothing after a request's final response belongs to its stream.
+        nothing after a request's final response belongs to its stream. Refused where
+        nothing is recorded: a passed-through answer, a mirror, once the app is done.
         """
+        if self.phase not in _RECORDING:
+            self._refuse("record")
         batch: list[tuple[int, bytes]] = []
         recorded = Recorded(batch, [])
         for payload, data in frames:
@@ -240,29 +382,81 @@ class StreamCore:
             elif kind is p.Kind.RESPONSE and self.is_request and message_id == self.request_id:
                 self.final_seq = recorded.final_seq = self.seq
                 recorded.final_data = data
+                if self.phase is Phase.OPEN:
+                    self.phase = Phase.ANSWERED
         return recorded if batch else None
 
-    def observe(self, last_seq: int, final_seq: int | None, input_seqs: list[int]) -> None:
-        """A mirror learns what the stream's owner has recorded (from the store)."""
+    def observe(
+        self, last_seq: int, final_seq: int | None, input_seqs: list[int], *, running: bool | None = None
+    ) -> None:
+        """A mirror learns what the stream's owner has recorded (from the store), and whether its
+        app still runs (`running`; None: not said)."""
+        if self.phase is Phase.NEW:
+            self.phase = Phase.MIRROR  # (a host that built it as a plain core)
+        elif self.phase is not Phase.MIRROR:
+            self._refuse("observe")
         self.seq = max(self.seq, last_seq)
         self.final_seq = final_seq
         self.input_seqs = input_seqs
+        if running is not None:
+            self.app_done = not running
 
     def app_finished(self) -> None:
+        """The app's call returned (once; a mirror learns it from `observe`)."""
+        if self.app_done or self.phase is Phase.MIRROR:
+            self._refuse("app_finished")
         self.app_done = True
         self.decide_by = None
+        if self.phase is not Phase.FREED:
+            self.phase = Phase.DONE
 
-    # ------------------------------------------------------------------ connections
+    def ending(
+        self, *, mode: Mode | None, record_open: bool, expired: bool, first_waiting: bool
+    ) -> list[End]:
+        """What to write now that the app is done and what it recorded is in the store.
+
+        `mode` and `record_open`: what the first answer became and whether the stream's record
+        exists; `expired`: the app's work was cancelled (nobody comes back for it);
+        `first_waiting`: the first connection is there and was sent nothing yet."""
+        if (mode is Mode.STREAM or mode is Mode.UPGRADED) and record_open:
+            if expired:
+                return [End.DELETE]
+            if self.final_seq is not None:
+                return []
+            return [End.RECORD_ERROR] if self.is_request else [End.COMPLETE]
+        if mode is None and first_waiting:
+            return [End.ANSWER_500]
+        return []
+
+    def freed(self) -> None:
+        """The stream's record is gone (forgotten once over, or expired): nothing attaches any more."""
+        if self.phase not in (Phase.DONE, Phase.CANCELLING, Phase.FREED):
+            self._refuse("freed")
+        self.phase = Phase.FREED
+
+    # ------------------------------------------------------------------ the first answer
+    def open_ahead(self) -> None:
+        """The stream's record opens before the app answers (an Idempotency-Key, first messages,
+        a feature layer's Delivery): its client's answer is held for the app's status."""
+        if self.phase is not Phase.NEW:
+            self._refuse("open_ahead")
+        self.phase = Phase.HELD
+
     def answer_within(self, deadline_s: float) -> None:
         """The first connection's answer is the feature layer's deadline frame once the request
         has run `deadline_s` since it arrived (however long the app takes to start its answer);
         0: at once, whatever the app answers (a task from the start)."""
+        if self.phase not in (Phase.NEW, Phase.HELD):
+            self._refuse("answer_within")
         self.answer_by = self.arrived_at + deadline_s
         self.answer_at_once = deadline_s == 0
 
     def hold(self, now: float, hold_s: float) -> None:
         """Hold the client's answer for the app's decision, at most `hold_s` and never past
         the answer's deadline (one due at once waits only for `request_read`)."""
+        if self.phase not in (Phase.NEW, Phase.HELD):
+            self._refuse("hold")
+        self.phase = Phase.HELD
         until = now + hold_s
         if self.answer_by is not None and not self.answer_at_once:
             until = min(until, self.answer_by)
@@ -276,6 +470,92 @@ class StreamCore:
         self.decide_by = now
         return True
 
+    def response_started(
+        self,
+        status: int,
+        content_type: bytes,
+        *,
+        upgraded: bool,
+        held: bool,
+        refusal_recorded: bool = False,
+    ) -> Answer:
+        """The app started its answer (once): how its first connection is answered
+        (`answer_mode.answer_mode`). A stream answered without it (a held answer opened when
+        DECIDE fell due) keeps its phase; a refusal leaves it to `refused`, an upgrade to `decided`.
+        """
+        if self.responded or self.phase in (Phase.MIRROR, Phase.DONE, Phase.FREED):
+            self._refuse("response_started")
+        self.responded = True
+        answer = answer_mode(
+            status=status,
+            content_type=content_type,
+            upgraded=upgraded,
+            held=held,
+            refusal_recorded=refusal_recorded,
+        )
+        if answer is Answer.STREAM or answer is Answer.PASSTHROUGH:
+            self.decide_by = None  # the app decided in time
+            if self.phase is Phase.NEW or self.phase is Phase.HELD:
+                self.phase = Phase.PASSTHROUGH if answer is Answer.PASSTHROUGH else self._open_phase()
+        return answer
+
+    def _open_phase(self) -> Phase:
+        return Phase.OPEN if self.final_seq is None else Phase.ANSWERED
+
+    def record_unavailable(self) -> None:
+        """The app's SSE answer could not get a record (the store is down): it passes through."""
+        if self.phase not in (Phase.OPEN, Phase.CANCELLING) or self.seq:
+            self._refuse("record_unavailable")
+        if self.phase is Phase.OPEN:
+            self.phase = Phase.PASSTHROUGH
+
+    def decided(self) -> bool:
+        """The held answer opens now (DECIDE fell due, the app answered, or the app finished):
+        True when that opened it, False when it was no longer held (opened already, refused,
+        cancelled: the host still serves or lets go the connection it held)."""
+        if self.phase is Phase.MIRROR:
+            self._refuse("decided")
+        self.decide_by = None
+        if self.phase is not Phase.HELD:
+            return False
+        self.phase = self._open_phase()
+        return True
+
+    def refused(self) -> None:
+        """The app refused a request whose stream was opened ahead of its answer, before that
+        answer opened: the client gets its status, and the stream is forgotten."""
+        if self.phase is not Phase.HELD and self.phase is not Phase.CANCELLING:
+            self._refuse("refused")
+        self.decide_by = None
+        self.phase = Phase.FREED
+
+    def first_gone(
+        self, *, attached: bool, busy: bool, released: bool, mode: Mode | None, survives_close: bool
+    ) -> list[FirstGone]:
+        """The first connection's client left (its app's disconnect listener heard it): what
+        to do. `attached`/`busy`/`released`: its connection is attached, being written,
+        let go already; `mode`: what its answer became (None: not decided yet)."""
+        out: list[FirstGone] = []
+        if attached and not busy:
+            out.append(FirstGone.RELEASE)  # the writer notes where it stopped; its close may cancel
+        elif (
+            not released
+            and mode is not Mode.PASSTHROUGH
+            and self.left(Reason.GONE, survives_close=survives_close)
+        ):
+            out.append(FirstGone.CANCEL)  # before its answer opened (or while it is written)
+        if mode is None:
+            out.append(FirstGone.LEFT_EARLY)
+        elif mode is Mode.PASSTHROUGH:
+            out.append(FirstGone.TELL_APP)
+        return out
+
+    def may_become_task(self) -> bool:
+        """The request still waits for the feature layer's deadline that makes it a task (its
+        answer is not recorded and its work was not cancelled)."""
+        return self.answer_by is not None and self.final_seq is None and not self.cancelled
+
+    # ------------------------------------------------------------------ connections
     def attach(
         self,
         gen: int,
@@ -291,7 +571,10 @@ class StreamCore:
 
         `deadline_s` counts from now, but the `first` connection's from the request's arrival
         (`answer_within`): one due already is closed at once with the deadline frame, unless
-        the final answer is recorded (it keeps its plain result) and it is not `at once`."""
+        the final answer is recorded (it keeps its plain result) and it is not `at once`.
+        Refused for a stream that has no record (passed through, or freed)."""
+        if self.phase is Phase.PASSTHROUGH or self.phase is Phase.FREED:
+            self._refuse("attach")
         replaced = self.conn
         if replaced is not None and replaced.closing is None:
             replaced.closing = Reason.REPLACED
@@ -325,6 +608,37 @@ class StreamCore:
         self.contact_at = now
         return True
 
+    def release(
+        self, conn: Attachment, now: float, *, gone: bool, survives_close: bool = False
+    ) -> tuple[Reason, bool]:
+        """The host lets `conn` go: why (the close decided for it, else `GONE` when its client
+        left, else `ENDED`), and whether that cancels the app's work (`left`; only for the
+        connection attached now, which this detaches)."""
+        reason = conn.closing or (Reason.GONE if gone else Reason.ENDED)
+        conn.closing = reason
+        if self.conn is not conn:
+            return reason, False
+        self.detach(conn.gen, now)
+        return reason, self.left(reason, survives_close=survives_close)
+
+    def followed(self, conn: Attachment, attach_gen: int | None) -> Reason | None:
+        """A mirror read the stream's record: why to stop serving `conn` now, if it must
+        (`attach_gen` None: the record is gone; another generation: a newer connection took
+        the stream over; else `settle`)."""
+        if attach_gen is None:
+            return Reason.DELETED
+        if attach_gen != conn.gen:
+            return Reason.REPLACED
+        return self.settle(conn)
+
+    def owner_check_due(self, now: float) -> bool:
+        """A mirror: whether to ask now if the stream's owner is alive (then not again for
+        `owner_check_s`)."""
+        if self.owner_check_s is None or now < self.next_owner_check:
+            return False
+        self.next_owner_check = now + self.owner_check_s
+        return True
+
     def left(self, reason: Reason, *, survives_close: bool = False) -> bool:
         """The stream's connection was let go for `reason`: True when that cancels the app's work
         (then there is no resume window). Only the client closing it (`GONE`) cancels, only
@@ -339,7 +653,7 @@ class StreamCore:
             or self.final_seq is not None
         ):
             return False
-        self.cancelled = self.expiry_paused = True
+        self._cancelling()
         return True
 
     def cancel_asked(self, *, survives_close: bool = False) -> bool:
@@ -355,7 +669,24 @@ class StreamCore:
             or self.final_seq is not None
         ):
             return False
+        self._cancelling()
+        return True
+
+    def _cancelling(self) -> None:
         self.cancelled = self.expiry_paused = True
+        if self.phase in _CANCELLABLE:
+            self.phase = Phase.CANCELLING
+
+    def cancel(self) -> bool:
+        """The host cancels the app's work (nobody came back, the stream was deleted, a feature
+        layer's limit): no resume window from now on. True when this started the cancelling,
+        False when it is under way or over already (the host's steps are `expiry.cancel_plan`)."""
+        if self.phase is Phase.MIRROR:
+            self._refuse("cancel")
+        self.expiry_paused = True
+        if self.phase not in _CANCELLABLE:
+            return False
+        self.phase = Phase.CANCELLING
         return True
 
     def contact(self, at: float) -> None:
@@ -366,6 +697,11 @@ class StreamCore:
     def owed(self, conn: Attachment) -> bool:
         """Whether `conn` should be written more events now."""
         return conn is self.conn and conn.closing is None and conn.cursor < self.seq
+
+    def writing(self, conn: Attachment, now: float) -> float:
+        """A write to `conn` starts: returns when it counts as stalled (`Due.STALLED`)."""
+        conn.write_since = now
+        return now + STALL_S
 
     def write_started(self, conn: Attachment, now: float) -> None:
         conn.write_since = now
@@ -415,7 +751,8 @@ class StreamCore:
 
     # ------------------------------------------------------------------ time
     def next_deadline(self) -> float | None:
-        """The next moment `due` may have something to say (None: nothing pending)."""
+        """The next moment `due` (or a mirror's `owner_check_due`) may have something to say
+        (None: nothing pending)."""
         times: list[float] = []
         conn = self.conn
         if conn is not None:
@@ -438,6 +775,8 @@ class StreamCore:
             times.append(self.contact_at + self.policy.max_wait_s)
         if self.decide_by is not None:
             times.append(self.decide_by)
+        if self.owner_check_s is not None:
+            times.append(self.next_owner_check)  # (a mirror's: `owner_check_due`, not `due`)
         return min(times) if times else None
 
     def due(self, now: float) -> list[Due]:
@@ -492,3 +831,7 @@ class StreamCore:
             conn.last_write_at = now  # due once per interval, whether or not the write succeeds
             out.append(Due.KEEPALIVE)
         return out
+
+
+Stream = StreamCore
+"""The name the layered engine uses (issue 21); `StreamCore` stays until the hosts move."""
