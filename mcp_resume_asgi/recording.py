@@ -8,7 +8,7 @@ round trip per event: while a write is in flight, what the app sends queues up
 
 A write the store fails because it cannot be reached is not lost: it is held, with
 everything the app sends after it, and written in order once the store answers
-again (`held_writes.py`, `store_recovery.py`). A stream whose record the store lost
+again (`core/held_writes.py`, `store_recovery.py`). A stream whose record the store lost
 meanwhile (a restart without persistence) is recorded again holding an error that
 says so, so its client or task is told why instead of waiting for nothing.
 """

@@ -14,26 +14,27 @@ object serves a stream hosted here and, as a mirror fed from the store
 (`StreamCore.mirror`, `observe`), a stream whose app runs on another node.
 
 Where the stream is in its life is its `Phase`; the connection attached now, if
-any, is its `Attachment` (orthogonal: none or one, in most phases):
+any, is its `Attachment` (orthogonal: none or one):
 
-    NEW --response start: 200 SSE-----------------------------------> OPEN
-    NEW --response start: anything else-----------------------------> PASSTHROUGH
-    NEW --opened ahead (Idempotency-Key, first messages, a Delivery,
-          upgrade_json_after_s): `open_ahead` / `hold`----------------> HELD
-    HELD --response start (not SSE: PASSTHROUGH) / DECIDE due /
-           superseded by a retry: `response_started`, `decided`--------> OPEN
-    HELD --the app refused before its answer opened: `refused`--------> FREED
-    OPEN --the request's final response recorded--------------------> ANSWERED
-    NEW|HELD|OPEN|ANSWERED|PASSTHROUGH --`left`/`cancel_asked`/`cancel`-> CANCELLING
-    any hosted phase but DONE --`app_finished`----------------------> DONE (FREED stays)
-    DONE|CANCELLING --the record freed: `freed`---------------------> FREED
-    a mirror: MIRROR only (`observe`, `attach`, `wrote`, `due`; `record` is refused)
+    NEW --answer held for the app (`hold`: upgrade_json_after_s), or its
+          record opened ahead (`open_ahead`: Idempotency-Key, SEP-975...)--> HELD
+    NEW|HELD --response start: a 200 SSE answer (`response_started`)--------> OPEN
+    NEW|HELD --response start: anything else (not opened ahead)-------------> PASSTHROUGH
+    HELD --its answer opens (DECIDE due, the app answered, a retry took
+           it over, the app finished): `decided`---------------------------> OPEN
+    HELD|CANCELLING --the app refused before that answer opened: `refused`--> FREED
+    OPEN --the request's final response recorded (`record`)-----------------> ANSWERED
+    NEW|HELD|OPEN|ANSWERED|PASSTHROUGH --`left`, `cancel_asked`, `cancel`---> CANCELLING
+    any hosted phase --`app_finished` (once)--------------------------------> DONE (FREED stays)
+    DONE|CANCELLING --its record is gone: `freed`---------------------------> FREED
+    a mirror (`StreamCore.mirror`): MIRROR only; `record`, `app_finished` refused
 
 A call the phase does not allow raises `IllegalTransition` (a host bug, never
-the client's doing). Hosts written before the phases existed never say what a
-stream is: a core they leave in NEW accepts `record`, `attach` and `observe` as
-before (the hosts still do so in their tests), which is why NEW refuses less
-than the diagram suggests.
+the client's doing). What a phase allows is what the hosts do today: a connection
+attaches to any stream that has a record (while CANCELLING or DONE too: what was
+recorded is still served), a cancelled app's events are still recorded, and a
+core left in NEW by a host that never says what the stream is accepts `record`,
+`attach` and `observe` as before the phases existed.
 """
 
 from __future__ import annotations
