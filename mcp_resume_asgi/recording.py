@@ -26,6 +26,7 @@ import anyio
 
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi.core.held_writes import Batch, HeldWrites
+from mcp_resume_asgi.core.stream import Phase
 from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.sse import SSEEvent, encode_payload
 from mcp_resume_asgi.store.base import StoreFullError, StreamKind, StreamMeta, StreamState
@@ -123,8 +124,10 @@ class Recorder:
         While the store cannot be reached, what it failed to take is held, and so is
         everything after it, in order, until `write_held` catches up."""
         hosted = self.hosted
-        if hosted.expired:
-            return  # cancelled: nobody is coming back for what the app still says
+        if hosted.expired or hosted.core.phase is Phase.FREED:
+            # Cancelled, or refused and forgotten (a write behind may come after the refusal):
+            # nobody is coming back for what the app still says.
+            return
         recorded = hosted.core.record(frames)
         if recorded is None:
             return
