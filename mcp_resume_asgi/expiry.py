@@ -130,6 +130,6 @@ async def cancel_app(hosted: HostedStream, reason: str) -> None:
                 await hosted.done.wait()
         elif step is Step.DISCONNECT:
             hosted.disconnect_app()
-        elif not hosted.done.is_set():  # Step.HARD
+        elif step is Step.HARD and not hosted.done.is_set():
             logger.warning("stream %s: the app ignored the cancellation; stopping it", hosted.stream_id)
             hosted.app_scope.cancel()
