@@ -16,8 +16,9 @@ from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import send_bytes, send_json
+from mcp_resume_asgi.core import resume
+from mcp_resume_asgi.core.resume import Resume
 from mcp_resume_asgi.store import keys
-from mcp_resume_asgi.store.base import StreamMeta, StreamState
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine import Engine
@@ -68,16 +69,15 @@ class ClientAnswers:
         if updated is None:
             await send_json(send, 404, p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream"))
             return
-        start = updated.delivered_seq if after_seq is None else after_seq
-        if start > updated.last_seq:
+        said = resume.answer(updated, after_seq, via_link=True)
+        if said.kind is Resume.AHEAD:
             await send_json(
                 send, 400, p.error_message(None, p.INVALID_REQUEST, "Last-Event-ID is ahead of the stream")
             )
-            return
-        if nothing_to_send(updated, start):
+        elif said.kind is Resume.NOTHING:
             await send_bytes(send, 204)
-            return
-        await self.engine.serve_stream(scope, receive, send, updated, start)
+        else:
+            await self.engine.serve_stream(scope, receive, send, updated, said.after_seq)
 
     async def answered(self, session_id: str | None, message_id: Any, stream_id: str | None = None) -> None:
         """Note that a server-to-client request was answered (by any route)."""
@@ -95,12 +95,3 @@ class ClientAnswers:
             await self.engine.store.update_stream(stream_id, pending_inputs=pending)
         if session_id is not None:
             await self.engine.store.delete_key(keys.client_answer(session_id, message_id))
-
-
-def nothing_to_send(meta: StreamMeta, after_seq: int) -> bool:
-    """SEP-1335's 204: the stream is over for this client, or it waits for the client's input."""
-    if meta.final_seq is not None and after_seq >= meta.final_seq:
-        return True
-    if meta.state is not StreamState.RUNNING and after_seq >= meta.last_seq:
-        return True
-    return meta.waiting_for_input and after_seq >= meta.last_seq

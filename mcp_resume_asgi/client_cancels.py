@@ -1,6 +1,6 @@
 """A client's `notifications/cancelled` for an opted-in 2026-07-28 request: find it, cancel it.
 
-What and why are in `cancel_notices.py` (sans-IO); here is the I/O. A hosted request that
+What and why are in `core/cancel_notices.py` (sans-IO); here is the I/O. A hosted request that
 such a notice may cancel is registered, once the app has read it (its auth has said who
 is calling), in a store index named by its binding - principal, endpoint, request id,
 `Idempotency-Key` - with its stream's TTL, and taken out when its app is done. A notice
@@ -23,7 +23,7 @@ from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi import expiry
 from mcp_resume_asgi.admission import Refusal
-from mcp_resume_asgi.cancel_notices import (
+from mcp_resume_asgi.core.cancel_notices import (
     MAX_SHARING,
     CancelNotice,
     Where,

@@ -21,7 +21,7 @@ import anyio
 from starlette.types import Message, Receive, Send
 
 if TYPE_CHECKING:
-    from mcp_resume_asgi.stream_core import Attachment
+    from mcp_resume_asgi.core.stream import Attachment
 
 logger = logging.getLogger(__name__)
 

@@ -7,8 +7,9 @@ in the store and goes to whichever client connection is attached now. A client
 that comes back (GET with `Last-Event-ID`, or GET on the `Link` URL) becomes the
 attached connection and is sent exactly what it has not seen (`serve`): by the
 hosted stream itself when its app runs here (`writer.py`), else from the store
-(`follower.py`). Every decision about a stream's life is in `stream_core.py`;
-every timer is in the engine's one `Scheduler`.
+(`follower.py`). Every decision about a stream's life is in `core/` (`core/stream.py`
+for its life, `core/resume.py` for what a resume is answered); every timer is in the
+engine's one `Scheduler`.
 
 This module is the way in: one method per kind of HTTP request the middleware
 hands over, plus what the feature layers share (admission, links, the store). A POST
@@ -27,10 +28,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_resume_asgi import expiry
 from mcp_resume_asgi.admission import NOT_FOUND, Admission, Refusal, post_to_app
-from mcp_resume_asgi.client_answers import ClientAnswers, nothing_to_send
+from mcp_resume_asgi.client_answers import ClientAnswers
 from mcp_resume_asgi.client_cancels import ClientCancels
 from mcp_resume_asgi.cluster import Node
 from mcp_resume_asgi.connection import Connection, Delivery
+from mcp_resume_asgi.core import resume
+from mcp_resume_asgi.core.resume import Resume
+from mcp_resume_asgi.core.stream import close_cancels, primed
 from mcp_resume_asgi.follower import follow
 from mcp_resume_asgi.hosted import HostedStream
 from mcp_resume_asgi.policy import Policy, RouteTable
@@ -40,7 +44,6 @@ from mcp_resume_asgi.sessions import Sessions
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import GapError, Store, StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.store_recovery import StoreRecovery
-from mcp_resume_asgi.stream_core import close_cancels, primed
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.headers import Headers, header
 from mcp_resume_asgi.wire.replies import send_bytes, send_json
@@ -239,22 +242,15 @@ class Engine:
         meta = await self.admitted(scope, send, meta)
         if meta is None:
             return
-        if after_seq is None:
-            after_seq = meta.delivered_seq
-        if after_seq > meta.last_seq:
+        said = resume.answer(meta, after_seq, via_link=via_link)
+        if said.kind is Resume.AHEAD:
             await send_json(
                 send, 400, p.error_message(None, p.INVALID_REQUEST, "Last-Event-ID is ahead of the stream")
             )
-            return
-        if via_link and nothing_to_send(meta, after_seq):
+        elif said.kind is Resume.NOTHING:
             await send_bytes(send, 204)
-            return
-        if meta.final_seq is not None and after_seq >= meta.final_seq:
-            # A client that already holds the final response is told the stream is over
-            # (some clients, e.g. the TypeScript SDK's, resume even after an error response).
-            await send_bytes(send, 204)
-            return
-        await self.serve_stream(scope, receive, send, meta, after_seq)
+        else:
+            await self.serve_stream(scope, receive, send, meta, said.after_seq)
 
     # ------------------------------------------------------------------ serving a client
     async def serve_stream(
@@ -267,8 +263,9 @@ class Engine:
         delivery: Delivery | None = None,
     ) -> tuple[str, int] | None:
         """Answer a resuming client with the stream after `after_seq`: why it was let go, and where."""
-        if after_seq + 1 < meta.first_seq:
-            if meta.kind is StreamKind.STANDALONE:
+        served = resume.from_cursor(meta, after_seq)
+        if served is not Resume.SERVE:
+            if served is Resume.GONE:
                 await send_json(
                     send,
                     410,

@@ -6,7 +6,8 @@ word (`check`). Cancelling follows the request's protocol revision: a 2025
 request gets `notifications/cancelled` on its session, as its client would have
 sent; then (and for a 2026-07-28 request, whose closed stream is its cancel) the
 app's `receive` reports `http.disconnect`; an app that ignores both for
-`CANCEL_GRACE_S` has its call cancelled.
+`CANCEL_GRACE_S` has its call cancelled. Those decisions are `core/expiry.py`'s;
+this is their I/O.
 """
 
 from __future__ import annotations
@@ -18,17 +19,15 @@ from typing import TYPE_CHECKING
 import anyio
 
 from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi.scheduler import spawn
+from mcp_resume_asgi.core.expiry import CANCEL_GRACE_S, Step, VerdictKind, cancel_plan, forgets, verdict
 from mcp_resume_asgi.store.base import StreamKind, StreamState
-from mcp_resume_asgi.stream_core import Reason
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.hosted import HostedStream
 
-logger = logging.getLogger(__name__)
+__all__ = ["CANCEL_GRACE_S", "cancel_app", "check", "closed_by_client", "expire", "forget"]
 
-#: Grace given to an app to wind a cancelled request down before the next, harder step.
-CANCEL_GRACE_S = 5.0
+logger = logging.getLogger(__name__)
 
 
 async def check(hosted: HostedStream) -> None:
@@ -43,17 +42,22 @@ async def check(hosted: HostedStream) -> None:
         return
     if hosted.done.is_set() or hosted.expired:
         return
-    if hosted.meta_created and meta is None:
+    said = verdict(
+        meta,
+        record_open=hosted.meta_created,
+        max_wait_s=hosted.policy.max_wait_s,
+        now_wall=time.time(),
+        now_mono=time.monotonic(),
+    )
+    if said.kind is VerdictKind.CANCEL_DELETED:
         await cancel_app(hosted, "the stream was deleted")
-        return
-    if meta is not None and meta.state is not StreamState.RUNNING:
-        return  # its answer is complete; the app is winding down on its own
-    if meta is not None and (meta.attached or meta.last_contact + hosted.policy.max_wait_s > time.time()):
-        seen = time.monotonic() if meta.attached else time.monotonic() - (time.time() - meta.last_contact)
-        hosted.core.contact(seen)
+    elif said.kind is VerdictKind.CONTACT:
+        assert said.seen is not None
+        hosted.core.contact(said.seen)
         hosted.arm()
-        return
-    await expire(hosted)
+    elif said.kind is VerdictKind.EXPIRE:
+        await expire(hosted)
+    # (NONE: its answer is complete; the app is winding down on its own)
 
 
 async def expire(hosted: HostedStream) -> None:
@@ -79,23 +83,15 @@ async def closed_by_client(hosted: HostedStream) -> None:
     await cancel_app(hosted, "the client closed the stream")
 
 
-def left_unanswered(hosted: HostedStream) -> None:
-    """The first connection left before its answer opened (the app had not answered yet,
-    or its answer was held): where a close is a cancel, the app's work is cancelled."""
-    survives = hosted.delivery is not None and hosted.delivery.survives_close
-    if hosted.core.left(Reason.GONE, survives_close=survives):
-        spawn(closed_by_client, hosted)
-
-
 async def forget(hosted: HostedStream) -> None:
     """Free the record of a stream nobody may resume once it is over (nothing is kept for
     a 2026-07-28 request beyond what a task - `survives_close` - needs)."""
     delivery = hosted.delivery
-    if (
-        not hosted.core.close_cancels
-        or not hosted.meta_created
-        or hosted.expired
-        or (delivery is not None and delivery.survives_close)
+    if not forgets(
+        close_cancels=hosted.core.close_cancels,
+        record_open=hosted.meta_created,
+        expired=hosted.expired,
+        survives_close=delivery is not None and delivery.survives_close,
     ):
         return
     try:
@@ -103,33 +99,37 @@ async def forget(hosted: HostedStream) -> None:
     except Exception as exc:
         if not hosted.engine.store_outage(exc):
             raise
+    else:
+        hosted.core.freed()
 
 
 async def cancel_app(hosted: HostedStream, reason: str) -> None:
     """Stop the app's work for a stream the way its protocol revision expects."""
     hosted.expired = True
-    hosted.core.expiry_paused = True
-    if (
-        hosted.kind is StreamKind.REQUEST
-        and hosted.session_id is not None
-        and not p.at_least(hosted.version, p.SINGLE_EXCHANGE_VERSION)
-    ):
-        notification = {
-            "jsonrpc": "2.0",
-            "method": "notifications/cancelled",
-            "params": {"requestId": hosted.request_id, "reason": reason},
-        }
-        try:
-            await hosted.engine.call_app(
-                hosted.scope, hosted.path, hosted.session_id, hosted.version, p.dumps(notification)
-            )
-        except Exception:
-            logger.exception("stream %s: could not deliver the cancellation", hosted.stream_id)
-        with anyio.move_on_after(CANCEL_GRACE_S):
-            await hosted.done.wait()
-    hosted.disconnect_app()
-    with anyio.move_on_after(CANCEL_GRACE_S):
-        await hosted.done.wait()
-    if not hosted.done.is_set():
-        logger.warning("stream %s: the app ignored the cancellation; stopping it", hosted.stream_id)
-        hosted.app_scope.cancel()
+    hosted.core.cancel()
+    plan = cancel_plan(
+        is_request=hosted.kind is StreamKind.REQUEST,
+        in_session=hosted.session_id is not None,
+        version=hosted.version,
+    )
+    for step in plan:
+        if step is Step.NOTIFY:
+            notification = {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": hosted.request_id, "reason": reason},
+            }
+            try:
+                await hosted.engine.call_app(
+                    hosted.scope, hosted.path, hosted.session_id, hosted.version, p.dumps(notification)
+                )
+            except Exception:
+                logger.exception("stream %s: could not deliver the cancellation", hosted.stream_id)
+        elif step is Step.WAIT:
+            with anyio.move_on_after(CANCEL_GRACE_S):
+                await hosted.done.wait()
+        elif step is Step.DISCONNECT:
+            hosted.disconnect_app()
+        elif step is Step.HARD and not hosted.done.is_set():
+            logger.warning("stream %s: the app ignored the cancellation; stopping it", hosted.stream_id)
+            hosted.app_scope.cancel()

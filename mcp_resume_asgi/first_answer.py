@@ -10,14 +10,14 @@ known: a refusal (404, 400) reaches the client as that status and the stream is
 forgotten; anything else opens an SSE answer of the engine's own (`decide`),
 unless a retry took the stream over meanwhile (`superseded`).
 
-This is one decision with its own cases, so it is kept apart from the rest of
-hosting (`hosted.py`: the app call and what it sends) as the half of
-`HostedStream` that makes it.
+The decision itself is `core/answer_mode.py`'s, taken through the stream's core
+(`StreamCore.response_started`, which moves its phase); this is its I/O, kept
+apart from the rest of hosting (`hosted.py`: the app call and what it sends) as
+the half of `HostedStream` that acts on it.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -26,8 +26,9 @@ from starlette.types import Message, Scope
 
 from mcp_resume_asgi._http import UNAVAILABLE_HEADER, Headers
 from mcp_resume_asgi.connection import Connection, Delivery, Flag
+from mcp_resume_asgi.core.answer_mode import Answer, Mode, content_type, session_id, stream_headers
+from mcp_resume_asgi.core.stream import Reason
 from mcp_resume_asgi.sse_answers import finish_answer
-from mcp_resume_asgi.stream_core import Reason
 from mcp_resume_asgi.writer import Writer
 
 if TYPE_CHECKING:
@@ -36,17 +37,6 @@ if TYPE_CHECKING:
 __all__ = ["FirstAnswer", "Mode"]
 
 logger = logging.getLogger(__name__)
-
-_SKIP_APP_HEADERS = {b"content-length", b"link", b"transfer-encoding"}
-
-
-class Mode(enum.Enum):
-    PASSTHROUGH = 1
-    """The app answered with something other than an SSE stream; it goes to the client untouched."""
-    STREAM = 2
-    """The app answered with SSE; the engine records and relays it."""
-    UPGRADED = 3
-    """The engine opened the stream itself, before or instead of the app's answer."""
 
 
 class FirstAnswer(Writer):
@@ -71,31 +61,33 @@ class FirstAnswer(Writer):
         self.app_started = True
         status = int(message["status"])
         headers: Headers = list(message.get("headers", []))
-        content_type = b""
-        for key, value in headers:
-            if key.lower() == b"content-type":
-                content_type = value.split(b";", 1)[0].strip().lower()
-        if self.mode is Mode.UPGRADED:
-            delivery = self.delivery
-            if status >= 400 and self.held is not None and not (delivery and delivery.refusal_recorded):
-                await self.refused_before_opening(message)
-                return
+        media = content_type(headers)
+        delivery = self.delivery
+        answer = self.core.response_started(
+            status,
+            media,
+            upgraded=self.mode is Mode.UPGRADED,
+            held=self.held is not None,
+            refusal_recorded=delivery is not None and delivery.refusal_recorded,
+        )
+        if answer is Answer.REFUSED:
+            await self.refused_before_opening(message)
+            return
+        if answer is Answer.UPGRADE:
             principal = self.engine.principal(self.scope)
             if principal != self.principal:
                 # Opened before the app ran: its auth has only now said who is calling.
                 self.principal = principal
                 await self.store.update_stream(self.stream_id, principal=principal)
             self.json_status = status
-            self.upgraded_sse = content_type == b"text/event-stream"
+            self.upgraded_sse = media == b"text/event-stream"
             await self.decide()
             return
         first = self.first
         self.held = None  # the app decided in time
-        self.core.decide_by = None
-        if status == 200 and content_type == b"text/event-stream":
-            for key, value in headers:
-                if key.lower() == b"mcp-session-id" and self.session_id is None:
-                    self.session_id = value.decode("latin-1")
+        if answer is Answer.STREAM:
+            if self.session_id is None:
+                self.session_id = session_id(headers)
             self.mode = Mode.STREAM
             try:
                 await self.recorder.open_record(attached=first is not None and not first.gone.is_set())
@@ -106,12 +98,11 @@ class FirstAnswer(Writer):
                 # it is, and says so (the store error must not reach the app's `send`, whose SSE
                 # writer would swallow it and leave the client a 500).
                 self.mode = Mode.PASSTHROUGH
+                self.core.record_unavailable()
                 if first is not None:
                     await first.send(dict(message, headers=[*headers, UNAVAILABLE_HEADER]))
                 return
-            extra = [(k, v) for k, v in headers if k.lower() not in _SKIP_APP_HEADERS]
-            if not any(k.lower() == b"x-accel-buffering" for k, _ in extra):
-                extra.append((b"x-accel-buffering", b"no"))
+            extra = stream_headers(headers)
             if not self.core.close_cancels:
                 extra.append(self.engine.link_header(self.path, self.stream_id, 0))
             if first is not None:
@@ -132,7 +123,7 @@ class FirstAnswer(Writer):
     async def decide(self) -> None:
         """The UPGRADED stream's answer opens: the app answered, or took too long."""
         held, self.held = self.held, None
-        self.core.decide_by = None
+        self.core.decided()
         if held is None:
             return
         # Under way from here (the store is asked first): the app may finish meanwhile, and its
@@ -185,7 +176,10 @@ class FirstAnswer(Writer):
         stream and its Idempotency-Key are forgotten: a retry is a new request."""
         self.mode = Mode.PASSTHROUGH
         held, self.held = self.held, None
-        self.core.decide_by = None
+        self.core.refused()
+        # Freed from now on: a retry coming meanwhile is served from the store (which is
+        # deleting it), not attached here.
+        self.meta_created = False
         try:
             await self.store.delete_stream(self.stream_id)
             if self.idempotency_key is not None:
@@ -193,6 +187,5 @@ class FirstAnswer(Writer):
         except Exception as exc:
             if not self.engine.store_outage(exc):
                 raise
-        self.meta_created = False
         if held is not None:
             await held.send(start)

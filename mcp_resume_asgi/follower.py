@@ -21,11 +21,11 @@ import anyio
 
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi.connection import Connection, Delivery
+from mcp_resume_asgi.core.stream import Attachment, Due, Reason, StreamCore
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.sse import KEEPALIVE, encode_payload, priming_frame
 from mcp_resume_asgi.sse_answers import finish_answer, frame_events, note_detached
 from mcp_resume_asgi.store.base import GapError, StreamKind, StreamMeta, StreamState
-from mcp_resume_asgi.stream_core import Attachment, Due, Reason, StreamCore
 from mcp_resume_asgi.writer import READ_BATCH
 
 if TYPE_CHECKING:
@@ -40,16 +40,17 @@ async def follow(
     """Serve `conn` from the store until the stream is over for it, it leaves or is closed."""
     now = time.monotonic()
     delivery = conn.delivery or Delivery()
-    core = StreamCore(
+    node = engine.node
+    core = StreamCore.mirror(
         policy,
         version=meta.protocol_version,
         is_request=meta.kind is StreamKind.REQUEST,
         request_id=meta.request_id,
         opted_in=meta.resumable_opt_in,
+        now=now,
+        owner_check_s=node.timeout_s / 2 if node is not None else None,
     )
     core.attach(meta.attach_gen, after_seq, now, at_will=delivery.at_will, deadline_s=delivery.deadline_s)
-    core.heartbeat_s = min(max(policy.max_wait_s / 3, 0.05), 10.0)
-    core.next_beat = now + core.heartbeat_s
     att = core.conn
     assert att is not None
     prefix = None if core.close_cancels else engine.signer.event_prefix(meta.stream_id)
@@ -86,8 +87,6 @@ async def _loop(
     node = engine.node
     stream_id = meta.stream_id
     transform = conn.delivery.transform if conn.delivery is not None else None
-    owner_check = node.timeout_s / 2 if node is not None else math.inf
-    next_owner_check = time.monotonic() + owner_check
     while True:
         try:
             events, meta_now = await store.read_with_meta(stream_id, att.cursor, READ_BATCH)
@@ -96,34 +95,38 @@ async def _loop(
             return Reason.GAP
         if meta_now is not None:
             meta = meta_now
-            core.observe(meta.last_seq, meta.final_seq, [entry[1] for entry in meta.pending_inputs])
-            core.app_done = meta.state is not StreamState.RUNNING
+            core.observe(
+                meta.last_seq,
+                meta.final_seq,
+                [entry[1] for entry in meta.pending_inputs],
+                running=meta.state is StreamState.RUNNING,
+            )
         if events:
             if not await conn.write(frame_events(prefix, events, transform)):
                 return Reason.GONE
             core.wrote(att, events[-1][0], time.monotonic())
-        if meta_now is None:
-            return Reason.DELETED
-        if meta.attach_gen != att.gen:
-            return Reason.REPLACED
-        settled = core.settle(att)
-        if settled is not None:
-            return settled
+        outcome = core.followed(att, None if meta_now is None else meta.attach_gen)
+        if outcome is not None:
+            return outcome
         if events and att.cursor < meta.last_seq:
             continue
         now = time.monotonic()
-        if node is not None and meta.owner != engine.node_id and now >= next_owner_check:
-            next_owner_check = now + owner_check
-            if att.cursor >= meta.last_seq and not await node.alive(meta.owner):
-                # Everything the dead owner recorded was delivered; nothing more will come.
-                logger.warning("stream %s: its owner %s stopped", stream_id, meta.owner)
-                await store.update_stream(stream_id, state=StreamState.EXPIRED)
-                if meta.kind is StreamKind.REQUEST:
-                    error = p.error_message(
-                        meta.request_id, p.STREAM_ERROR, "the server running this request stopped"
-                    )
-                    await conn.write(encode_payload(p.dumps(error), b"message"))
-                return Reason.OWNER_DEAD
+        if (
+            node is not None
+            and core.owner_check_due(now)
+            and meta.owner != engine.node_id
+            and att.cursor >= meta.last_seq
+            and not await node.alive(meta.owner)
+        ):
+            # Everything the dead owner recorded was delivered; nothing more will come.
+            logger.warning("stream %s: its owner %s stopped", stream_id, meta.owner)
+            await store.update_stream(stream_id, state=StreamState.EXPIRED)
+            if meta.kind is StreamKind.REQUEST:
+                error = p.error_message(
+                    meta.request_id, p.STREAM_ERROR, "the server running this request stopped"
+                )
+                await conn.write(encode_payload(p.dumps(error), b"message"))
+            return Reason.OWNER_DEAD
         for due in core.due(now):
             if due is Due.CLOSE:
                 return att.closing or Reason.ENDED
@@ -132,7 +135,7 @@ async def _loop(
             elif due is Due.KEEPALIVE and not await conn.write(KEEPALIVE):
                 return Reason.GONE
         deadline = core.next_deadline()
-        timeout = min(math.inf if deadline is None else deadline - now, next_owner_check - now)
+        timeout = math.inf if deadline is None else deadline - now
         await store.wait(stream_id, att.cursor, within_s=max(timeout, 0.001), version=meta.version)
 
 

@@ -32,12 +32,13 @@ from mcp_resume_asgi import expiry
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import send_bytes
 from mcp_resume_asgi.connection import Connection, Delivery, Flag
+from mcp_resume_asgi.core.stream import FirstGone, StreamCore
 from mcp_resume_asgi.first_answer import FirstAnswer, Mode
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.recording import Recorder
+from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.sse import SSEError, SSEEvent, SSEParser, single_event_frame
 from mcp_resume_asgi.store.base import StreamKind
-from mcp_resume_asgi.stream_core import StreamCore
 from mcp_resume_asgi.tokens import new_stream_id
 
 if TYPE_CHECKING:
@@ -134,6 +135,7 @@ class HostedStream(FirstAnswer):
             if open_before_s is not None:
                 self.held = client
                 if open_before_s == 0:
+                    self.core.open_ahead()
                     # Open the stream's record before the app runs (a retry or a resume can find it
                     # at once), but not the client's answer: that waits for the app's status.
                     await self.upgrade()
@@ -165,17 +167,8 @@ class HostedStream(FirstAnswer):
             if first is not None and not self.app_disconnect.is_set():
                 # The app's own disconnect listener is our watcher of its client.
                 await first.listen()
-                if first.gone.is_set() and first.attachment is not None and not first.busy:
-                    await self.release(first)  # the resume window starts now (or the app is cancelled)
-                elif (
-                    first.gone.is_set() and not first.released.is_set() and self.mode is not Mode.PASSTHROUGH
-                ):
-                    expiry.left_unanswered(self)  # before its answer opened
-                if first.gone.is_set() and (self.mode is Mode.PASSTHROUGH or self.mode is None):
-                    if self.mode is None:
-                        self.left_early = True
-                    else:
-                        self.app_disconnect.set()  # a JSON answer: the client leaving means what it does unwrapped
+                if first.gone.is_set():
+                    await self.first_gone(first)
             await self.app_disconnect.wait()
             return {"type": "http.disconnect"}
 
@@ -199,6 +192,25 @@ class HostedStream(FirstAnswer):
         finally:
             with anyio.CancelScope(shield=True):
                 await self.app_finished()
+
+    async def first_gone(self, first: Connection) -> None:
+        """The first connection's client left: what that means is the core's (`first_gone`)."""
+        actions = self.core.first_gone(
+            attached=first.attachment is not None,
+            busy=first.busy,
+            released=first.released.is_set(),
+            mode=self.mode,
+            survives_close=self.delivery is not None and self.delivery.survives_close,
+        )
+        for action in actions:
+            if action is FirstGone.RELEASE:
+                await self.release(first)  # the resume window starts now (or the app is cancelled)
+            elif action is FirstGone.CANCEL:
+                spawn(expiry.closed_by_client, self)  # before its answer opened
+            elif action is FirstGone.LEFT_EARLY:
+                self.left_early = True
+            else:  # a JSON answer: the client leaving means what it does unwrapped
+                self.app_disconnect.set()
 
     async def request_taken(self) -> None:
         """The app reads the request: its auth has let it through and said who is calling,

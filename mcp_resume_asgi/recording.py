@@ -8,7 +8,7 @@ round trip per event: while a write is in flight, what the app sends queues up
 
 A write the store fails because it cannot be reached is not lost: it is held, with
 everything the app sends after it, and written in order once the store answers
-again (`held_writes.py`, `store_recovery.py`). A stream whose record the store lost
+again (`core/held_writes.py`, `store_recovery.py`). A stream whose record the store lost
 meanwhile (a restart without persistence) is recorded again holding an error that
 says so, so its client or task is told why instead of waiting for nothing.
 """
@@ -25,15 +25,16 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 
 from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi.held_writes import Batch, HeldWrites
+from mcp_resume_asgi.core.held_writes import Batch, HeldWrites
+from mcp_resume_asgi.core.stream import Phase
 from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.sse import SSEEvent, encode_payload
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import StoreFullError, StreamKind, StreamMeta, StreamState
 
 if TYPE_CHECKING:
+    from mcp_resume_asgi.core.stream import Recorded
     from mcp_resume_asgi.hosted import HostedStream
-    from mcp_resume_asgi.stream_terms import Recorded
 
 logger = logging.getLogger(__name__)
 
@@ -124,8 +125,10 @@ class Recorder:
         While the store cannot be reached, what it failed to take is held, and so is
         everything after it, in order, until `write_held` catches up."""
         hosted = self.hosted
-        if hosted.expired:
-            return  # cancelled: nobody is coming back for what the app still says
+        if hosted.expired or hosted.core.phase is Phase.FREED:
+            # Cancelled, or refused and forgotten (a write behind may come after the refusal):
+            # nobody is coming back for what the app still says.
+            return
         recorded = hosted.core.record(frames)
         if recorded is None:
             return

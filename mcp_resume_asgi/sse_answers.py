@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from mcp_resume_asgi.connection import Connection
-from mcp_resume_asgi.stream_core import AT_WILL, Attachment, Reason
+from mcp_resume_asgi.core.stream import AT_WILL, Attachment, Reason
 from mcp_resume_asgi.wire.sse import frame_events, retry_frame
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The engine's one waiter for the store to come back, for the streams whose writes it holds.
 
 A hosted stream whose write fails because the store cannot be reached keeps what
-it could not write (`held_writes.py`) and is handed to this waiter. One task per
+it could not write (`core/held_writes.py`) and is handed to this waiter. One task per
 engine, and only while something is held: it tries the store again after a
 backoff (`0.1 s` doubling up to `STORE_RETRY_S`), each try being the first held
 stream's own write, and when the store answers writes every held stream, oldest
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from mcp_resume_asgi.held_writes import Backoff, HeldBudget
+from mcp_resume_asgi.core.held_writes import Backoff, HeldBudget
 from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.store.health import STORE_RETRY_S, describe_error
 

@@ -24,11 +24,11 @@ import anyio
 
 from mcp_resume_asgi import expiry
 from mcp_resume_asgi.connection import Connection, Delivery
+from mcp_resume_asgi.core.stream import Attachment, Due, Reason, StreamCore
 from mcp_resume_asgi.scheduler import Timer, spawn
 from mcp_resume_asgi.sse import KEEPALIVE, priming_frame
 from mcp_resume_asgi.sse_answers import finish_answer, frame_events, note_detached
 from mcp_resume_asgi.store.base import GapError
-from mcp_resume_asgi.stream_core import STALL_S, Attachment, Due, Reason, StreamCore
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine import Engine
@@ -251,11 +251,9 @@ class Writer:
         """Write `data`: True, False when the client is gone, None when the write stalled."""
         if conn.own_writer:
             return await conn.write(data, end=end)
-        now = time.monotonic()
-        att.write_since = now
-        self.engine.scheduler.arm(self.timer, now + STALL_S)
+        self.engine.scheduler.arm(self.timer, self.core.writing(att, time.monotonic()))
         written = await conn.write_interruptibly(data, end=end)
-        att.write_since = None
+        self.core.write_ended(att)
         return written
 
     def _hand_over(self, conn: Connection) -> None:
@@ -316,13 +314,13 @@ class Writer:
         if att is None:
             return
         conn.attachment = None
-        reason = att.closing or (Reason.GONE if conn.gone.is_set() else Reason.ENDED)
-        att.closing = reason
+        survives = conn.delivery is not None and conn.delivery.survives_close
+        reason, cancels = self.core.release(
+            att, time.monotonic(), gone=conn.gone.is_set(), survives_close=survives
+        )
         if self.conn is conn:
             self.conn = None
-            self.core.detach(att.gen, time.monotonic())
-            survives = conn.delivery is not None and conn.delivery.survives_close
-            if self.core.left(reason, survives_close=survives):
+            if cancels:
                 spawn(expiry.closed_by_client, cast("HostedStream", self))
             self.arm()
         if conn is self.first:

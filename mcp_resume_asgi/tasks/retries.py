@@ -125,13 +125,11 @@ def as_sent(message: dict[str, Any]) -> dict[str, Any]:
 
 def may_become_task(hosted: HostedStream) -> bool:
     """The request hosted here is still waiting for the deadline that makes it a task."""
-    delivery, core = hosted.delivery, hosted.core
+    delivery = hosted.delivery
     return (
         delivery is not None
         and delivery.on_deadline is not None
-        and core.answer_by is not None
-        and core.final_seq is None
-        and not core.cancelled
+        and hosted.core.may_become_task()
         and not hosted.expired
         and not hosted.done.is_set()
     )

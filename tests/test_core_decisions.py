@@ -1,0 +1,217 @@
+"""The decisions issue 21 moved into `StreamCore` from its hosts: the first connection's client
+leaving, letting a connection go, a write's stall deadline, a mirror's outcomes and owner
+checks, what the app's end writes, whether a request may still become a task. No event loop.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from mcp_resume_asgi.core.answer_mode import Mode
+from mcp_resume_asgi.core.stream import (
+    STALL_S,
+    Due,
+    End,
+    FirstGone,
+    Phase,
+    Reason,
+    Stream,
+    StreamCore,
+    mirror_heartbeat_s,
+)
+from mcp_resume_asgi.policy import Policy
+from tests.test_stream_core import QUIET, RID, SINGLE, VERSION, answer, attached, make, note
+
+MODES: list[Mode | None] = [None, Mode.PASSTHROUGH, Mode.STREAM, Mode.UPGRADED]
+
+
+# ---------------------------------------------------------------------- the first connection leaving
+
+
+@pytest.mark.parametrize(
+    ("attached", "busy", "released", "mode", "version"),
+    list(itertools.product([False, True], [False, True], [False, True], MODES, [VERSION, SINGLE])),
+)
+def test_first_gone_is_what_the_hosts_closure_decided(
+    attached: bool, busy: bool, released: bool, mode: Mode | None, version: str
+) -> None:
+    """As `hosted.run_app`'s disconnect listener decided before the rule moved here."""
+    core = make(version=version)
+    expected: list[FirstGone] = []
+    if attached and not busy:
+        expected.append(FirstGone.RELEASE)
+    elif not released and mode is not Mode.PASSTHROUGH and version == SINGLE:
+        expected.append(FirstGone.CANCEL)  # (2026-07-28: a close is a cancel)
+    if mode is None:
+        expected.append(FirstGone.LEFT_EARLY)
+    elif mode is Mode.PASSTHROUGH:
+        expected.append(FirstGone.TELL_APP)
+    got = core.first_gone(attached=attached, busy=busy, released=released, mode=mode, survives_close=False)
+    assert got == expected
+    assert core.cancelled is (FirstGone.CANCEL in got)
+    assert (core.phase is Phase.CANCELLING) is (FirstGone.CANCEL in got)
+
+
+def test_first_gone_cancels_once_and_never_work_that_outlives_its_connection() -> None:
+    core = make(version=SINGLE)
+    kw = {"attached": False, "busy": False, "released": False, "mode": Mode.STREAM}
+    assert core.first_gone(**kw, survives_close=True) == []  # a task: the resume window instead
+    assert core.first_gone(**kw, survives_close=False) == [FirstGone.CANCEL]
+    assert core.first_gone(**kw, survives_close=False) == []
+    answered = make(version=SINGLE)
+    answered.record([answer()])
+    assert answered.first_gone(**kw, survives_close=False) == []
+
+
+# ---------------------------------------------------------------------- letting a connection go
+
+
+def test_release_says_why_a_connection_was_let_go() -> None:
+    core = make()
+    att = attached(core, 1)
+    assert core.release(att, 2.0, gone=False) == (Reason.ENDED, False)
+    assert att.closing is Reason.ENDED and core.conn is None and core.contact_at == 2.0
+    gone = attached(core, 2, now=3.0)
+    assert core.release(gone, 4.0, gone=True) == (Reason.GONE, False)  # resumable: no cancel
+    decided = attached(core, 3, now=5.0)
+    core.close(decided, Reason.IDLE)
+    assert core.release(decided, 6.0, gone=True) == (Reason.IDLE, False)  # the close decided first
+
+
+def test_releasing_a_replaced_connection_detaches_nothing() -> None:
+    core = make(version=SINGLE)
+    first = attached(core, 1)
+    second = attached(core, 2, now=1.0)
+    assert core.release(first, 2.0, gone=True) == (Reason.REPLACED, False)
+    assert core.conn is second and not core.cancelled
+
+
+def test_a_2026_client_closing_its_stream_cancels_when_released() -> None:
+    core = make(version=SINGLE)
+    att = attached(core, 1)
+    assert core.release(att, 1.0, gone=True) == (Reason.GONE, True)
+    assert core.phase is Phase.CANCELLING and core.cancelled
+    task = make(version=SINGLE)
+    att = attached(task, 1)
+    assert task.release(att, 1.0, gone=True, survives_close=True) == (Reason.GONE, False)
+
+
+# ---------------------------------------------------------------------- a write in flight
+
+
+def test_writing_returns_its_stall_deadline_and_write_ended_clears_it() -> None:
+    core = make()
+    att = attached(core, 1)
+    core.record([note(1)])
+    assert core.writing(att, 10.0) == 10.0 + STALL_S
+    assert att.write_since == 10.0 and core.next_deadline() == 10.0 + STALL_S
+    core.write_ended(att)
+    assert att.write_since is None and core.due(20.0) == []
+
+
+# ---------------------------------------------------------------------- a mirror
+
+
+def test_a_mirror_heartbeats_from_its_start() -> None:
+    policy = Policy(keepalive_s=None, max_wait_s=30.0)
+    core = StreamCore.mirror(policy, version=VERSION, is_request=True, request_id=RID, now=100.0)
+    assert core.heartbeat_s == mirror_heartbeat_s(policy) == 10.0
+    attached(core, 1, now=100.0)
+    assert core.next_deadline() == 110.0
+    assert core.due(110.0) == [Due.HEARTBEAT]
+    assert core.next_deadline() == 120.0
+
+
+@pytest.mark.parametrize(("max_wait_s", "beat"), [(0.06, 0.05), (3.0, 1.0), (600.0, 10.0)])
+def test_the_heartbeat_is_a_third_of_the_window_within_bounds(max_wait_s: float, beat: float) -> None:
+    assert mirror_heartbeat_s(Policy(max_wait_s=max_wait_s)) == pytest.approx(beat)
+
+
+def test_a_mirror_is_told_whether_its_app_still_runs() -> None:
+    core = StreamCore.mirror(QUIET, version=VERSION, is_request=False)
+    att = attached(core, 4, cursor=0)
+    core.observe(2, None, [], running=True)
+    assert not core.app_done
+    core.wrote(att, 2, 1.0)
+    assert core.followed(att, 4) is None
+    core.observe(2, None, [], running=False)
+    assert core.followed(att, 4) is Reason.ENDED
+    core.observe(2, None, [])  # not said: unchanged
+    assert core.app_done
+
+
+def test_a_mirror_stops_when_its_record_is_gone_or_taken_over() -> None:
+    core = StreamCore.mirror(QUIET, version=VERSION, is_request=True, request_id=RID)
+    att = attached(core, 4, cursor=0)
+    assert core.followed(att, None) is Reason.DELETED
+    assert core.followed(att, 5) is Reason.REPLACED
+    core.observe(1, 1, [])
+    assert core.followed(att, 4) is None  # owed the answer still
+    core.wrote(att, 1, 1.0)
+    assert core.followed(att, 4) is Reason.COMPLETE
+
+
+def test_a_mirror_checks_its_owner_every_owner_check_s() -> None:
+    core = StreamCore.mirror(QUIET, version=VERSION, is_request=True, now=10.0, owner_check_s=2.5)
+    attached(core, 1, now=10.0)
+    assert core.next_deadline() == 12.5
+    assert not core.owner_check_due(12.4)
+    assert core.owner_check_due(12.5)
+    assert not core.owner_check_due(12.6)  # once per interval
+    assert core.next_deadline() == 15.0
+    assert core.due(15.0) == []  # `due` does not say it: the host asks `owner_check_due`
+    alone = StreamCore.mirror(QUIET, version=VERSION, is_request=True, now=10.0)
+    attached(alone, 1, now=10.0)
+    assert not alone.owner_check_due(1e9)  # no cluster: never
+
+
+# ---------------------------------------------------------------------- the app's end
+
+
+@pytest.mark.parametrize("mode", [Mode.STREAM, Mode.UPGRADED])
+def test_a_recorded_request_without_its_answer_ends_with_an_error(mode: Mode) -> None:
+    core = make()
+    core.record([note(1)])
+    kw = {"mode": mode, "record_open": True, "first_waiting": False}
+    assert core.ending(**kw, expired=False) == [End.RECORD_ERROR]
+    assert core.ending(**kw, expired=True) == [End.DELETE]
+    core.record([answer()])  # the error is its answer: asked again, nothing is left to write
+    assert core.ending(**kw, expired=False) == []
+    assert core.ending(**kw, expired=True) == [End.DELETE]
+
+
+def test_a_standalone_stream_is_completed_when_its_app_ends() -> None:
+    core = make(is_request=False)
+    kw = {"mode": Mode.STREAM, "record_open": True, "first_waiting": False}
+    assert core.ending(**kw, expired=False) == [End.COMPLETE]
+    assert core.ending(**kw, expired=True) == [End.DELETE]
+
+
+def test_an_app_that_failed_before_answering_leaves_its_client_a_500() -> None:
+    core = make()
+    assert core.ending(mode=None, record_open=False, expired=False, first_waiting=True) == [End.ANSWER_500]
+    assert core.ending(mode=None, record_open=False, expired=False, first_waiting=False) == []
+    for mode in (Mode.PASSTHROUGH, Mode.UPGRADED, Mode.STREAM):  # an answer started, or no record
+        assert core.ending(mode=mode, record_open=False, expired=False, first_waiting=True) == []
+
+
+# ---------------------------------------------------------------------- becoming a task
+
+
+def test_a_request_may_become_a_task_while_its_deadline_is_ahead_and_its_work_goes_on() -> None:
+    core = make(version=SINGLE, opted_in=True)
+    assert not core.may_become_task()  # no deadline: never
+    core.answer_within(1.0)
+    assert core.may_become_task()
+    core.record([answer()])
+    assert not core.may_become_task()  # answered
+    cancelled = make(version=SINGLE)
+    cancelled.answer_within(1.0)
+    assert cancelled.left(Reason.GONE)
+    assert not cancelled.may_become_task()
+
+
+def test_stream_is_the_core() -> None:
+    assert Stream is StreamCore
