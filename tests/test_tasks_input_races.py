@@ -26,6 +26,7 @@ import pytest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tests.apps.tasks_app import SEEN, create_app
+from tests.support.asgi import replaying
 from tests.support.pausing_store import Held, PausingStore
 from tests.support.raw import RawSession
 from tests.support.timing import scaled
@@ -56,7 +57,7 @@ class AnswerGate:
             return
         first = await receive()
         if b'"tools/call"' not in first.get("body", b"") or self.next is not held:
-            await self.app(scope, _replaying(first, receive), send)
+            await self.app(scope, replaying(first, receive), send)
             return
         self.next = None
 
@@ -65,20 +66,7 @@ class AnswerGate:
                 await held._hold("answer", "")
             await send(message)
 
-        await self.app(scope, _replaying(first, receive), gated_send)
-
-
-def _replaying(first: Message, receive: Receive) -> Receive:
-    replayed = False
-
-    async def replay() -> Message:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return first
-        return await receive()
-
-    return replay
+        await self.app(scope, replaying(first, receive), gated_send)
 
 
 async def forced(gate: AnswerGate, store: PausingStore, point: str, app: Any, call: Any) -> Any:

@@ -45,6 +45,7 @@ from mcp_resume_asgi.admission import PROBE_ID_PREFIX
 from mcp_resume_asgi.engine import Engine
 from tests.apps.rest_app import legacy
 from tests.apps.tasks_app import SEEN, create_app, open_gate
+from tests.support.asgi import replaying
 from tests.support.pausing_store import Held, PausingStore
 from tests.support.server import serve_in_loop
 from tests.support.stores import redis_prefix, redis_url, require_redis
@@ -179,15 +180,7 @@ class ProbeGate:
         if PROBE_ID_PREFIX.encode() in body and self.next is held:
             self.next = None
             await held._hold("probe", body.decode())
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return first
-            return await receive()
-
+        replay = replaying(first, receive)
         await self.app(scope, replay, send)
 
 
@@ -211,15 +204,7 @@ class AnswerAfterTheHold:
             await self.app(scope, receive, send)
             return
         first = await receive()
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return first
-            return await receive()
-
+        replay = replaying(first, receive)
         if b'"tools/call"' not in first.get("body", b""):
             await self.app(scope, replay, send)
             return
