@@ -42,7 +42,8 @@ from tests.support.stores import redis_url, require_redis
 from tests.support.timing import scaled
 from tests.test_multinode import SECRET, pid_of, port_of, prefix
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+# Two nodes and a relay between them, end to end: slow (`-m "not slow"` is the unit and in-process tests).
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120), pytest.mark.slow]
 
 __all__ = ["prefix"]  # the fixture, used by name
 

@@ -43,7 +43,8 @@ from tests.support.server import serve_in_loop
 from tests.support.stores import redis_prefix, redis_url, require_redis
 from tests.support.timing import scaled
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
+# Real Redis stalls of seconds: slow (`-m "not slow"` is the unit and in-process tests).
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90), pytest.mark.slow]
 
 
 @contextlib.contextmanager
