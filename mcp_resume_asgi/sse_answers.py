@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from mcp_resume_asgi.connection import Connection
+from mcp_resume_asgi.engine.connection import Connection
 from mcp_resume_asgi.stream_core import AT_WILL, Attachment, Reason
 from mcp_resume_asgi.wire.sse import frame_events, retry_frame
 
