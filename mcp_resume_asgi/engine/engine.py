@@ -80,6 +80,8 @@ class Engine:
             on_store_outage=on_store_outage,
         )
         services = self.services
+        # What the feature layers, Tasks and REST still read of the engine itself, until they
+        # reach it only through its port (issue 21, step 7).
         self.app = app
         self.routes = routes
         self.store = store
@@ -200,13 +202,6 @@ class Engine:
             open_before = 0.0
             hosted.delivery = delivery
         return await hosted.host(Connection(send, receive), open_before_s=open_before)
-
-    # ------------------------------------------------------------------ the app, called by us
-    async def call_app(
-        self, template: Scope, path: str, session_id: str | None, version: str, body: bytes
-    ) -> tuple[int, bytes]:
-        """POST `body` to the app's MCP endpoint as the client would (client answers, cancellations)."""
-        return await self.services.call_app(template, path, session_id, version, body)
 
     # ------------------------------------------------------------------ resuming
     async def handle_resume(
