@@ -10,7 +10,7 @@ Answers POSTed to the endpoint instead (what stock clients do) are noted here to
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
@@ -18,17 +18,19 @@ from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import send_bytes, send_json
 from mcp_resume_asgi.core import resume
 from mcp_resume_asgi.core.resume import Resume
+from mcp_resume_asgi.engine.port import EnginePort
 from mcp_resume_asgi.store import keys
-
-if TYPE_CHECKING:
-    from mcp_resume_asgi.engine import Engine
+from mcp_resume_asgi.store.base import Store
 
 logger = logging.getLogger(__name__)
 
 
 class ClientAnswers:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    """Delivers a client's answers to the app's requests, and notes them answered."""
+
+    def __init__(self, store: Store, port: EnginePort) -> None:
+        self.store = store
+        self.port = port
 
     async def deliver(
         self,
@@ -40,8 +42,8 @@ class ClientAnswers:
         after_seq: int | None,
     ) -> None:
         """SEP-1335: answers POSTed to the Link URL go to the app; the reply continues the stream."""
-        meta = await self.engine.store.get_stream(stream_id)
-        meta = await self.engine.admitted(scope, send, meta)
+        meta = await self.store.get_stream(stream_id)
+        meta = await self.port.admitted(scope, send, meta)
         if meta is None:
             return
         issued = meta.issued_inputs
@@ -57,7 +59,7 @@ class ClientAnswers:
         for answer in answers:
             if answer["id"] not in pending_ids:
                 continue  # already delivered (a retried POST): answering twice would confuse the app
-            status, body = await self.engine.call_app(
+            status, body = await self.port.call_app(
                 scope, meta.path, meta.session_id, meta.protocol_version, p.dumps(answer)
             )
             if status >= 300:
@@ -65,7 +67,7 @@ class ClientAnswers:
                 await send_bytes(send, status, body, content_type=b"application/json")
                 return
             await self.answered(meta.session_id, answer["id"], stream_id)
-        updated = await self.engine.store.update_stream(stream_id, turn=meta.turn + 1)
+        updated = await self.store.update_stream(stream_id, turn=meta.turn + 1)
         if updated is None:
             await send_json(send, 404, p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream"))
             return
@@ -77,21 +79,21 @@ class ClientAnswers:
         elif said.kind is Resume.NOTHING:
             await send_bytes(send, 204)
         else:
-            await self.engine.serve_stream(scope, receive, send, updated, said.after_seq)
+            await self.port.serve(scope, receive, send, updated, said.after_seq)
 
     async def answered(self, session_id: str | None, message_id: Any, stream_id: str | None = None) -> None:
         """Note that a server-to-client request was answered (by any route)."""
         if stream_id is None:
             if session_id is None:
                 return
-            stream_id = await self.engine.store.get_key(keys.client_answer(session_id, message_id))
+            stream_id = await self.store.get_key(keys.client_answer(session_id, message_id))
             if stream_id is None:
                 return
-        meta = await self.engine.store.get_stream(stream_id)
+        meta = await self.store.get_stream(stream_id)
         if meta is None:
             return
         pending = [entry for entry in meta.pending_inputs if entry[0] != message_id]
         if len(pending) != len(meta.pending_inputs):
-            await self.engine.store.update_stream(stream_id, pending_inputs=pending)
+            await self.store.update_stream(stream_id, pending_inputs=pending)
         if session_id is not None:
-            await self.engine.store.delete_key(keys.client_answer(session_id, message_id))
+            await self.store.delete_key(keys.client_answer(session_id, message_id))

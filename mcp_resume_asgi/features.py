@@ -6,87 +6,21 @@ to the ASGI scope, and the engine - which has already read and classified the
 JSON-RPC request - asks each layer, in order, whether it answers the request
 itself (`intercept`) and which messages a new stream starts with (`first_messages`).
 So every layer is usable alone in a `middleware=[...]` list, as long as it comes
-before `ResumeMiddleware`, and all layers share one engine and one store.
+before `ResumeMiddleware`, and all layers share one engine and one store. A layer sees
+each request as a `RequestContext` (`engine/port.py`, re-exported here).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcp_resume_asgi.connection import Delivery
-from mcp_resume_asgi.policy import Policy
+from mcp_resume_asgi.engine.port import RequestContext
 from mcp_resume_asgi.wire.asgi import check_asgi_app
 from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY
 
-if TYPE_CHECKING:
-    from mcp_resume_asgi.engine import Engine, RetryAnswer
-
-
-@dataclass(slots=True)
-class RequestContext:
-    """A JSON-RPC request on its way into the engine, as the layers see it."""
-
-    engine: Engine
-    scope: Scope
-    body: bytes
-    message: dict[str, Any]
-    method: str
-    tool: str | None
-    session_id: str | None
-    version: str
-    principal: str | None
-    route: int
-    policy: Policy
-    stream_id: str
-    """The id the request's stream will have if the engine runs it."""
-    capabilities: dict[str, Any] = field(default_factory=dict)
-    """The client's capabilities: per request (`_meta`, 2026-07-28) or from the session's `initialize`."""
-    survives_close: bool = False
-    """Set by a layer that gives the client a way back to the request's work (SEP-975's
-    resume token): its connection closing detaches instead of cancelling (2026-07-28)."""
-
-    @property
-    def request_id(self) -> Any:
-        return self.message["id"]
-
-    @property
-    def params(self) -> dict[str, Any]:
-        params = self.message.get("params")
-        return params if isinstance(params, dict) else {}
-
-    async def host(
-        self,
-        receive: Receive,
-        send: Send,
-        *,
-        delivery: Delivery | None = None,
-        policy: Policy | None = None,
-        first_messages: list[dict[str, Any]] | None = None,
-        idempotency_key: str | None = None,
-        on_retry: RetryAnswer | None = None,
-    ) -> tuple[str, int] | None:
-        """Hand the request to the engine as it stands here (a layer that serves it its own way:
-        with a `Delivery`, another policy, its own answer to a retry); see `Engine.handle_request`."""
-        return await self.engine.handle_request(
-            self.scope,
-            receive,
-            send,
-            body=self.body,
-            message=self.message,
-            route=self.route,
-            policy=policy or self.policy,
-            version=self.version,
-            session_id=self.session_id,
-            accepts_sse=True,
-            idempotency_key=idempotency_key,
-            stream_id=self.stream_id,
-            first_messages=first_messages,
-            delivery=delivery,
-            on_retry=on_retry,
-        )
+__all__ = ["FEATURES_KEY", "FeatureMiddleware", "RequestContext"]
 
 
 class FeatureMiddleware:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -29,13 +29,19 @@ from mcp_resume_asgi.store.base import GapError, StreamKind, StreamMeta, StreamS
 from mcp_resume_asgi.writer import READ_BATCH
 
 if TYPE_CHECKING:
-    from mcp_resume_asgi.engine import Engine
+    from mcp_resume_asgi.engine.services import StreamServices
 
 logger = logging.getLogger(__name__)
 
 
 async def follow(
-    engine: Engine, conn: Connection, meta: StreamMeta, after_seq: int, policy: Policy, *, priming: bool
+    engine: StreamServices[Any],
+    conn: Connection,
+    meta: StreamMeta,
+    after_seq: int,
+    policy: Policy,
+    *,
+    priming: bool,
 ) -> tuple[str, int]:
     """Serve `conn` from the store until the stream is over for it, it leaves or is closed."""
     now = time.monotonic()
@@ -76,7 +82,7 @@ async def _watch(conn: Connection, serving: anyio.CancelScope) -> None:
 
 
 async def _loop(
-    engine: Engine,
+    engine: StreamServices[Any],
     conn: Connection,
     core: StreamCore,
     att: Attachment,
@@ -140,7 +146,7 @@ async def _loop(
 
 
 async def _end(
-    engine: Engine,
+    engine: StreamServices[Any],
     conn: Connection,
     stream_id: str,
     att: Attachment,

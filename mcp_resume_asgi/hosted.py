@@ -31,8 +31,9 @@ from starlette.types import Message, Scope
 from mcp_resume_asgi import expiry
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import send_bytes
-from mcp_resume_asgi.connection import Connection, Delivery, Flag
 from mcp_resume_asgi.core.stream import FirstGone, StreamCore
+from mcp_resume_asgi.engine.connection import Connection, Flag
+from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.first_answer import FirstAnswer, Mode
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.recording import Recorder
@@ -42,7 +43,7 @@ from mcp_resume_asgi.store.base import StreamKind
 from mcp_resume_asgi.tokens import new_stream_id
 
 if TYPE_CHECKING:
-    from mcp_resume_asgi.engine import Engine
+    from mcp_resume_asgi.engine.services import StreamServices
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class HostedStream(FirstAnswer):
 
     def __init__(
         self,
-        engine: Engine,
+        services: StreamServices[HostedStream],
         *,
         kind: StreamKind,
         scope: Scope,
@@ -71,8 +72,10 @@ class HostedStream(FirstAnswer):
         stream_id: str | None = None,
         opted_in: bool = False,
     ) -> None:
-        self.engine = engine
-        self.store = engine.store
+        self.engine = services
+        """The engine's services to its streams (`StreamServices`), under the name the stream's
+        parts (`first_answer.py`, `writer.py`, `recording.py`, `expiry.py`) call them by."""
+        self.store = services.store
         self.kind = kind
         self.scope = scope
         self.body = body
@@ -80,7 +83,7 @@ class HostedStream(FirstAnswer):
         self.policy = policy
         self.version = version
         self.session_id = session_id
-        self.principal = engine.principal(scope)
+        self.principal = services.principal(scope)
         self.request_id = request_id
         self.method = method
         self.path: str = scope["path"]
@@ -223,9 +226,13 @@ class HostedStream(FirstAnswer):
             if not self.engine.store_outage(exc):
                 raise
         self.principal = principal
-        await self.engine.cancels.taken(self)  # a notice may cancel it from now on (`client_cancels.py`)
+        await self.engine.cancel_bindings.taken(self)  # a notice may cancel it from now on
         if self.core.request_read(time.monotonic()):
             self.arm()
+
+    async def cancel(self, reason: str) -> None:
+        """Stop the app's work the way its protocol revision expects (`expiry.cancel_app`)."""
+        await expiry.cancel_app(self, reason)
 
     def disconnect_app(self) -> None:
         """Tell the app its request is over (`http.disconnect` on its `receive`)."""
@@ -266,7 +273,7 @@ class HostedStream(FirstAnswer):
             self.opened.set()
             self.app_disconnect.set()
             self.after_app()
-            await self.engine.cancels.forget(self)
+            await self.engine.cancel_bindings.forget(self.stream_id)
 
     # ------------------------------------------------------------------ the app's answer
     async def on_app_send(self, message: Message) -> None:

@@ -19,11 +19,11 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_resume_asgi._misconfig import WrongPathDetector
-from mcp_resume_asgi.cluster import Node
-from mcp_resume_asgi.engine import Engine
+from mcp_resume_asgi.engine.cluster import Node
+from mcp_resume_asgi.engine.engine import Engine
+from mcp_resume_asgi.engine.relayed_caller import CallerGuard, principal_with_relays
 from mcp_resume_asgi.policy import Policy, RoutesSpec, RouteTable
 from mcp_resume_asgi.post_handling import PostHandling
-from mcp_resume_asgi.relayed_caller import CallerGuard, principal_with_relays
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
 from mcp_resume_asgi.store.health import StoreHealth
@@ -89,6 +89,7 @@ class ResumeMiddleware(PostHandling):
             if self.store.shared
             else None
         )
+        self.outage = StoreHealth(self.store)
         self.engine = Engine(
             app,
             routes=self.routes,
@@ -98,9 +99,8 @@ class ResumeMiddleware(PostHandling):
             session_ttl_s=session_ttl_s,
             node_id=self.node.node_id if self.node is not None else secrets.token_hex(6),
             node=self.node,
+            on_store_outage=self.outage.failed,
         )
-        self.outage = StoreHealth(self.store)
-        self.engine.on_store_outage = self.outage.failed
         self.stream_urls = StreamUrls(self.engine, self.node, max_body_bytes)
 
     # ------------------------------------------------------------------ routing

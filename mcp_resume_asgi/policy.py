@@ -131,6 +131,15 @@ class Policy:
         return dataclasses.replace(self, **changes)
 
 
+def running_ttl(policy: Policy) -> float:
+    """The store TTL of what a running stream writes (its record, its cancel binding).
+
+    Expiry is driven by the owner (`max_wait_s`); the TTL only reclaims the streams of a
+    dead owner.
+    """
+    return policy.max_wait_s * 2 + 3600
+
+
 @dataclass(frozen=True, slots=True)
 class Route:
     """Chooses `policy` for requests matching every given pattern (shell-style globs).

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_resume_asgi._http import read_body_or_refuse, replay_receive
-from mcp_resume_asgi.connection import Delivery
-from mcp_resume_asgi.features import FeatureMiddleware, RequestContext
+from mcp_resume_asgi.engine.port import Delivery, RequestContext
+from mcp_resume_asgi.features import FeatureMiddleware
 from mcp_resume_asgi.store.health import StoreHealth
 from mcp_resume_asgi.store_outage import TrackedSend, without_store
 from mcp_resume_asgi.wire import header_rules
@@ -33,8 +33,8 @@ from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY
 from mcp_resume_asgi.wire.tokens import new_stream_id
 
 if TYPE_CHECKING:
-    from mcp_resume_asgi.cluster import Node
-    from mcp_resume_asgi.engine import Engine
+    from mcp_resume_asgi.engine.cluster import Node
+    from mcp_resume_asgi.engine.engine import Engine
     from mcp_resume_asgi.policy import RouteTable
 
 __all__ = ["PostHandling"]

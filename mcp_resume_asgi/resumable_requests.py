@@ -39,8 +39,8 @@ from starlette.types import ASGIApp, Receive, Send
 
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import header, send_json
-from mcp_resume_asgi.connection import Delivery
-from mcp_resume_asgi.features import FeatureMiddleware, RequestContext
+from mcp_resume_asgi.engine.port import Delivery, RequestContext
+from mcp_resume_asgi.features import FeatureMiddleware
 from mcp_resume_asgi.store.base import StreamMeta, StreamState
 
 logger = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ class ResumableRequestsMiddleware(FeatureMiddleware):
                 problem = "unknown or expired request"
                 meta = None
             else:
-                refusal = await ctx.engine.admit(ctx.scope, meta)
+                refusal = await ctx.engine.port.admit(ctx.scope, meta)
                 if refusal is not None:
                     await refusal.send(send)
                     return None
@@ -145,7 +145,7 @@ class ResumableRequestsMiddleware(FeatureMiddleware):
         elif meta.final_seq is not None:
             after = min(after, meta.final_seq - 1)  # a client asking again did not get its result
         logger.debug("requests/resume of stream %s after %s", meta.stream_id, after)
-        await ctx.engine.serve_stream(ctx.scope, receive, send, meta, after, Delivery(survives_close=True))
+        await ctx.engine.port.serve(ctx.scope, receive, send, meta, after, Delivery(survives_close=True))
 
     async def _get_status(self, ctx: RequestContext, send: Send) -> None:
         params = ctx.params

@@ -36,8 +36,8 @@ from starlette.types import ASGIApp, Receive, Send
 
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import send_json
-from mcp_resume_asgi.engine import Delivery
-from mcp_resume_asgi.features import FeatureMiddleware, RequestContext
+from mcp_resume_asgi.engine.port import Delivery, RequestContext
+from mcp_resume_asgi.features import FeatureMiddleware
 from mcp_resume_asgi.sse import SSEParser, encode_payload
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import StreamState
@@ -166,7 +166,7 @@ class ResumeTokenMiddleware(FeatureMiddleware):
         if problem is None:
             assert isinstance(payload, list)
             meta = await ctx.engine.store.get_stream(payload[0])
-            refusal = None if meta is None else await ctx.engine.admit(ctx.scope, meta)
+            refusal = None if meta is None else await ctx.engine.port.admit(ctx.scope, meta)
             if refusal is not None:
                 await refusal.send(send)
                 return
@@ -189,7 +189,7 @@ class ResumeTokenMiddleware(FeatureMiddleware):
             transform=_readdress(ctx, meta.request_id),
             at_will=False,
         )
-        outcome = await ctx.engine.serve_stream(ctx.scope, receive, send, meta, payload[5], delivery)
+        outcome = await ctx.engine.port.serve(ctx.scope, receive, send, meta, payload[5], delivery)
         if outcome is not None and outcome[0] == "complete":
             await ctx.engine.store.set_key(
                 keys.resume_token_spent(meta.stream_id), "1", policy.retain_completed_s + 60

@@ -13,7 +13,6 @@ kept apart from the engine because it is one decision with its own refusals
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -21,24 +20,21 @@ from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi._http import header, send_json
+from mcp_resume_asgi.engine.port import EnginePort, RetryAnswer
 from mcp_resume_asgi.store.base import StreamMeta
 
 if TYPE_CHECKING:
-    from mcp_resume_asgi.engine import Engine
+    from mcp_resume_asgi.engine.services import StreamServices
+    from mcp_resume_asgi.hosted import HostedStream
 
 __all__ = ["RetryAnswer", "answer_retry", "opened_record"]
 
 logger = logging.getLogger(__name__)
 
-RetryAnswer = Callable[[str, StreamMeta | None, int], Awaitable[bool]]
-"""A feature layer's own answer to a retried POST (the same `Idempotency-Key`), asked with the
-original's stream id once the retry is admitted to its stream `meta`, with the seq it resumes
-after - or, that stream gone, with None (the same body; the layer admits the caller itself):
-True when it answered (the Tasks layer answers a call that became a task with that task)."""
-
 
 async def answer_retry(
-    engine: Engine,
+    services: StreamServices[HostedStream],
+    port: EnginePort,
     scope: Scope,
     receive: Receive,
     send: Send,
@@ -49,9 +45,9 @@ async def answer_retry(
     """A POST repeating an Idempotency-Key attaches to the request already running
     (unless the layer that served the original answers it its own way: `on_retry`)."""
     stream_id, _, first_digest = existing.partition(" ")
-    meta = await engine.store.get_stream(stream_id)
-    if meta is None and stream_id in engine.live:
-        meta = await opened_record(engine, stream_id)
+    meta = await services.store.get_stream(stream_id)
+    if meta is None and stream_id in services.live:
+        meta = await opened_record(services, stream_id)
     if meta is None:
         if on_retry is not None and first_digest == digest and await on_retry(stream_id, None, 0):
             return  # (a cancelled task's stream is freed; its record still answers)
@@ -63,7 +59,7 @@ async def answer_retry(
             ),
         )
         return
-    refusal = await engine.admit(scope, meta)
+    refusal = await port.admit(scope, meta)
     if refusal is not None:
         await refusal.send(send)
         return
@@ -77,7 +73,7 @@ async def answer_retry(
     after = 0
     last_event_id = header(scope, b"last-event-id")
     if last_event_id is not None:
-        parsed = engine.signer.parse_event_id(last_event_id.strip())
+        parsed = services.signer.parse_event_id(last_event_id.strip())
         if parsed is None or parsed[0] != stream_id or parsed[1] > meta.last_seq:
             await send_json(
                 send,
@@ -89,12 +85,12 @@ async def answer_retry(
     if on_retry is not None and await on_retry(stream_id, meta, after):
         return
     logger.debug("stream %s: a retried POST attaches after %s", stream_id, after)
-    await engine.serve_stream(scope, receive, send, meta, after)
+    await port.serve(scope, receive, send, meta, after)
 
 
-async def opened_record(engine: Engine, stream_id: str) -> StreamMeta | None:
+async def opened_record(services: StreamServices[HostedStream], stream_id: str) -> StreamMeta | None:
     """The record of a stream hosted here whose first attempt is still opening it."""
-    hosted = engine.live[stream_id]
+    hosted = services.live[stream_id]
     with anyio.move_on_after(2.0):
         await hosted.opened.wait()
-    return await engine.store.get_stream(stream_id)
+    return await services.store.get_stream(stream_id)

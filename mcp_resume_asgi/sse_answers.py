@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from mcp_resume_asgi.connection import Connection
 from mcp_resume_asgi.core.stream import AT_WILL, Attachment, Reason
+from mcp_resume_asgi.engine.connection import Connection
 from mcp_resume_asgi.wire.sse import frame_events, retry_frame
 
 if TYPE_CHECKING:

@@ -21,8 +21,8 @@ from mcp_resume_asgi.wire.replies import send_bytes, send_jsonrpc_error
 from mcp_resume_asgi.wire.scope_keys import RELAYED_FROM
 
 if TYPE_CHECKING:
-    from mcp_resume_asgi.cluster import Node
-    from mcp_resume_asgi.engine import Engine
+    from mcp_resume_asgi.engine.cluster import Node
+    from mcp_resume_asgi.engine.engine import Engine
 
 #: The most answers one POST may carry.
 MAX_ANSWERS = 100

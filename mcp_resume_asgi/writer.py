@@ -31,7 +31,7 @@ from mcp_resume_asgi.sse_answers import finish_answer, frame_events, note_detach
 from mcp_resume_asgi.store.base import GapError
 
 if TYPE_CHECKING:
-    from mcp_resume_asgi.engine import Engine
+    from mcp_resume_asgi.engine.services import StreamServices
     from mcp_resume_asgi.hosted import HostedStream
     from mcp_resume_asgi.policy import Policy
     from mcp_resume_asgi.store.base import Store
@@ -50,7 +50,7 @@ class Writer:
     """The delivery half of `HostedStream` (see the module docstring)."""
 
     # Provided by `HostedStream`:
-    engine: Engine
+    engine: StreamServices[HostedStream]
     store: Store
     core: StreamCore
     policy: Policy

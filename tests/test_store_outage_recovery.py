@@ -208,7 +208,7 @@ async def test_two_streams_held_through_an_outage_one_waiter_logged_once(
         assert progress == [float(i) for i in range(2, 11)], progress
         [answer] = answers
         assert answer["result"]["content"][0]["text"] == "done 10", answer
-    records = [r for r in caplog.records if r.name == "mcp_resume_asgi.store_recovery"]
+    records = [r for r in caplog.records if r.name == "mcp_resume_asgi.engine.store_recovery"]
     held = [r for r in records if r.levelno == logging.WARNING]
     assert len(held) == 1 and "ConnectionError: Error 111" in held[0].getMessage(), held
     [back] = [r for r in records if r.levelno == logging.INFO]

@@ -34,7 +34,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_resume_asgi._http import BodyTooLarge, ClientGone, read_body
 from mcp_resume_asgi.engine import Engine
-from mcp_resume_asgi.features import FeatureMiddleware, RequestContext
+from mcp_resume_asgi.engine.port import RequestContext
+from mcp_resume_asgi.features import FeatureMiddleware
 from mcp_resume_asgi.rest.problems import method_not_allowed, problem
 from mcp_resume_asgi.rest.reads import ReadRoutes
 from mcp_resume_asgi.rest.replies import Reply, problem_reply

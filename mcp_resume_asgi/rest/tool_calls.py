@@ -32,8 +32,8 @@ import anyio.abc
 from starlette.types import Scope
 
 from mcp_resume_asgi._http import Headers, header, header_count
-from mcp_resume_asgi.admission import PROBE_TIMEOUT_S, post_to_app
 from mcp_resume_asgi.engine import Engine
+from mcp_resume_asgi.engine.admission import PROBE_TIMEOUT_S, post_to_app
 from mcp_resume_asgi.header_values import param_headers
 from mcp_resume_asgi.rest import resource as res
 from mcp_resume_asgi.rest.calls import CallRecord, CallStore

@@ -40,8 +40,8 @@ from cachetools import TTLCache
 from mcp_resume_asgi import expiry
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi.engine import Engine
+from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.policy import Policy
-from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.sse import encode_payload, retry_frame
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store

@@ -32,7 +32,7 @@ import anyio
 from starlette.types import Message, Receive, Send
 
 from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi.features import RequestContext
+from mcp_resume_asgi.engine.port import RequestContext
 from mcp_resume_asgi.sse import encode_payload
 from mcp_resume_asgi.tasks.advertising import AdvertisingAnswer
 from mcp_resume_asgi.tasks.record import TERMINAL

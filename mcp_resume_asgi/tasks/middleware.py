@@ -30,9 +30,9 @@ from typing import Any
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Send
 
-from mcp_resume_asgi.connection import Delivery
-from mcp_resume_asgi.engine import Engine, RetryAnswer
-from mcp_resume_asgi.features import FeatureMiddleware, RequestContext
+from mcp_resume_asgi.engine import Engine
+from mcp_resume_asgi.engine.port import Delivery, RequestContext, RetryAnswer
+from mcp_resume_asgi.features import FeatureMiddleware
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.tasks import limits, listen
 from mcp_resume_asgi.tasks.advertising import AdvertisingAnswer

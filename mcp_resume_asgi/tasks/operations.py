@@ -22,11 +22,9 @@ from typing import Any
 from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi import expiry
-from mcp_resume_asgi.admission import NOT_FOUND, Refusal
-from mcp_resume_asgi.connection import Delivery
 from mcp_resume_asgi.engine import Engine
-from mcp_resume_asgi.features import RequestContext
-from mcp_resume_asgi.scheduler import spawn
+from mcp_resume_asgi.engine.port import NOT_FOUND, Delivery, Refusal, RequestContext
+from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.tasks import listen
 from mcp_resume_asgi.tasks.record import EMPTY_ACK, TaskRecord, detailed_task, lost_task
@@ -289,7 +287,7 @@ class TaskRequests:
             return False
         current = cancelled.current_stream
         await listen.touch(engine, current)  # (a task between rounds: only its record changed)
-        if current != record.current_stream and current not in engine.live:
+        if current != record.current_stream and not engine.port.is_live(current):
             moved = await engine.store.get_stream(current)  # a next round took over meanwhile
             if moved is not None and await self.relayed(ctx, receive, send, moved):
                 return False
@@ -313,7 +311,7 @@ class TaskRequests:
             and node is not None
             and node.running
             and meta.owner != engine.node_id
-            and meta.stream_id not in engine.live
+            and not engine.port.is_live(meta.stream_id)
             and RELAYED_FROM not in ctx.scope
             and await node.alive(meta.owner)
         ):
@@ -332,7 +330,7 @@ async def admit_to_task(
     # The app says who is calling, as on every path that answers from the store; no
     # session binds a task (a client may poll from any, after a restart too).
     probe = StreamMeta(record.stream_id, StreamKind.REQUEST, None, principal, record.version, record.path)
-    return await engine.admit(scope, probe)
+    return await engine.port.admit(scope, probe)
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,8 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import Receive, Send
 
-from mcp_resume_asgi.connection import Delivery
-from mcp_resume_asgi.features import RequestContext
+from mcp_resume_asgi.engine.port import Delivery, RequestContext
 from mcp_resume_asgi.store.base import StreamMeta, StreamState
 from mcp_resume_asgi.tasks.capability import CLIENT_CAPABILITIES_META
 from mcp_resume_asgi.tasks.operations import admit_to_task
@@ -210,4 +209,4 @@ class RetriedCall:
             return frame
 
         delivery.on_deadline = on_deadline
-        await self.ctx.engine.serve_stream(self.ctx.scope, self.receive, self.send, meta, after_seq, delivery)
+        await self.ctx.engine.port.serve(self.ctx.scope, self.receive, self.send, meta, after_seq, delivery)

@@ -21,8 +21,8 @@ import anyio
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi.connection import Delivery
-from mcp_resume_asgi.scheduler import spawn
+from mcp_resume_asgi.engine.port import Delivery
+from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import GapError, StreamMeta, StreamState
 from mcp_resume_asgi.tasks.inputs import Pending, mrtr_of, next_round, outstanding, plan_update
@@ -32,7 +32,7 @@ from mcp_resume_asgi.tokens import new_stream_id
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine import Engine
-    from mcp_resume_asgi.features import RequestContext
+    from mcp_resume_asgi.engine.port import RequestContext
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ async def update(
         if await engine.store.add_key(keys.task_answer(record.stream_id, key), "1", ttl) is not None:
             continue  # answered meanwhile
         assert meta is not None
-        status, _ = await engine.call_app(
+        status, _ = await engine.port.call_app(
             ctx.scope, meta.path, meta.session_id, meta.protocol_version, p.dumps(response)
         )
         if status >= 300:
@@ -177,7 +177,7 @@ async def _next_round(
         # Wakes a listen stream following the round this update answered (only it moves the task on).
         await engine.store.update_stream(record.current_stream)
         if moved is None or moved.cancelled_at is not None:
-            spawn(engine.cancel_stream, stream_id, "the client cancelled the task")
+            spawn(engine.port.cancel, stream_id, "the client cancelled the task")
         return b""
 
     # The round's answer is the task's, whatever it is: the app refusing the answers (a 400 for an

@@ -8,7 +8,7 @@ client could read user A's recorded events. The principal is read from
 auth) set it; the engine reads it again after the app's own auth has run on the
 request's scope, so apps that authenticate inside themselves are covered too. A
 request relayed from another node is the caller that node vouched for
-(`relayed_caller.py`).
+(`engine/relayed_caller.py`).
 """
 
 from __future__ import annotations

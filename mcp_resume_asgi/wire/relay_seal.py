@@ -1,8 +1,8 @@
 """Sealed relays: a node serves a relayed request only if a node of its cluster sent it, as it
 is, to this node, once.
 
-A relayed request travels through the store's pub/sub (`cluster.py`), where anyone who can
-publish can write too, and it names who is calling (`relayed_caller.py`): a message taken
+A relayed request travels through the store's pub/sub (`engine/cluster.py`), where anyone who can
+publish can write too, and it names who is calling (`engine/relayed_caller.py`): a message taken
 at its word would let its writer act as anyone. So the relaying node seals the whole of it
 - its id, where the answer goes, the node it is for, when it was sent, the HTTP request
 and the caller - with an HMAC of the cluster's shared secret, and the owner serves only
@@ -52,7 +52,7 @@ class RelayRequest:
     relay_id: str
     reply_to: str
     request: dict[str, Any]
-    """The HTTP request: method, scheme, path, query, headers, body (`cluster.py`)."""
+    """The HTTP request: method, scheme, path, query, headers, body (`engine/cluster.py`)."""
     caller: dict[str, Any]
     """Who sent it, as the relaying node vouches (`relayed_caller.describe`)."""
 

@@ -13,7 +13,9 @@ engine's one `Scheduler`.
 
 This module is the way in: one method per kind of HTTP request the middleware
 hands over, plus what the feature layers share (admission, links, the store). A POST
-retried with its `Idempotency-Key` is answered by `retried_posts.py`.
+retried with its `Idempotency-Key` is answered by `retried_posts.py`. What the engine's
+collaborators use of it is `StreamServices` (`services.py`), handed to them instead of the
+engine; what the layers in front may ask of it is its `EnginePort` (`port.py`).
 """
 
 from __future__ import annotations
@@ -24,42 +26,32 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from starlette.types import ASGIApp, Receive, Scope, Send
-
-from mcp_resume_asgi import expiry
-from mcp_resume_asgi.admission import NOT_FOUND, Admission, Refusal, post_to_app
 from mcp_resume_asgi.client_answers import ClientAnswers
 from mcp_resume_asgi.client_cancels import ClientCancels
-from mcp_resume_asgi.cluster import Node
-from mcp_resume_asgi.connection import Connection, Delivery
 from mcp_resume_asgi.core import resume
 from mcp_resume_asgi.core.resume import Resume
 from mcp_resume_asgi.core.stream import close_cancels, primed
+from mcp_resume_asgi.engine.admission import Admission
+from mcp_resume_asgi.engine.cluster import Node
+from mcp_resume_asgi.engine.connection import Connection
+from mcp_resume_asgi.engine.port import Delivery, EnginePort, Refusal, RetryAnswer
+from mcp_resume_asgi.engine.services import StreamServices
 from mcp_resume_asgi.follower import follow
 from mcp_resume_asgi.hosted import HostedStream
-from mcp_resume_asgi.policy import Policy, RouteTable
-from mcp_resume_asgi.retried_posts import RetryAnswer, answer_retry
-from mcp_resume_asgi.scheduler import Scheduler
-from mcp_resume_asgi.sessions import Sessions
+from mcp_resume_asgi.policy import Policy, RouteTable, running_ttl
+from mcp_resume_asgi.retried_posts import answer_retry
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import GapError, Store, StreamKind, StreamMeta, StreamState
-from mcp_resume_asgi.store_recovery import StoreRecovery
 from mcp_resume_asgi.wire import jsonrpc as p
-from mcp_resume_asgi.wire.headers import Headers, header
+from mcp_resume_asgi.wire.asgi import ASGIApp, Receive, Scope, Send
+from mcp_resume_asgi.wire.headers import header
+from mcp_resume_asgi.wire.principal import PrincipalOf
 from mcp_resume_asgi.wire.replies import send_bytes, send_json
-from mcp_resume_asgi.wire.scope_keys import STREAM_SEGMENT
-from mcp_resume_asgi.wire.sse import encode_payload
 from mcp_resume_asgi.wire.tokens import TokenSigner
 
-__all__ = ["STREAM_SEGMENT", "Delivery", "Engine", "RetryAnswer"]
+__all__ = ["Engine"]
 
 logger = logging.getLogger(__name__)
-
-SSE_HEADERS: Headers = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache, no-transform"),
-    (b"x-accel-buffering", b"no"),
-]
 
 
 class Engine:
@@ -72,55 +64,61 @@ class Engine:
         routes: RouteTable,
         store: Store,
         signer: TokenSigner,
-        principal: Callable[[Scope], str | None],
+        principal: PrincipalOf,
         session_ttl_s: float,
         node_id: str,
         node: Node | None = None,
+        on_store_outage: Callable[[BaseException], None] | None = None,
     ) -> None:
+        """`on_store_outage` is told when a store call (one made inside the app's `send`, say)
+        finds the store down."""
+        self.services: StreamServices[HostedStream] = StreamServices(
+            app,
+            store=store,
+            signer=signer,
+            principal=principal,
+            node_id=node_id,
+            node=node,
+            session_ttl_s=session_ttl_s,
+            on_store_outage=on_store_outage,
+        )
+        services = self.services
+        # What the feature layers, Tasks and REST still read of the engine itself, until they
+        # reach it only through its port (issue 21, step 7).
         self.app = app
         self.routes = routes
         self.store = store
         self.signer = signer
         self.principal = principal
-        self.session_ttl_s = session_ttl_s
         self.node_id = node_id
         self.node = node
+        self.live = services.live
+        self.recovery = services.recovery
         self.known_features: Any = ()
         """The feature layers in front of this engine, as last seen (relayed requests get them too)."""
-        self.on_store_outage: Callable[[BaseException], None] | None = None
-        """Told when a store call made inside the app's `send` finds the store down."""
         self.admission = Admission(app, principal=principal, store=store, node=node)
-        self.live: dict[str, HostedStream] = {}
-        self.scheduler = Scheduler()
-        self.sessions = Sessions(self)
-        self.answers = ClientAnswers(self)
-        self.cancels = ClientCancels(self)
+        self.port = EnginePort(
+            host=self.handle_request,
+            serve=self.serve_stream,
+            cancel=self.cancel_stream,
+            is_live=self.is_live,
+            admit=self.admit,
+            call_app=services.call_app,
+        )
+        self.answers = ClientAnswers(store, self.port)
+        """SEP-1335: a client's answers to the app's requests, POSTed to a stream's Link URL."""
+        self.cancels = ClientCancels(services, self.admission)
         """A client's `notifications/cancelled` for a request its close does not cancel."""
-        self.recovery = StoreRecovery(self)
-        """Writes the store failed, held until it answers again (one waiter, only meanwhile)."""
 
     # ------------------------------------------------------------------ helpers
-    def link_header(self, mcp_path: str, stream_id: str, after_seq: int) -> tuple[bytes, bytes]:
-        """`Link: </mcp/streams/<token>>; rel="stream"` for a response that starts after `after_seq`.
-
-        An absolute path, not a URL: it is same-origin by construction, whatever
-        Host header a client (or an attacker) sent.
-        """
-        url = f"{mcp_path.rstrip('/')}{STREAM_SEGMENT}{self.signer.link_token(stream_id, after_seq)}"
-        return b"link", f'<{url}>; rel="stream"'.encode()
-
     async def admit(self, scope: Scope, meta: StreamMeta) -> Refusal | None:
         """None when the app accepts this request for the stream's session and principal
         (see `admission.py`); else what to answer instead of the stream."""
         return await self.admission.check(scope, meta)
 
-    async def admitted(self, scope: Scope, send: Send, meta: StreamMeta | None) -> StreamMeta | None:
-        """`meta` when it exists and the app admits this request to it; else None, answered."""
-        refusal = NOT_FOUND if meta is None else await self.admit(scope, meta)
-        if refusal is not None:
-            await refusal.send(send)
-            return None
-        return meta
+    def is_live(self, stream_id: str) -> bool:
+        """Whether the stream's request runs on this node now."""
+        return stream_id in self.live
 
     async def client_capabilities(self, session_id: str | None, message: dict[str, Any]) -> dict[str, Any]:
         """Per-request capabilities (2026-07-28 `_meta`) or those the session declared."""
@@ -145,17 +143,6 @@ class Engine:
             if info is not None:
                 return info.protocol_version
         return p.valid_version(header(scope, b"mcp-protocol-version")) or p.DEFAULT_VERSION
-
-    def sse_headers(
-        self, session_id: str | None, path: str, stream_id: str, after_seq: int, *, link: bool = True
-    ) -> Headers:
-        """The headers of an SSE answer the engine opens itself, with the stream's Link if resumable."""
-        headers = list(SSE_HEADERS)
-        if session_id is not None:
-            headers.append((b"mcp-session-id", session_id.encode()))
-        if link:
-            headers.append(self.link_header(path, stream_id, after_seq))
-        return headers
 
     # ------------------------------------------------------------------ requests (POST)
     async def handle_request(
@@ -188,7 +175,7 @@ class Engine:
         if opted_in and (plain := p.without_extension(message, p.RESUMABLE_STREAMS_EXTENSION)) is not None:
             body = p.dumps(plain)  # the middleware's own extension: the app is not told of it
         hosted = HostedStream(
-            self,
+            self.services,
             kind=StreamKind.REQUEST,
             scope=scope,
             body=body,
@@ -205,9 +192,9 @@ class Engine:
         if idempotency_key is not None and accepts_sse and method != "initialize":
             key = keys.idempotency(session_id, hosted.principal, idempotency_key)
             digest = hashlib.sha256(body).hexdigest()
-            existing = await self.store.add_key(key, f"{hosted.stream_id} {digest}", self.running_ttl(policy))
+            existing = await self.store.add_key(key, f"{hosted.stream_id} {digest}", running_ttl(policy))
             if existing is not None:
-                await answer_retry(self, scope, receive, send, existing, digest, on_retry)
+                await answer_retry(self.services, self.port, scope, receive, send, existing, digest, on_retry)
                 return None
             hosted.idempotency_key = key
             open_before = 0.0  # the stream must exist before the client can lose its answer
@@ -218,14 +205,6 @@ class Engine:
             open_before = 0.0
             hosted.delivery = delivery
         return await hosted.host(Connection(send, receive), open_before_s=open_before)
-
-    # ------------------------------------------------------------------ the app, called by us
-    async def call_app(
-        self, template: Scope, path: str, session_id: str | None, version: str, body: bytes
-    ) -> tuple[int, bytes]:
-        """POST `body` to the app's MCP endpoint as the client would (client answers, cancellations)."""
-        reply = await post_to_app(self.app, template, path, session_id, version, body)
-        return reply.status, reply.body
 
     # ------------------------------------------------------------------ resuming
     async def handle_resume(
@@ -239,7 +218,7 @@ class Engine:
         via_link: bool,
     ) -> None:
         meta = await self.store.get_stream(stream_id)
-        meta = await self.admitted(scope, send, meta)
+        meta = await self.port.admitted(scope, send, meta)
         if meta is None:
             return
         said = resume.answer(meta, after_seq, via_link=via_link)
@@ -278,14 +257,16 @@ class Engine:
             await send_bytes(
                 send,
                 200,
-                self.gap_frame(meta.request_id, gap),
-                self.sse_headers(meta.session_id, meta.path, meta.stream_id, after_seq),
+                self.services.gap_frame(meta.request_id, gap),
+                self.services.sse_headers(meta.session_id, meta.path, meta.stream_id, after_seq),
             )
             return None
         conn = Connection(send, receive)
         conn.delivery = delivery
         link = not close_cancels(meta.protocol_version, meta.resumable_opt_in)
-        conn.headers = self.sse_headers(meta.session_id, meta.path, meta.stream_id, after_seq, link=link)
+        conn.headers = self.services.sse_headers(
+            meta.session_id, meta.path, meta.stream_id, after_seq, link=link
+        )
         attached = await self.store.attach(meta.stream_id, time.time())
         if attached is None:
             await send_json(send, 404, p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream"))
@@ -295,15 +276,7 @@ class Engine:
         if hosted is not None and hosted.meta_created and not hosted.done.is_set():
             return await hosted.serve(conn, gen=attached.attach_gen, after_seq=after_seq, priming=priming)
         policy = self.routes.by_index(attached.route)
-        return await follow(self, conn, attached, after_seq, policy, priming=priming)
-
-    @staticmethod
-    def gap_frame(request_id: Any, gap: GapError) -> bytes:
-        text = (
-            f"cannot resume: events {gap.after_seq + 1}..{gap.first_seq - 1} of this stream were dropped "
-            "to stay within the server's buffer limits"
-        )
-        return encode_payload(p.dumps(p.error_message(request_id, p.STREAM_ERROR, text)), b"message")
+        return await follow(self.services, conn, attached, after_seq, policy, priming=priming)
 
     # ------------------------------------------------------------------ standalone GET stream
     async def standalone_running(self, session_id: str) -> bool:
@@ -323,14 +296,14 @@ class Engine:
         stream_id = await self.store.get_key(key)
         meta = await self.store.get_stream(stream_id) if stream_id else None
         if meta is not None and meta.state is StreamState.RUNNING:
-            if await self.admitted(scope, send, meta) is not None:
+            if await self.port.admitted(scope, send, meta) is not None:
                 await self.serve_stream(scope, receive, send, meta, meta.last_seq)
             return
         route, policy = self.routes.choose(scope["path"], None, None)
         app_scope = dict(scope)
         app_scope["headers"] = [(k, v) for k, v in scope["headers"] if k != b"last-event-id"]
         hosted = HostedStream(
-            self,
+            self.services,
             kind=StreamKind.STANDALONE,
             scope=app_scope,
             body=b"",
@@ -359,18 +332,9 @@ class Engine:
     async def cancel_stream(self, stream_id: str, reason: str) -> None:
         hosted = self.live.get(stream_id)
         if hosted is not None and not hosted.done.is_set():
-            await expiry.cancel_app(hosted, reason)
+            await hosted.cancel(reason)
         await self.store.delete_stream(stream_id)
 
     def store_outage(self, exc: BaseException) -> bool:
         """Whether `exc` says the store is down; if so, the middleware is told (once per call)."""
-        if not self.store.is_unavailable_error(exc):
-            return False
-        if self.on_store_outage is not None:
-            self.on_store_outage(exc)
-        return True
-
-    @staticmethod
-    def running_ttl(policy: Policy) -> float:
-        # Expiry is driven by the owner (max_wait_s); the TTL only reclaims streams of a dead owner.
-        return policy.max_wait_s * 2 + 3600
+        return self.services.store_outage(exc)

@@ -1,0 +1,353 @@
+"""Several processes, one service: relaying a session's requests to the process that holds it.
+
+An MCP app keeps each session in the memory of the process that answered its
+`initialize`. Behind a load balancer without session affinity, the session's next
+request may land anywhere; unwrapped, that process answers 404. With a shared store
+every process (a *node*) records which node owns each session, keeps a heartbeat,
+and listens on a channel named after itself. A request of a session owned by
+another live node is relayed there over the store's pub/sub and its answer relayed
+back, byte for byte; resumes need no relay at all, since every node reads the same
+recorded events.
+
+Relay messages are JSON: `req` (the HTTP request: method, path, headers, body, and
+its caller), `start` and `body` (the answer, in order), `gone` (the client left). A
+`req` is served as the caller who sent it, whatever layer authenticated them
+(`relayed_caller.py`), and only if a node of the cluster sealed it, for this node,
+once (`wire/relay_seal.py`). Pub/sub is at most once: a lost message ends the relayed
+answer early, which a resumable client treats like any dropped connection.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+from cachetools import TTLCache
+from starlette.types import Message, Receive, Scope, Send
+
+from mcp_resume_asgi.engine.relayed_caller import describe, seat
+from mcp_resume_asgi.store import keys
+from mcp_resume_asgi.store.base import Store
+from mcp_resume_asgi.store.health import OutageLog
+from mcp_resume_asgi.wire.jsonrpc import STREAM_ERROR, error_message
+from mcp_resume_asgi.wire.principal import PrincipalOf, default_principal
+from mcp_resume_asgi.wire.relay_seal import RelayRequest, RelaySeal
+from mcp_resume_asgi.wire.replies import send_json
+from mcp_resume_asgi.wire.scope_keys import RELAYED_FROM
+from mcp_resume_asgi.wire.tokens import TokenSigner
+
+__all__ = [
+    "WARN_EVERY_S",
+    "Node",
+]
+
+logger = logging.getLogger(__name__)
+
+ASGIHandler = Callable[[Scope, Receive, Send], Awaitable[None]]
+#: How often, at most, relay messages refused for one reason are logged as a warning.
+WARN_EVERY_S = 60.0
+_HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"upgrade"}
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _unb64(text: Any) -> bytes:
+    return base64.b64decode(text) if isinstance(text, str) else b""
+
+
+class Node:
+    """This process's membership in the cluster: heartbeat, inbox, and the relays through it."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        node_id: str | None = None,
+        timeout_s: float = 5.0,
+        signer: TokenSigner | None = None,
+        principal: PrincipalOf = default_principal,
+    ) -> None:
+        """`signer` holds the secret the cluster's nodes share (relays are sealed with it);
+        `principal` names the caller of a request relayed from here (`wire/principal.py`)."""
+        if timeout_s <= 0:
+            raise ValueError("node_timeout_s must be positive")
+        self.store = store
+        self.node_id = node_id or secrets.token_hex(6)
+        self.timeout_s = timeout_s
+        self.principal = principal
+        self.seal = RelaySeal(signer if signer is not None else TokenSigner(None), self.node_id)
+        self._refusals: TTLCache[str, bool] = TTLCache(maxsize=64, ttl=WARN_EVERY_S)
+        self.running = False
+        self._handler: ASGIHandler | None = None
+        self._replies: dict[str, MemoryObjectSendStream[dict[str, Any]]] = {}
+        self._served: dict[str, anyio.Event] = {}
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self.link = OutageLog(f"node {self.node_id}: cluster link", level=logging.ERROR, log_to=logger)
+        self.heartbeats = OutageLog(f"node {self.node_id}: heartbeat", level=logging.WARNING, log_to=logger)
+
+    @property
+    def channel(self) -> str:
+        return keys.node(self.node_id)
+
+    async def run(self, handler: ASGIHandler) -> None:
+        """Heartbeat and inbox, until cancelled (run for the lifetime of the app, from its lifespan)."""
+        self._handler = handler
+        async with anyio.create_task_group() as tg, self.store.subscribe(self.channel) as inbox:
+            self._task_group = tg
+            await self.store.set_key(self.channel, "alive", self.timeout_s)
+            self.running = True
+            self.link.recovered()
+            self.heartbeats.recovered()
+            tg.start_soon(self._heartbeat)
+            try:
+                async for raw in inbox:
+                    self._dispatch(raw)
+            finally:
+                self.running = False
+                tg.cancel_scope.cancel()
+
+    async def run_forever(self, handler: ASGIHandler, *, retry_s: float = 1.0) -> None:
+        """`run`, rejoining every `retry_s` through store outages, until cancelled."""
+        while True:
+            try:
+                await self.run(handler)
+            except Exception as exc:
+                self.link.failed(exc)
+            await anyio.sleep(retry_s)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await anyio.sleep(self.timeout_s / 3)
+            try:
+                await self.store.set_key(self.channel, "alive", self.timeout_s)
+            except Exception as exc:
+                self.heartbeats.failed(exc)
+            else:
+                self.heartbeats.recovered()
+
+    async def alive(self, node_id: str) -> bool:
+        return node_id == self.node_id or await self.store.get_key(keys.node(node_id)) is not None
+
+    def _dispatch(self, raw: bytes) -> None:
+        try:
+            message = json.loads(raw)
+        except ValueError:
+            return
+        if not isinstance(message, dict) or not isinstance(message.get("id"), str):
+            return
+        kind = message.get("t")
+        if kind == "req" and self._task_group is not None:
+            opened = self.seal.open(message, time.time())
+            if isinstance(opened, str):
+                self._refused(message["id"], opened)
+            else:
+                self._task_group.start_soon(self._serve_relayed, opened)
+        elif kind == "gone":
+            gone = self._served.get(message["id"])
+            if gone is not None:
+                gone.set()
+        elif kind in ("ack", "start", "body"):
+            reply = self._replies.get(message["id"])
+            if reply is not None:
+                try:
+                    reply.send_nowait(message)
+                except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    logger.warning("relay %s: reader is behind; dropping the relay", message["id"])
+                    self._replies.pop(message["id"], None)
+                    reply.close()
+
+    def _refused(self, relay_id: str, why: str) -> None:
+        level = logging.DEBUG if why in self._refusals else logging.WARNING
+        self._refusals[why] = True
+        logger.log(level, "node %s: refused relay %.32r: %s", self.node_id, relay_id, why)
+
+    # -- the owner's side ------------------------------------------------------------------
+    async def _serve_relayed(self, opened: RelayRequest) -> None:
+        """Run a request relayed from another node as if it had arrived here, as its caller."""
+        relay_id, reply_to, request = opened.relay_id, opened.reply_to, opened.request
+        if self._handler is None:
+            return
+        try:
+            scope: Scope = {
+                "type": "http",
+                "asgi": {"version": "3.0", "spec_version": "2.3"},
+                "http_version": "1.1",
+                "method": str(request.get("method", "GET")),
+                "scheme": str(request.get("scheme", "http")),
+                "path": str(request.get("path", "/")),
+                "raw_path": str(request.get("path", "/")).encode(),
+                "query_string": _unb64(request.get("query")),
+                "root_path": "",
+                "headers": [(_unb64(k), _unb64(v)) for k, v in request.get("headers", [])],
+                "server": None,
+                "client": None,
+                "state": {},
+                RELAYED_FROM: reply_to,
+            }
+            body = _unb64(request.get("body"))
+        except (ValueError, TypeError):
+            self._refused(relay_id, "its request is malformed")
+            return
+        if not seat(scope, opened.caller):
+            self._refused(relay_id, "its caller is malformed")
+            return
+        gone = anyio.Event()
+        self._served[relay_id] = gone
+        try:
+            await self.store.publish(reply_to, json.dumps({"t": "ack", "id": relay_id}).encode())
+        except Exception:
+            logger.warning("relay %s: cannot acknowledge", relay_id, exc_info=True)
+            self._served.pop(relay_id, None)
+            return
+        sent = False
+        seq = 0
+
+        async def receive() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(out: Message) -> None:
+            nonlocal seq
+            if out["type"] == "http.response.start":
+                payload = {
+                    "t": "start",
+                    "id": relay_id,
+                    "status": out["status"],
+                    "headers": [[_b64(k), _b64(v)] for k, v in out.get("headers", [])],
+                }
+            elif out["type"] == "http.response.body":
+                seq += 1
+                payload = {
+                    "t": "body",
+                    "id": relay_id,
+                    "seq": seq,
+                    "body": _b64(out.get("body", b"")),
+                    "more": bool(out.get("more_body", False)),
+                }
+            else:
+                return
+            if gone.is_set():
+                return
+            try:
+                await self.store.publish(reply_to, json.dumps(payload).encode())
+            except Exception:
+                logger.warning("relay %s: cannot answer", relay_id, exc_info=True)
+                gone.set()
+
+        try:
+            await self._handler(scope, receive, send)
+        except Exception:
+            logger.exception("relay %s: the relayed request failed", relay_id)
+        finally:
+            self._served.pop(relay_id, None)
+
+    # -- the receiving node's side ---------------------------------------------------------
+    async def relay(self, owner: str, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
+        """Send this request to `owner` and stream its answer back to our client."""
+        relay_id = secrets.token_hex(8)
+        replies_in, replies = anyio.create_memory_object_stream[dict[str, Any]](1024)
+        self._replies[relay_id] = replies_in
+        headers = [[_b64(k), _b64(v)] for k, v in scope["headers"] if k not in _HOP_BY_HOP]
+        request = {
+            "method": scope["method"],
+            "scheme": scope.get("scheme", "http"),
+            "path": scope["path"],
+            "query": _b64(scope.get("query_string", b"")),
+            "headers": headers,
+            "body": _b64(body),
+        }
+        message = self.seal.seal(
+            relay_id,
+            to=owner,
+            reply_to=self.channel,
+            request=request,
+            caller=describe(scope, self.principal),
+            now=time.time(),
+        )
+        started = False
+        # Set instead of raised inside the task group, which would wrap it in an ExceptionGroup.
+        owner_lost = False
+        try:
+            if await self.store.publish(keys.node(owner), json.dumps(message).encode()) == 0:
+                raise LookupError("nobody listens")
+            async with anyio.create_task_group() as tg:
+
+                async def tell_owner_when_gone() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    await self.store.publish(
+                        keys.node(owner), json.dumps({"t": "gone", "id": relay_id}).encode()
+                    )
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(tell_owner_when_gone)
+                expected = 1
+                acknowledged = False
+                while True:
+                    reply: dict[str, Any] | None = None
+                    with anyio.move_on_after(self.timeout_s):
+                        reply = await replies.receive()
+                    if reply is None:
+                        # Not acknowledged in time: the owner did not take the request. Once
+                        # acknowledged, it may take long to start its answer (a JSON answer
+                        # comes at the end): keep waiting while it is alive.
+                        if not acknowledged or not await self.alive(owner):
+                            owner_lost = True
+                            break
+                        continue
+                    if reply["t"] == "ack":
+                        acknowledged = True
+                        continue
+                    if reply["t"] == "start" and not started:
+                        started = True
+                        await send(
+                            {
+                                "type": "http.response.start",
+                                "status": int(reply.get("status", 502)),
+                                "headers": [(_unb64(k), _unb64(v)) for k, v in reply.get("headers", [])],
+                            }
+                        )
+                        continue
+                    if reply["t"] != "body" or not started:
+                        continue
+                    if reply.get("seq") != expected:
+                        logger.warning("relay %s: a part of the answer was lost; ending it", relay_id)
+                        await send({"type": "http.response.body", "body": b"", "more_body": False})
+                        break
+                    expected += 1
+                    more = bool(reply.get("more"))
+                    await send(
+                        {"type": "http.response.body", "body": _unb64(reply.get("body")), "more_body": more}
+                    )
+                    if not more:
+                        break
+                tg.cancel_scope.cancel()
+            if owner_lost:
+                raise LookupError("the owner died")
+        except LookupError:
+            if started:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            else:
+                logger.warning("relay %s: node %s did not answer", relay_id, owner)
+                await send_json(
+                    send,
+                    503,
+                    error_message(None, STREAM_ERROR, "the server holding this session is not answering"),
+                    [(b"retry-after", b"1")],
+                )
+        finally:
+            self._replies.pop(relay_id, None)
+            replies_in.close()

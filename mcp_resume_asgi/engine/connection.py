@@ -1,0 +1,249 @@
+"""One client HTTP connection: how to write to it, and how we learn that it left.
+
+A connection is written by whoever has its events first (the app's own `send`
+for the connection attached to a stream hosted here), so writes go through
+`send`, which turns the server's way of reporting a dead socket into `False`.
+Its `receive` has one reader at a time (`listen`): the app's own disconnect
+listener where the app has one, else the connection's own ASGI call, else a
+small watcher started only for apps that never listen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+from mcp_resume_asgi.engine.port import Delivery
+from mcp_resume_asgi.wire.asgi import Message, Receive, Send
+
+if TYPE_CHECKING:
+    from mcp_resume_asgi.core.stream import Attachment
+
+__all__ = ["Connection", "Delivery", "Flag", "Interruptible"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class Flag:
+    """A one-way flag whose `anyio.Event` is made only if somebody waits for it.
+
+    A request sets or checks several of these and waits on few, if any: creating an
+    event costs more than most of what the engine does per request.
+    """
+
+    __slots__ = ("_event", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._event: anyio.Event | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        if not self._set:
+            self._set = True
+            if self._event is not None:
+                self._event.set()
+
+    async def wait(self) -> None:
+        if self._set:
+            return
+        if self._event is None:
+            self._event = anyio.Event()
+        await self._event.wait()
+
+
+class Interruptible:
+    """One await at a time that another task may stop (`interrupt`).
+
+    Every request listens and every event of a first connection is written through
+    one of these, so on asyncio it avoids a cancel scope (a few microseconds each):
+    `interrupt` cancels the awaiting task itself, which takes back exactly that
+    cancellation (`Task.uncancel`), leaving any other one pending. Other backends
+    use a cancel scope.
+    """
+
+    __slots__ = ("_scope", "_task")
+
+    def __init__(self) -> None:
+        self._scope: anyio.CancelScope | None = None
+        self._task: asyncio.Task[Any] | None = None
+
+    async def run(self, awaitable: Awaitable[T]) -> tuple[T | None, bool]:
+        """`(its result, False)`, or `(None, True)` when interrupted."""
+        task = _asyncio_task()
+        if task is None:
+            result: T | None = None
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                try:
+                    result = await awaitable
+                finally:
+                    self._scope = None
+            return (None, True) if scope.cancelled_caught else (result, False)
+        self._task = task
+        try:
+            return await awaitable, False
+        except asyncio.CancelledError:
+            if self._task is not None or task.uncancel() > 0:
+                raise  # not (only) ours
+            return None, True
+        finally:
+            self._task = None
+
+    def interrupt(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+
+
+class Connection:
+    """A client connection (see the module docstring)."""
+
+    __slots__ = (
+        "_receive",
+        "_send",
+        "attachment",
+        "busy",
+        "delivery",
+        "finished",
+        "gone",
+        "head",
+        "headers",
+        "keepalive_due",
+        "listener",
+        "listening",
+        "own_writer",
+        "released",
+        "started",
+        "wake",
+        "writing",
+    )
+
+    def __init__(self, send: Send, receive: Receive) -> None:
+        self._send = send
+        self._receive = receive
+        self.gone = Flag()
+        self.released = Flag()
+        """Set once nothing will write to it any more (its answer is finished)."""
+        self.started = False
+        self.finished = False
+        self.attachment: Attachment | None = None
+        """Its place on the stream it is attached to (None: not attached, or let go)."""
+        self.delivery: Delivery | None = None
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.head: bytes | None = None
+        """Held headers' priming event: sent with the first event, or alone when due."""
+        self.busy = False
+        """A writer holds it: others leave their work to that writer."""
+        self.own_writer = False
+        """It stalled once: a task of its own writes it from now on (`wake` calls it)."""
+        self.wake: anyio.Event | None = None
+        self.keepalive_due = False
+        self.listening = False
+        self.listener = Interruptible()
+        self.writing = Interruptible()
+
+    async def listen(self) -> None:
+        """Read `receive` until the client leaves, or `stop_listening` is called."""
+        if self.listening or self.gone.is_set():
+            return
+        self.listening = True
+        try:
+            await self.listener.run(self._read_until_gone())
+        finally:
+            self.listening = False
+
+    async def _read_until_gone(self) -> None:
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                self.mark_gone()
+                return
+
+    def stop_listening(self) -> None:
+        self.listener.interrupt()
+
+    def mark_gone(self) -> None:
+        if not self.gone.is_set():
+            self.gone.set()
+            self.interrupt_write()
+
+    async def write_interruptibly(self, data: bytes, *, end: bool = False) -> bool | None:
+        """`write`, which `interrupt_write` can stop: True, False when gone, None when interrupted."""
+        message = {"type": "http.response.body", "body": data, "more_body": not end}
+        written, interrupted = await self.writing.run(self.send(message))
+        if interrupted:
+            return False if self.gone.is_set() else None
+        return written
+
+    def interrupt_write(self) -> None:
+        """Stop the write in flight (it returns None, or False if the client is gone)."""
+        self.writing.interrupt()
+
+    def signal(self) -> None:
+        """Tell its own writer (after a stall) that there is work."""
+        if self.wake is not None:
+            self.wake.set()
+
+    async def send(self, message: Message) -> bool:
+        if self.gone.is_set() or self.finished:
+            return False
+        try:
+            await self._send(message)
+        except Exception:  # the server reports a dead socket in its own way (OSError, ClientDisconnected...)
+            logger.debug("client connection failed on send", exc_info=True)
+            self.mark_gone()
+            return False
+        if message["type"] == "http.response.start":
+            self.started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.finished = True
+        return True
+
+    async def send_message(self, message: Message) -> None:
+        """`send` with the ASGI signature, for the response helpers."""
+        await self.send(message)
+
+    async def write(self, data: bytes, *, end: bool = False) -> bool:
+        return await self.send({"type": "http.response.body", "body": data, "more_body": not end})
+
+    async def finish(self, data: bytes = b"") -> None:
+        if self.started and not self.finished:
+            await self.send({"type": "http.response.body", "body": data, "more_body": False})
+
+    async def start(self) -> bool:
+        """Send the answer's headers (`headers`, status 200)."""
+        return await self.send({"type": "http.response.start", "status": 200, "headers": self.headers})
+
+    async def open(self) -> bool:
+        """Send the headers and the held head (priming event), if not sent yet."""
+        if self.started:
+            return True
+        head, self.head = self.head, None
+        if not await self.start():
+            return False
+        return not head or await self.write(head)
+
+
+def _asyncio_task() -> asyncio.Task[Any] | None:
+    """The running asyncio task, None under another event loop (trio)."""
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        try:
+            trio.lowlevel.current_task()
+        except RuntimeError:
+            pass
+        else:
+            return None
+    return asyncio.current_task()

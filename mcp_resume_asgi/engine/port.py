@@ -1,0 +1,250 @@
+"""What the layers in front of the engine use of it: a request on its way in, and plain answers.
+
+Feature layers (SEP-975, resume tokens, Tasks), the REST face and the HTTP side's answerers
+see a JSON-RPC request as a `RequestContext`, serve a connection their own way with a
+`Delivery`, answer a retried POST with a `RetryAnswer`, and answer from the engine's
+`Refusal`s. What they may ask of the engine is an `EnginePort`: one typed callable per
+capability (host a request, serve a stream, cancel, is it live, admit, call the app), so
+that each caller can be handed exactly that, never the engine and its internals.
+
+Nothing here runs a stream; the engine (`engine.py`) builds the port from its own methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from mcp_resume_asgi.policy import Policy
+from mcp_resume_asgi.store.base import StreamMeta
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.asgi import Receive, Scope, Send
+from mcp_resume_asgi.wire.headers import Headers
+from mcp_resume_asgi.wire.replies import send_bytes
+
+if TYPE_CHECKING:
+    from mcp_resume_asgi.engine.engine import Engine
+
+__all__ = [
+    "NOT_FOUND",
+    "Admit",
+    "CallApp",
+    "Cancel",
+    "Delivery",
+    "EnginePort",
+    "HostRequest",
+    "IsLive",
+    "Refusal",
+    "RequestContext",
+    "RetryAnswer",
+    "ServeStream",
+]
+
+
+# ---------------------------------------------------------------------- plain answers
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """An answer that ends a request instead of what the store holds."""
+
+    status: int
+    headers: Headers
+    body: bytes
+
+    async def send(self, send: Send) -> None:
+        await send_bytes(send, self.status, self.body, self.headers)
+
+
+NOT_FOUND = Refusal(
+    404,
+    [(b"content-type", b"application/json")],
+    p.dumps(p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream")),
+)
+"""The same for a stream that does not exist and one that is not the caller's: nothing leaks."""
+
+
+@dataclass(slots=True)
+class Delivery:
+    """How one client connection is served, where a feature layer needs more than the default.
+
+    `deadline_s`: end the connection this long after it attached, writing the frame
+    `on_deadline(cursor)` returns (the resume-token layer's interim result).
+    `transform(seq, payload)`: rewrite an event on its way out (not in the store).
+    `at_will`: allow the policy's at-will closes (they would cut a deadline-driven answer short).
+    `survives_close`: the request's work outlives this connection closing (it became a
+    task): a close detaches instead of cancelling. It matters where a close is a cancel
+    (2026-07-28, `StreamCore.left`); a layer may set it while the request runs.
+    `refusal_recorded`: the app's refusal is recorded as the answer (nobody to pass it to).
+    """
+
+    deadline_s: float | None = None
+    on_deadline: Callable[[int], Awaitable[bytes]] | None = None
+    transform: Callable[[int, bytes], bytes] | None = None
+    at_will: bool = True
+    survives_close: bool = False
+    """The request's work outlives this connection closing (it became a task): a close
+    detaches instead of cancelling."""
+    refusal_recorded: bool = False
+    """No client waits for the app's status (the middleware issued the request: a task's next
+    round): the app's refusal (a 4xx before its answer opened) is the request's answer,
+    recorded on its stream like any other, not passed to a client and forgotten."""
+
+
+RetryAnswer = Callable[[str, StreamMeta | None, int], Awaitable[bool]]
+"""A feature layer's own answer to a retried POST (the same `Idempotency-Key`), asked with the
+original's stream id once the retry is admitted to its stream `meta`, with the seq it resumes
+after - or, that stream gone, with None (the same body; the layer admits the caller itself):
+True when it answered (the Tasks layer answers a call that became a task with that task)."""
+
+
+# ---------------------------------------------------------------------- the engine's capabilities
+class HostRequest(Protocol):
+    """Host a JSON-RPC request of the app, detached from `send`'s connection: how the first
+    client connection was let go (why, and the seq of the last event it got), or None when
+    it was not served from the stream (a JSON answer passed through, or a retried POST)."""
+
+    async def __call__(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        *,
+        body: bytes,
+        message: dict[str, Any],
+        route: int,
+        policy: Policy,
+        version: str,
+        session_id: str | None,
+        accepts_sse: bool,
+        idempotency_key: str | None = None,
+        stream_id: str | None = None,
+        first_messages: list[dict[str, Any]] | None = None,
+        delivery: Delivery | None = None,
+        on_retry: RetryAnswer | None = None,
+    ) -> tuple[str, int] | None: ...
+
+
+class ServeStream(Protocol):
+    """Answer a resuming client with the stream after `after_seq`: why it was let go, and where."""
+
+    async def __call__(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        meta: StreamMeta,
+        after_seq: int,
+        delivery: Delivery | None = None,
+    ) -> tuple[str, int] | None: ...
+
+
+class Cancel(Protocol):
+    """Cancel the app's work for a stream (if it runs here) and free its record."""
+
+    async def __call__(self, stream_id: str, reason: str) -> None: ...
+
+
+class IsLive(Protocol):
+    """Whether the stream's request runs on this node now."""
+
+    def __call__(self, stream_id: str) -> bool: ...
+
+
+class Admit(Protocol):
+    """None when the app accepts this request for the stream's session and principal, else
+    what to answer instead of the stream (`admission.py`)."""
+
+    async def __call__(self, scope: Scope, meta: StreamMeta) -> Refusal | None: ...
+
+
+class CallApp(Protocol):
+    """POST `body` to the app's MCP endpoint as the client would: the app's status and body."""
+
+    async def __call__(
+        self, template: Scope, path: str, session_id: str | None, version: str, body: bytes
+    ) -> tuple[int, bytes]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EnginePort:
+    """The engine as its callers may use it: one callable per capability, nothing else."""
+
+    host: HostRequest
+    serve: ServeStream
+    cancel: Cancel
+    is_live: IsLive
+    admit: Admit
+    call_app: CallApp
+
+    async def admitted(self, scope: Scope, send: Send, meta: StreamMeta | None) -> StreamMeta | None:
+        """`meta` when it exists and the app admits this request to it; else None, answered."""
+        refusal = NOT_FOUND if meta is None else await self.admit(scope, meta)
+        if refusal is not None:
+            await refusal.send(send)
+            return None
+        return meta
+
+
+# ---------------------------------------------------------------------- a request on its way in
+@dataclass(slots=True)
+class RequestContext:
+    """A JSON-RPC request on its way into the engine, as the layers see it."""
+
+    engine: Engine
+    scope: Scope
+    body: bytes
+    message: dict[str, Any]
+    method: str
+    tool: str | None
+    session_id: str | None
+    version: str
+    principal: str | None
+    route: int
+    policy: Policy
+    stream_id: str
+    """The id the request's stream will have if the engine runs it."""
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    """The client's capabilities: per request (`_meta`, 2026-07-28) or from the session's `initialize`."""
+    survives_close: bool = False
+    """Set by a layer that gives the client a way back to the request's work (SEP-975's
+    resume token): its connection closing detaches instead of cancelling (2026-07-28)."""
+
+    @property
+    def request_id(self) -> Any:
+        return self.message["id"]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        params = self.message.get("params")
+        return params if isinstance(params, dict) else {}
+
+    async def host(
+        self,
+        receive: Receive,
+        send: Send,
+        *,
+        delivery: Delivery | None = None,
+        policy: Policy | None = None,
+        first_messages: list[dict[str, Any]] | None = None,
+        idempotency_key: str | None = None,
+        on_retry: RetryAnswer | None = None,
+    ) -> tuple[str, int] | None:
+        """Hand the request to the engine as it stands here (a layer that serves it its own way:
+        with a `Delivery`, another policy, its own answer to a retry); see `HostRequest`."""
+        return await self.engine.port.host(
+            self.scope,
+            receive,
+            send,
+            body=self.body,
+            message=self.message,
+            route=self.route,
+            policy=policy or self.policy,
+            version=self.version,
+            session_id=self.session_id,
+            accepts_sse=True,
+            idempotency_key=idempotency_key,
+            stream_id=self.stream_id,
+            first_messages=first_messages,
+            delivery=delivery,
+            on_retry=on_retry,
+        )

@@ -1,0 +1,163 @@
+"""What a stream's collaborators use of the engine, and nothing else: `StreamServices`.
+
+The engine builds one per middleware stack and hands it, never itself, to what it builds:
+the hosted streams and their parts, the follower, the answerers of client answers, cancel
+notices and retried POSTs. They used to hold the whole `Engine` and call back up through
+it; this is the short list of what they actually use - the app, the store and what stands
+for it (the outage reporter, the recovery of held writes, the session records, the cancel
+bindings), the signer, the scheduler, this node, the streams live here - so that none of
+them imports the engine. Nothing here decides about a stream.
+
+It is generic in what it keeps live (`StreamServices[HostedStream]`), so that this module
+needs no import of the hosted stream, which uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from mcp_resume_asgi.engine.admission import post_to_app
+from mcp_resume_asgi.engine.cancel_bindings import CancelBindings
+from mcp_resume_asgi.engine.cluster import Node
+from mcp_resume_asgi.engine.scheduler import Scheduler
+from mcp_resume_asgi.engine.sessions import Sessions
+from mcp_resume_asgi.engine.store_recovery import StoreRecovery
+from mcp_resume_asgi.policy import Policy, running_ttl
+from mcp_resume_asgi.store.base import GapError, Store
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.asgi import ASGIApp, Scope
+from mcp_resume_asgi.wire.headers import Headers
+from mcp_resume_asgi.wire.principal import PrincipalOf
+from mcp_resume_asgi.wire.scope_keys import STREAM_SEGMENT
+from mcp_resume_asgi.wire.sse import encode_payload
+from mcp_resume_asgi.wire.tokens import TokenSigner
+
+__all__ = ["SSE_HEADERS", "OutageReporter", "StreamServices"]
+
+#: The headers of an SSE answer the engine opens itself (the stream's Link and session id added).
+SSE_HEADERS: Headers = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+]
+
+S = TypeVar("S")
+
+
+class OutageReporter:
+    """Whether an error says the store is down; if so, the middleware is told (once per call).
+
+    A store call made inside the app's `send` (or any of the engine's own) that fails this
+    way is not the app's failure: the caller goes on without the store, and the middleware
+    answers what needs the store with a 503 meanwhile (`store_outage.py`).
+    """
+
+    __slots__ = ("store", "tell")
+
+    def __init__(self, store: Store, tell: Callable[[BaseException], None] | None) -> None:
+        self.store = store
+        self.tell = tell
+
+    def __call__(self, exc: BaseException) -> bool:
+        if not self.store.is_unavailable_error(exc):
+            return False
+        if self.tell is not None:
+            self.tell(exc)
+        return True
+
+
+class StreamServices(Generic[S]):
+    """The engine's services to its streams (see the module docstring)."""
+
+    __slots__ = (
+        "app",
+        "cancel_bindings",
+        "live",
+        "node",
+        "node_id",
+        "principal",
+        "recovery",
+        "scheduler",
+        "sessions",
+        "signer",
+        "store",
+        "store_outage",
+    )
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        store: Store,
+        signer: TokenSigner,
+        principal: PrincipalOf,
+        node_id: str,
+        node: Node | None,
+        session_ttl_s: float,
+        on_store_outage: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.app = app
+        """The app, as the engine calls it (its requests, and the requests made on a client's behalf)."""
+        self.store = store
+        self.signer = signer
+        self.principal = principal
+        """Who is calling, from a scope the app's auth has seen (`principal.py`)."""
+        self.node_id = node_id
+        self.node = node
+        """The cluster link where several nodes share the store, else None."""
+        self.scheduler = Scheduler()
+        self.live: dict[str, S] = {}
+        """The streams whose app runs on this node now, by stream id."""
+        self.store_outage = OutageReporter(store, on_store_outage)
+        self.recovery = StoreRecovery(self.store_outage)
+        """Writes the store failed, held until it answers again (one waiter, only meanwhile)."""
+        self.sessions = Sessions(
+            store,
+            ttl_s=session_ttl_s,
+            owner=node_id if node is not None else None,
+            store_outage=self.store_outage,
+        )
+        self.cancel_bindings = CancelBindings(store, self.store_outage)
+        """The requests hosted here that a client's cancel notice may name."""
+
+    def link_header(self, mcp_path: str, stream_id: str, after_seq: int) -> tuple[bytes, bytes]:
+        """`Link: </mcp/streams/<token>>; rel="stream"` for a response that starts after `after_seq`.
+
+        An absolute path, not a URL: it is same-origin by construction, whatever
+        Host header a client (or an attacker) sent.
+        """
+        url = f"{mcp_path.rstrip('/')}{STREAM_SEGMENT}{self.signer.link_token(stream_id, after_seq)}"
+        return b"link", f'<{url}>; rel="stream"'.encode()
+
+    def sse_headers(
+        self, session_id: str | None, path: str, stream_id: str, after_seq: int, *, link: bool = True
+    ) -> Headers:
+        """The headers of an SSE answer the engine opens itself, with the stream's Link if resumable."""
+        headers = list(SSE_HEADERS)
+        if session_id is not None:
+            headers.append((b"mcp-session-id", session_id.encode()))
+        if link:
+            headers.append(self.link_header(path, stream_id, after_seq))
+        return headers
+
+    async def call_app(
+        self, template: Scope, path: str, session_id: str | None, version: str, body: bytes
+    ) -> tuple[int, bytes]:
+        """POST `body` to the app's MCP endpoint as the client would (client answers, cancellations)."""
+        reply = await post_to_app(self.app, template, path, session_id, version, body)
+        return reply.status, reply.body
+
+    @staticmethod
+    def running_ttl(policy: Policy) -> float:
+        """The store TTL of what a running stream writes (`policy.running_ttl`)."""
+        return running_ttl(policy)
+
+    @staticmethod
+    def gap_frame(request_id: Any, gap: GapError) -> bytes:
+        """The error event a client resuming from before dropped events gets instead of them."""
+        text = (
+            f"cannot resume: events {gap.after_seq + 1}..{gap.first_seq - 1} of this stream were dropped "
+            "to stay within the server's buffer limits"
+        )
+        return encode_payload(p.dumps(p.error_message(request_id, p.STREAM_ERROR, text)), b"message")
