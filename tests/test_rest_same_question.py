@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 
 import anyio
+import httpx
 import pytest
 
 import tests.test_rest as rest
@@ -26,7 +27,7 @@ __all__ = ["era"]  # both eras (the fixture of test_rest.py)
 URL = "/mcp/tools/confirm_twice/calls/twice-1"
 
 
-async def _settled(client: rest.httpx.AsyncClient, response: rest.httpx.Response) -> rest.httpx.Response:
+async def _settled(client: httpx.AsyncClient, response: httpx.Response) -> httpx.Response:
     """The first state of the call that is not `running` (a 2025 session's second question
     may come after the advance's own wait)."""
     with anyio.fail_after(scaled(15)):
