@@ -323,6 +323,7 @@ async def test_get_tools_lists_the_apps_tools_with_an_etag() -> None:
             "refuse",
             "slow",
             "confirm",
+            "confirm_twice",
             "regional",
         }
         again = await client.get("/mcp/tools", headers={"if-none-match": listed.headers["etag"]})

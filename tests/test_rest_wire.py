@@ -56,6 +56,7 @@ async def test_the_wire_picks_the_apps_era_and_lists_its_tools(old: bool, era: s
             "refuse",
             "slow",
             "confirm",
+            "confirm_twice",
             "regional",
         }
 

@@ -72,7 +72,8 @@ def test_the_rest_keys() -> None:
     assert keys.rest_call_of_member("alice", "echo", member) == keys.rest_call("alice", "echo", "c-1")
     call = keys.rest_call("alice", "echo", "c-1")
     assert keys.rest_cancel(call) == f"{call}:cancel"
-    assert keys.rest_advance(call, "W/1") == f"{call}:advance:W/1"
+    assert keys.rest_advance(call, "W/1", "0/k") == f"{call}:advance:W/1:a7146bf7ccf5e3e0"
+    assert keys.rest_advance(call, "W/1", "1/k") != keys.rest_advance(call, "W/1", "0/k")
     assert keys.is_rest_call_member(member)
     assert not keys.is_rest_call_member(member.upper()) and not keys.is_rest_call_member(member + "0")
 

@@ -58,7 +58,8 @@ def test_ids_of_earlier_versions_still_resolve_and_forged_ones_do_not() -> None:
 
 def test_an_id_minted_on_one_node_verifies_on_another_whatever_each_derived_first() -> None:
     """The owner digest's key is cached apart from the id's signing key (the key cache is by
-    secret and salt): a node that computed a digest first must not sign with another key."""
+    secret, salt, derivation and digest): a node that computed a digest first must not sign
+    with another key."""
     _CachedKeySigner._keys.clear()
     minting = engine()
     owner_digest(minting, "alice")  # derived first on the minting node

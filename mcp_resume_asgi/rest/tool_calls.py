@@ -15,8 +15,9 @@ principal check are the Tasks layer's, unchanged. This module adds what HTTP ask
   a fast tool answers `success` with its result and a slow one `running`. The wait
   wakes on the task's stream (`Store.wait`), it does not poll;
 * `ETag` / `If-None-Match` (304), `If-Match` on advance (428 / 412; of several
-  advances of one state exactly one is taken, the others are 412), `Retry-After`
-  while the call runs.
+  advances of one state exactly one is taken, the others are 412 - a state being its
+  ETag and the input request it shows, since a question asked twice shows the same
+  resource twice), `Retry-After` while the call runs.
 """
 
 from __future__ import annotations
@@ -278,7 +279,7 @@ class ToolCalls:
         too_large = self.wire.oversized("tasks/update", params)
         if too_large is not None:
             return problem_reply(too_large)
-        claim = keys.rest_advance(key, current["etag"])
+        claim = keys.rest_advance(key, current["etag"], pending.key)
         if await self.engine.store.add_key(claim, "1", record.ttl_left_s(time.time())) is not None:
             return _stale(current["etag"])  # another advance of this state was taken
         try:

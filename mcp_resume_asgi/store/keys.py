@@ -147,6 +147,13 @@ def rest_cancel(call_key: str) -> str:
     return f"{call_key}:cancel"
 
 
-def rest_advance(call_key: str, etag: str) -> str:
-    """Claimed by the one `advance` that answers the state `etag` (the others get 412)."""
-    return f"{call_key}:advance:{etag}"
+def rest_advance(call_key: str, etag: str, input_key: str) -> str:
+    """Claimed by the one `advance` that answers input request `input_key` (the task's
+    `<round>/<app's key>`) in the state `etag` (the others get 412).
+
+    The input key is named because the ETag is not enough: it digests what the resource
+    shows, the question and not its key, so a question asked twice (two requests of one
+    round, or again in a later round) makes two states with one ETag. A digest, so any
+    key fits. (Claims of the format before it, `<call>:advance:<etag>`, are no longer read:
+    they expire with their call's record.)"""
+    return f"{call_key}:advance:{etag}:{_digest(input_key, 16)}"

@@ -42,16 +42,19 @@ def new_stream_id() -> str:
 
 class _CachedKeySigner(Signer):
     """itsdangerous derives the signing key from the secret on every call (and a
-    serializer makes a new signer per call); derive each (secret, salt) key once."""
+    serializer makes a new signer per call); derive each key once. Keyed by all that
+    `Signer.derive_key` reads, so signers differing in any of it never share a key."""
 
-    _keys: ClassVar[dict[tuple[bytes, bytes], bytes]] = {}
+    #: Most keys kept (a few per purpose in practice): past it the cache starts over.
+    MAX_KEYS: ClassVar[int] = 64
+    _keys: ClassVar[dict[tuple[bytes, bytes, str, Any], bytes]] = {}
 
     def derive_key(self, secret_key: str | bytes | None = None) -> bytes:
         secret = self.secret_keys[-1] if secret_key is None else want_bytes(secret_key)
-        cache_key = (secret, self.salt)
+        cache_key = (secret, self.salt, self.key_derivation, self.digest_method)
         key = self._keys.get(cache_key)
         if key is None:
-            if len(self._keys) > 64:
+            if len(self._keys) >= self.MAX_KEYS:
                 self._keys.clear()
             key = self._keys[cache_key] = super().derive_key(secret_key)
         return key
@@ -98,7 +101,7 @@ class TokenSigner:
     def digest(self, purpose: str, value: str) -> str:
         """A short keyed digest of `value` (96 bits, URL-safe): equal values have equal digests,
         and a token that carries one says nothing of the value to whoever reads it."""
-        # A salt of its own: `_CachedKeySigner` caches keys by (secret, salt) alone.
+        # A salt of its own: not the key that signs and MACs for `purpose` (the same derivation).
         salt = f"mcp-resume-asgi/{purpose}/digest"
         key = _CachedKeySigner(self._secret, salt=salt, digest_method=hashlib.sha256).derive_key()
         mac = hmac.new(key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).digest()[:12]

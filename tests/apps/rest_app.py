@@ -6,6 +6,9 @@
   cancelled in. Its steps wait `step_s` seconds each.
 * `confirm` asks the client (`Resolve` + `Elicit`: an `InputRequiredResult` on 2026-07-28,
   an `elicitation/create` request on a 2025 session) and says what was decided.
+* `confirm_twice` asks the same question twice (two resolvers rendering the same request:
+  one round of two input requests on 2026-07-28, two `elicitation/create` one after the
+  other on a 2025 session) and says both answers.
 
 `legacy(app)` makes the app look like a server that predates 2026-07-28: a request at that
 revision is refused as an unsupported version, so the REST face opens a 2025-11-25 session.
@@ -78,13 +81,28 @@ async def confirm(filename: str, answer: Annotated[Confirmation, Resolve(ask_con
     return f"deleted {filename}" if answer.confirm else f"kept {filename}"
 
 
+def ask_confirmation_again(filename: str) -> Elicit[Confirmation]:
+    """The same question as `ask_confirmation`: another resolver, since the SDK asks a
+    resolver once per call however many parameters it fills."""
+    return Elicit(f"Delete {filename}?", Confirmation)
+
+
+async def confirm_twice(
+    filename: str,
+    first: Annotated[Confirmation, Resolve(ask_confirmation)],
+    second: Annotated[Confirmation, Resolve(ask_confirmation_again)],
+) -> str:
+    """Asks the client the same question twice and says both answers."""
+    return f"{filename}: {first.confirm} then {second.confirm}"
+
+
 def create_app(request_state_key: str | None = None) -> Starlette:
     """`request_state_key`: the 2026-07-28 `requestState` sealing key nodes of one deployment
     share (the SDK's rule for several instances: a round answered on another node must unseal
     what this one sealed); None is the SDK's per-process key."""
     security = RequestStateSecurity(keys=[request_state_key]) if request_state_key else None
     server = MCPServer("rest-test-app", version="0.0.1", log_level="WARNING", request_state_security=security)
-    for fn in (echo, fail, refuse, slow, confirm, regional):
+    for fn in (echo, fail, refuse, slow, confirm, confirm_twice, regional):
         server.add_tool(fn, structured_output=False)
     return server.streamable_http_app(
         streamable_http_path="/mcp",
