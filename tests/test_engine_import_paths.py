@@ -37,6 +37,11 @@ MOVED = {
     ),
     "scheduler": ("engine.scheduler", "Scheduler Timer spawn"),
     "connection": ("engine.connection", "Connection Delivery Flag Interruptible"),
+    "hosted": ("engine.hosted", "STATUS_HOLD_S HostedStream"),
+    "writer": ("engine.delivery", "READ_BATCH WATCH_CHECK_S Writer finish_answer note_detached"),
+    "recording": ("engine.recorder", "LOST_TEXT WRITE_BEHIND_BYTES WRITE_BEHIND_FRAMES Recorder"),
+    "expiry": ("engine.cancellation", "CANCEL_GRACE_S cancel_app check closed_by_client expire forget"),
+    "follower": ("engine.follower", "follow"),
 }
 #: Names that moved out of a module that stays (or became the package): (old, name, new home).
 SPLIT = [
@@ -48,6 +53,8 @@ SPLIT = [
     ("admission", "Refusal", "engine.port"),
     ("admission", "NOT_FOUND", "engine.port"),
     ("connection", "Delivery", "engine.port"),
+    ("sse_answers", "finish_answer", "engine.delivery"),
+    ("sse_answers", "note_detached", "engine.delivery"),
 ]
 #: Names a moved module had from elsewhere, still importable from its old path.
 BORROWED = [
@@ -56,15 +63,17 @@ BORROWED = [
     ("cluster", "RELAYED_FROM", "wire.scope_keys"),
     ("relayed_caller", "RELAYED_CALLER", "wire.scope_keys"),
     ("sessions", "DECLARED_CAPABILITIES", "wire.scope_keys"),
+    ("writer", "frame_events", "wire.sse"),
+    ("sse_answers", "frame_events", "wire.sse"),
+    ("first_answer", "Mode", "core.answer_mode"),
 ]
 #: Modules that must not take or import the Engine (they get `StreamServices` or less).
 COLLABORATORS = [
-    "hosted",
-    "first_answer",
-    "writer",
-    "recording",
-    "follower",
-    "expiry",
+    "engine/hosted",
+    "engine/delivery",
+    "engine/recorder",
+    "engine/follower",
+    "engine/cancellation",
     "client_answers",
     "client_cancels",
     "retried_posts",
@@ -175,3 +184,37 @@ def test_the_services_build_an_engine_answer_s_headers_with_a_signed_link() -> N
 
 async def _app(scope: Scope, receive: Receive, send: Send) -> None:
     raise AssertionError("the app is not called here")
+
+
+#: The hosted stream's parts: each knows the stream only through a Protocol of its own.
+PARTS = ["engine/delivery", "engine/recorder", "engine/cancellation", "engine/follower"]
+
+
+@pytest.mark.anyio
+async def test_the_hosted_stream_is_one_class_that_owns_its_parts() -> None:
+    """Issue 21: no mixins (no class split across files whose attributes another provides)."""
+    from mcp_resume_asgi.engine.delivery import Writer
+    from mcp_resume_asgi.engine.hosted import HostedStream
+    from mcp_resume_asgi.engine.recorder import Recorder
+    from mcp_resume_asgi.policy import Policy
+    from mcp_resume_asgi.store.base import StreamKind
+
+    assert HostedStream.__bases__ == (object,)
+    assert Writer.__bases__ == (object,) and Recorder.__bases__ == (object,)
+    stream = HostedStream(
+        ResumeMiddleware(_app).engine.services,
+        kind=StreamKind.REQUEST,
+        scope={"type": "http", "path": "/mcp", "headers": []},
+        body=b"",
+        route=0,
+        policy=Policy(),
+        version="2025-06-18",
+        session_id=None,
+    )
+    assert stream.writer.core is stream.core and stream.writer.host.first is None
+    for path in PARTS:
+        text = (PACKAGE / f"{path}.py").read_text()
+        tree = ast.parse(text)
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        assert "mcp_resume_asgi.engine.hosted" not in imported, path
+        assert "Provided by" not in text, path

@@ -85,13 +85,13 @@ def stream_held(held: Held) -> str:
 
 async def until_the_app_is_done(engine: Engine, stream_id: str) -> None:
     """Wait until the app returned the call hosted as `stream_id` and the request either ended
-    (without the answer held: the race lost) or waits for that answer (`Writer.answering`)."""
+    (without the answer held: the race lost) or waits for that answer (`hosted.writer.answering`)."""
     hosted = engine.live.get(stream_id)
     assert hosted is not None, "the request is hosted while its answer is held"
     with anyio.fail_after(scaled(15)):
         while not hosted.done.is_set():
             await anyio.sleep(0.02)
-        while stream_id in engine.live and not getattr(hosted, "answering", 0):
+        while stream_id in engine.live and not hosted.writer.answering:
             await anyio.sleep(0.02)
 
 

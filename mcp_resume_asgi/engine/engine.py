@@ -34,10 +34,10 @@ from mcp_resume_asgi.core.stream import close_cancels, primed
 from mcp_resume_asgi.engine.admission import Admission
 from mcp_resume_asgi.engine.cluster import Node
 from mcp_resume_asgi.engine.connection import Connection
+from mcp_resume_asgi.engine.follower import follow
+from mcp_resume_asgi.engine.hosted import HostedStream
 from mcp_resume_asgi.engine.port import Delivery, EnginePort, Refusal, RetryAnswer
 from mcp_resume_asgi.engine.services import StreamServices
-from mcp_resume_asgi.follower import follow
-from mcp_resume_asgi.hosted import HostedStream
 from mcp_resume_asgi.policy import Policy, RouteTable, running_ttl
 from mcp_resume_asgi.retried_posts import answer_retry
 from mcp_resume_asgi.store import keys

@@ -1,0 +1,493 @@
+"""Delivering a hosted stream: writing it to the connection attached to it, and its timers.
+
+Each hosted stream owns one `Writer` (`HostedStream.writer`). One writer at a
+time per connection (`Connection.busy`): normally the app's own `send`, right
+after the event is recorded (`deliver`), so the common case costs no task and
+no trip through the store; else whoever attached it (a resume catching up) or a
+scheduler action (the held head, a keep-alive, a close). A write that stalls - a
+client that stopped reading - is given up after `STALL_S` and the connection
+gets a task of its own from then on (`_own_writer`), so a slow reader never
+holds the app.
+
+The first connection and every resume are served the same way: `attach`, open,
+`pump`, and `release` (finish the answer, with `retry:` when closed at will).
+What the writer needs of its stream (the first connection, the record's event
+prefix, opening a held answer, the resume window's end) it asks through
+`WriterHost`, so it does not depend on the hosted stream's class.
+
+How an answer is ended and where a connection stopped is recorded are the same
+for a follower (`follower.py`, serving a stream from the store), so a client sees
+no difference between the two: `finish_answer` and `note_detached` below.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+
+from mcp_resume_asgi.core.stream import AT_WILL, Attachment, Due, Reason, StreamCore
+from mcp_resume_asgi.engine.connection import Connection
+from mcp_resume_asgi.engine.port import Delivery
+from mcp_resume_asgi.engine.scheduler import Timer, spawn
+from mcp_resume_asgi.store.base import GapError
+from mcp_resume_asgi.wire.sse import KEEPALIVE, frame_events, priming_frame, retry_frame
+
+if TYPE_CHECKING:
+    from mcp_resume_asgi.engine.services import StreamServices
+    from mcp_resume_asgi.policy import Policy
+    from mcp_resume_asgi.store.base import Store
+
+__all__ = ["READ_BATCH", "WATCH_CHECK_S", "Writer", "WriterHost", "finish_answer", "note_detached"]
+
+logger = logging.getLogger(__name__)
+
+READ_BATCH = 512
+#: The first connection is watched by the app's own disconnect listener; an app that has
+#: not started one this long after its answer opened gets a watcher of ours.
+WATCH_CHECK_S = 0.05
+
+
+class WriterHost(Protocol):
+    """What a `Writer` needs of the stream it delivers (a `HostedStream`)."""
+
+    @property
+    def first(self) -> Connection | None:
+        """The connection that brought the request."""
+
+    @property
+    def held(self) -> Connection | None:
+        """The first connection while its answer waits for the app's decision."""
+
+    @property
+    def meta_created(self) -> bool:
+        """The stream's record exists in the store."""
+
+    @property
+    def prefix(self) -> bytes | None:
+        """The stream's event-id prefix (None: its events get no ids)."""
+
+    async def decide(self) -> None:
+        """Open the answer of an UPGRADED stream's held connection."""
+
+    async def closed_by_client(self) -> None:
+        """The client's close is the request's cancel (2026-07-28): cancel it."""
+
+    async def check_expiry(self) -> None:
+        """The core's resume window passed: expire the stream unless the store says otherwise."""
+
+
+async def finish_answer(conn: Connection, reason: Reason, cursor: int, policy: Policy) -> None:
+    """End a connection's answer as its reason says: the feature layer's interim result after
+    its deadline, `retry:` after an at-will close, else nothing more."""
+    delivery = conn.delivery
+    if reason is Reason.DEADLINE and delivery is not None and delivery.on_deadline is not None:
+        await conn.finish(await delivery.on_deadline(cursor))
+    elif reason in AT_WILL and policy.retry_ms is not None:
+        await conn.finish(retry_frame(policy.retry_ms))
+    else:
+        await conn.finish()
+
+
+async def note_detached(store: Store, stream_id: str, att: Attachment) -> None:
+    """Record where a connection stopped, unless a newer one has taken the stream over."""
+    await store.update_stream_if(
+        stream_id,
+        {"attach_gen": att.gen},
+        attached=False,
+        last_contact=time.time(),
+        delivered_seq=max(att.cursor, 0),
+    )
+
+
+class Writer:
+    """The delivery of one hosted stream (see the module docstring)."""
+
+    __slots__ = (
+        "_settled",
+        "answering",
+        "conn",
+        "core",
+        "host",
+        "outcome",
+        "policy",
+        "request_id",
+        "services",
+        "store",
+        "stream_id",
+        "timer",
+        "watch_at",
+        "watching",
+    )
+
+    def __init__(
+        self,
+        host: WriterHost,
+        services: StreamServices[Any],
+        core: StreamCore,
+        policy: Policy,
+        *,
+        stream_id: str,
+        request_id: Any,
+    ) -> None:
+        # A proxy, not a reference: the stream owns its writer, and the two in a cycle would
+        # outlive their request until a full garbage collection (as `Recorder.hosted`).
+        self.host: WriterHost = weakref.proxy(host)
+        self.services = services
+        self.store = services.store
+        self.core = core
+        self.policy = policy
+        self.stream_id = stream_id
+        self.request_id = request_id
+        self.conn: Connection | None = None
+        """The connection attached now."""
+        self.timer = Timer(self.on_timer)
+        self.outcome: tuple[str, int] | None = None
+        """How the first connection was let go, and where."""
+        self.watch_at: float | None = None
+        self.watching = False
+        self.answering = 0
+        """Answers being opened (`decide`), served to their end (`open_and_pump`) or ended
+        (`release`, a timer's `service`) right now, by tasks of their own. What they write may
+        decide what the request is - a feature layer's deadline frame makes it a task - so the
+        request is not concluded while one is under way (`answers_settled`)."""
+        self._settled: anyio.Event | None = None
+
+    # ------------------------------------------------------------------ answers under way
+    def answer_begins(self) -> None:
+        self.answering += 1
+
+    def answer_ends(self) -> None:
+        self.answering -= 1
+        if not self.answering and self._settled is not None:
+            self._settled.set()
+            self._settled = None
+
+    async def answers_settled(self) -> None:
+        """Return once no connection's answer is being opened or ended (see `answering`)."""
+        while self.answering:
+            if self._settled is None:
+                self._settled = anyio.Event()
+            await self._settled.wait()
+
+    # ------------------------------------------------------------------ attaching
+    def priming(self, after_seq: int) -> bytes:
+        if not self.core.resumable:  # (nor is a stream without event ids: `prefix` None)
+            return b""
+        return priming_frame((self.host.prefix or b"") + str(after_seq).encode(), self.policy.retry_ms)
+
+    def arm(self) -> None:
+        self.services.scheduler.arm(self.timer, self._next_deadline())
+
+    def _next_deadline(self) -> float | None:
+        """The core's next deadline, or the first connection's watch check if that comes first."""
+        deadline = self.core.next_deadline()
+        if self.watch_at is not None and (deadline is None or self.watch_at < deadline):
+            return self.watch_at
+        return deadline
+
+    def attach(
+        self, conn: Connection, *, gen: int, cursor: int, hold_head: bool, opening: bytes
+    ) -> Connection | None:
+        """Make `conn` the stream's connection; returns the one it replaces (to be let go)."""
+        delivery = conn.delivery or Delivery()
+        now = time.monotonic()
+        self.core.attach(
+            gen,
+            cursor,
+            now,
+            at_will=delivery.at_will,
+            deadline_s=delivery.deadline_s,
+            hold_head=hold_head,
+            first=conn is self.host.first,
+        )
+        old, self.conn = self.conn, conn
+        conn.attachment = self.core.conn
+        conn.head = opening
+        if conn is self.host.first and hold_head:
+            self.watch_at = now + WATCH_CHECK_S
+        self.arm()
+        return old if old is not conn else None
+
+    async def serve(self, conn: Connection, *, gen: int, after_seq: int, priming: bool) -> tuple[str, int]:
+        """Serve a resuming connection from this stream (its own ASGI call waits here)."""
+        opening = self.priming(after_seq) if priming else b""
+        old = self.attach(conn, gen=gen, cursor=after_seq, hold_head=False, opening=opening)
+        att = conn.attachment
+        assert att is not None
+        await self.open_and_pump(conn, replaced=old)
+        if conn.attachment is att:
+            await conn.listen()  # its own call watches it, until it leaves or is let go
+        if conn.attachment is att and not conn.busy:
+            await self.release(conn)
+        await conn.released.wait()
+        return str(att.closing or Reason.GONE), att.cursor
+
+    async def open_and_pump(self, conn: Connection, *, replaced: Connection | None = None) -> None:
+        """Open the answer of a just attached connection, then write what it is owed.
+
+        It is held (`busy`) while its headers go out, so that an event the app sends
+        meanwhile waits for the `pump` here instead of opening the answer a second time.
+        """
+        self.answer_begins()
+        try:
+            conn.busy = True
+            try:
+                if replaced is not None:
+                    await self.let_go(replaced)
+                opened = await conn.open()
+            finally:
+                conn.busy = False
+            if opened:
+                await self.pump(conn)
+        finally:
+            self.answer_ends()
+
+    async def let_go(self, conn: Connection) -> None:
+        """Release a replaced connection, or leave that to whoever writes it now."""
+        if conn.own_writer:
+            conn.signal()
+        elif not conn.busy:
+            await self.release(conn)
+
+    # ------------------------------------------------------------------ writing
+    async def deliver(self, batch: list[tuple[int, bytes]]) -> None:
+        """Events were just recorded: write them to the attached connection, if it is free."""
+        conn = self.conn
+        if conn is None:
+            return
+        if conn.own_writer:
+            conn.signal()
+            return
+        await self.pump(conn, batch)
+
+    async def pump(self, conn: Connection, batch: list[tuple[int, bytes]] | None = None) -> None:
+        """Write what `conn` is owed; let it go when the core says so."""
+        att = conn.attachment
+        if att is None or conn.busy:
+            return
+        conn.busy = True
+        try:
+            handed_over = not await self._drain(conn, att, batch)
+        finally:
+            if not conn.own_writer:
+                conn.busy = False
+        if handed_over:
+            return
+        if self.core.app_done and conn.attachment is att:
+            self.core.settle(att)  # caught up with a stream whose app is done: it has ended
+        if conn.attachment is att and (att.closing is not None or conn.gone.is_set()):
+            await self.release(conn)
+
+    async def _drain(self, conn: Connection, att: Attachment, batch: list[tuple[int, bytes]] | None) -> bool:
+        """Write events until none are owed; False when the connection stalled and was handed over."""
+        core = self.core
+        transform = conn.delivery.transform if conn.delivery is not None else None
+        while core.owed(att) and not conn.gone.is_set():
+            if batch and batch[0][0] == att.cursor + 1:
+                events = batch
+            else:
+                try:
+                    events = await self.store.read(self.stream_id, att.cursor, READ_BATCH)
+                except GapError as gap:
+                    if await self._open(conn, att):
+                        await self.write(conn, att, self.services.gap_frame(self.request_id, gap))
+                    core.close(att, Reason.GAP)
+                    return True
+                if not events:
+                    return True
+            batch = None
+            data = frame_events(self.host.prefix, events, transform)
+            last = events[-1][0]
+            complete = core.final_seq is not None and last >= core.final_seq
+            if not conn.started:
+                head, conn.head = conn.head or b"", None
+                core.head_sent(att)
+                if not await conn.start():
+                    return True
+                data = head + data
+            written = await self.write(conn, att, data, end=complete)
+            if written is None:
+                self._hand_over(conn)
+                return False
+            if not written:
+                return True
+            core.wrote(att, last, time.monotonic())
+        return True
+
+    async def _open(self, conn: Connection, att: Attachment) -> bool:
+        if not conn.started:
+            self.core.head_sent(att)
+        return await conn.open()
+
+    async def write(
+        self, conn: Connection, att: Attachment, data: bytes, *, end: bool = False
+    ) -> bool | None:
+        """Write `data`: True, False when the client is gone, None when the write stalled."""
+        if conn.own_writer:
+            return await conn.write(data, end=end)
+        self.services.scheduler.arm(self.timer, self.core.writing(att, time.monotonic()))
+        written = await conn.write_interruptibly(data, end=end)
+        self.core.write_ended(att)
+        return written
+
+    def _hand_over(self, conn: Connection) -> None:
+        logger.debug("stream %s: a connection stalled; it gets a writer of its own", self.stream_id)
+        conn.own_writer = True
+        spawn(self._own_writer, conn)
+
+    async def _own_writer(self, conn: Connection) -> None:
+        att = conn.attachment
+        try:
+            while att is not None and conn.attachment is att and not conn.gone.is_set():
+                wake = conn.wake = anyio.Event()
+                await self._drain(conn, att, None)
+                if att.closing is not None:
+                    break
+                if conn.keepalive_due:
+                    conn.keepalive_due = False
+                    await conn.write(KEEPALIVE)
+                if not self.core.owed(att):
+                    await wake.wait()
+        finally:
+            conn.wake = None
+            conn.busy = False
+            with anyio.CancelScope(shield=True):
+                await self.release(conn)
+
+    async def service(self, conn: Connection) -> None:
+        """A timer's work on a connection nobody was writing: the head, a keep-alive, a close."""
+        att = conn.attachment
+        if att is None or conn.busy:
+            return
+        if att.closing is None:
+            conn.busy = True
+            try:
+                if not conn.started:
+                    self.core.head_sent(att)
+                    if await conn.start():
+                        head, conn.head = conn.head, None
+                        if head and await self.write(conn, att, head) is None:
+                            self._hand_over(conn)
+                            return
+                        self.core.wrote_other(att, time.monotonic())
+                elif conn.keepalive_due:
+                    conn.keepalive_due = False
+                    if await self.write(conn, att, KEEPALIVE) is None:
+                        self._hand_over(conn)
+                        return
+                    self.core.wrote_other(att, time.monotonic())
+            finally:
+                if not conn.own_writer:
+                    conn.busy = False
+            self.arm()
+        await self.pump(conn)
+
+    async def release(self, conn: Connection) -> None:
+        """Let `conn` go: finish its answer (with `retry:` when closed at will), note where it stopped."""
+        att = conn.attachment
+        if att is None:
+            return
+        conn.attachment = None
+        survives = conn.delivery is not None and conn.delivery.survives_close
+        reason, cancels = self.core.release(
+            att, time.monotonic(), gone=conn.gone.is_set(), survives_close=survives
+        )
+        if self.conn is conn:
+            self.conn = None
+            if cancels:
+                spawn(self.host.closed_by_client)
+            self.arm()
+        if conn is self.host.first:
+            self.outcome = (str(reason), att.cursor)
+            if self.watching:
+                conn.stop_listening()
+        else:
+            conn.stop_listening()
+        self.answer_begins()
+        try:
+            if not conn.gone.is_set():
+                if not conn.started:
+                    await conn.open()
+                await finish_answer(conn, reason, att.cursor, self.policy)
+            if self.host.meta_created:
+                await note_detached(self.store, self.stream_id, att)
+        except Exception as exc:
+            if not self.services.store_outage(exc):
+                raise
+        finally:
+            conn.released.set()
+            self.answer_ends()
+        logger.debug("stream %s: connection let go (%s) at %s", self.stream_id, reason, att.cursor)
+
+    # ------------------------------------------------------------------ time
+    def on_timer(self, now: float) -> float | None:
+        conn = self.conn
+        for due in self.core.due(now):
+            if due is Due.DECIDE:
+                spawn(self.host.decide)
+            elif due is Due.CHECK_EXPIRY:
+                spawn(self.host.check_expiry)
+            elif conn is None:
+                continue
+            elif due is Due.STALLED:
+                conn.interrupt_write()
+            else:
+                if due is Due.KEEPALIVE:
+                    conn.keepalive_due = True
+                if conn.own_writer:
+                    conn.signal()
+                elif not conn.busy:
+                    self.answer_begins()  # (a close it writes may be the deadline frame)
+                    spawn(self._timed_service, conn)
+        if self.watch_at is not None and now >= self.watch_at:
+            self.watch_at = None
+            first = self.host.first
+            if first is not None and first.attachment is not None and not first.listening:
+                self.watching = True
+                spawn(self.watch_first, first)
+        return self._next_deadline()
+
+    async def _timed_service(self, conn: Connection) -> None:
+        try:
+            await self.service(conn)
+        finally:
+            self.answer_ends()
+
+    async def watch_first(self, conn: Connection) -> None:
+        """Our watcher of the first connection, for an app without a disconnect listener."""
+        await conn.listen()
+        if conn.gone.is_set() and conn.attachment is not None and not conn.busy:
+            await self.release(conn)
+
+    def after_app(self) -> None:
+        """The app is done: a connection that has everything is closed."""
+        conn = self.conn
+        if conn is not None and conn.attachment is not None:
+            self.core.settle(conn.attachment)
+            if conn.own_writer:
+                conn.signal()
+        self.arm()
+
+    async def finish_first(self) -> None:
+        """After the app: serve the first connection to its end (the ASGI call returns then)."""
+        if self.host.held is not None and self.host.meta_created:
+            await self.host.decide()
+        # A timer's `decide`, or a deadline's close, may be writing the first connection's answer
+        # right now: its deadline frame makes the request a task (`survives_close`), which the
+        # request's end (`expiry.forget`) and the feature layer (`TasksMiddleware`) must know, and
+        # the ASGI call must not return before that answer is complete.
+        await self.answers_settled()
+        first = self.host.first
+        if first is None:
+            return
+        if first.attachment is not None:
+            await self.pump(first)
+            if first.attachment is not None and not first.busy:
+                await self.release(first)
+            await first.released.wait()
+        if self.watching:
+            first.stop_listening()

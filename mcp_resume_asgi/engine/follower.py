@@ -1,0 +1,162 @@
+"""Serving a stream that is not hosted here: read from the store, decided by a mirror core.
+
+A stream whose app runs on another node (or has finished) reaches its client
+through the store alone: the connection's own ASGI call reads what was recorded
+after its cursor, writes it, and waits on the store for more. The decisions -
+complete, at-will closes, keep-alives, the feature layer's deadline - come from
+a `StreamCore` fed from the store's record (`observe`), the same object that
+decides for hosted streams. Two duties are a follower's own: telling the store a
+client is still in contact (the owner's resume window counts from it), and
+noticing that the owner died with the stream unfinished.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from mcp_resume_asgi.core.stream import Attachment, Due, Reason, StreamCore
+from mcp_resume_asgi.engine.connection import Connection
+from mcp_resume_asgi.engine.delivery import READ_BATCH, finish_answer, note_detached
+from mcp_resume_asgi.engine.port import Delivery
+from mcp_resume_asgi.policy import Policy
+from mcp_resume_asgi.store.base import GapError, StreamKind, StreamMeta, StreamState
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.sse import KEEPALIVE, encode_payload, frame_events, priming_frame
+
+if TYPE_CHECKING:
+    from mcp_resume_asgi.engine.services import StreamServices
+
+__all__ = ["follow"]
+
+logger = logging.getLogger(__name__)
+
+
+async def follow(
+    services: StreamServices[Any],
+    conn: Connection,
+    meta: StreamMeta,
+    after_seq: int,
+    policy: Policy,
+    *,
+    priming: bool,
+) -> tuple[str, int]:
+    """Serve `conn` from the store until the stream is over for it, it leaves or is closed."""
+    now = time.monotonic()
+    delivery = conn.delivery or Delivery()
+    node = services.node
+    core = StreamCore.mirror(
+        policy,
+        version=meta.protocol_version,
+        is_request=meta.kind is StreamKind.REQUEST,
+        request_id=meta.request_id,
+        opted_in=meta.resumable_opt_in,
+        now=now,
+        owner_check_s=node.timeout_s / 2 if node is not None else None,
+    )
+    core.attach(meta.attach_gen, after_seq, now, at_will=delivery.at_will, deadline_s=delivery.deadline_s)
+    att = core.conn
+    assert att is not None
+    prefix = None if core.close_cancels else services.signer.event_prefix(meta.stream_id)
+    if priming and prefix is not None:
+        conn.head = priming_frame(prefix + str(after_seq).encode(), policy.retry_ms)
+    reason = Reason.GONE
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch, conn, tg.cancel_scope)
+            if await conn.open():
+                reason = await _loop(services, conn, core, att, meta, prefix)
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _end(services, conn, meta.stream_id, att, reason, policy)
+    return str(reason), att.cursor
+
+
+async def _watch(conn: Connection, serving: anyio.CancelScope) -> None:
+    await conn.listen()
+    if conn.gone.is_set():
+        serving.cancel()
+
+
+async def _loop(
+    services: StreamServices[Any],
+    conn: Connection,
+    core: StreamCore,
+    att: Attachment,
+    meta: StreamMeta,
+    prefix: bytes | None,
+) -> Reason:
+    store = services.store
+    node = services.node
+    stream_id = meta.stream_id
+    transform = conn.delivery.transform if conn.delivery is not None else None
+    while True:
+        try:
+            events, meta_now = await store.read_with_meta(stream_id, att.cursor, READ_BATCH)
+        except GapError as gap:
+            await conn.write(services.gap_frame(meta.request_id, gap))
+            return Reason.GAP
+        if meta_now is not None:
+            meta = meta_now
+            core.observe(
+                meta.last_seq,
+                meta.final_seq,
+                [entry[1] for entry in meta.pending_inputs],
+                running=meta.state is StreamState.RUNNING,
+            )
+        if events:
+            if not await conn.write(frame_events(prefix, events, transform)):
+                return Reason.GONE
+            core.wrote(att, events[-1][0], time.monotonic())
+        outcome = core.followed(att, None if meta_now is None else meta.attach_gen)
+        if outcome is not None:
+            return outcome
+        if events and att.cursor < meta.last_seq:
+            continue
+        now = time.monotonic()
+        if (
+            node is not None
+            and core.owner_check_due(now)
+            and meta.owner != services.node_id
+            and att.cursor >= meta.last_seq
+            and not await node.alive(meta.owner)
+        ):
+            # Everything the dead owner recorded was delivered; nothing more will come.
+            logger.warning("stream %s: its owner %s stopped", stream_id, meta.owner)
+            await store.update_stream(stream_id, state=StreamState.EXPIRED)
+            if meta.kind is StreamKind.REQUEST:
+                error = p.error_message(
+                    meta.request_id, p.STREAM_ERROR, "the server running this request stopped"
+                )
+                await conn.write(encode_payload(p.dumps(error), b"message"))
+            return Reason.OWNER_DEAD
+        for due in core.due(now):
+            if due is Due.CLOSE:
+                return att.closing or Reason.ENDED
+            if due is Due.HEARTBEAT:
+                await store.update_stream(stream_id, last_contact=time.time(), delivered_seq=att.cursor)
+            elif due is Due.KEEPALIVE and not await conn.write(KEEPALIVE):
+                return Reason.GONE
+        deadline = core.next_deadline()
+        timeout = math.inf if deadline is None else deadline - now
+        await store.wait(stream_id, att.cursor, within_s=max(timeout, 0.001), version=meta.version)
+
+
+async def _end(
+    services: StreamServices[Any],
+    conn: Connection,
+    stream_id: str,
+    att: Attachment,
+    reason: Reason,
+    policy: Policy,
+) -> None:
+    """Finish the answer and note where it stopped (unless a newer connection took over)."""
+    await finish_answer(conn, reason, att.cursor, policy)
+    conn.released.set()
+    await note_detached(services.store, stream_id, att)
+    logger.debug("stream %s: connection detached (%s) at %s", stream_id, reason, att.cursor)

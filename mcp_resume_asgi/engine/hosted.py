@@ -1,0 +1,494 @@
+"""A request of the app, hosted here: its app call, what it sends, and who is told.
+
+The app runs on the task of the ASGI call that brought the request, with a
+`receive` that never reports its client leaving and a `send` that lands in
+`on_app_send`: each SSE event the app sends is given an id by the stream's core,
+recorded in the store and written, from that same `send`, to whichever client
+connection is attached now (zero or one; see `writer.py`). The app's own
+disconnect listener reads the first connection's `receive`, so it is also how we
+learn that client left. When the app is done the call waits for its first
+connection to be let go, and returns.
+
+What the app answers decides the mode: an SSE stream is recorded (`STREAM`);
+anything else passes through untouched (`PASSTHROUGH`); a request whose stream
+had to exist before the app answered (an `Idempotency-Key`, SEP-975, resume
+tokens, `upgrade_json_after_s`) is `UPGRADED`: the client's answer is an SSE
+stream of the engine's own, and a JSON answer of the app becomes its one event.
+That decision is `core/answer_mode.py`'s, taken through the stream's core when the
+app's response starts (`on_response_start`); acting on it is here too.
+
+A hosted stream is one object that owns its parts: its `StreamCore` (state and
+decisions), its `Recorder` (the store side, `recorder.py`) and its `Writer`
+(connections and timers, `delivery.py`). The parts know it only through narrow
+Protocols (`RecordedStream`, `WriterHost`, `cancellation.CancellableStream`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from starlette.types import Message, Scope
+
+from mcp_resume_asgi.core.answer_mode import Answer, Mode, content_type, session_id, stream_headers
+from mcp_resume_asgi.core.stream import FirstGone, Reason, StreamCore
+from mcp_resume_asgi.engine import cancellation
+from mcp_resume_asgi.engine.connection import Connection, Flag
+from mcp_resume_asgi.engine.delivery import Writer, finish_answer
+from mcp_resume_asgi.engine.port import Delivery
+from mcp_resume_asgi.engine.recorder import Recorder
+from mcp_resume_asgi.engine.scheduler import spawn
+from mcp_resume_asgi.policy import Policy
+from mcp_resume_asgi.store.base import StreamKind
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.headers import Headers
+from mcp_resume_asgi.wire.replies import UNAVAILABLE_HEADER, send_bytes
+from mcp_resume_asgi.wire.sse import SSEError, SSEEvent, SSEParser, single_event_frame
+from mcp_resume_asgi.wire.tokens import new_stream_id
+
+if TYPE_CHECKING:
+    from mcp_resume_asgi.engine.services import StreamServices
+
+__all__ = ["STATUS_HOLD_S", "HostedStream"]
+
+logger = logging.getLogger(__name__)
+
+#: A request whose stream opens before the app answers (Idempotency-Key, SEP-975...)
+#: holds its client's answer this long for the app's status, so that the app's own
+#: refusal (404, 400) reaches the client as that status.
+STATUS_HOLD_S = 1.0
+
+
+class HostedStream:
+    """One request (or standalone GET) of the app, hosted on this node."""
+
+    def __init__(
+        self,
+        services: StreamServices[HostedStream],
+        *,
+        kind: StreamKind,
+        scope: Scope,
+        body: bytes,
+        route: int,
+        policy: Policy,
+        version: str,
+        session_id: str | None,
+        request_id: Any = None,
+        method: str | None = None,
+        stream_id: str | None = None,
+        opted_in: bool = False,
+    ) -> None:
+        self.services = services
+        """The engine's services to its streams."""
+        self.store = services.store
+        self.kind = kind
+        self.scope = scope
+        self.body = body
+        self.route = route
+        self.policy = policy
+        self.version = version
+        self.session_id = session_id
+        self.principal = services.principal(scope)
+        self.request_id = request_id
+        self.method = method
+        self.path: str = scope["path"]
+        self.stream_id = stream_id or new_stream_id()
+        self.opted_in = opted_in
+        """The client asked for a resumable stream (`protocol.RESUMABLE_STREAMS_EXTENSION`)."""
+        self.core = StreamCore(
+            policy,
+            version=version,
+            is_request=kind is StreamKind.REQUEST,
+            request_id=request_id,
+            now=time.monotonic(),
+            opted_in=opted_in,
+        )
+        self.recorder = Recorder(self)
+        self.writer = Writer(
+            self, services, self.core, policy, stream_id=self.stream_id, request_id=request_id
+        )
+        """Writes the stream to the connection attached to it, and acts on its timers."""
+        self.mode: Mode | None = None
+        self.meta_created = False
+        self.prefix: bytes | None = b""
+        self.first: Connection | None = None
+        """The connection that brought the request (its answer is the app's response)."""
+        self.held: Connection | None = None
+        """The first connection while its answer waits for the app's decision (UPGRADED)."""
+        self.delivery: Delivery | None = None
+        self.first_messages: list[dict[str, Any]] = []
+        self.idempotency_key: str | None = None
+        self.app_started = False
+        self.app_disconnect = Flag()
+        self.app_scope = anyio.CancelScope()
+        self.done = Flag()
+        self.opened = Flag()
+        """Set once the stream's record exists (a retried POST waits for it)."""
+        self.expired = False
+        self.left_early = False
+        """The client left before the app decided how to answer."""
+        self.parser = SSEParser(policy.max_event_bytes)
+        self.json_status = 200
+        self.upgraded_sse = False
+        self.json_chunks: list[bytes] = []
+        self.json_size = 0
+        self.passthrough_body: list[bytes] = []
+
+    # ------------------------------------------------------------------ hosting
+    async def host(self, client: Connection, *, open_before_s: float | None) -> tuple[str, int] | None:
+        """Run the app's request for `client`; returns how that connection ended (see `serve`)."""
+        live = self.services.live
+        live[self.stream_id] = self
+        self.first = client
+        try:
+            if self.delivery is not None and self.delivery.deadline_s is not None:
+                self.core.answer_within(self.delivery.deadline_s)
+            if open_before_s is not None:
+                self.held = client
+                if open_before_s == 0:
+                    self.core.open_ahead()
+                    # Open the stream's record before the app runs (a retry or a resume can find it
+                    # at once), but not the client's answer: that waits for the app's status.
+                    await self.upgrade()
+                    if self.first_messages:
+                        await self.recorder.record_events(
+                            [SSEEvent(data=p.dumps(m), event=b"message") for m in self.first_messages]
+                        )
+                    open_before_s = STATUS_HOLD_S
+                self.core.hold(time.monotonic(), open_before_s)
+                self.arm()
+            await self.run_app()
+            await self.writer.finish_first()
+            await cancellation.forget(self)
+            return self.writer.outcome
+        finally:
+            self.writer.timer.cancel()
+            live.pop(self.stream_id, None)
+
+    async def run_app(self) -> None:
+        body_sent = False
+
+        async def app_receive() -> Message:
+            nonlocal body_sent
+            if not body_sent:
+                body_sent = True
+                await self.request_taken()
+                return {"type": "http.request", "body": self.body, "more_body": False}
+            first = self.first
+            if first is not None and not self.app_disconnect.is_set():
+                # The app's own disconnect listener is our watcher of its client.
+                await first.listen()
+                if first.gone.is_set():
+                    await self.first_gone(first)
+            await self.app_disconnect.wait()
+            return {"type": "http.disconnect"}
+
+        async def app_send(message: Message) -> None:
+            await self.on_app_send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                # What a server tells an app whose response is complete: its disconnect
+                # listener ends normally instead of being cancelled.
+                self.disconnect_app()
+
+        try:
+            with self.app_scope:
+                await self.services.app(self.scope, app_receive, app_send)
+        except Exception:
+            if self.mode is Mode.STREAM or self.mode is Mode.UPGRADED:
+                logger.exception("app failed while streaming %s", self.stream_id)
+            elif not self.app_started:
+                raise  # as unwrapped: the server answers 500
+            else:
+                logger.exception("app failed after starting its response")
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.app_finished()
+
+    async def first_gone(self, first: Connection) -> None:
+        """The first connection's client left: what that means is the core's (`first_gone`)."""
+        actions = self.core.first_gone(
+            attached=first.attachment is not None,
+            busy=first.busy,
+            released=first.released.is_set(),
+            mode=self.mode,
+            survives_close=self.delivery is not None and self.delivery.survives_close,
+        )
+        for action in actions:
+            if action is FirstGone.RELEASE:
+                await self.writer.release(first)  # the resume window starts now (or the app is cancelled)
+            elif action is FirstGone.CANCEL:
+                spawn(self.closed_by_client)  # before its answer opened
+            elif action is FirstGone.LEFT_EARLY:
+                self.left_early = True
+            else:  # a JSON answer: the client leaving means what it does unwrapped
+                self.app_disconnect.set()
+
+    async def request_taken(self) -> None:
+        """The app reads the request: its auth has let it through and said who is calling,
+        which the stream's record (opened before the app ran) learns now."""
+        principal = self.services.principal(self.scope)
+        try:
+            if principal != self.principal and self.meta_created:
+                await self.store.update_stream(self.stream_id, principal=principal)
+        except Exception as exc:
+            if not self.services.store_outage(exc):
+                raise
+        self.principal = principal
+        await self.services.cancel_bindings.taken(self)  # a notice may cancel it from now on
+        if self.core.request_read(time.monotonic()):
+            self.arm()
+
+    async def serve(self, conn: Connection, *, gen: int, after_seq: int, priming: bool) -> tuple[str, int]:
+        """Serve a resuming connection from this stream (`Writer.serve`)."""
+        return await self.writer.serve(conn, gen=gen, after_seq=after_seq, priming=priming)
+
+    async def deliver(self, batch: list[tuple[int, bytes]]) -> None:
+        """Events were just recorded: write them to the attached connection (`Writer.deliver`)."""
+        await self.writer.deliver(batch)
+
+    def arm(self) -> None:
+        """The core's next deadline may have moved: tell the scheduler (`Writer.arm`)."""
+        self.writer.arm()
+
+    async def closed_by_client(self) -> None:
+        await cancellation.closed_by_client(self)
+
+    async def check_expiry(self) -> None:
+        await cancellation.check(self)
+
+    async def cancel(self, reason: str) -> None:
+        """Stop the app's work the way its protocol revision expects (`cancellation.cancel_app`)."""
+        await cancellation.cancel_app(self, reason)
+
+    def disconnect_app(self) -> None:
+        """Tell the app its request is over (`http.disconnect` on its `receive`)."""
+        self.app_disconnect.set()
+        first = self.first
+        if first is not None and first.listening:
+            first.stop_listening()  # the app's listener may be reading its client's `receive`
+
+    async def app_finished(self) -> None:
+        try:
+            await self.recorder.flush()
+            if self.mode is Mode.UPGRADED and not self.core.final_seq:
+                await self.recorder.record_json_answer()
+            if (self.mode is Mode.STREAM or self.mode is Mode.UPGRADED) and self.meta_created:
+                if self.parser.pending.strip():
+                    with contextlib.suppress(SSEError):
+                        await self.recorder.record_events(self.parser.feed(b"\n\n"))
+                # Each write of the app's end is in the store (and the core knows its answer) before
+                # the next step reads `final_seq`, and before the stream is concluded: with
+                # write-behind, a write still under way would land after the request is over.
+                await self.recorder.flush()
+                if self.kind is StreamKind.REQUEST and self.core.final_seq is None and not self.expired:
+                    await self.recorder.record_error("the server ended the stream without a response")
+                    await self.recorder.flush()
+                if self.expired:
+                    await self.store.delete_stream(self.stream_id)  # nobody is coming back for it
+                elif self.core.final_seq is None:  # (a request's answer completed it when recorded)
+                    await self.recorder.complete()
+            elif self.mode is None and self.first is not None:
+                first = self.first
+                if not first.started and not first.gone.is_set():
+                    await send_bytes(
+                        first.send_message, 500, b"Internal Server Error", content_type=b"text/plain"
+                    )
+        finally:
+            self.core.app_finished()
+            self.done.set()
+            self.opened.set()
+            self.app_disconnect.set()
+            self.writer.after_app()
+            await self.services.cancel_bindings.forget(self.stream_id)
+
+    # ------------------------------------------------------------------ the app's answer
+    async def on_app_send(self, message: Message) -> None:
+        kind = message["type"]
+        if kind == "http.response.start":
+            await self.on_response_start(message)
+            return
+        if kind != "http.response.body":
+            if self.mode is Mode.PASSTHROUGH and self.first is not None:
+                await self.first.send(message)
+            return
+        body: bytes = message.get("body", b"")
+        mode = self.mode
+        if mode is Mode.STREAM or (mode is Mode.UPGRADED and self.upgraded_sse):
+            frame = None if self.parser.pending else single_event_frame(body)
+            if frame is not None:  # the usual shape, one whole event per chunk: no parsing, no copy
+                await self.recorder.record_frames([frame])
+                return
+            try:
+                events = self.parser.feed(body) if body else []
+            except SSEError:
+                logger.error("stream %s: the app sent an oversized event; ending the stream", self.stream_id)
+                await self.recorder.record_error(
+                    "the server produced an event larger than the configured limit"
+                )
+                self.app_disconnect.set()
+                return
+            if events:
+                await self.recorder.record_events(events)
+        elif mode is Mode.UPGRADED:
+            self.json_size += len(body)
+            if self.json_size <= self.policy.max_event_bytes:
+                self.json_chunks.append(body)
+            if not message.get("more_body", False):
+                await self.recorder.record_json_answer()
+        elif mode is Mode.PASSTHROUGH:
+            if self.method == "initialize" and self.json_size < 65536:
+                self.json_size += len(body)
+                self.passthrough_body.append(body)
+                if not message.get("more_body", False):
+                    await self.learn_session(b"".join(self.passthrough_body))
+            if self.first is not None:
+                await self.first.send(message)
+
+    async def learn_session(self, body: bytes) -> None:
+        if self.session_id is None:
+            return
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            return
+        await self.services.sessions.remember(self, answer)
+
+    # ------------------------------------------------------------------ how the first connection is answered
+    async def on_response_start(self, message: Message) -> None:
+        self.app_started = True
+        status = int(message["status"])
+        headers: Headers = list(message.get("headers", []))
+        media = content_type(headers)
+        delivery = self.delivery
+        answer = self.core.response_started(
+            status,
+            media,
+            upgraded=self.mode is Mode.UPGRADED,
+            held=self.held is not None,
+            refusal_recorded=delivery is not None and delivery.refusal_recorded,
+        )
+        if answer is Answer.REFUSED:
+            await self.refused_before_opening(message)
+            return
+        if answer is Answer.UPGRADE:
+            principal = self.services.principal(self.scope)
+            if principal != self.principal:
+                # Opened before the app ran: its auth has only now said who is calling.
+                self.principal = principal
+                await self.store.update_stream(self.stream_id, principal=principal)
+            self.json_status = status
+            self.upgraded_sse = media == b"text/event-stream"
+            await self.decide()
+            return
+        first = self.first
+        self.held = None  # the app decided in time
+        if answer is Answer.STREAM:
+            if self.session_id is None:
+                self.session_id = session_id(headers)
+            self.mode = Mode.STREAM
+            try:
+                await self.recorder.open_record(attached=first is not None and not first.gone.is_set())
+            except Exception as exc:
+                if not self.services.store_outage(exc):
+                    raise
+                # Without a store there is nothing to resume from: the app's answer goes out as
+                # it is, and says so (the store error must not reach the app's `send`, whose SSE
+                # writer would swallow it and leave the client a 500).
+                self.mode = Mode.PASSTHROUGH
+                self.core.record_unavailable()
+                if first is not None:
+                    await first.send(dict(message, headers=[*headers, UNAVAILABLE_HEADER]))
+                return
+            extra = stream_headers(headers)
+            if not self.core.close_cancels:
+                extra.append(self.services.link_header(self.path, self.stream_id, 0))
+            if first is not None:
+                self.attach_first(first, extra)
+            return
+        self.mode = Mode.PASSTHROUGH
+        if self.left_early:
+            self.app_disconnect.set()
+        if first is not None:
+            await first.send(message)
+
+    def attach_first(self, client: Connection, headers: Headers) -> None:
+        """Open the SSE answer on the first connection, its head held for the first event."""
+        client.headers = headers
+        client.delivery = self.delivery
+        self.writer.attach(client, gen=1, cursor=0, hold_head=True, opening=self.writer.priming(0))
+
+    async def decide(self) -> None:
+        """The UPGRADED stream's answer opens: the app answered, or took too long."""
+        held, self.held = self.held, None
+        self.core.decided()
+        if held is None:
+            return
+        # Under way from here (the store is asked first): the app may finish meanwhile, and its
+        # request must not be concluded before this answer is (`Writer.answers_settled`).
+        self.writer.answer_begins()
+        try:
+            await self._open_held(held)
+        finally:
+            self.writer.answer_ends()
+
+    async def _open_held(self, held: Connection) -> None:
+        if not self.meta_created:
+            await self.upgrade()
+        if held.gone.is_set():
+            return
+        held.headers = self.services.sse_headers(
+            self.session_id, self.path, self.stream_id, 0, link=not self.core.close_cancels
+        )
+        held.delivery = self.delivery
+        if self.writer.conn is not None:
+            await self.superseded(held)
+            return
+        meta = await self.store.attach(self.stream_id, time.time())
+        if meta is None:  # deleted while held (its request cancelled): an answer with nothing in it
+            if await held.open():
+                await held.finish()
+            return
+        self.writer.attach(
+            held, gen=meta.attach_gen, cursor=0, hold_head=False, opening=self.writer.priming(0)
+        )
+        await self.writer.open_and_pump(held)
+
+    async def superseded(self, held: Connection) -> None:
+        """A retry (the same Idempotency-Key) took the stream over while the first connection's
+        answer waited for the app: the retry keeps it, and the first is answered as any replaced
+        connection is (it must not take the stream back, and its ASGI call needs an answer)."""
+        if await held.open():
+            await finish_answer(held, Reason.REPLACED, 0, self.policy)
+        held.released.set()
+        self.writer.outcome = (str(Reason.REPLACED), 0)
+        logger.debug("stream %s: a retry took it over before its first answer opened", self.stream_id)
+
+    async def upgrade(self) -> None:
+        """Open the stream's record for a request the app has not answered (yet)."""
+        self.mode = Mode.UPGRADED
+        await self.recorder.open_record()
+
+    async def refused_before_opening(self, start: Message) -> None:
+        """The app refused a request whose stream was opened ahead of its answer (a 404
+        "Session not found", a 400): the client gets that status, not an event in a 200
+        (stock clients start a new session only on an HTTP 404). Nothing ran, so the
+        stream and its Idempotency-Key are forgotten: a retry is a new request."""
+        self.mode = Mode.PASSTHROUGH
+        held, self.held = self.held, None
+        self.core.refused()
+        # Freed from now on: a retry coming meanwhile is served from the store (which is
+        # deleting it), not attached here.
+        self.meta_created = False
+        try:
+            await self.store.delete_stream(self.stream_id)
+            if self.idempotency_key is not None:
+                await self.store.delete_key(self.idempotency_key)
+        except Exception as exc:
+            if not self.services.store_outage(exc):
+                raise
+        if held is not None:
+            await held.send(start)

@@ -1,0 +1,450 @@
+"""Recording what a hosted app sends: ids from the core, events into the store.
+
+The store is written before the event is delivered, so whatever a client has
+seen can be replayed to it. With a store that pays a network round trip per
+write (Redis: `write_behind`), an app sending events one by one would wait a
+round trip per event: while a write is in flight, what the app sends queues up
+(bounded) and goes to the store as one batch, in order.
+
+A write the store fails because it cannot be reached is not lost: it is held, with
+everything the app sends after it, and written in order once the store answers
+again (`core/held_writes.py`, `store_recovery.py`). A stream whose record the store lost
+meanwhile (a restart without persistence) is recorded again holding an error that
+says so, so its client or task is told why instead of waiting for nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+import weakref
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+
+from mcp_resume_asgi.core.held_writes import Batch, HeldWrites
+from mcp_resume_asgi.core.stream import Phase
+from mcp_resume_asgi.engine.scheduler import spawn
+from mcp_resume_asgi.store import keys
+from mcp_resume_asgi.store.base import StoreFullError, StreamKind, StreamMeta, StreamState
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.sse import SSEEvent, encode_payload
+
+if TYPE_CHECKING:
+    from starlette.types import Scope
+
+    from mcp_resume_asgi.core.stream import Recorded, StreamCore
+    from mcp_resume_asgi.engine.connection import Flag
+    from mcp_resume_asgi.engine.services import StreamServices
+    from mcp_resume_asgi.policy import Policy
+    from mcp_resume_asgi.store.base import Store
+
+__all__ = ["LOST_TEXT", "WRITE_BEHIND_BYTES", "WRITE_BEHIND_FRAMES", "RecordedStream", "Recorder"]
+
+logger = logging.getLogger(__name__)
+
+#: Write-behind: how much the app may send ahead of the store before its `send` waits.
+WRITE_BEHIND_FRAMES = 512
+WRITE_BEHIND_BYTES = 1024 * 1024
+#: The answer recorded instead of a request's own when the store lost its stream.
+LOST_TEXT = (
+    "the server's store lost this request's stream before its answer could be recorded "
+    "(was the store restarted without persistence?); the result is not available"
+)
+
+
+class RecordedStream(Protocol):
+    """What a `Recorder` needs of the stream it records (a `HostedStream`): who and what the
+    request is, the state it records into, and where recorded events go next (`deliver`)."""
+
+    # Written by the recorder: the record's event-id prefix and that it exists, the caller
+    # the app's auth named when the record opened, an UPGRADED answer's body once read.
+    prefix: bytes | None
+    meta_created: bool
+    principal: str | None
+    json_chunks: list[bytes]
+
+    @property
+    def services(self) -> StreamServices[Any]: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def core(self) -> StreamCore: ...
+    @property
+    def policy(self) -> Policy: ...
+    @property
+    def stream_id(self) -> str: ...
+    @property
+    def kind(self) -> StreamKind: ...
+    @property
+    def scope(self) -> Scope: ...
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def route(self) -> int: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def request_id(self) -> Any: ...
+    @property
+    def method(self) -> str | None: ...
+    @property
+    def opted_in(self) -> bool: ...
+    @property
+    def expired(self) -> bool: ...
+    @property
+    def json_status(self) -> int: ...
+    @property
+    def opened(self) -> Flag: ...
+
+    async def deliver(self, batch: list[tuple[int, bytes]]) -> None: ...
+
+
+class Recorder:
+    """The store side of one hosted stream (see the module docstring)."""
+
+    __slots__ = ("_written", "backlog", "backlog_bytes", "held", "hosted", "lost", "writing")
+
+    def __init__(self, hosted: RecordedStream) -> None:
+        # A proxy, not a reference: a stream and its recorder in a cycle would outlive
+        # their request until a full garbage collection (under load, most of them get
+        # there), where plain references free them as soon as the request ends.
+        self.hosted: RecordedStream = weakref.proxy(hosted)
+        self.backlog: list[tuple[bytes, bytes]] = []
+        self.backlog_bytes = 0
+        self.writing = False
+        self._written: anyio.Event | None = None
+        self.held: HeldWrites | None = None
+        """What the store failed to take and everything after it, while it cannot be reached."""
+        self.lost = False
+        """The store was found without the stream's record (said once)."""
+
+    async def record_events(self, events: list[SSEEvent]) -> None:
+        await self.record_frames([(encode_payload(e.data, e.event), e.data) for e in events if e.data])
+
+    async def record_frames(self, frames: list[tuple[bytes, bytes]]) -> None:
+        """Record `(frame without id, data)` pairs, at once or (write-behind) in order soon."""
+        if not self.hosted.store.write_behind:
+            await self.write(frames)
+            return
+        self.backlog.extend(frames)
+        self.backlog_bytes += sum(len(payload) for payload, _ in frames)
+        if not self.writing:
+            self.writing = True
+            spawn(self._write_behind)
+            return
+        while self.writing and (
+            len(self.backlog) >= WRITE_BEHIND_FRAMES or self.backlog_bytes >= WRITE_BEHIND_BYTES
+        ):
+            await self._wait_written()
+
+    def _take_backlog(self) -> list[tuple[bytes, bytes]]:
+        batch, self.backlog, self.backlog_bytes = self.backlog, [], 0
+        return batch
+
+    def _signal_written(self) -> None:
+        if self._written is not None:
+            self._written.set()
+            self._written = None
+
+    async def _wait_written(self) -> None:
+        if self._written is None:
+            self._written = anyio.Event()
+        await self._written.wait()
+
+    async def _write_behind(self) -> None:
+        try:
+            while self.backlog:
+                await self.write(self._take_backlog())
+                self._signal_written()
+        except Exception:
+            self.backlog = []  # (`write` holds what the store fails: this is another error, logged by `spawn`)
+            raise
+        finally:
+            self.writing = False
+            self._signal_written()
+
+    async def flush(self) -> None:
+        """Wait for the write in flight, then write what is left."""
+        while self.writing:
+            await self._wait_written()
+        if self.backlog:
+            await self.write(self._take_backlog())
+
+    async def write(self, frames: list[tuple[bytes, bytes]]) -> None:
+        """Give the frames ids, store them, note inputs and the final response, deliver.
+
+        While the store cannot be reached, what it failed to take is held, and so is
+        everything after it, in order, until `write_held` catches up."""
+        hosted = self.hosted
+        if hosted.expired or hosted.core.phase is Phase.FREED:
+            # Cancelled, or refused and forgotten (a write behind may come after the refusal):
+            # nobody is coming back for what the app still says.
+            return
+        recorded = hosted.core.record(frames)
+        if recorded is None:
+            return
+        if self.held is not None:
+            self._add_held(recorded)
+            return
+        policy = hosted.policy
+        try:
+            await hosted.store.append(
+                hosted.stream_id,
+                recorded.batch,
+                max_events=policy.max_events_per_stream,
+                max_bytes=policy.max_bytes_per_stream,
+            )
+            if recorded.inputs or recorded.final_seq is not None:
+                await self._note(recorded.inputs, recorded.final_seq, recorded.final_data, None)
+        except Exception as exc:
+            if not hosted.services.store_outage(exc):
+                raise
+            self._hold(exc)
+            self._add_held(recorded)
+            return
+        await self._deliver(recorded.batch)
+
+    async def _note(
+        self,
+        inputs: list[list[Any]],
+        final_seq: int | None,
+        final_data: bytes | None,
+        meta: StreamMeta | None,
+    ) -> None:
+        """Note recorded input requests and the final answer on the stream's record (`meta`: as
+        read just before, if it was)."""
+        hosted = self.hosted
+        store = hosted.store
+        policy = hosted.policy
+        stream_id = hosted.stream_id
+        if inputs:
+            if meta is None:
+                meta = await store.get_stream(stream_id)
+            if meta is not None:
+                pending = meta.pending_inputs + inputs
+                issued = (meta.issued_inputs + [i for i, _ in inputs])[-1000:]
+                await store.update_stream(stream_id, pending_inputs=pending, issued_inputs=issued)
+                if hosted.session_id is not None:
+                    ttl = hosted.services.running_ttl(policy)
+                    for message_id, _ in inputs:
+                        await store.set_key(keys.client_answer(hosted.session_id, message_id), stream_id, ttl)
+        if final_seq is not None:
+            # Complete from its answer on, and kept that long from now: the app's end, a
+            # moment later, need not write the stream again.
+            completed = await store.update_stream(
+                stream_id,
+                ttl_s=policy.retain_completed_s,
+                final_seq=final_seq,
+                state=StreamState.COMPLETED,
+            )
+            if completed is None:
+                await self._lost(final_seq)
+            elif hosted.method == "initialize" and final_data is not None:
+                with contextlib.suppress(ValueError):
+                    await hosted.services.sessions.remember(hosted, json.loads(final_data))
+
+    async def _deliver(self, batch: list[tuple[int, bytes]]) -> None:
+        """Write recorded events to the attached connection. (Catching it up reads the store: if
+        that fails now, the events are stored all the same and it gets them when it resumes.)"""
+        hosted = self.hosted
+        try:
+            await hosted.deliver(batch)
+        except Exception as exc:
+            if not hosted.services.store_outage(exc):
+                raise
+
+    # ------------------------------------------------------------------ while the store is down
+    def _hold(self, exc: BaseException) -> HeldWrites:
+        """The store failed a write (`exc`): hold writes from now on, until the engine's recovery
+        waiter finds it answering again."""
+        hosted = self.hosted
+        policy = hosted.policy
+        held = self.held = HeldWrites(
+            policy.max_events_per_stream, policy.max_bytes_per_stream, hosted.services.recovery.budget
+        )
+        # The recovery keeps the stream itself (`hosted` here is a proxy): it outlives its request
+        # until what it holds is written. Every write happens while the request is hosted.
+        itself = hosted.services.live.get(hosted.stream_id)
+        if itself is not None:
+            hosted.services.recovery.hold(itself, exc)
+        else:
+            logger.warning("stream %s: a write failed after its request ended; it is lost", hosted.stream_id)
+        return held
+
+    def _add_held(self, recorded: Recorded) -> None:
+        held = self.held
+        assert held is not None
+        dropped = held.add(recorded)
+        if dropped and held.dropped == dropped:
+            logger.warning(
+                "stream %s: more than its limits (or the engine's, over all streams) waited for the "
+                "store; its oldest held events are dropped (a client resuming from before them is "
+                "told so)",
+                self.hosted.stream_id,
+            )
+
+    async def write_held(self) -> None:
+        """Write what is held, in order, and deliver it; then write directly again. Raises the
+        store's error when it still fails (what was not written stays held, for the next try)."""
+        hosted = self.hosted
+        held = self.held
+        while held is not None and held.waiting and not hosted.expired:
+            batch = held.take()
+            try:
+                events = await self._write_batch(batch)
+            except BaseException:
+                held.put_back(batch)
+                raise
+            if events and hosted.stream_id in hosted.services.live:
+                await self._deliver(events)
+        if held is not None:
+            held.discard()  # (an expired stream's leftovers: nobody will read them)
+        self.held = None
+
+    async def _write_batch(self, batch: Batch) -> list[tuple[int, bytes]]:
+        """Write one held batch; returns the events written. The stream's record says what a
+        previous try wrote already (a batch can fail after its events were appended)."""
+        hosted = self.hosted
+        store = hosted.store
+        meta = await store.get_stream(hosted.stream_id)
+        if meta is None:
+            await self._lost(batch.final_seq)
+            return []
+        events, inputs = batch.unwritten(meta.last_seq, meta.issued_inputs)
+        if events:
+            max_events, max_bytes = batch.limits(
+                hosted.policy.max_events_per_stream, hosted.policy.max_bytes_per_stream
+            )
+            await store.append(hosted.stream_id, events, max_events=max_events, max_bytes=max_bytes)
+        if batch.first_seq is not None and meta.first_seq < batch.first_seq:
+            await store.update_stream(hosted.stream_id, first_seq=batch.first_seq)
+        await self._note(inputs, batch.final_seq, batch.final_data, meta)
+        if batch.complete and batch.final_seq is None:
+            await store.update_stream(
+                hosted.stream_id, ttl_s=hosted.policy.retain_completed_s, state=StreamState.COMPLETED
+            )
+        return events
+
+    async def complete(self) -> None:
+        """The app ended a stream that has no final answer: mark it completed, now or once what
+        it holds is written."""
+        hosted = self.hosted
+        held = self.held
+        if held is None:
+            try:
+                await hosted.store.update_stream(
+                    hosted.stream_id, ttl_s=hosted.policy.retain_completed_s, state=StreamState.COMPLETED
+                )
+                return
+            except Exception as exc:
+                if not hosted.services.store_outage(exc):
+                    raise
+                held = self._hold(exc)
+        held.complete = True
+
+    async def _lost(self, final_seq: int | None) -> None:
+        """The store has no record of the stream while its app ran here: it lost it (a restart
+        without persistence) or let it expire. What the stream held before is gone, so its
+        answer cannot be vouched for: a request's stream is recorded again holding only an
+        error that says so (a resuming client gets it, `tasks/get` reports the task failed
+        with it) instead of staying unknown, or a task reading as cancelled."""
+        hosted = self.hosted
+        if hosted.expired or not hosted.meta_created:
+            return  # deleted on purpose (expired, cancelled, its session ended), or never opened
+        if not self.lost:
+            self.lost = True
+            logger.warning(
+                "stream %s: the store no longer holds it (restarted without persistence, or "
+                "expired while its request ran)%s",
+                hosted.stream_id,
+                "; its answer is recorded as an error saying so" if final_seq is not None else "",
+            )
+        if final_seq is None or hosted.kind is not StreamKind.REQUEST:
+            return
+        meta = self._meta(attached=False)
+        meta.state = StreamState.COMPLETED
+        meta.last_seq = final_seq - 1
+        meta.final_seq = final_seq
+        error = p.error_message(hosted.request_id, p.STREAM_ERROR, LOST_TEXT)
+        try:
+            await hosted.store.create_stream(meta, ttl_s=hosted.policy.retain_completed_s)
+        except StoreFullError:
+            logger.warning("stream %s: the store is full; the error was not recorded", hosted.stream_id)
+            return
+        await hosted.store.append(
+            hosted.stream_id,
+            [(final_seq, encode_payload(p.dumps(error), b"message"))],
+            max_events=hosted.policy.max_events_per_stream,
+            max_bytes=hosted.policy.max_bytes_per_stream,
+        )
+
+    async def record_json_answer(self) -> None:
+        """An UPGRADED stream's one event: the app's JSON answer (or an error saying what it was)."""
+        hosted = self.hosted
+        body = b"".join(hosted.json_chunks)
+        hosted.json_chunks = []
+        try:
+            answer = json.loads(body) if body else None
+        except ValueError:
+            answer = None
+        if isinstance(answer, dict) and answer.get("id") == hosted.request_id and p.is_response(answer):
+            await self.record_events([SSEEvent(data=p.dumps(answer), event=b"message")])
+        elif isinstance(answer, dict) and "error" in answer:
+            fixed = dict(answer, id=hosted.request_id)
+            await self.record_events([SSEEvent(data=p.dumps(fixed), event=b"message")])
+        else:
+            await self.record_error(f"the server answered with HTTP {hosted.json_status}")
+
+    async def record_error(self, text: str) -> None:
+        hosted = self.hosted
+        if (
+            hosted.kind is not StreamKind.REQUEST
+            or hosted.core.final_seq is not None
+            or not hosted.meta_created
+        ):
+            return
+        error = p.error_message(hosted.request_id, p.STREAM_ERROR, text)
+        await self.record_events([SSEEvent(data=p.dumps(error), event=b"message")])
+
+    async def open_record(self, *, attached: bool = False) -> None:
+        """Create the stream's record in the store (it can be resumed from then on)."""
+        hosted = self.hosted
+        services = hosted.services
+        # A stream nobody may resume gets no event ids (2026-07-28 removed them).
+        hosted.prefix = None if hosted.core.close_cancels else services.signer.event_prefix(hosted.stream_id)
+        # Now that the app has seen the request, its own auth may have said who is calling.
+        hosted.principal = services.principal(hosted.scope)
+        ttl = services.running_ttl(hosted.policy)
+        await hosted.store.create_stream(self._meta(attached=attached), ttl_s=ttl)
+        hosted.meta_created = True
+        hosted.opened.set()
+        if hosted.kind is StreamKind.STANDALONE and hosted.session_id is not None:
+            # The app accepted the GET: from now on a second GET of the session resumes this one.
+            await hosted.store.set_key(keys.standalone(hosted.session_id), hosted.stream_id, ttl)
+
+    def _meta(self, *, attached: bool) -> StreamMeta:
+        """The stream's record as it is created."""
+        hosted = self.hosted
+        return StreamMeta(
+            stream_id=hosted.stream_id,
+            kind=hosted.kind,
+            session_id=hosted.session_id,
+            principal=hosted.principal,
+            protocol_version=hosted.version,
+            path=hosted.path,
+            request_id=hosted.request_id,
+            method=hosted.method,
+            owner=hosted.services.node_id,
+            route=hosted.route,
+            resumable_opt_in=hosted.opted_in,
+            attached=attached,
+            attach_gen=1 if attached else 0,
+            last_contact=time.time(),
+        )
