@@ -12,7 +12,7 @@ the refusal as its answer); anything else opens the stream's own SSE answer
 (`UPGRADE`), of which the app's answer becomes the content.
 
 Plain functions of the response start's status and headers, so the rule is read
-and tested in one place; the host (`first_answer.py`) acts on the answer.
+and tested in one place; the host (`engine/hosted.py`) acts on the answer.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ protocol revision (`cancel_plan`): a 2025 request in a session is sent
 2026-07-28 request, whose closed stream is its cancel) its app's `receive`
 reports `http.disconnect`; an app that ignores both for `CANCEL_GRACE_S` each
 has its call cancelled. A stream nobody may resume is freed once it is over
-(`forgets`). The I/O of all this is the engine's `expiry.py`.
+(`forgets`). The I/O of all this is `engine/cancellation.py`.
 """
 
 from __future__ import annotations

@@ -478,7 +478,7 @@ class Writer:
             await self.host.decide()
         # A timer's `decide`, or a deadline's close, may be writing the first connection's answer
         # right now: its deadline frame makes the request a task (`survives_close`), which the
-        # request's end (`expiry.forget`) and the feature layer (`TasksMiddleware`) must know, and
+        # request's end (`cancellation.forget`) and the feature layer (`TasksMiddleware`) must know, and
         # the ASGI call must not return before that answer is complete.
         await self.answers_settled()
         first = self.host.first

@@ -4,7 +4,7 @@ The app runs on the task of the ASGI call that brought the request, with a
 `receive` that never reports its client leaving and a `send` that lands in
 `on_app_send`: each SSE event the app sends is given an id by the stream's core,
 recorded in the store and written, from that same `send`, to whichever client
-connection is attached now (zero or one; see `writer.py`). The app's own
+connection is attached now (zero or one; see `delivery.py`). The app's own
 disconnect listener reads the first connection's `receive`, so it is also how we
 learn that client left. When the app is done the call waits for its first
 connection to be let go, and returns.
