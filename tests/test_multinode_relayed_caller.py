@@ -421,8 +421,13 @@ async def test_alices_rest_calls_are_advanced_and_cancelled_through_b(prefix: st
         # seen on 933c1c4 too; not this test's subject).
         url = "/mcp/tools/confirm/calls/ask-1"
         put = await on_a.put(url, json={"filename": "r.txt"}, headers={"idempotency-key": "k", **ALICE})
-        assert put.json()["status"] == "awaitingElicitationResult", put.text
-        etag = {"if-match": put.headers["etag"]}
+        asking = put
+        with anyio.fail_after(scaled(20)):  # (`running` when the PUT's wait ended first: a loaded machine)
+            while asking.json()["status"] == "running":
+                await anyio.sleep(0.05)
+                asking = await on_a.get(url, headers=ALICE)
+        assert asking.json()["status"] == "awaitingElicitationResult", asking.text
+        etag = {"if-match": asking.headers["etag"]}
         for other in (BOB, ANONYMOUS):
             refused = await on_b.post(f"{url}/advance", json=YES, headers={**etag, **other})
             assert refused.status_code in (401, 404), refused.text
