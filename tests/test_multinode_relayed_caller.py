@@ -37,6 +37,7 @@ import pytest
 
 from mcp_resume_asgi.client.tasks import TASKS_EXTENSION
 from tests.support.raw import ACCEPT_BOTH, RawSession, Reply
+from tests.support.rest_calls import settled
 from tests.support.server import SubprocessServer
 from tests.support.stores import redis_url, require_redis
 from tests.support.timing import scaled
@@ -421,11 +422,7 @@ async def test_alices_rest_calls_are_advanced_and_cancelled_through_b(prefix: st
         # seen on 933c1c4 too; not this test's subject).
         url = "/mcp/tools/confirm/calls/ask-1"
         put = await on_a.put(url, json={"filename": "r.txt"}, headers={"idempotency-key": "k", **ALICE})
-        asking = put
-        with anyio.fail_after(scaled(20)):  # (`running` when the PUT's wait ended first: a loaded machine)
-            while asking.json()["status"] == "running":
-                await anyio.sleep(0.05)
-                asking = await on_a.get(url, headers=ALICE)
+        asking = await settled(on_a, put, url, ALICE)
         assert asking.json()["status"] == "awaitingElicitationResult", asking.text
         etag = {"if-match": asking.headers["etag"]}
         for other in (BOB, ANONYMOUS):
