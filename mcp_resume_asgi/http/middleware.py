@@ -23,13 +23,13 @@ import contextlib
 import logging
 import secrets
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from mcp_resume_asgi.engine.cluster import Node
 from mcp_resume_asgi.engine.engine import Engine
-from mcp_resume_asgi.engine.port import Delivery, HostRequest, RequestContext
+from mcp_resume_asgi.engine.port import Delivery, Feature, HostRequest, RequestContext
 from mcp_resume_asgi.engine.relayed_caller import CallerGuard, principal_with_relays
 from mcp_resume_asgi.http.bodies import read_body_or_refuse, replay_receive
 from mcp_resume_asgi.http.client_answers import ClientAnswers
@@ -52,9 +52,6 @@ from mcp_resume_asgi.wire.principal import PrincipalOf, default_principal
 from mcp_resume_asgi.wire.replies import send_bytes, send_jsonrpc_error
 from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY, RELAYED_FROM, STREAM_SEGMENT
 from mcp_resume_asgi.wire.tokens import TokenSigner, new_stream_id
-
-if TYPE_CHECKING:
-    from mcp_resume_asgi.features import FeatureMiddleware
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "ResumeMiddleware"]
 
@@ -341,7 +338,7 @@ class ResumeMiddleware:
         stream_id = new_stream_id()
         first_messages: list[dict[str, Any]] = []
         delivery: Delivery | None = None
-        features: tuple[FeatureMiddleware, ...] = scope.get(FEATURES_KEY, ())
+        features: tuple[Feature, ...] = scope.get(FEATURES_KEY, ())
         if any(method in feature.answers for feature in features) and await self._refused_as_the_app_would(
             scope, send, message, session_id
         ):

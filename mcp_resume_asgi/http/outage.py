@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_resume_asgi.features import FeatureMiddleware
+from mcp_resume_asgi.engine.port import Feature
 from mcp_resume_asgi.http.bodies import read_body_or_refuse, replay_receive
 from mcp_resume_asgi.store.health import STORE_RETRY_S as STORE_RETRY_S
 from mcp_resume_asgi.store.health import StoreHealth
@@ -68,7 +68,7 @@ async def without_store(
     if stream_url or (scope["method"] == "GET" and header(scope, b"last-event-id") is not None):
         await send_unavailable(send)
         return
-    features: tuple[FeatureMiddleware, ...] = scope.get(FEATURES_KEY, ())
+    features: tuple[Feature, ...] = scope.get(FEATURES_KEY, ())
     owned = frozenset().union(*(feature.answers for feature in features))
     if body is None and owned and scope["method"] == "POST":
         body = await read_body_or_refuse(receive, send, max_body_bytes)
