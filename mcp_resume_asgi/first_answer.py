@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING
 
 from starlette.types import Message, Scope
 
-from mcp_resume_asgi._http import UNAVAILABLE_HEADER, Headers
 from mcp_resume_asgi.connection import Connection, Delivery, Flag
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, content_type, session_id, stream_headers
 from mcp_resume_asgi.core.stream import Reason
 from mcp_resume_asgi.sse_answers import finish_answer
+from mcp_resume_asgi.wire.headers import Headers
+from mcp_resume_asgi.wire.replies import UNAVAILABLE_HEADER
 from mcp_resume_asgi.writer import Writer
 
 if TYPE_CHECKING:

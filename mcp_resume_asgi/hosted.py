@@ -30,7 +30,6 @@ from starlette.types import Message, Scope
 
 from mcp_resume_asgi import expiry
 from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import send_bytes
 from mcp_resume_asgi.core.stream import FirstGone, StreamCore
 from mcp_resume_asgi.engine.connection import Connection, Flag
 from mcp_resume_asgi.engine.port import Delivery
@@ -41,6 +40,7 @@ from mcp_resume_asgi.scheduler import spawn
 from mcp_resume_asgi.sse import SSEError, SSEEvent, SSEParser, single_event_frame
 from mcp_resume_asgi.store.base import StreamKind
 from mcp_resume_asgi.tokens import new_stream_id
+from mcp_resume_asgi.wire.replies import send_bytes
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine.services import StreamServices
