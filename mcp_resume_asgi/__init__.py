@@ -11,7 +11,7 @@ URL, survive dropped connections and can be closed by the server at will.
 from typing import TYPE_CHECKING, Any
 
 from mcp_resume_asgi.engine.relayed_caller import RelayedUser
-from mcp_resume_asgi.middleware import ResumeMiddleware
+from mcp_resume_asgi.http.middleware import ResumeMiddleware
 from mcp_resume_asgi.policy import Policy, Route
 from mcp_resume_asgi.rest import RestMiddleware
 from mcp_resume_asgi.resumable_requests import ResumableRequestsMiddleware

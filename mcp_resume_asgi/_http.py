@@ -1,10 +1,15 @@
-"""Reading a request's body in bounds; and, re-exported from `wire`, the header readers and
-replies that lived here before issue 21 (`wire.headers`, `wire.replies`)."""
+"""Moved: body reading is `http/bodies.py`, header readers `wire/headers.py`, replies
+`wire/replies.py` (issue 21); re-exported here until the old paths go."""
 
 from __future__ import annotations
 
-from mcp_resume_asgi.wire import jsonrpc as p
-from mcp_resume_asgi.wire.asgi import Message, Receive, Send
+from mcp_resume_asgi.http.bodies import (
+    BodyTooLarge,
+    ClientGone,
+    read_body,
+    read_body_or_refuse,
+    replay_receive,
+)
 from mcp_resume_asgi.wire.headers import (
     Headers,
     accept_header,
@@ -38,53 +43,3 @@ __all__ = [
     "send_json",
     "send_jsonrpc_error",
 ]
-
-
-class BodyTooLarge(Exception):
-    pass
-
-
-class ClientGone(Exception):
-    pass
-
-
-async def read_body(receive: Receive, limit: int) -> bytes:
-    """The whole request body, refusing more than `limit` bytes."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientGone()
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge()
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-async def read_body_or_refuse(receive: Receive, send: Send, limit: int) -> bytes | None:
-    """The request body, or None once a 413 was sent (or the client left)."""
-    try:
-        return await read_body(receive, limit)
-    except BodyTooLarge:
-        await send_jsonrpc_error(send, 413, p.INVALID_REQUEST, f"request body exceeds {limit} bytes")
-    except ClientGone:
-        pass
-    return None
-
-
-def replay_receive(body: bytes, receive: Receive) -> Receive:
-    """A `receive` that hands the app the body already read, then defers to the real one."""
-    sent = False
-
-    async def _receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return _receive

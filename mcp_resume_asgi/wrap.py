@@ -13,7 +13,7 @@ from typing import Any
 
 from starlette.types import ASGIApp
 
-from mcp_resume_asgi.middleware import ResumeMiddleware
+from mcp_resume_asgi.http.middleware import ResumeMiddleware
 from mcp_resume_asgi.policy import Policy, RoutesSpec
 from mcp_resume_asgi.store.base import Store
 from mcp_resume_asgi.wire.asgi import check_asgi_app

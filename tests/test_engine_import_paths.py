@@ -137,15 +137,21 @@ def test_a_collaborator_neither_imports_nor_names_the_engine(path: str) -> None:
 
 
 def test_the_engine_hands_its_collaborators_its_services_not_itself() -> None:
-    engine = ResumeMiddleware(_app).engine
+    middleware = ResumeMiddleware(_app)
+    engine = middleware.engine
     services = engine.services
     assert isinstance(services, StreamServices)
     assert engine.live is services.live and engine.recovery is services.recovery
-    built = [engine.answers, engine.cancels, services.sessions, services.recovery, services.cancel_bindings]
+    # The HTTP front's answerers are built by the middleware (issue 21, step 6), with the
+    # engine's services and port, never the engine itself; so is the port's `host`.
+    retried = engine.port.host.__self__  # type: ignore[attr-defined]
+    built = [middleware.answers, middleware.cancels, middleware.resumes, retried]
+    built += [services.sessions, services.recovery, services.cancel_bindings]
     for part in [*built, services]:
         held = [getattr(part, name) for name in getattr(part, "__slots__", ()) or vars(part)]
         assert not [value for value in held if value is engine], type(part).__name__
-    assert engine.answers.port is engine.port and engine.cancels.services is services
+    assert middleware.answers.port is engine.port and middleware.cancels.services is services
+    assert middleware.resumes.port is engine.port and retried.services is services
 
 
 @pytest.mark.anyio

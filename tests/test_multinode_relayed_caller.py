@@ -37,6 +37,7 @@ import pytest
 
 from mcp_resume_asgi.client.tasks import TASKS_EXTENSION
 from tests.support.raw import ACCEPT_BOTH, RawSession, Reply
+from tests.support.rest_calls import settled
 from tests.support.server import SubprocessServer
 from tests.support.stores import redis_url, require_redis
 from tests.support.timing import scaled
@@ -421,8 +422,9 @@ async def test_alices_rest_calls_are_advanced_and_cancelled_through_b(prefix: st
         # seen on 933c1c4 too; not this test's subject).
         url = "/mcp/tools/confirm/calls/ask-1"
         put = await on_a.put(url, json={"filename": "r.txt"}, headers={"idempotency-key": "k", **ALICE})
-        assert put.json()["status"] == "awaitingElicitationResult", put.text
-        etag = {"if-match": put.headers["etag"]}
+        asking = await settled(on_a, put, url, ALICE)
+        assert asking.json()["status"] == "awaitingElicitationResult", asking.text
+        etag = {"if-match": asking.headers["etag"]}
         for other in (BOB, ANONYMOUS):
             refused = await on_b.post(f"{url}/advance", json=YES, headers={**etag, **other})
             assert refused.status_code in (401, 404), refused.text

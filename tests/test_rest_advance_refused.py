@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 import tests.test_rest as rest
+from tests.support.rest_calls import settled
 from tests.test_rest import era, face
 
 pytestmark = pytest.mark.anyio
@@ -29,7 +30,9 @@ async def test_an_advance_the_app_refuses_ends_the_call() -> None:
         put = await client.put(
             URL, json={"filename": "a.txt"}, headers={"idempotency-key": str(uuid.uuid4())}
         )
-        assert put.status_code == 201 and put.json()["status"] == "awaitingElicitationResult", put.text
+        assert put.status_code == 201, put.text
+        put = await settled(client, put, URL)
+        assert put.json()["status"] == "awaitingElicitationResult", put.text
         with anyio.fail_after(15):
             advanced = await client.post(
                 f"{URL}/advance", json={"action": "bogus"}, headers={"if-match": put.headers["etag"]}

@@ -29,6 +29,7 @@ from mcp_resume_asgi import MemoryStore, Policy, resumable
 from mcp_resume_asgi.rest.calls import call_key, index_member, index_name
 from mcp_resume_asgi.store.base import Store
 from tests.apps.rest_app import create_app, legacy
+from tests.support.rest_calls import settled
 from tests.support.server import serve_in_loop
 from tests.support.stores import redis_prefix, redis_url, require_redis
 from tests.support.timing import scaled
@@ -300,7 +301,9 @@ async def test_a_put_too_large_once_wrapped_is_413_and_leaves_no_record(store_ki
         await f.nothing_of("echo", "big-1")
         # An advance too large once wrapped is a 413 too, and takes no claim.
         asked = await f.put("confirm", "big-2", b'{"filename":"a.txt"}')
-        assert asked.status_code == 201 and asked.json()["status"] == "awaitingElicitationResult", asked.text
+        assert asked.status_code == 201, asked.text
+        asked = await settled(f.client, asked, "/mcp/tools/confirm/calls/big-2", f.headers)
+        assert asked.json()["status"] == "awaitingElicitationResult", asked.text
         url = "/mcp/tools/confirm/calls/big-2/advance"
         etag = {"if-match": asked.headers["etag"], "content-type": "application/json"}
         answer = {"action": "accept", "content": {"confirm": True, "pad": "a" * (4 * MIB - 128)}}
@@ -574,7 +577,9 @@ async def test_hostile_requests_on_every_route_get_no_5xx_and_leave_nothing(
             await f.nothing_of(tool, call_id)
         # And the face works as before: a call that asks for input, advanced, succeeds.
         put = await f.put("confirm", "sweep-2", b'{"filename":"b.txt"}', key="k-after")
-        assert put.status_code == 201 and put.json()["status"] == "awaitingElicitationResult", put.text
+        assert put.status_code == 201, put.text
+        put = await settled(f.client, put, "/mcp/tools/confirm/calls/sweep-2", f.headers)
+        assert put.json()["status"] == "awaitingElicitationResult", put.text
         advance = await f.client.post(
             "/mcp/tools/confirm/calls/sweep-2/advance",
             json={"action": "accept", "content": {"confirm": False}},

@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from tests.support.proxy import CutProxy
+from tests.support.rest_calls import settled
 from tests.support.server import SubprocessServer
 from tests.support.stores import require_redis
 from tests.support.timing import scaled
@@ -129,6 +130,7 @@ async def test_a_call_put_on_node_a_is_advanced_through_node_b(prefix: str, era:
         await cluster.on(a)
         put = await cluster.client.put(url, json={"filename": "a.txt"}, headers={"idempotency-key": "k"})
         assert put.status_code == 201 and int(put.headers["x-node"]) == pid_of(a)
+        put = await settled(cluster.client, put, url)
         assert put.json()["status"] == "awaitingElicitationResult", put.text
         await cluster.on(b)
         # The other node computes the same ETag for the same state.

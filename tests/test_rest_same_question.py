@@ -14,10 +14,10 @@ from __future__ import annotations
 import uuid
 
 import anyio
-import httpx
 import pytest
 
 import tests.test_rest as rest
+from tests.support.rest_calls import settled
 from tests.support.timing import scaled
 from tests.test_rest import era, face
 
@@ -27,23 +27,13 @@ __all__ = ["era"]  # both eras (the fixture of test_rest.py)
 URL = "/mcp/tools/confirm_twice/calls/twice-1"
 
 
-async def _settled(client: httpx.AsyncClient, response: httpx.Response) -> httpx.Response:
-    """The first state of the call that is not `running` (a 2025 session's second question
-    may come after the advance's own wait)."""
-    with anyio.fail_after(scaled(15)):
-        while response.json()["status"] == "running":
-            await anyio.sleep(0.05)
-            response = await client.get(URL)
-    return response
-
-
 async def test_the_same_question_asked_twice_is_advanced_twice() -> None:
     async with face() as client:
         put = await client.put(
             URL, json={"filename": "a.txt"}, headers={"idempotency-key": str(uuid.uuid4())}
         )
         assert put.status_code == 201, put.text
-        first = await _settled(client, put)
+        first = await settled(client, put, URL)
         assert first.json()["status"] == "awaitingElicitationResult", first.text
         assert first.json()["elicitationRequest"]["message"] == "Delete a.txt?"
         etag = first.headers["etag"]
@@ -51,7 +41,7 @@ async def test_the_same_question_asked_twice_is_advanced_twice() -> None:
         with anyio.fail_after(scaled(15)):
             taken = await client.post(f"{URL}/advance", json=yes, headers={"if-match": etag})
         assert taken.status_code == 200, taken.text
-        second = await _settled(client, taken)
+        second = await settled(client, taken, URL)
         assert second.json()["status"] == "awaitingElicitationResult", second.text
         assert second.json()["elicitationRequest"] == first.json()["elicitationRequest"]
         assert second.headers["etag"] == etag, "the same question: the same state, the same etag"
@@ -59,7 +49,7 @@ async def test_the_same_question_asked_twice_is_advanced_twice() -> None:
         with anyio.fail_after(scaled(15)):
             again = await client.post(f"{URL}/advance", json=no, headers={"if-match": etag})
         assert again.status_code == 200, f"the second question's advance is taken ({rest.ERA}): {again.text}"
-        done = await _settled(client, again)
+        done = await settled(client, again, URL)
         assert done.json()["status"] == "success", done.text
         assert done.json()["result"]["content"][0]["text"] == "a.txt: True then False"
         # The state is gone: its etag no longer names the call's state.

@@ -24,7 +24,7 @@ from tests.support.server import serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
-DETECTOR = "mcp_resume_asgi._misconfig"
+DETECTOR = "mcp_resume_asgi.http.misconfig"
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,

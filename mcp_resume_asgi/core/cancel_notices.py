@@ -23,7 +23,7 @@ names neither: that notice is ignored, as the spec allows ("MAY ignore").
 Here, without I/O: whether a POSTed message is such a notice (`notice_of`), whether a
 hosted request can be cancelled that way (`cancellable`), which stream a notice names
 (`named`), and where its cancel runs (`where`); the store index holding its stream under
-its binding is a key format (`store/keys.py`: `cancel_binding`). The glue is `client_cancels.py`; the cancel itself, once it reaches
+its binding is a key format (`store/keys.py`: `cancel_binding`). The glue is `http/client_cancels.py`; the cancel itself, once it reaches
 the stream, is the core's (`StreamCore.cancel_asked`).
 """
 

@@ -10,7 +10,7 @@ error event on a request's stream, as 410 on a standalone one (its client can
 only start over). Otherwise the stream is served from there.
 
 The same rules answer a GET with `Last-Event-ID`, a GET on the `Link` URL, and
-the stream that continues after a client's answers (`client_answers.py`).
+the stream that continues after a client's answers (`http/client_answers.py`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ A request that such a notice may cancel (`cancel_notices.cancellable`: an opted-
 has said who is calling), in a store index named by its binding - principal, endpoint,
 request id, `Idempotency-Key` - with its stream's TTL, and taken out when its app is done.
 This is part of a hosted stream's life, so the engine keeps it; answering the notices, which
-reads these indexes, is `client_cancels.py`.
+reads these indexes, is `http/client_cancels.py`.
 """
 
 from __future__ import annotations

@@ -12,22 +12,20 @@ for its life, `core/resume.py` for what a resume is answered); every timer is in
 engine's one `Scheduler`.
 
 This module is the way in: one method per kind of HTTP request the middleware
-hands over, plus what the feature layers share (admission, links, the store). A POST
-retried with its `Idempotency-Key` is answered by `retried_posts.py`. What the engine's
+hands over, plus what the feature layers share (admission, links, the store). A POST's
+`Idempotency-Key` is claimed, and a retry answered, by the HTTP front before the engine hosts
+the request (`http/retried_posts.py`: the port's `host`, passed in as `host_with`). What the engine's
 collaborators use of it is `StreamServices` (`services.py`), handed to them instead of the
 engine; what the layers in front may ask of it is its `EnginePort` (`port.py`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from mcp_resume_asgi.client_answers import ClientAnswers
-from mcp_resume_asgi.client_cancels import ClientCancels
 from mcp_resume_asgi.core import resume
 from mcp_resume_asgi.core.resume import Resume
 from mcp_resume_asgi.core.stream import close_cancels, primed
@@ -36,10 +34,9 @@ from mcp_resume_asgi.engine.cluster import Node
 from mcp_resume_asgi.engine.connection import Connection
 from mcp_resume_asgi.engine.follower import follow
 from mcp_resume_asgi.engine.hosted import HostedStream
-from mcp_resume_asgi.engine.port import Delivery, EnginePort, Refusal, RetryAnswer
+from mcp_resume_asgi.engine.port import Delivery, EnginePort, HostRequest, Refusal
 from mcp_resume_asgi.engine.services import StreamServices
-from mcp_resume_asgi.policy import Policy, RouteTable, running_ttl
-from mcp_resume_asgi.retried_posts import answer_retry
+from mcp_resume_asgi.policy import Policy, RouteTable
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import GapError, Store, StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.wire import jsonrpc as p
@@ -49,9 +46,43 @@ from mcp_resume_asgi.wire.principal import PrincipalOf
 from mcp_resume_asgi.wire.replies import send_bytes, send_json
 from mcp_resume_asgi.wire.tokens import TokenSigner
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "EngineHost", "body_for_app"]
 
 logger = logging.getLogger(__name__)
+
+
+def body_for_app(body: bytes, message: dict[str, Any]) -> bytes:
+    """The request's body as the app gets it: without this middleware's own extension
+    (SEP-975's opt-in), which the app is not told of."""
+    if p.asks_resumable_streams(message):
+        plain = p.without_extension(message, p.RESUMABLE_STREAMS_EXTENSION)
+        if plain is not None:
+            return p.dumps(plain)
+    return body
+
+
+class EngineHost(Protocol):
+    """`Engine.handle_request`: what the front's `HostRequest` hands a request on to, once its
+    `Idempotency-Key` (if any) is claimed for the stream."""
+
+    async def __call__(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        *,
+        body: bytes,
+        message: dict[str, Any],
+        route: int,
+        policy: Policy,
+        version: str,
+        session_id: str | None,
+        accepts_sse: bool,
+        claimed_key: str | None = None,
+        stream_id: str | None = None,
+        first_messages: list[dict[str, Any]] | None = None,
+        delivery: Delivery | None = None,
+    ) -> tuple[str, int] | None: ...
 
 
 class Engine:
@@ -69,9 +100,12 @@ class Engine:
         node_id: str,
         node: Node | None = None,
         on_store_outage: Callable[[BaseException], None] | None = None,
+        host_with: Callable[[Engine], HostRequest],
     ) -> None:
         """`on_store_outage` is told when a store call (one made inside the app's `send`, say)
-        finds the store down."""
+        finds the store down. `host_with(engine)` is the port's `host`: the front's way to host
+        a request around `handle_request` (`http/retried_posts.py` claims an `Idempotency-Key`
+        first), so the layers that host a request through the port go the same way."""
         self.services: StreamServices[HostedStream] = StreamServices(
             app,
             store=store,
@@ -98,17 +132,13 @@ class Engine:
         """The feature layers in front of this engine, as last seen (relayed requests get them too)."""
         self.admission = Admission(app, principal=principal, store=store, node=node)
         self.port = EnginePort(
-            host=self.handle_request,
+            host=host_with(self),
             serve=self.serve_stream,
             cancel=self.cancel_stream,
             is_live=self.is_live,
             admit=self.admit,
             call_app=services.call_app,
         )
-        self.answers = ClientAnswers(store, self.port)
-        """SEP-1335: a client's answers to the app's requests, POSTed to a stream's Link URL."""
-        self.cancels = ClientCancels(services, self.admission)
-        """A client's `notifications/cancelled` for a request its close does not cancel."""
 
     # ------------------------------------------------------------------ helpers
     async def admit(self, scope: Scope, meta: StreamMeta) -> Refusal | None:
@@ -158,22 +188,21 @@ class Engine:
         version: str,
         session_id: str | None,
         accepts_sse: bool,
-        idempotency_key: str | None = None,
+        claimed_key: str | None = None,
         stream_id: str | None = None,
         first_messages: list[dict[str, Any]] | None = None,
         delivery: Delivery | None = None,
-        on_retry: RetryAnswer | None = None,
     ) -> tuple[str, int] | None:
         """Host a JSON-RPC request of the app, detached from `send`'s connection.
 
         Returns how the first client connection was let go (why, and the seq of the
         last event it got), None when it was not served from the stream (a JSON
-        answer passed through, or a retried POST).
+        answer passed through). `claimed_key`: the store key of the request's
+        `Idempotency-Key`, claimed for `stream_id` by the front (freed if the app refuses).
         """
         method = message["method"]
         opted_in = p.asks_resumable_streams(message)
-        if opted_in and (plain := p.without_extension(message, p.RESUMABLE_STREAMS_EXTENSION)) is not None:
-            body = p.dumps(plain)  # the middleware's own extension: the app is not told of it
+        body = body_for_app(body, message)
         hosted = HostedStream(
             self.services,
             kind=StreamKind.REQUEST,
@@ -189,14 +218,8 @@ class Engine:
             opted_in=opted_in,
         )
         open_before = policy.upgrade_json_after_s if accepts_sse and method != "initialize" else None
-        if idempotency_key is not None and accepts_sse and method != "initialize":
-            key = keys.idempotency(session_id, hosted.principal, idempotency_key)
-            digest = hashlib.sha256(body).hexdigest()
-            existing = await self.store.add_key(key, f"{hosted.stream_id} {digest}", running_ttl(policy))
-            if existing is not None:
-                await answer_retry(self.services, self.port, scope, receive, send, existing, digest, on_retry)
-                return None
-            hosted.idempotency_key = key
+        if claimed_key is not None:
+            hosted.idempotency_key = claimed_key
             open_before = 0.0  # the stream must exist before the client can lose its answer
         if first_messages:
             open_before = 0.0
@@ -205,31 +228,6 @@ class Engine:
             open_before = 0.0
             hosted.delivery = delivery
         return await hosted.host(Connection(send, receive), open_before_s=open_before)
-
-    # ------------------------------------------------------------------ resuming
-    async def handle_resume(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        stream_id: str,
-        after_seq: int | None,
-        *,
-        via_link: bool,
-    ) -> None:
-        meta = await self.store.get_stream(stream_id)
-        meta = await self.port.admitted(scope, send, meta)
-        if meta is None:
-            return
-        said = resume.answer(meta, after_seq, via_link=via_link)
-        if said.kind is Resume.AHEAD:
-            await send_json(
-                send, 400, p.error_message(None, p.INVALID_REQUEST, "Last-Event-ID is ahead of the stream")
-            )
-        elif said.kind is Resume.NOTHING:
-            await send_bytes(send, 204)
-        else:
-            await self.serve_stream(scope, receive, send, meta, said.after_seq)
 
     # ------------------------------------------------------------------ serving a client
     async def serve_stream(

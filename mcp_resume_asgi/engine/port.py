@@ -1,13 +1,15 @@
 """What the layers in front of the engine use of it: a request on its way in, and plain answers.
 
 Feature layers (SEP-975, resume tokens, Tasks), the REST face and the HTTP side's answerers
-see a JSON-RPC request as a `RequestContext`, serve a connection their own way with a
-`Delivery`, answer a retried POST with a `RetryAnswer`, and answer from the engine's
-`Refusal`s. What they may ask of the engine is an `EnginePort`: one typed callable per
-capability (host a request, serve a stream, cancel, is it live, admit, call the app), so
-that each caller can be handed exactly that, never the engine and its internals.
+see a JSON-RPC request as a `RequestContext` (the HTTP front asks each layer about it as a
+`Feature`), serve a connection their own way with a `Delivery`, answer a retried POST with a
+`RetryAnswer`, and answer from the engine's `Refusal`s. What they may ask of the engine is an
+`EnginePort`: one typed callable per capability (host a request, serve a stream, cancel, is
+it live, admit, call the app), so that each caller can be handed exactly that, never the
+engine and its internals.
 
-Nothing here runs a stream; the engine (`engine.py`) builds the port from its own methods.
+Nothing here runs a stream; the engine (`engine.py`) builds the port from its own methods,
+and the front's `host` (`http/retried_posts.py`: an `Idempotency-Key` is claimed first).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
     "Cancel",
     "Delivery",
     "EnginePort",
+    "Feature",
     "HostRequest",
     "IsLive",
     "Refusal",
@@ -248,3 +251,19 @@ class RequestContext:
             delivery=delivery,
             on_retry=on_retry,
         )
+
+
+class Feature(Protocol):
+    """A feature layer as the HTTP front asks it about a request (`features.FeatureMiddleware`
+    is the base of every one), so the front needs no import of the layers above it."""
+
+    answers: frozenset[str]
+    """JSON-RPC methods the layer answers itself (a 503 while the store is down)."""
+
+    async def intercept(self, ctx: RequestContext, receive: Receive, send: Send) -> bool:
+        """Answer the request without the app (True), or leave it to the engine."""
+        ...
+
+    async def first_messages(self, ctx: RequestContext) -> list[dict[str, Any]]:
+        """JSON-RPC messages recorded at the start of the request's stream, before the app's."""
+        ...

@@ -50,7 +50,7 @@ class OutageReporter:
 
     A store call made inside the app's `send` (or any of the engine's own) that fails this
     way is not the app's failure: the caller goes on without the store, and the middleware
-    answers what needs the store with a 503 meanwhile (`store_outage.py`).
+    answers what needs the store with a 503 meanwhile (`http/outage.py`).
     """
 
     __slots__ = ("store", "tell")

@@ -237,7 +237,7 @@ def _engine_of(app: Any) -> Engine | None:
 def _request_bound(app: Any) -> int:
     """The largest MCP request the stack takes: the stream engine's body bound (what a
     stock SDK server takes too, by default), so the face refuses with 413 what it would."""
-    from mcp_resume_asgi.middleware import ResumeMiddleware
+    from mcp_resume_asgi.http.middleware import ResumeMiddleware
 
     bounds = [layer.max_body_bytes for layer in _layers(app) if isinstance(layer, ResumeMiddleware)]
     return min(bounds, default=MAX_REQUEST_BYTES)

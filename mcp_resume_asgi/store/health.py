@@ -3,7 +3,7 @@
 Resumability needs the store; the app does not. So when the store fails, requests skip it
 for `STORE_RETRY_S` before it is tried again (`StoreHealth`), and the cause is logged once
 per outage rather than once per failed call (`OutageLog`). Plain state and logging: what
-the middleware answers meanwhile is the ASGI side's (`store_outage.py`).
+the middleware answers meanwhile is the ASGI side's (`http/outage.py`).
 """
 
 from __future__ import annotations

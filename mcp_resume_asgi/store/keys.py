@@ -22,7 +22,7 @@ from typing import Any
 
 def idempotency(session_id: str | None, principal: str | None, key: str) -> str:
     """A request's `Idempotency-Key`, scoped to its session, else its principal, else to
-    nobody (`-`); its value is the stream of the first request carrying it (`retried_posts`)."""
+    nobody (`-`); its value is the stream of the first request carrying it (`http/retried_posts`)."""
     return f"idem:{session_id or principal or '-'}:{key}"
 
 
@@ -33,7 +33,7 @@ def standalone(session_id: str) -> str:
 
 def client_answer(session_id: str, message_id: Any) -> str:
     """The stream waiting for the client's answer to the request `message_id` the app sent it
-    in `session_id` (sampling, elicitation: `client_answers`); the id as JSON, so `1` and
+    in `session_id` (sampling, elicitation: `http/client_answers`); the id as JSON, so `1` and
     `"1"` are different keys."""
     return f"input:{session_id}:{json.dumps(message_id)}"
 

@@ -6,7 +6,7 @@ same way (`status: "input_required"`, `inputRequests` under keys of the task's o
 * **a server-to-client request on its stream** (2025 revisions: elicitation, sampling,
   roots). The engine records it as a pending input of the request's stream; the
   client's answer in `tasks/update` goes to the app as the JSON-RPC response to that
-  request id, as if the client had POSTed it (`client_answers.py`).
+  request id, as if the client had POSTed it (`http/client_answers.py`).
 * **an `InputRequiredResult`** (2026-07-28 multi round-trip requests: `resultType:
   "input_required"`, `inputRequests`, `requestState`) as the answer of the task's
   current round. Once every request of the round is answered, the call is issued to

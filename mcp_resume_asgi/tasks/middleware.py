@@ -77,7 +77,7 @@ class TasksMiddleware(FeatureMiddleware):
         method = ctx.method
         declared = declares(ctx.capabilities)
         if method in TASK_METHODS:
-            # (Its headers and session were judged as the app would: `post_handling.py`.)
+            # (Its headers and session were judged as the app would: `http/middleware.py`.)
             if not declared and await declaration_known(ctx):
                 await error_answer(ctx, send, missing_capability(ctx.request_id))
             else:

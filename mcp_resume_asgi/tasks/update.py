@@ -23,6 +23,7 @@ from starlette.types import Message, Receive, Scope, Send
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.engine.scheduler import spawn
+from mcp_resume_asgi.http.client_answers import note_answered
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import GapError, StreamMeta, StreamState
 from mcp_resume_asgi.tasks.inputs import Pending, mrtr_of, next_round, outstanding, plan_update
@@ -118,7 +119,7 @@ async def update(
         )
         if status >= 300:
             logger.warning("task %s: the app refused an answer with HTTP %s", meta.stream_id, status)
-        await engine.answers.answered(meta.session_id, response["id"], meta.stream_id)
+        await note_answered(engine.store, meta.session_id, response["id"], meta.stream_id)
     for key, response in plan.kept:
         await engine.store.add_key(keys.task_answer(record.stream_id, key), p.dumps(response).decode(), ttl)
     await answer({"jsonrpc": "2.0", "id": ctx.request_id, "result": {"resultType": "complete"}})

@@ -20,7 +20,7 @@ order and with the statuses the stock `mcp` server gives them:
   revision the server serves (-32022, with the ones it does). Each is a 400.
 
 What the session rules need beyond headers (is the session known?) is the app's to
-say, and asked of it where the store cannot tell (`post_handling.py`). Plain data in,
+say, and asked of it where the store cannot tell (`http/middleware.py`). Plain data in,
 plain data out: no I/O.
 """
 

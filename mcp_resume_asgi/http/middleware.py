@@ -1,0 +1,457 @@
+"""`ResumeMiddleware`: the stream engine as one pure-ASGI middleware.
+
+It decides, per HTTP request on the MCP path, whether the engine takes over (a
+JSON-RPC request that may be answered with SSE, a resume, a stream URL, the
+standalone GET stream) or the app sees the request exactly as it was sent.
+Whatever it cannot classify goes to the app untouched, so error behaviour stays
+the app's own.
+
+A POST's body is read once (bounded by `max_body_bytes`) and then sorted
+(`post_sorting.py`, a pure function): a session held by another node is relayed
+there; a client's `notifications/cancelled` goes to `client_cancels.py`; a JSON-RPC
+request that may be answered with SSE is routed (its `Policy`, its protocol revision,
+a well-formed `Idempotency-Key`), offered to the feature layers in front
+(`features.py`) and else hosted by the engine through its port (`retried_posts.py`
+claims the key first); anything else goes to the app as it was sent. A store outage
+met before anything was sent hands the request to the app without the store
+(`outage.py`). A resumed GET is `resume.py`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from mcp_resume_asgi.engine.cluster import Node
+from mcp_resume_asgi.engine.engine import Engine
+from mcp_resume_asgi.engine.port import Delivery, Feature, HostRequest, RequestContext
+from mcp_resume_asgi.engine.relayed_caller import CallerGuard, principal_with_relays
+from mcp_resume_asgi.http.bodies import read_body_or_refuse, replay_receive
+from mcp_resume_asgi.http.client_answers import ClientAnswers
+from mcp_resume_asgi.http.client_cancels import ClientCancels
+from mcp_resume_asgi.http.misconfig import WrongPathDetector
+from mcp_resume_asgi.http.outage import TrackedSend, send_unavailable, without_store
+from mcp_resume_asgi.http.post_sorting import INVALID_KEY, Post, idempotency_key, sort_post
+from mcp_resume_asgi.http.resume import Resumes
+from mcp_resume_asgi.http.retried_posts import RetriedPosts
+from mcp_resume_asgi.policy import Policy, RoutesSpec, RouteTable
+from mcp_resume_asgi.store import keys
+from mcp_resume_asgi.store.base import Store
+from mcp_resume_asgi.store.health import StoreHealth
+from mcp_resume_asgi.store.memory import MemoryStore, StoreFullError
+from mcp_resume_asgi.wire import header_rules
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.asgi import ASGIApp, Message, Receive, Scope, Send, check_asgi_app
+from mcp_resume_asgi.wire.headers import accepts_sse, header, is_json
+from mcp_resume_asgi.wire.principal import PrincipalOf, default_principal
+from mcp_resume_asgi.wire.replies import send_bytes, send_jsonrpc_error
+from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY, RELAYED_FROM, STREAM_SEGMENT
+from mcp_resume_asgi.wire.tokens import TokenSigner, new_stream_id
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "ResumeMiddleware"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+class ResumeMiddleware:
+    """Makes the Streamable HTTP traffic of the wrapped MCP app resumable.
+
+    Usable as `Starlette(middleware=[Middleware(ResumeMiddleware, ...)])` or
+    directly: `ResumeMiddleware(app, ...)`.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        policy: Policy | None = None,
+        routes: RoutesSpec | None = None,
+        store: Store | None = None,
+        secret: str | bytes | None = None,
+        path: str | Sequence[str] = "/mcp",
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        principal: PrincipalOf = default_principal,
+        session_ttl_s: float = 24 * 3600,
+        node_timeout_s: float = 5.0,
+    ) -> None:
+        check_asgi_app(app, wrapper="ResumeMiddleware")
+        paths = [path] if isinstance(path, str) else list(path)
+        if not paths or not all(isinstance(x, str) and x.startswith("/") for x in paths):
+            raise ValueError("path must be one or more absolute paths such as '/mcp'")
+        if max_body_bytes <= 0:
+            raise ValueError("max_body_bytes must be positive")
+        # A relayed request is served as its caller; the app's auth may not name another.
+        app = CallerGuard(app, principal)
+        self.app = app
+        self.paths = {x.rstrip("/") or "/" for x in paths}
+        self._wrong_path = WrongPathDetector(self.paths, self._local_path)
+        self.max_body_bytes = max_body_bytes
+        self.routes = RouteTable(policy or Policy(), routes)
+        self.store = store if store is not None else MemoryStore()
+        if self.store.shared and secret is None:
+            raise ValueError(
+                "a store shared by several processes needs a shared `secret`: a stream URL or event id "
+                "minted by one process must verify in the others"
+            )
+        signer = TokenSigner(secret)
+        self.node = (
+            Node(self.store, timeout_s=node_timeout_s, signer=signer, principal=principal)
+            if self.store.shared
+            else None
+        )
+        self.outage = StoreHealth(self.store)
+        self.engine = Engine(
+            app,
+            routes=self.routes,
+            store=self.store,
+            signer=signer,
+            principal=principal_with_relays(principal),
+            session_ttl_s=session_ttl_s,
+            node_id=self.node.node_id if self.node is not None else secrets.token_hex(6),
+            node=self.node,
+            on_store_outage=self.outage.failed,
+            host_with=self._host_with,
+        )
+        engine = self.engine
+        self.answers = ClientAnswers(self.store, engine.port)
+        """SEP-1335: a client's answers to the app's requests, POSTed to a stream's Link URL."""
+        self.cancels = ClientCancels(engine.services, engine.admission)
+        """A client's `notifications/cancelled` for a request its close does not cancel."""
+        self.resumes = Resumes(
+            engine.port,
+            store=self.store,
+            signer=signer,
+            node=self.node,
+            answers=self.answers,
+            max_body_bytes=max_body_bytes,
+        )
+
+    @staticmethod
+    def _host_with(engine: Engine) -> HostRequest:
+        """The engine port's `host`: an `Idempotency-Key` claimed (or a retry answered) first."""
+        return RetriedPosts(
+            engine.services, engine.handle_request, admit=engine.admit, serve=engine.serve_stream
+        ).host
+
+    # ------------------------------------------------------------------ routing
+    def _local_path(self, scope: Scope) -> str:
+        path: str = scope.get("path", "")
+        root: str = scope.get("root_path", "") or ""
+        if root and path.startswith(root):
+            path = path[len(root) :] or "/"
+        return path
+
+    def _classify_path(self, scope: Scope) -> tuple[str, str | None] | None:
+        """('endpoint', None) for the MCP endpoint, ('stream', token) for a stream URL."""
+        path = self._local_path(scope)
+        trimmed = path.rstrip("/") or "/"
+        if trimmed in self.paths:
+            return "endpoint", None
+        for base in self.paths:
+            prefix = base.rstrip("/") + STREAM_SEGMENT
+            if path.startswith(prefix):
+                return "stream", path[len(prefix) :]
+        return None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" and self.node is not None:
+            await self._lifespan_with_node(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        features = scope.get(FEATURES_KEY)
+        if features:
+            self.engine.known_features = features
+        where = self._classify_path(scope)
+        if where is None:
+            # Says once if MCP traffic comes here on another path (a wrong `path=` turns us off silently).
+            await self.app(scope, self._wrong_path.watch(scope, receive), send)
+            return
+        outage = self.outage
+        if outage.skipping:
+            await without_store(
+                self.app,
+                scope,
+                receive,
+                send,
+                stream_url=where[0] == "stream",
+                max_body_bytes=self.max_body_bytes,
+            )
+            return
+        tracked = TrackedSend(send)
+        try:
+            await self._dispatch(scope, receive, tracked, where)
+            outage.maybe_recovered()
+        except StoreFullError:
+            logger.warning("store full: refusing a new stream")
+            await send_bytes(
+                send,
+                503,
+                b'{"error":"the server is at its stream capacity"}',
+                [(b"retry-after", b"5")],
+                b"application/json",
+            )
+        except Exception as exc:
+            if not outage.is_outage(exc):
+                raise
+            outage.failed(exc)
+            if not tracked.started:
+                await send_unavailable(send)
+            else:
+                # Mid-stream: end the answer cleanly; the client resumes (and meets the 503 above).
+                with contextlib.suppress(Exception):
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _dispatch(
+        self, scope: Scope, receive: Receive, send: Send, where: tuple[str, str | None]
+    ) -> None:
+        if where[0] == "stream":
+            await self.resumes.stream_url(scope, receive, send, where[1] or "")
+            return
+        method = scope["method"]
+        if method == "POST":
+            await self._post(scope, receive, send)
+        elif method == "GET":
+            await self._get(scope, receive, send)
+        elif method == "DELETE":
+            await self._delete(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    # ------------------------------------------------------------------ cluster
+    async def _lifespan_with_node(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The app's lifespan, with this node's heartbeat and inbox running alongside."""
+        assert self.node is not None
+        node = self.node
+        async with anyio.create_task_group() as tg:
+
+            async def run_node() -> None:
+                # Through store outages: rejoins when it is back, logging the cause once per outage.
+                await node.run_forever(self._relayed)
+
+            tg.start_soon(run_node)
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _relayed(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A request another node relayed to us: through the same layers as our own traffic."""
+        scope[FEATURES_KEY] = self.engine.known_features
+        await self(scope, receive, send)
+
+    async def _owner_elsewhere(self, scope: Scope, send: Send) -> str | None:
+        """The live node that holds this request's session, if not us; answers 404 if it died.
+
+        Returns "" when a 404 was sent.
+        """
+        if self.node is None or not self.node.running or RELAYED_FROM in scope:
+            return None
+        session_id = header(scope, b"mcp-session-id")
+        if session_id is None:
+            return None
+        owner = await self.store.get_key(keys.session_owner(session_id))
+        if owner is None or owner == self.node.node_id:
+            return None
+        if not await self.node.alive(owner):
+            await send_jsonrpc_error(
+                send, 404, p.INVALID_REQUEST, "session not found: the server holding it is gone"
+            )
+            return ""
+        return owner
+
+    # ------------------------------------------------------------------ POST /mcp
+    async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not is_json(scope):
+            await self.app(scope, receive, send)
+            return
+        body = await read_body_or_refuse(receive, send, self.max_body_bytes)
+        if body is None:
+            return
+        # `__call__` already tracks this request's send (nothing was sent since): one wrapper is enough.
+        tracked = send if isinstance(send, TrackedSend) else TrackedSend(send)
+        try:
+            await self._post_body(scope, receive, tracked, body)
+        except Exception as exc:
+            if tracked.started or not self.outage.is_outage(exc):
+                raise
+            self.outage.failed(exc)
+            await without_store(
+                self.app,
+                scope,
+                receive,
+                send,
+                stream_url=False,
+                max_body_bytes=self.max_body_bytes,
+                body=body,
+            )
+
+    async def _post_body(self, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
+        owner = await self._owner_elsewhere(scope, send)
+        if owner is not None:
+            if owner and self.node is not None:
+                await self.node.relay(owner, scope, receive, send, body)
+            return
+        sort = sort_post(scope, body)
+        if sort.kind is Post.NOT_JSON:
+            await send_jsonrpc_error(send, 400, p.PARSE_ERROR, "Parse error: NaN and Infinity are not JSON")
+        elif sort.kind is Post.CANCEL_NOTICE:
+            assert sort.notice is not None
+            await self.cancels.handle(scope, receive, send, body, sort.notice)
+        elif sort.kind is Post.REQUEST:
+            await self._request(scope, receive, send, body, sort.message)
+        else:
+            await self.app(scope, replay_receive(body, receive), send)
+            session_id = header(scope, b"mcp-session-id")
+            for answered in sort.answered:
+                await self.answers.answered(session_id, answered)
+
+    async def _request(
+        self, scope: Scope, receive: Receive, send: Send, body: bytes, message: dict[str, Any]
+    ) -> None:
+        method: str = message["method"]
+        params = message.get("params")
+        tool = params.get("name") if method == "tools/call" and isinstance(params, dict) else None
+        route, policy = self.routes.choose(
+            self._local_path(scope), method, tool if isinstance(tool, str) else None
+        )
+        session_id = header(scope, b"mcp-session-id")
+        if method == "initialize":
+            requested = params.get("protocolVersion") if isinstance(params, dict) else None
+            version = p.valid_version(requested if isinstance(requested, str) else None) or p.DEFAULT_VERSION
+        else:
+            version = await self.engine.version_for(scope, session_id)
+        key = idempotency_key(scope)
+        if key is INVALID_KEY:
+            await send_jsonrpc_error(
+                send, 400, p.INVALID_REQUEST, "Idempotency-Key must be 1-255 printable ASCII characters"
+            )
+            return
+        stream_id = new_stream_id()
+        first_messages: list[dict[str, Any]] = []
+        delivery: Delivery | None = None
+        features: tuple[Feature, ...] = scope.get(FEATURES_KEY, ())
+        if any(method in feature.answers for feature in features) and await self._refused_as_the_app_would(
+            scope, send, message, session_id
+        ):
+            return
+        if features:
+            ctx = RequestContext(
+                engine=self.engine,
+                scope=scope,
+                body=body,
+                message=message,
+                method=method,
+                tool=tool if isinstance(tool, str) else None,
+                session_id=session_id,
+                version=version,
+                principal=self.engine.principal(scope),
+                route=route,
+                policy=policy,
+                stream_id=stream_id,
+                capabilities=await self.engine.client_capabilities(session_id, message),
+            )
+            for feature in features:
+                if await feature.intercept(ctx, receive, send):
+                    return
+            for feature in features:
+                first_messages += await feature.first_messages(ctx)
+            if ctx.survives_close:
+                delivery = Delivery(survives_close=True)
+        await self.engine.port.host(
+            scope,
+            receive,
+            send,
+            body=body,
+            message=message,
+            route=route,
+            policy=policy,
+            version=version,
+            session_id=session_id,
+            accepts_sse=True,
+            idempotency_key=key,
+            stream_id=stream_id,
+            first_messages=first_messages,
+            delivery=delivery,
+        )
+
+    async def _refused_as_the_app_would(
+        self, scope: Scope, send: Send, message: dict[str, Any], session_id: str | None
+    ) -> bool:
+        """A request a feature layer answers itself gets the app's refusals first: the transport's
+        header rules (`wire/header_rules.py`) and, for a session's request whose session the store
+        does not know (none named, or one the store lost), the app's word on that session. True
+        when refused (answered)."""
+        refusal = header_rules.refusal(scope["headers"], message)
+        if refusal is not None:
+            content_type = [(b"content-type", b"application/json")] if refusal.body else []
+            await send_bytes(send, refusal.status, refusal.body, content_type)
+            return True
+        if header_rules.era_of(scope["headers"]) is not header_rules.Era.SESSION:
+            return False
+        if session_id is not None and await self.engine.store.get_session(session_id) is not None:
+            return False
+        version = header(scope, b"mcp-protocol-version") or p.DEFAULT_VERSION
+        refused = await self.engine.admission.session_refusal(
+            scope, self._local_path(scope), session_id, version
+        )
+        if refused is None:
+            return False
+        await refused.send(send)
+        return True
+
+    # ------------------------------------------------------------------ GET /mcp
+    async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not accepts_sse(scope):
+            await self.app(scope, receive, send)
+            return
+        last_event_id = header(scope, b"last-event-id")
+        if last_event_id is not None:
+            await self.resumes.last_event_id(scope, receive, send, last_event_id)
+            return
+        session_id = header(scope, b"mcp-session-id")
+        if session_id is None or not session_id.isprintable() or len(session_id) > 256:
+            await self.app(scope, receive, send)
+            return
+        if not await self.engine.standalone_running(session_id):
+            owner = await self._owner_elsewhere(scope, send)
+            if owner is not None:
+                if owner and self.node is not None:
+                    await self.node.relay(owner, scope, receive, send, b"")
+                return
+        await self.engine.handle_standalone(scope, receive, send, session_id)
+
+    # ------------------------------------------------------------------ DELETE /mcp
+    async def _delete(self, scope: Scope, receive: Receive, send: Send) -> None:
+        owner = await self._owner_elsewhere(scope, send)
+        if owner is not None:
+            if owner and self.node is not None:
+                await self.node.relay(owner, scope, receive, send, b"")
+            return
+        status = 0
+
+        held: list[Message] = []
+
+        async def watch_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                held.append(message)  # answered once the session's streams are gone
+                return
+            await send(message)
+
+        await self.app(scope, receive, watch_status)
+        session_id = header(scope, b"mcp-session-id")
+        if 200 <= status < 300 and session_id is not None:
+            await self.engine.end_session(session_id)
+        for message in held:
+            await send(message)
