@@ -133,6 +133,10 @@ class MemoryStore(MemoryIndexes, Store):
 
     # -- streams -----------------------------------------------------------------------
     async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None:
+        self._create(meta.copy(), ttl_s)
+
+    def _create(self, meta: StreamMeta, ttl_s: float) -> _Entry:
+        """Keep `meta` (the store's own from now on) as a new stream's record."""
         now = time.monotonic()
         self._sweep(now)
         if len(self._streams) >= self.max_streams:
@@ -142,12 +146,59 @@ class MemoryStore(MemoryIndexes, Store):
                     break
             else:
                 raise StoreFullError(f"{self.max_streams} streams are running")
-        entry = _Entry(meta.copy(), now + ttl_s)
-        entry.meta.version = 0
-        self._streams[meta.stream_id] = entry
-        heapq.heappush(self._expiry, (entry.expires_at, meta.stream_id))
+        stream_id = meta.stream_id
+        if stream_id in self._streams:
+            self._drop(stream_id)  # (a stream created again: its waiters see the old one gone)
+        meta.version = 0
+        entry = _Entry(meta, now + ttl_s)
+        self._streams[stream_id] = entry
+        heapq.heappush(self._expiry, (entry.expires_at, stream_id))
         if meta.session_id is not None:
-            self._session_streams.setdefault(meta.session_id, set()).add(meta.stream_id)
+            self._session_streams.setdefault(meta.session_id, set()).add(stream_id)
+        return entry
+
+    async def open_with(
+        self,
+        meta: StreamMeta,
+        ttl_s: float,
+        events: Sequence[tuple[int, bytes]],
+        *,
+        max_events: int,
+        max_bytes: int,
+        final_seq: int | None = None,
+        retain_s: float | None = None,
+    ) -> None:
+        entry = self._create(meta, ttl_s)
+        if events:
+            self._add(entry, meta.stream_id, events, max_events, max_bytes)
+        if final_seq is not None:
+            self._complete(entry, meta.stream_id, final_seq, retain_s)
+        entry.wake()
+
+    async def append_final(
+        self,
+        stream_id: str,
+        events: Sequence[tuple[int, bytes]],
+        *,
+        max_events: int,
+        max_bytes: int,
+        final_seq: int,
+        retain_s: float | None = None,
+    ) -> bool:
+        entry = self._entry(stream_id)
+        if entry is None:
+            return False
+        self._add(entry, stream_id, events, max_events, max_bytes)
+        self._complete(entry, stream_id, final_seq, retain_s)
+        entry.wake()
+        return True
+
+    def _complete(self, entry: _Entry, stream_id: str, final_seq: int, retain_s: float | None) -> None:
+        meta = entry.meta
+        meta.final_seq = final_seq
+        meta.state = StreamState.COMPLETED
+        if retain_s is not None:
+            self._set_expiry(stream_id, entry, retain_s)
 
     def _entry(self, stream_id: str) -> _Entry | None:
         entry = self._streams.get(stream_id)
@@ -165,19 +216,23 @@ class MemoryStore(MemoryIndexes, Store):
         return entry.meta
 
     async def update_stream(
-        self, stream_id: str, ttl_s: float | None = None, **changes: Any
+        self, stream_id: str, ttl_s: float | None = None, *, returning: bool = False, **changes: Any
     ) -> StreamMeta | None:
         entry = self._entry(stream_id)
         if entry is None:
             return None
+        self._update(entry, stream_id, ttl_s, changes)
+        return entry.meta if returning else None
+
+    def _update(self, entry: _Entry, stream_id: str, ttl_s: float | None, changes: Mapping[str, Any]) -> None:
+        meta = entry.meta
         for name, value in changes.items():
             if name == "version":
                 raise ValueError("StreamMeta.version is kept by the store")
-            setattr(entry.meta, name, list(value) if isinstance(value, list) else value)
+            setattr(meta, name, list(value) if isinstance(value, list) else value)
         if ttl_s is not None:
             self._set_expiry(stream_id, entry, ttl_s)
         entry.wake()
-        return await self.get_stream(stream_id)
 
     async def update_stream_if(
         self,
@@ -191,8 +246,9 @@ class MemoryStore(MemoryIndexes, Store):
         if entry is None:
             return False, None
         if any(getattr(entry.meta, name) != value for name, value in expect.items()):
-            return False, await self.get_stream(stream_id)
-        return True, await self.update_stream(stream_id, ttl_s, **changes)
+            return False, entry.meta
+        self._update(entry, stream_id, ttl_s, changes)
+        return True, entry.meta
 
     async def attach(self, stream_id: str, now: float) -> StreamMeta | None:
         entry = self._entry(stream_id)
@@ -202,7 +258,7 @@ class MemoryStore(MemoryIndexes, Store):
         entry.meta.attached = True
         entry.meta.last_contact = now
         entry.wake()
-        return await self.get_stream(stream_id)
+        return entry.meta
 
     async def delete_stream(self, stream_id: str) -> None:
         self._drop(stream_id)
@@ -211,13 +267,25 @@ class MemoryStore(MemoryIndexes, Store):
         self, stream_id: str, events: Sequence[tuple[int, bytes]], *, max_events: int, max_bytes: int
     ) -> None:
         entry = self._streams.get(stream_id)
-        if entry is None:
-            return
+        if entry is not None and self._add(entry, stream_id, events, max_events, max_bytes):
+            entry.wake()
+
+    def _add(
+        self,
+        entry: _Entry,
+        stream_id: str,
+        events: Sequence[tuple[int, bytes]],
+        max_events: int,
+        max_bytes: int,
+    ) -> bool:
+        """`append`'s work, without waking waiters; whether any event was added."""
         queue = entry.events
-        if events and events[0][0] <= entry.meta.last_seq:
+        if not events:
+            return False
+        if events[0][0] <= entry.meta.last_seq:
             events = self._not_recorded(entry, events)  # a retried write: what landed is not added again
             if not events:
-                return
+                return False
         added = 0
         for event in events:
             queue.append(event)
@@ -234,7 +302,7 @@ class MemoryStore(MemoryIndexes, Store):
         self._streams.move_to_end(stream_id)
         if self._total_bytes > self.max_bytes:
             self._enforce_budget(stream_id)
-        entry.wake()
+        return True
 
     @staticmethod
     def _not_recorded(entry: _Entry, events: Sequence[tuple[int, bytes]]) -> Sequence[tuple[int, bytes]]:
