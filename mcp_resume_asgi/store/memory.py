@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -31,28 +31,12 @@ from mcp_resume_asgi.store.base import (
     StreamState,
 )
 from mcp_resume_asgi.store.memory_index import MemoryIndexes
+from mcp_resume_asgi.store.memory_stream import StreamEntry as _Entry
 
 __all__ = ["MemoryStore", "StoreFullError"]
 
 #: Messages a slow subscriber may have queued before newer ones are dropped for it.
 SUBSCRIBER_BUFFER = 1024
-
-
-class _Entry:
-    __slots__ = ("events", "expires_at", "meta", "nbytes", "notify")
-
-    def __init__(self, meta: StreamMeta, expires_at: float) -> None:
-        self.meta = meta
-        self.events: deque[tuple[int, bytes]] = deque()
-        self.nbytes = 0
-        self.expires_at = expires_at
-        self.notify: anyio.Event | None = None
-
-    def wake(self) -> None:
-        self.meta.version += 1
-        if self.notify is not None:
-            self.notify.set()
-            self.notify = None
 
 
 def _ttu(_key: str, value: tuple[Any, float], _now: float) -> float:
@@ -279,25 +263,21 @@ class MemoryStore(MemoryIndexes, Store):
         max_bytes: int,
     ) -> bool:
         """`append`'s work, without waking waiters; whether any event was added."""
-        queue = entry.events
         if not events:
             return False
-        if events[0][0] <= entry.meta.last_seq:
+        meta = entry.meta
+        if events[0][0] <= meta.last_seq:
             events = self._not_recorded(entry, events)  # a retried write: what landed is not added again
             if not events:
                 return False
-        added = 0
-        for event in events:
-            queue.append(event)
-            added += len(event[1])
-        entry.nbytes += added
-        self._total_bytes += added
-        meta = entry.meta
+        before = entry.nbytes
+        for seq, payload in events:
+            entry.add(seq, payload)
+        self._total_bytes += entry.nbytes - before
         meta.last_seq = events[-1][0]
-        while queue and (len(queue) > max_events or entry.nbytes > max_bytes):
-            seq, payload = queue.popleft()
-            entry.nbytes -= len(payload)
-            self._total_bytes -= len(payload)
+        while entry.count() and (entry.count() > max_events or entry.nbytes > max_bytes):
+            seq, size = entry.drop_oldest()
+            self._total_bytes -= size
             meta.first_seq = seq + 1
         self._streams.move_to_end(stream_id)
         if self._total_bytes > self.max_bytes:
@@ -308,13 +288,12 @@ class MemoryStore(MemoryIndexes, Store):
     def _not_recorded(entry: _Entry, events: Sequence[tuple[int, bytes]]) -> Sequence[tuple[int, bytes]]:
         """`events` without those the stream holds already (each checked against what is stored
         under its seq; one trimmed since cannot be, and is taken as written)."""
-        queue = entry.events
         skip = 0
         for seq, payload in events:
             if seq > entry.meta.last_seq:
                 break
-            index = seq - queue[0][0] if queue else -1
-            if 0 <= index < len(queue) and queue[index] != (seq, payload):
+            index = entry.after(seq - 1)
+            if index < entry.count() and entry.seq_at(index) == seq and not entry.holds(index, payload):
                 raise ValueError(f"event {seq} is recorded already, with another payload")
             skip += 1
         return events[skip:]
@@ -325,21 +304,15 @@ class MemoryStore(MemoryIndexes, Store):
                 return
             if stream_id == current and len(self._streams) > 1:
                 continue
-            while entry.events and self._total_bytes > self.max_bytes:
-                seq, payload = entry.events.popleft()
-                entry.nbytes -= len(payload)
-                self._total_bytes -= len(payload)
-                entry.meta.first_seq = seq + 1
+            self._trim_to_budget(entry)
             entry.wake()
         if self._total_bytes > self.max_bytes:  # only the current stream is left to trim
-            self._enforce_budget_on(current)
+            self._trim_to_budget(self._streams[current])
 
-    def _enforce_budget_on(self, stream_id: str) -> None:
-        entry = self._streams[stream_id]
-        while entry.events and self._total_bytes > self.max_bytes:
-            seq, payload = entry.events.popleft()
-            entry.nbytes -= len(payload)
-            self._total_bytes -= len(payload)
+    def _trim_to_budget(self, entry: _Entry) -> None:
+        while entry.count() and self._total_bytes > self.max_bytes:
+            seq, size = entry.drop_oldest()
+            self._total_bytes -= size
             entry.meta.first_seq = seq + 1
 
     async def read(self, stream_id: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
@@ -348,20 +321,9 @@ class MemoryStore(MemoryIndexes, Store):
             return []
         if after_seq + 1 < entry.meta.first_seq:
             raise GapError(stream_id, after_seq, entry.meta.first_seq)
-        queue = entry.events
-        if not queue or queue[-1][0] <= after_seq:
+        if not entry.count() or entry.newest_seq() <= after_seq:
             return []
-        # seqs are dense inside the deque, so the start index is arithmetic, not a search.
-        start = after_seq + 1 - queue[0][0]
-        if start <= 0:
-            start = 0
-        if start == 0 and len(queue) <= limit:
-            return list(queue)
-        out: list[tuple[int, bytes]] = []
-        stop = min(len(queue), start + limit)
-        for i in range(start, stop):
-            out.append(queue[i])
-        return out
+        return entry.events(entry.after(after_seq), limit)
 
     async def wait(
         self, stream_id: str, after_seq: int, within_s: float, *, version: int | None = None
