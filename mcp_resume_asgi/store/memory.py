@@ -123,16 +123,16 @@ class MemoryStore(MemoryIndexes, Store):
         """Keep `meta` (the store's own from now on) as a new stream's record."""
         now = time.monotonic()
         self._sweep(now)
-        if len(self._streams) >= self.max_streams:
-            for stream_id, entry in list(self._streams.items()):
-                if entry.meta.state is not StreamState.RUNNING:
-                    self._drop(stream_id)
-                    break
-            else:
-                raise StoreFullError(f"{self.max_streams} streams are running")
         stream_id = meta.stream_id
         if stream_id in self._streams:
             self._drop(stream_id)  # (a stream created again: its waiters see the old one gone)
+        if len(self._streams) >= self.max_streams:
+            for other, kept in list(self._streams.items()):
+                if kept.meta.state is not StreamState.RUNNING:
+                    self._drop(other)
+                    break
+            else:
+                raise StoreFullError(f"{self.max_streams} streams are running")
         meta.version = 0
         entry = _Entry(meta, now + ttl_s)
         self._streams[stream_id] = entry
