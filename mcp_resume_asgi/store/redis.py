@@ -5,7 +5,9 @@ The keys, all under one prefix, are laid out as `redis_scripts.py` describes.
 Every write is one Lua script, so each is atomic across processes and costs one
 round trip: an `append` of a batch of any size is one `EVALSHA` (it adds the
 events, trims by the stream's caps, keeps the global byte budget, bumps the
-version and wakes waiters). Reads are one round trip each (`read` is a script
+version and wakes waiters), and so is a stream created with its first events and its
+answer (`open_with`) or an answer appended with the stream completed (`append_final`).
+Reads are one round trip each (`read` is a script
 that checks for a gap and runs `XRANGE`; `get_stream` is `HGETALL`). The stream's
 three keys share its TTL; when Redis expires a stream by TTL the global counters
 still count its bytes until a sweep (run by `create_stream`, `usage` and the
