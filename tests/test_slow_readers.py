@@ -58,13 +58,19 @@ PRODUCED = STALLED * BURST_COUNT * BURST_SIZE
 
 
 class MeasuredStore(MemoryStore):
-    """A `MemoryStore` that notes its byte total after every append (on the server's own loop)."""
+    """A `MemoryStore` that notes its byte total after every append (on the server's own loop;
+    `append_final` is one too)."""
 
     peak = 0
 
     async def append(self, stream_id: str, events: Any, **caps: int) -> None:
         await super().append(stream_id, events, **caps)
         self.peak = max(self.peak, self.total_bytes)
+
+    async def append_final(self, stream_id: str, events: Any, **kwargs: Any) -> bool:
+        completed = await super().append_final(stream_id, events, **kwargs)
+        self.peak = max(self.peak, self.total_bytes)
+        return completed
 
 
 def rss_bytes() -> int:

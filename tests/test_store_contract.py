@@ -139,7 +139,12 @@ async def test_int_and_null_request_ids_and_no_session(store: Store) -> None:
 async def test_update_applies_changes_bumps_version_and_rejects_unknown_fields(store: Store) -> None:
     await store.create_stream(meta(), ttl_s=60)
     updated = await store.update_stream(
-        "s1", state=StreamState.COMPLETED, final_seq=5, pending_inputs=[["q", 1]], attached=True
+        "s1",
+        state=StreamState.COMPLETED,
+        final_seq=5,
+        pending_inputs=[["q", 1]],
+        attached=True,
+        returning=True,
     )
     assert updated is not None
     assert updated.state is StreamState.COMPLETED and updated.final_seq == 5
@@ -147,10 +152,21 @@ async def test_update_applies_changes_bumps_version_and_rejects_unknown_fields(s
     assert updated.version == 1
     assert await store.get_stream("s1") == updated
     assert await store.update_stream("missing", turn=1) is None
+    assert await store.update_stream("missing", turn=1, returning=True) is None
     with pytest.raises(AttributeError):
         await store.update_stream("s1", no_such_field=1)
     with pytest.raises(ValueError):
         await store.update_stream("s1", version=42)
+
+
+async def test_update_returns_the_record_only_when_asked(store: Store) -> None:
+    await store.create_stream(meta(), ttl_s=60)
+    assert await store.update_stream("s1", turn=1) is None
+    assert await store.update_stream("s1", ttl_s=30, turn=2) is None
+    got = await store.get_stream("s1")
+    assert got is not None and got.turn == 2 and got.version == 2
+    asked = await store.update_stream("s1", turn=3, returning=True)
+    assert asked is not None and asked.turn == 3 and asked.version == 3
 
 
 async def test_update_stream_if_is_a_compare_and_set(store: Store) -> None:
@@ -193,11 +209,11 @@ async def test_ttl_expiry_and_update_extends_it(store: Store) -> None:
     await store.create_stream(meta("kept"), ttl_s=short)
     await append(store, "short", events(1, 3))
     await append(store, "kept", events(1, 3))
-    assert await store.update_stream("kept", ttl_s=30, turn=1) is not None
+    assert await store.update_stream("kept", ttl_s=30, turn=1, returning=True) is not None
     await anyio.sleep(short + 0.15)
     assert await store.get_stream("short") is None
     assert await store.read("short", 0) == []
-    assert await store.update_stream("short", turn=1) is None
+    assert await store.update_stream("short", turn=1, returning=True) is None
     assert await store.attach("short", time.time()) is None
     with anyio.fail_after(scaled(1)):
         await store.wait("short", 0, within_s=5)  # a stream that is gone does not block
@@ -229,6 +245,152 @@ async def test_recreating_a_stream_id_starts_afresh(store: Store) -> None:
     assert await store.read("s1", 0) == []
     await append(store, "s1", events(1, 2))
     assert [seq for seq, _ in await store.read("s1", 0)] == [1, 2]
+
+
+# ----------------------------------------------------------------------------- one call for an answer
+class ComposedStore(MemoryStore):
+    """A memory store answering `open_with` and `append_final` with `Store`'s defaults (the
+    calls they stand for), as a store that does not implement them does."""
+
+    open_with = Store.open_with
+    append_final = Store.append_final
+
+
+@pytest.fixture(params=["native", "composed"])
+async def answering(request: pytest.FixtureRequest, make: Factory) -> Store:
+    """A store of each kind, and (for memory) one using the defaults of the `Store` ABC."""
+    store = await make()
+    if request.param == "composed":
+        if not isinstance(store, MemoryStore):
+            pytest.skip("the defaults are checked on memory")
+        return ComposedStore()
+    return store
+
+
+async def test_open_with_is_create_append_and_complete_in_one(answering: Store) -> None:
+    store = answering
+    original = meta("one", request_id=7, method="tools/call", owner="node-a", attached=True, attach_gen=1)
+    kept = original.copy()
+    batch = events(1, 3)
+    await store.open_with(original, 60, batch, max_events=BIG, max_bytes=BIG, final_seq=3, retain_s=30)
+    await store.create_stream(meta("three", request_id=7, method="tools/call", owner="node-a"), ttl_s=60)
+    await append(store, "three", batch)
+    await store.update_stream(
+        "three", ttl_s=30, final_seq=3, state=StreamState.COMPLETED, attached=True, attach_gen=1
+    )
+    one, three = await store.get_stream("one"), await store.get_stream("three")
+    assert one is not None and three is not None
+    for name in StreamMeta.__dataclass_fields__:
+        if name not in ("version", "stream_id"):
+            assert getattr(one, name) == getattr(three, name), name
+    assert (one.state, one.final_seq, one.last_seq, one.first_seq) == (StreamState.COMPLETED, 3, 3, 1)
+    assert one.version > 0
+    assert await store.read("one", 0) == batch == await store.read("three", 0)
+    assert (await store.read_key_and_stream("k", "one")).final == batch[2][1]
+    assert (await store.usage()).bytes == 2 * sum(len(payload) for _, payload in batch)
+    assert await store.delete_session("sess") == ["one", "three"]
+    assert kept.request_id == 7 and kept.stream_id == "one"
+
+
+async def test_open_with_a_running_answer_caps_and_an_empty_start(answering: Store) -> None:
+    store = answering
+    await store.open_with(meta("s1"), 60, events(1, 5), max_events=2, max_bytes=BIG)
+    got = await store.get_stream("s1")
+    assert got is not None and got.state is StreamState.RUNNING and got.final_seq is None
+    assert (got.first_seq, got.last_seq) == (4, 5)
+    with pytest.raises(GapError):
+        await store.read("s1", 0)
+    assert await store.read("s1", 3) == events(4, 5)
+    await append(store, "s1", events(6, 6))
+    assert [seq for seq, _ in await store.read("s1", 3)] == [4, 5, 6]
+    await store.open_with(meta("s2"), 60, [], max_events=BIG, max_bytes=BIG)
+    empty = await store.get_stream("s2")
+    assert empty is not None and (empty.last_seq, empty.state) == (0, StreamState.RUNNING)
+    assert await store.read("s2", 0) == []
+
+
+async def test_open_with_starts_a_stream_id_afresh(answering: Store) -> None:
+    store = answering
+    await store.create_stream(meta(), ttl_s=60)
+    await append(store, "s1", events(1, 4))
+    await store.open_with(meta(), 60, events(1, 1), max_events=BIG, max_bytes=BIG, final_seq=1)
+    got = await store.get_stream("s1")
+    assert got is not None and (got.last_seq, got.final_seq, got.state) == (1, 1, StreamState.COMPLETED)
+    assert await store.read("s1", 0) == events(1, 1)
+    assert (await store.usage()) == type(await store.usage())(streams=1, bytes=10)
+
+
+async def test_open_with_is_refused_when_every_stream_runs(make: Factory) -> None:
+    store = await make(max_streams=2)
+    await store.create_stream(meta("a"), ttl_s=60)
+    await store.open_with(meta("b"), 60, events(1, 1), max_events=BIG, max_bytes=BIG)
+    with pytest.raises(StoreFullError):
+        await store.open_with(meta("c"), 60, events(1, 1), max_events=BIG, max_bytes=BIG, final_seq=1)
+    assert await store.get_stream("c") is None
+    await store.update_stream("a", state=StreamState.COMPLETED)
+    await store.open_with(meta("c"), 60, events(1, 1), max_events=BIG, max_bytes=BIG, final_seq=1)
+    assert await store.get_stream("a") is None and await store.get_stream("c") is not None
+
+
+@pytest.mark.slow
+async def test_open_with_keeps_a_completed_stream_for_retain_s(answering: Store) -> None:
+    store = answering
+    short = scaled(0.3)
+    await store.open_with(
+        meta("done"), 60, events(1, 1), max_events=BIG, max_bytes=BIG, final_seq=1, retain_s=short
+    )
+    await store.open_with(meta("running"), 60, events(1, 1), max_events=BIG, max_bytes=BIG, retain_s=short)
+    await anyio.sleep(short + 0.15)
+    assert await store.get_stream("done") is None and await store.read("done", 0) == []
+    assert await store.get_stream("running") is not None  # (retain_s is for a completed stream)
+
+
+async def test_append_final_appends_and_completes_in_one(answering: Store) -> None:
+    store = answering
+    await store.create_stream(meta(), ttl_s=60)
+    await append(store, "s1", events(1, 2))
+    before = await store.get_stream("s1")
+    assert before is not None
+    seen = before.version
+
+    async def answer() -> None:
+        await anyio.sleep(0.05)
+        assert await store.append_final(
+            "s1", events(3, 4), max_events=BIG, max_bytes=BIG, final_seq=4, retain_s=30
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(answer)
+        with anyio.fail_after(scaled(2)):
+            await store.wait("s1", 2, within_s=10, version=seen)  # woken by it
+    got = await store.get_stream("s1")
+    assert got is not None and (got.last_seq, got.final_seq, got.state) == (4, 4, StreamState.COMPLETED)
+    assert got.version > seen
+    assert await store.read("s1", 0) == events(1, 4)
+    assert (await store.read_key_and_stream("k", "s1")).final == events(4, 4)[0][1]
+    # A retry after it landed changes nothing; another payload under its seq is refused.
+    assert await store.append_final("s1", events(3, 4), max_events=BIG, max_bytes=BIG, final_seq=4)
+    assert await store.read("s1", 0) == events(1, 4)
+    assert (await store.usage()).bytes == 40
+    with pytest.raises(ValueError):
+        await store.append_final("s1", [(4, b"another")], max_events=BIG, max_bytes=BIG, final_seq=4)
+
+
+async def test_append_final_to_a_missing_stream_writes_nothing(answering: Store) -> None:
+    store = answering
+    assert not await store.append_final("gone", events(1, 2), max_events=BIG, max_bytes=BIG, final_seq=2)
+    assert await store.get_stream("gone") is None and await store.read("gone", 0) == []
+    assert (await store.usage()).bytes == 0
+
+
+async def test_append_final_caps_the_stream(answering: Store) -> None:
+    store = answering
+    await store.create_stream(meta(), ttl_s=60)
+    await append(store, "s1", events(1, 3))
+    assert await store.append_final("s1", events(4, 5), max_events=2, max_bytes=BIG, final_seq=5, retain_s=30)
+    got = await store.get_stream("s1")
+    assert got is not None and (got.first_seq, got.last_seq, got.final_seq) == (4, 5, 5)
+    assert await store.read("s1", 3) == events(4, 5)
 
 
 # ----------------------------------------------------------------------------- events

@@ -195,14 +195,26 @@ class Recorder:
             return
         policy = hosted.policy
         try:
-            await hosted.store.append(
-                hosted.stream_id,
-                recorded.batch,
-                max_events=policy.max_events_per_stream,
-                max_bytes=policy.max_bytes_per_stream,
-            )
-            if recorded.inputs or recorded.final_seq is not None:
-                await self._note(recorded.inputs, recorded.final_seq, recorded.final_data, None)
+            if recorded.final_seq is not None and not recorded.inputs:
+                # The answer: stored and the stream completed in one call of the store.
+                completed = await hosted.store.append_final(
+                    hosted.stream_id,
+                    recorded.batch,
+                    max_events=policy.max_events_per_stream,
+                    max_bytes=policy.max_bytes_per_stream,
+                    final_seq=recorded.final_seq,
+                    retain_s=policy.retain_completed_s,
+                )
+                await self._answered(completed, recorded.final_seq, recorded.final_data)
+            else:
+                await hosted.store.append(
+                    hosted.stream_id,
+                    recorded.batch,
+                    max_events=policy.max_events_per_stream,
+                    max_bytes=policy.max_bytes_per_stream,
+                )
+                if recorded.inputs or recorded.final_seq is not None:
+                    await self._note(recorded.inputs, recorded.final_seq, recorded.final_data, None)
         except Exception as exc:
             if not hosted.services.store_outage(exc):
                 raise
@@ -241,14 +253,20 @@ class Recorder:
             completed = await store.update_stream(
                 stream_id,
                 ttl_s=policy.retain_completed_s,
+                returning=True,
                 final_seq=final_seq,
                 state=StreamState.COMPLETED,
             )
-            if completed is None:
-                await self._lost(final_seq)
-            elif hosted.method == "initialize" and final_data is not None:
-                with contextlib.suppress(ValueError):
-                    await hosted.services.sessions.remember(hosted, json.loads(final_data))
+            await self._answered(completed is not None, final_seq, final_data)
+
+    async def _answered(self, completed: bool, final_seq: int, final_data: bytes | None) -> None:
+        """The stream was completed with its answer (`completed`), or the store had lost it."""
+        hosted = self.hosted
+        if not completed:
+            await self._lost(final_seq)
+        elif hosted.method == "initialize" and final_data is not None:
+            with contextlib.suppress(ValueError):
+                await hosted.services.sessions.remember(hosted, json.loads(final_data))
 
     async def _deliver(self, batch: list[tuple[int, bytes]]) -> None:
         """Write recorded events to the attached connection. (Catching it up reads the store: if

@@ -68,7 +68,7 @@ class ClientAnswers:
                 await send_bytes(send, status, body, content_type=b"application/json")
                 return
             await self.answered(meta.session_id, answer["id"], stream_id)
-        updated = await self.store.update_stream(stream_id, turn=meta.turn + 1)
+        updated = await self.store.update_stream(stream_id, returning=True, turn=meta.turn + 1)
         if updated is None:
             await send_json(send, 404, p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream"))
             return

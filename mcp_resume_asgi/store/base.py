@@ -202,9 +202,14 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def update_stream(
-        self, stream_id: str, ttl_s: float | None = None, **changes: Any
+        self, stream_id: str, ttl_s: float | None = None, *, returning: bool = False, **changes: Any
     ) -> StreamMeta | None:
-        """Apply `changes` to the stream's metadata, optionally reset its TTL, wake waiters."""
+        """Apply `changes` to the stream's metadata, optionally reset its TTL, wake waiters.
+
+        Returns None, unless `returning`: then the metadata after the change, or None when the
+        stream does not exist (nothing was changed). Most callers only write, and reading the
+        record back costs (a copy, or on Redis a reply to decode), so it is asked for.
+        """
 
     @abc.abstractmethod
     async def update_stream_if(
@@ -240,6 +245,59 @@ class Store(abc.ABC):
         Idempotent: events the stream holds already are not recorded again, so a write retried
         after its first try landed unseen (a store that timed out but ran it) changes nothing;
         another payload under a seq already recorded is a ValueError."""
+
+    async def open_with(
+        self,
+        meta: StreamMeta,
+        ttl_s: float,
+        events: Sequence[tuple[int, bytes]],
+        *,
+        max_events: int,
+        max_bytes: int,
+        final_seq: int | None = None,
+        retain_s: float | None = None,
+    ) -> None:
+        """`create_stream(meta, ttl_s)` with its first `events` (`append`), and, with `final_seq`
+        (the final answer is among them), the stream completed (`state` COMPLETED, `final_seq`,
+        kept `retain_s` from now; None: `ttl_s`), as one call.
+
+        A request answered at once needs nothing else of the store: a store that pays a round
+        trip per call does it in one, and atomically (`RedisStore`: one Lua script). The store
+        may keep `meta` itself (`MemoryStore` does): the caller gives it up. This default makes
+        the three calls, in that order, so a reader never sees a `final_seq` ahead of its event.
+        Raises `StoreFullError` as `create_stream` does.
+        """
+        await self.create_stream(meta, ttl_s)
+        if events:
+            await self.append(meta.stream_id, events, max_events=max_events, max_bytes=max_bytes)
+        if final_seq is not None:
+            await self.update_stream(
+                meta.stream_id, ttl_s=retain_s, final_seq=final_seq, state=StreamState.COMPLETED
+            )
+
+    async def append_final(
+        self,
+        stream_id: str,
+        events: Sequence[tuple[int, bytes]],
+        *,
+        max_events: int,
+        max_bytes: int,
+        final_seq: int,
+        retain_s: float | None = None,
+    ) -> bool:
+        """`append(events)`, the last of which hold the final answer (`final_seq`), and the stream
+        completed as `open_with` completes it, as one call. False when the stream does not
+        exist (nothing was written).
+
+        What recording a request's answer takes once its stream is open; this default makes
+        the two calls (`append`, then `update_stream`), as the answer must be stored before
+        the stream says it has one.
+        """
+        await self.append(stream_id, events, max_events=max_events, max_bytes=max_bytes)
+        completed = await self.update_stream(
+            stream_id, ttl_s=retain_s, returning=True, final_seq=final_seq, state=StreamState.COMPLETED
+        )
+        return completed is not None
 
     @abc.abstractmethod
     async def read(self, stream_id: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:

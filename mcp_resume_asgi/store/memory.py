@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -31,28 +31,12 @@ from mcp_resume_asgi.store.base import (
     StreamState,
 )
 from mcp_resume_asgi.store.memory_index import MemoryIndexes
+from mcp_resume_asgi.store.memory_stream import StreamEntry as _Entry
 
 __all__ = ["MemoryStore", "StoreFullError"]
 
 #: Messages a slow subscriber may have queued before newer ones are dropped for it.
 SUBSCRIBER_BUFFER = 1024
-
-
-class _Entry:
-    __slots__ = ("events", "expires_at", "meta", "nbytes", "notify")
-
-    def __init__(self, meta: StreamMeta, expires_at: float) -> None:
-        self.meta = meta
-        self.events: deque[tuple[int, bytes]] = deque()
-        self.nbytes = 0
-        self.expires_at = expires_at
-        self.notify: anyio.Event | None = None
-
-    def wake(self) -> None:
-        self.meta.version += 1
-        if self.notify is not None:
-            self.notify.set()
-            self.notify = None
 
 
 def _ttu(_key: str, value: tuple[Any, float], _now: float) -> float:
@@ -133,21 +117,72 @@ class MemoryStore(MemoryIndexes, Store):
 
     # -- streams -----------------------------------------------------------------------
     async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None:
+        self._create(meta.copy(), ttl_s)
+
+    def _create(self, meta: StreamMeta, ttl_s: float) -> _Entry:
+        """Keep `meta` (the store's own from now on) as a new stream's record."""
         now = time.monotonic()
         self._sweep(now)
+        stream_id = meta.stream_id
+        if stream_id in self._streams:
+            self._drop(stream_id)  # (a stream created again: its waiters see the old one gone)
         if len(self._streams) >= self.max_streams:
-            for stream_id, entry in list(self._streams.items()):
-                if entry.meta.state is not StreamState.RUNNING:
-                    self._drop(stream_id)
+            for other, kept in list(self._streams.items()):
+                if kept.meta.state is not StreamState.RUNNING:
+                    self._drop(other)
                     break
             else:
                 raise StoreFullError(f"{self.max_streams} streams are running")
-        entry = _Entry(meta.copy(), now + ttl_s)
-        entry.meta.version = 0
-        self._streams[meta.stream_id] = entry
-        heapq.heappush(self._expiry, (entry.expires_at, meta.stream_id))
+        meta.version = 0
+        entry = _Entry(meta, now + ttl_s)
+        self._streams[stream_id] = entry
+        heapq.heappush(self._expiry, (entry.expires_at, stream_id))
         if meta.session_id is not None:
-            self._session_streams.setdefault(meta.session_id, set()).add(meta.stream_id)
+            self._session_streams.setdefault(meta.session_id, set()).add(stream_id)
+        return entry
+
+    async def open_with(
+        self,
+        meta: StreamMeta,
+        ttl_s: float,
+        events: Sequence[tuple[int, bytes]],
+        *,
+        max_events: int,
+        max_bytes: int,
+        final_seq: int | None = None,
+        retain_s: float | None = None,
+    ) -> None:
+        entry = self._create(meta, ttl_s)
+        if events:
+            self._add(entry, meta.stream_id, events, max_events, max_bytes)
+        if final_seq is not None:
+            self._complete(entry, meta.stream_id, final_seq, retain_s)
+        entry.wake()
+
+    async def append_final(
+        self,
+        stream_id: str,
+        events: Sequence[tuple[int, bytes]],
+        *,
+        max_events: int,
+        max_bytes: int,
+        final_seq: int,
+        retain_s: float | None = None,
+    ) -> bool:
+        entry = self._entry(stream_id)
+        if entry is None:
+            return False
+        self._add(entry, stream_id, events, max_events, max_bytes)
+        self._complete(entry, stream_id, final_seq, retain_s)
+        entry.wake()
+        return True
+
+    def _complete(self, entry: _Entry, stream_id: str, final_seq: int, retain_s: float | None) -> None:
+        meta = entry.meta
+        meta.final_seq = final_seq
+        meta.state = StreamState.COMPLETED
+        if retain_s is not None:
+            self._set_expiry(stream_id, entry, retain_s)
 
     def _entry(self, stream_id: str) -> _Entry | None:
         entry = self._streams.get(stream_id)
@@ -165,19 +200,23 @@ class MemoryStore(MemoryIndexes, Store):
         return entry.meta
 
     async def update_stream(
-        self, stream_id: str, ttl_s: float | None = None, **changes: Any
+        self, stream_id: str, ttl_s: float | None = None, *, returning: bool = False, **changes: Any
     ) -> StreamMeta | None:
         entry = self._entry(stream_id)
         if entry is None:
             return None
+        self._update(entry, stream_id, ttl_s, changes)
+        return entry.meta if returning else None
+
+    def _update(self, entry: _Entry, stream_id: str, ttl_s: float | None, changes: Mapping[str, Any]) -> None:
+        meta = entry.meta
         for name, value in changes.items():
             if name == "version":
                 raise ValueError("StreamMeta.version is kept by the store")
-            setattr(entry.meta, name, list(value) if isinstance(value, list) else value)
+            setattr(meta, name, list(value) if isinstance(value, list) else value)
         if ttl_s is not None:
             self._set_expiry(stream_id, entry, ttl_s)
         entry.wake()
-        return await self.get_stream(stream_id)
 
     async def update_stream_if(
         self,
@@ -191,8 +230,9 @@ class MemoryStore(MemoryIndexes, Store):
         if entry is None:
             return False, None
         if any(getattr(entry.meta, name) != value for name, value in expect.items()):
-            return False, await self.get_stream(stream_id)
-        return True, await self.update_stream(stream_id, ttl_s, **changes)
+            return False, entry.meta
+        self._update(entry, stream_id, ttl_s, changes)
+        return True, entry.meta
 
     async def attach(self, stream_id: str, now: float) -> StreamMeta | None:
         entry = self._entry(stream_id)
@@ -202,7 +242,7 @@ class MemoryStore(MemoryIndexes, Store):
         entry.meta.attached = True
         entry.meta.last_contact = now
         entry.wake()
-        return await self.get_stream(stream_id)
+        return entry.meta
 
     async def delete_stream(self, stream_id: str) -> None:
         self._drop(stream_id)
@@ -211,42 +251,49 @@ class MemoryStore(MemoryIndexes, Store):
         self, stream_id: str, events: Sequence[tuple[int, bytes]], *, max_events: int, max_bytes: int
     ) -> None:
         entry = self._streams.get(stream_id)
-        if entry is None:
-            return
-        queue = entry.events
-        if events and events[0][0] <= entry.meta.last_seq:
+        if entry is not None and self._add(entry, stream_id, events, max_events, max_bytes):
+            entry.wake()
+
+    def _add(
+        self,
+        entry: _Entry,
+        stream_id: str,
+        events: Sequence[tuple[int, bytes]],
+        max_events: int,
+        max_bytes: int,
+    ) -> bool:
+        """`append`'s work, without waking waiters; whether any event was added."""
+        if not events:
+            return False
+        meta = entry.meta
+        if events[0][0] <= meta.last_seq:
             events = self._not_recorded(entry, events)  # a retried write: what landed is not added again
             if not events:
-                return
-        added = 0
-        for event in events:
-            queue.append(event)
-            added += len(event[1])
-        entry.nbytes += added
-        self._total_bytes += added
-        meta = entry.meta
+                return False
+        before = entry.nbytes
+        for seq, payload in events:
+            entry.add(seq, payload)
+        self._total_bytes += entry.nbytes - before
         meta.last_seq = events[-1][0]
-        while queue and (len(queue) > max_events or entry.nbytes > max_bytes):
-            seq, payload = queue.popleft()
-            entry.nbytes -= len(payload)
-            self._total_bytes -= len(payload)
+        while entry.count() and (entry.count() > max_events or entry.nbytes > max_bytes):
+            seq, size = entry.drop_oldest()
+            self._total_bytes -= size
             meta.first_seq = seq + 1
         self._streams.move_to_end(stream_id)
         if self._total_bytes > self.max_bytes:
             self._enforce_budget(stream_id)
-        entry.wake()
+        return True
 
     @staticmethod
     def _not_recorded(entry: _Entry, events: Sequence[tuple[int, bytes]]) -> Sequence[tuple[int, bytes]]:
         """`events` without those the stream holds already (each checked against what is stored
         under its seq; one trimmed since cannot be, and is taken as written)."""
-        queue = entry.events
         skip = 0
         for seq, payload in events:
             if seq > entry.meta.last_seq:
                 break
-            index = seq - queue[0][0] if queue else -1
-            if 0 <= index < len(queue) and queue[index] != (seq, payload):
+            index = entry.after(seq - 1)
+            if index < entry.count() and entry.seq_at(index) == seq and not entry.holds(index, payload):
                 raise ValueError(f"event {seq} is recorded already, with another payload")
             skip += 1
         return events[skip:]
@@ -257,21 +304,15 @@ class MemoryStore(MemoryIndexes, Store):
                 return
             if stream_id == current and len(self._streams) > 1:
                 continue
-            while entry.events and self._total_bytes > self.max_bytes:
-                seq, payload = entry.events.popleft()
-                entry.nbytes -= len(payload)
-                self._total_bytes -= len(payload)
-                entry.meta.first_seq = seq + 1
+            self._trim_to_budget(entry)
             entry.wake()
         if self._total_bytes > self.max_bytes:  # only the current stream is left to trim
-            self._enforce_budget_on(current)
+            self._trim_to_budget(self._streams[current])
 
-    def _enforce_budget_on(self, stream_id: str) -> None:
-        entry = self._streams[stream_id]
-        while entry.events and self._total_bytes > self.max_bytes:
-            seq, payload = entry.events.popleft()
-            entry.nbytes -= len(payload)
-            self._total_bytes -= len(payload)
+    def _trim_to_budget(self, entry: _Entry) -> None:
+        while entry.count() and self._total_bytes > self.max_bytes:
+            seq, size = entry.drop_oldest()
+            self._total_bytes -= size
             entry.meta.first_seq = seq + 1
 
     async def read(self, stream_id: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
@@ -280,20 +321,9 @@ class MemoryStore(MemoryIndexes, Store):
             return []
         if after_seq + 1 < entry.meta.first_seq:
             raise GapError(stream_id, after_seq, entry.meta.first_seq)
-        queue = entry.events
-        if not queue or queue[-1][0] <= after_seq:
+        if not entry.count() or entry.newest_seq() <= after_seq:
             return []
-        # seqs are dense inside the deque, so the start index is arithmetic, not a search.
-        start = after_seq + 1 - queue[0][0]
-        if start <= 0:
-            start = 0
-        if start == 0 and len(queue) <= limit:
-            return list(queue)
-        out: list[tuple[int, bytes]] = []
-        stop = min(len(queue), start + limit)
-        for i in range(start, stop):
-            out.append(queue[i])
-        return out
+        return entry.events(entry.after(after_seq), limit)
 
     async def wait(
         self, stream_id: str, after_seq: int, within_s: float, *, version: int | None = None

@@ -5,7 +5,9 @@ The keys, all under one prefix, are laid out as `redis_scripts.py` describes.
 Every write is one Lua script, so each is atomic across processes and costs one
 round trip: an `append` of a batch of any size is one `EVALSHA` (it adds the
 events, trims by the stream's caps, keeps the global byte budget, bumps the
-version and wakes waiters). Reads are one round trip each (`read` is a script
+version and wakes waiters), and so is a stream created with its first events and its
+answer (`open_with`) or an answer appended with the stream completed (`append_final`).
+Reads are one round trip each (`read` is a script
 that checks for a gap and runs `XRANGE`; `get_stream` is `HGETALL`). The stream's
 three keys share its TTL; when Redis expires a stream by TTL the global counters
 still count its bytes until a sweep (run by `create_stream`, `usage` and the
@@ -134,6 +136,8 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         self._attach = client.register_script(lua.PRELUDE + lua.ATTACH)
         self._delete = client.register_script(lua.PRELUDE + lua.DELETE)
         self._append = client.register_script(lua.PRELUDE + lua.APPEND)
+        self._append_final = client.register_script(lua.PRELUDE + lua.APPEND_FINAL)
+        self._open_with = client.register_script(lua.PRELUDE + lua.OPEN_WITH)
         self._read = client.register_script(lua.PRELUDE + lua.READ)
         self._read_meta = client.register_script(lua.PRELUDE + lua.READ_META)
         self._usage = client.register_script(lua.PRELUDE + lua.USAGE)
@@ -179,29 +183,110 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
             out += [name, _dumps(value)]
         return out
 
-    # -- streams -----------------------------------------------------------------------
-    async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None:
-        _on_asyncio()
+    @staticmethod
+    def _encode_meta(meta: StreamMeta) -> list[str]:
         fields: list[str] = []
         for name in _FIELDS:
             if name != "version":
                 fields += [name, _dumps(getattr(meta, name))]
+        return fields
+
+    @staticmethod
+    def _encode_events(events: Sequence[tuple[int, bytes]]) -> list[Any]:
+        args: list[Any] = []
+        previous = None
+        for seq, payload in events:
+            if previous is not None and seq <= previous:
+                raise ValueError("event seqs must be strictly increasing")
+            previous = seq
+            args += [int(seq), payload]
+        return args
+
+    async def _write(self, script: Any, args: list[Any]) -> Any:
+        """Run a script that creates or appends: its refusals as the `Store` contract names them."""
         try:
-            await self._create(
-                args=[
-                    self.prefix,
-                    meta.stream_id,
-                    _ms(ttl_s),
-                    self.max_streams,
-                    meta.session_id or "",
-                    self.full_scan,
-                    *fields,
-                ]
-            )
+            return await script(args=args)
         except ResponseError as exc:
             if "STOREFULL" in str(exc):
                 raise StoreFullError(f"{self.max_streams} streams are running") from None
+            if str(exc).startswith("SEQ"):
+                raise ValueError(str(exc)) from None
             raise
+
+    # -- streams -----------------------------------------------------------------------
+    async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None:
+        _on_asyncio()
+        fields = self._encode_meta(meta)
+        await self._write(
+            self._create,
+            [
+                self.prefix,
+                meta.stream_id,
+                _ms(ttl_s),
+                self.max_streams,
+                meta.session_id or "",
+                self.full_scan,
+                *fields,
+            ],
+        )
+
+    async def open_with(
+        self,
+        meta: StreamMeta,
+        ttl_s: float,
+        events: Sequence[tuple[int, bytes]],
+        *,
+        max_events: int,
+        max_bytes: int,
+        final_seq: int | None = None,
+        retain_s: float | None = None,
+    ) -> None:
+        _on_asyncio()
+        fields = self._encode_meta(meta)
+        await self._write(
+            self._open_with,
+            [
+                self.prefix,
+                meta.stream_id,
+                _ms(ttl_s),
+                self.max_streams,
+                meta.session_id or "",
+                self.full_scan,
+                max_events,
+                max_bytes,
+                self.max_bytes,
+                "" if final_seq is None else _dumps(final_seq),
+                "" if retain_s is None else _ms(retain_s),
+                len(fields),
+                *fields,
+                *self._encode_events(events),
+            ],
+        )
+
+    async def append_final(
+        self,
+        stream_id: str,
+        events: Sequence[tuple[int, bytes]],
+        *,
+        max_events: int,
+        max_bytes: int,
+        final_seq: int,
+        retain_s: float | None = None,
+    ) -> bool:
+        reply = await self._write(
+            self._append_final,
+            [
+                self.prefix,
+                stream_id,
+                max_events,
+                max_bytes,
+                self.max_bytes,
+                _dumps(final_seq),
+                "" if retain_s is None else _ms(retain_s),
+                *self._encode_events(events),
+            ],
+        )
+        return bool(reply)
 
     async def get_stream(self, stream_id: str) -> StreamMeta | None:
         _on_asyncio()
@@ -209,10 +294,19 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         return self._decode_meta(raw) if raw else None
 
     async def update_stream(
-        self, stream_id: str, ttl_s: float | None = None, **changes: Any
+        self, stream_id: str, ttl_s: float | None = None, *, returning: bool = False, **changes: Any
     ) -> StreamMeta | None:
-        _, meta = await self.update_stream_if(stream_id, {}, ttl_s, **changes)
-        return meta
+        reply = await self._update(
+            args=[
+                self.prefix,
+                stream_id,
+                "" if ttl_s is None else _ms(ttl_s),
+                "1" if returning else "0",
+                0,
+                *self._encode_changes(changes),
+            ]
+        )
+        return self._decode_meta(reply[1]) if returning and reply[0] == 1 else None
 
     async def update_stream_if(
         self,
@@ -229,6 +323,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
                 self.prefix,
                 stream_id,
                 "" if ttl_s is None else _ms(ttl_s),
+                "1",
                 len(expect),
                 *[x for name, value in expect.items() for x in (name, _dumps(value))],
                 *self._encode_changes(changes),
@@ -252,18 +347,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         if not events:
             return
         args: list[Any] = [self.prefix, stream_id, max_events, max_bytes, self.max_bytes]
-        previous = None
-        for seq, payload in events:
-            if previous is not None and seq <= previous:
-                raise ValueError("event seqs must be strictly increasing")
-            previous = seq
-            args += [int(seq), payload]
-        try:
-            await self._append(args=args)
-        except ResponseError as exc:
-            if str(exc).startswith("SEQ"):
-                raise ValueError(str(exc)) from None
-            raise
+        await self._write(self._append, args + self._encode_events(events))
 
     async def read(self, stream_id: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
         reply = await self._read(args=[self.prefix, stream_id, int(after_seq), max(int(limit), 1)])

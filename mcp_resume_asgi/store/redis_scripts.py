@@ -208,51 +208,65 @@ local function bound(index, keyprefix, member, expires, now, max)
 end
 """.replace("TOMBSTONE_MS", str(TOMBSTONE_MS))
 
-# ARGV: P, stream, ttl_ms, max_streams, session ('' for none), scan, field, value, ...
-CREATE = r"""
-local s, ttl, max_streams, sess, scan = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
-local now = now_ms()
-sweep(now, 100)
-local m = mkey(s)
-if redis.call('EXISTS', m) == 1 then drop(s) end
-if redis.call('ZCARD', EXP) >= max_streams then
-  local freed = false
-  for _, c in ipairs(redis.call('ZRANGE', LRU, 0, scan - 1)) do
-    local state = redis.call('HGET', mkey(c), 'state')
-    if not state then
-      forget_expired(c)
-      freed = true
-      break
-    elseif state ~= '"running"' then
-      drop(c)
-      freed = true
-      break
+# Create stream s as the fields say (field, value, ... from ARGV[first] to ARGV[last]),
+# replacing one of that id; false when the store holds max_streams running streams.
+CREATE_FN = r"""
+local function create(s, ttl, max_streams, sess, scan, first, last)
+  local now = now_ms()
+  sweep(now, 100)
+  local m = mkey(s)
+  if redis.call('EXISTS', m) == 1 then drop(s) end
+  if redis.call('ZCARD', EXP) >= max_streams then
+    local freed = false
+    for _, c in ipairs(redis.call('ZRANGE', LRU, 0, scan - 1)) do
+      local state = redis.call('HGET', mkey(c), 'state')
+      if not state then
+        forget_expired(c)
+        freed = true
+        break
+      elseif state ~= '"running"' then
+        drop(c)
+        freed = true
+        break
+      end
     end
+    if not freed then return false end
   end
-  if not freed then return redis.error_reply('STOREFULL') end
+  redis.call('DEL', m, ekey(s), nkey(s))
+  local fields = {}
+  for i = first, last do fields[#fields + 1] = ARGV[i] end
+  redis.call('HSET', m, unpack(fields))
+  redis.call('HSET', m, 'version', '0')
+  redis.call('PEXPIRE', m, ttl)
+  redis.call('ZADD', EXP, now + ttl, s)
+  redis.call('ZADD', LRU, redis.call('INCR', TICK), s)
+  if sess ~= '' then
+    redis.call('SADD', sskey(sess), s)
+    extend_session_set(sess, ttl)
+  end
+  return true
 end
-redis.call('DEL', m, ekey(s), nkey(s))
-local fields = {}
-for i = 7, #ARGV do fields[#fields + 1] = ARGV[i] end
-redis.call('HSET', m, unpack(fields))
-redis.call('HSET', m, 'version', '0')
-redis.call('PEXPIRE', m, ttl)
-redis.call('ZADD', EXP, now + ttl, s)
-redis.call('ZADD', LRU, redis.call('INCR', TICK), s)
-if sess ~= '' then
-  redis.call('SADD', sskey(sess), s)
-  extend_session_set(sess, ttl)
+"""
+
+# ARGV: P, stream, ttl_ms, max_streams, session ('' for none), scan, field, value, ...
+CREATE = (
+    CREATE_FN
+    + r"""
+if not create(ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), 7, #ARGV) then
+  return redis.error_reply('STOREFULL')
 end
 return 1
 """
+)
 
-# ARGV: P, stream, ttl_ms ('' for none), n_expect, expect field/value pairs..., change field/value pairs...
-# Returns {0} (no stream), {2, meta} (expectation failed), {1, meta} (applied).
+# ARGV: P, stream, ttl_ms ('' for none), returning ('1' | '0'), n_expect, expect field/value
+# pairs..., change field/value pairs... Returns {0} (no stream), {2, meta} (expectation
+# failed), {1, meta} (applied; {1} when not returning).
 UPDATE = r"""
-local s, ttl, nexp = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local s, ttl, returning, nexp = ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1', tonumber(ARGV[5])
 local m = mkey(s)
 if redis.call('EXISTS', m) == 0 then return {0} end
-local i = 5
+local i = 6
 for _ = 1, nexp do
   if not same(redis.call('HGET', m, ARGV[i]), ARGV[i + 1]) then
     return {2, redis.call('HGETALL', m)}
@@ -272,6 +286,7 @@ if ttl then
   if sess then extend_session_set(sess, ttl) end
 end
 bump(s)
+if not returning then return {1} end
 return {1, redis.call('HGETALL', m)}
 """
 
@@ -293,43 +308,104 @@ if redis.call('EXISTS', mkey(s)) == 1 then drop(s) else forget_expired(s) end
 return 1
 """
 
-# ARGV: P, stream, max_events, max_bytes, budget, seq, payload, seq, payload, ...
+# Add events to stream s (seq, payload, ... from ARGV[first] on), trim it by its caps and
+# keep the global budget; no notification (the caller bumps). Returns 0 (no stream), 1
+# (nothing new), 2 (added), or a SEQ error.
 # Idempotent: the events the stream holds already (a retry of an append whose reply was lost,
 # Redis having run it late) are skipped, each checked against the payload stored under its seq
 # (an event trimmed since cannot be checked: taken as written).
-APPEND = r"""
-local s, maxev, maxb, budget = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local m, e = mkey(s), ekey(s)
-local last_seq = redis.call('HGET', m, 'last_seq')
-if not last_seq then return 0 end
-local start = 6
-while start <= #ARGV and tonumber(ARGV[start]) <= tonumber(last_seq) do
-  local id = ARGV[start] .. '-0'
-  local stored = redis.call('XRANGE', e, id, id)
-  if #stored == 1 and stored[1][2][2] ~= ARGV[start + 1] then
-    return redis.error_reply('SEQ event ' .. ARGV[start] .. ' is recorded already, with another payload')
+APPEND_FN = r"""
+local function add_events(s, maxev, maxb, budget, first)
+  local m, e = mkey(s), ekey(s)
+  local last_seq = redis.call('HGET', m, 'last_seq')
+  if not last_seq then return 0 end
+  local start = first
+  while start <= #ARGV and tonumber(ARGV[start]) <= tonumber(last_seq) do
+    local id = ARGV[start] .. '-0'
+    local stored = redis.call('XRANGE', e, id, id)
+    if #stored == 1 and stored[1][2][2] ~= ARGV[start + 1] then
+      return redis.error_reply('SEQ event ' .. ARGV[start] .. ' is recorded already, with another payload')
+    end
+    start = start + 2
   end
-  start = start + 2
+  if start > #ARGV then return 1 end
+  local added = 0
+  for i = start, #ARGV, 2 do
+    redis.call('XADD', e, ARGV[i] .. '-0', 'd', ARGV[i + 1])
+    added = added + string.len(ARGV[i + 1])
+  end
+  local ttl = redis.call('PTTL', m)
+  if ttl > 0 then redis.call('PEXPIRE', e, ttl) end
+  redis.call('HSET', m, 'last_seq', ARGV[#ARGV - 1])
+  redis.call('HINCRBY', NB, s, added)
+  redis.call('INCRBY', TOTAL, added)
+  local tick = redis.call('INCR', TICK)
+  redis.call('ZADD', LRU, tick, s)
+  redis.call('ZADD', HOLD, tick, s)
+  trim(s, maxev, maxb, nil)
+  enforce(s, budget)
+  return 2
 end
-if start > #ARGV then return 1 end
-local added = 0
-for i = start, #ARGV, 2 do
-  redis.call('XADD', e, ARGV[i] .. '-0', 'd', ARGV[i + 1])
-  added = added + string.len(ARGV[i + 1])
+
+-- The stream holds its final answer (final_seq, JSON): completed, kept ttl ms from now (nil: as it is).
+local function complete(s, final_seq, ttl)
+  local m = mkey(s)
+  redis.call('HSET', m, 'final_seq', final_seq, 'state', '"completed"')
+  if ttl then
+    redis.call('PEXPIRE', m, ttl)
+    redis.call('PEXPIRE', ekey(s), ttl)
+    redis.call('ZADD', EXP, now_ms() + ttl, s)
+    local sess = session_of(m)
+    if sess then extend_session_set(sess, ttl) end
+  end
 end
-local ttl = redis.call('PTTL', m)
-if ttl > 0 then redis.call('PEXPIRE', e, ttl) end
-redis.call('HSET', m, 'last_seq', ARGV[#ARGV - 1])
-redis.call('HINCRBY', NB, s, added)
-redis.call('INCRBY', TOTAL, added)
-local tick = redis.call('INCR', TICK)
-redis.call('ZADD', LRU, tick, s)
-redis.call('ZADD', HOLD, tick, s)
-trim(s, maxev, maxb, nil)
-enforce(s, budget)
+"""
+
+# ARGV: P, stream, max_events, max_bytes, budget, seq, payload, seq, payload, ...
+APPEND = (
+    APPEND_FN
+    + r"""
+local added = add_events(ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), 6)
+if added == 2 then
+  bump(ARGV[2])
+  return 1
+end
+return added
+"""
+)
+
+# ARGV: P, stream, max_events, max_bytes, budget, final_seq, retain_ms ('' for none), seq, payload, ...
+# Returns 0 (no stream: nothing written) or 1.
+APPEND_FINAL = (
+    APPEND_FN
+    + r"""
+local s = ARGV[2]
+local added = add_events(s, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), 8)
+if type(added) == 'table' or added == 0 then return added end
+complete(s, ARGV[6], tonumber(ARGV[7]))
 bump(s)
 return 1
 """
+)
+
+# ARGV: P, stream, ttl_ms, max_streams, session ('' for none), scan, max_events, max_bytes,
+# budget, final_seq ('' for none), retain_ms ('' for none), n, then n arguments (field, value,
+# ...), then seq, payload, ...: `create`, `add_events` and `complete` as one write.
+OPEN_WITH = (
+    CREATE_FN
+    + APPEND_FN
+    + r"""
+local s, nf = ARGV[2], tonumber(ARGV[12])
+if not create(s, tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), 13, 12 + nf) then
+  return redis.error_reply('STOREFULL')
+end
+local added = add_events(s, tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), 13 + nf)
+if type(added) == 'table' then return added end
+if ARGV[10] ~= '' then complete(s, ARGV[10], tonumber(ARGV[11])) end
+bump(s)
+return 1
+"""
+)
 
 # ARGV: P, stream, after, limit. Returns {0} (no stream), {-1, first_seq} (gap), {1, entries}.
 READ = r"""

@@ -40,6 +40,7 @@ __all__ = [
     "nesting_depth",
     "non_finite",
     "request_capabilities",
+    "response_id",
     "valid_id",
     "valid_version",
     "without_extension",
@@ -148,12 +149,26 @@ class Kind(enum.Enum):
     OTHER = 4
 
 
+#: How a response starts when written compactly, members in the spec's order (the SDKs'
+#: serialisers, `dumps`): the id and then `"result"` or `"error"` follow.
+_RESPONSE_HEAD = b'{"jsonrpc":"2.0","id":'
+_AFTER_ID = (b'"result"', b'"error"')
+#: Longest integer id read from the head (longer ones are left to `json.loads`).
+_MAX_ID_DIGITS = 20
+
+
 def classify(data: bytes) -> tuple[Kind, Any]:
     """The kind of JSON-RPC message an SSE event carries, and its id.
 
     Most events on a busy stream are notifications; they carry no `"id"` member,
-    so they are recognised without decoding the JSON.
+    so they are recognised without decoding the JSON. A response written as the
+    SDKs write one (`_RESPONSE_HEAD`) is recognised from its head (`response_id`),
+    so a large result is not decoded just to learn that it is one.
     """
+    if data.startswith(_RESPONSE_HEAD):
+        found = response_id(data)
+        if found is not None:
+            return Kind.RESPONSE, found[0]
     if b'"id"' not in data:
         return Kind.NOTIFICATION, None
     try:
@@ -167,6 +182,44 @@ def classify(data: bytes) -> tuple[Kind, Any]:
     if "result" in message or "error" in message:
         return Kind.RESPONSE, message["id"]
     return Kind.OTHER, None
+
+
+def response_id(data: bytes) -> tuple[Any] | None:
+    """`(id,)` when `data` is a JSON-RPC response read from its head alone, else None (the
+    caller decodes it).
+
+    The head is `{"jsonrpc":"2.0","id":<id>,"result"` or `...,"error"`, compact, with an
+    integer or string id, and the payload ends with `}`. The id ends at the first `,"`: a
+    JSON string cannot hold that pair unescaped (a quote inside one is `\\"`). The rest of
+    the payload is not read: a body that starts so but is not JSON is taken as the response
+    it began to be (its client cannot read it either way).
+    """
+    start = len(_RESPONSE_HEAD)
+    end = data.find(b',"', start)
+    if end < 0 or not data.endswith(b"}"):
+        return None
+    after = end + 1
+    if not (data.startswith(_AFTER_ID[0], after) or data.startswith(_AFTER_ID[1], after)):
+        return None
+    token = data[start:end]
+    first = token[:1]
+    if first == b'"':
+        if len(token) < 2 or not token.endswith(b'"'):
+            return None
+        text = token[1:-1]
+        if text.isascii() and b'"' not in text and b"\\" not in text:
+            plain = text.decode("ascii")
+            if plain.isprintable():  # (no control character: JSON would refuse it raw)
+                return (plain,)
+        try:
+            value = json.loads(token)
+        except (ValueError, RecursionError):
+            return None
+        return (value,) if isinstance(value, str) else None
+    digits = token[1:] if first == b"-" else token
+    if not digits.isdigit() or len(digits) > _MAX_ID_DIGITS or (digits[:1] == b"0" and len(digits) > 1):
+        return None
+    return (int(token),)
 
 
 def loads_wire(body: bytes) -> Any | None:

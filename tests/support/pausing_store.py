@@ -5,7 +5,8 @@ except that a write of a key the test armed with `hold_write` waits, before it r
 store, until the test releases it. The writer has done its reads by then, so whatever the
 test does meanwhile lands between a read-modify-write's read and its write. `hold_attach`
 holds the next `attach` of a stream the same way (a connection's answer on its way to open),
-`hold_append` the next `append` of events to one (its value: their payloads, decoded).
+`hold_append` the next `append` of events to one (its value: their payloads, decoded; an
+`append_final` or `open_with` counts as one).
 A key is named exactly, or by a predicate (`startswith("task:")`, say, for an id not known yet).
 
 The app may run in another thread (`tests.support.server.serve` runs uvicorn in one), so
@@ -112,9 +113,25 @@ class PausingStore:
     async def append(
         self, stream_id: str, events: Sequence[tuple[int, bytes]], *, max_events: int, max_bytes: int
     ) -> None:
+        await self._pass_events(stream_id, events)
+        await self.inner.append(stream_id, events, max_events=max_events, max_bytes=max_bytes)
+
+    async def append_final(self, stream_id: str, events: Sequence[tuple[int, bytes]], **kwargs: Any) -> bool:
+        """An append that also completes the stream: held as an `append`."""
+        await self._pass_events(stream_id, events)
+        return await self.inner.append_final(stream_id, events, **kwargs)
+
+    async def open_with(
+        self, meta: StreamMeta, ttl_s: float, events: Sequence[tuple[int, bytes]], **kwargs: Any
+    ) -> None:
+        """A stream created with its first events: held as an `append` of them."""
+        if events:
+            await self._pass_events(meta.stream_id, events)
+        await self.inner.open_with(meta, ttl_s, events, **kwargs)
+
+    async def _pass_events(self, stream_id: str, events: Sequence[tuple[int, bytes]]) -> None:
         payloads = b"".join(payload for _, payload in events).decode("utf-8", "replace")
         await self._pass("append", stream_id, payloads)
-        await self.inner.append(stream_id, events, max_events=max_events, max_bytes=max_bytes)
 
 
 Store.register(PausingStore)

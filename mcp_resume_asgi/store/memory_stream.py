@@ -1,0 +1,129 @@
+"""One stream as `MemoryStore` keeps it: its record and its events, with no object per event.
+
+A store holds every stream still in its resume window, and the garbage collector walks
+whatever it holds, again and again. A deque of `(seq, payload)` tuples is a tracked tuple
+per event; here a stream's retained payloads lie back to back in one `bytearray`, and their
+seqs and end offsets, packed, in another (`bytearray` is not tracked by the collector; an
+`array` is), so a stream is the same few objects however many events it keeps: its entry,
+its `StreamMeta` and the meta's two lists.
+
+Events leave from the front: a `bytearray` drops its head in place (CPython moves its
+start, no copy), so eviction is amortised O(1) per event.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_right
+
+import anyio
+
+from mcp_resume_asgi.store.base import StreamMeta
+
+__all__ = ["StreamEntry"]
+
+#: One event in `StreamEntry.index`: its seq and the end offset of its payload (native ints,
+#: as `memoryview.cast("q")` reads them).
+_RECORD = struct.Struct("qq")
+_SIZE = _RECORD.size
+
+
+class StreamEntry:
+    """A stream's record, its retained events and its waiters (see the module docstring).
+
+    Retained event `i` (0: the oldest) is record `i` of `index`, `(seq, end)`; its payload is
+    `buf[start - origin : end - origin]`, `start` being the previous record's `end` (`origin`
+    for the oldest). Offsets count every byte appended to the stream, so dropping the oldest
+    event moves `origin` and touches nothing else."""
+
+    __slots__ = ("buf", "expires_at", "index", "meta", "nbytes", "notify", "origin")
+
+    def __init__(self, meta: StreamMeta, expires_at: float) -> None:
+        self.meta = meta
+        self.expires_at = expires_at
+        self.notify: anyio.Event | None = None
+        self.buf = bytearray()
+        self.index = bytearray()
+        self.origin = 0
+        self.nbytes = 0
+        """Payload bytes retained."""
+
+    def wake(self) -> None:
+        """The stream changed: bump its version, wake whoever waits on it."""
+        self.meta.version += 1
+        if self.notify is not None:
+            self.notify.set()
+            self.notify = None
+
+    # ------------------------------------------------------------------ events
+    def count(self) -> int:
+        """How many events are retained."""
+        return len(self.index) // _SIZE
+
+    def add(self, seq: int, payload: bytes) -> None:
+        """Keep an event after the others (its seq is larger than theirs)."""
+        index = self.index
+        end = (_RECORD.unpack_from(index, len(index) - _SIZE)[1] if index else self.origin) + len(payload)
+        index += _RECORD.pack(seq, end)
+        self.buf += payload
+        self.nbytes += len(payload)
+
+    def drop_oldest(self) -> tuple[int, int]:
+        """Forget the oldest retained event; its `(seq, size)`."""
+        seq, end = _RECORD.unpack_from(self.index, 0)
+        size = end - self.origin
+        del self.index[:_SIZE]
+        del self.buf[:size]
+        self.origin = end
+        self.nbytes -= size
+        return seq, size
+
+    def seq_at(self, i: int) -> int:
+        seq: int = _RECORD.unpack_from(self.index, i * _SIZE)[0]
+        return seq
+
+    def newest_seq(self) -> int:
+        return self.seq_at(self.count() - 1)
+
+    def after(self, seq: int) -> int:
+        """The index of the oldest retained event whose seq is larger than `seq`."""
+        n = self.count()
+        if n == 0:
+            return 0
+        oldest = self.seq_at(0)
+        if oldest > seq:
+            return 0
+        guess = seq + 1 - oldest  # seqs are dense, unless the recorder skipped some
+        if guess < n and self.seq_at(guess) == seq + 1 and self.seq_at(guess - 1) == seq:
+            return guess
+        with memoryview(self.index).cast("q") as records, records[0::2] as seqs:
+            return bisect_right(seqs, seq)
+
+    def _span(self, i: int) -> tuple[int, int]:
+        """Where event `i`'s payload lies in `buf`."""
+        origin = self.origin
+        start = _RECORD.unpack_from(self.index, (i - 1) * _SIZE)[1] if i else origin
+        return start - origin, _RECORD.unpack_from(self.index, i * _SIZE)[1] - origin
+
+    def holds(self, i: int, payload: bytes) -> bool:
+        """Whether event `i` carries `payload` (compared in place, no copy)."""
+        start, end = self._span(i)
+        if end - start != len(payload):
+            return False
+        with memoryview(self.buf) as view:
+            return view[start:end] == payload
+
+    def events(self, first: int, limit: int) -> list[tuple[int, bytes]]:
+        """Up to `limit` retained events from index `first` on, as `(seq, payload)`."""
+        stop = min(self.count(), first + limit)
+        out: list[tuple[int, bytes]] = []
+        if first >= stop:
+            return out
+        origin = self.origin
+        offset = self._span(first)[0]
+        with memoryview(self.index) as records, memoryview(self.buf) as payloads:
+            for seq, end in _RECORD.iter_unpack(records[first * _SIZE : stop * _SIZE]):
+                end -= origin
+                out.append((seq, payloads[offset:end].tobytes()))
+                offset = end
+        return out

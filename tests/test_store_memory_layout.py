@@ -1,0 +1,157 @@
+"""`MemoryStore` keeps no Python object per event (`store/memory_stream.py`), and its layout
+answers as a plain list of `(seq, payload)` would: appends, caps, retries, reads, gaps.
+
+The contract itself is `tests/test_store_contract.py`; this checks what it cannot see.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+
+import pytest
+
+from mcp_resume_asgi.store import GapError, MemoryStore, StreamKind, StreamMeta
+from mcp_resume_asgi.store.memory_stream import StreamEntry
+
+pytestmark = pytest.mark.anyio
+
+BIG = 1 << 30
+
+
+def meta(stream_id: str = "s1") -> StreamMeta:
+    return StreamMeta(stream_id, StreamKind.REQUEST, "sess", None, "2025-11-25", "/mcp")
+
+
+async def test_events_add_no_object_the_collector_tracks() -> None:
+    store = MemoryStore()
+    await store.create_stream(meta(), ttl_s=60)
+    await store.append("s1", [(1, b"first")], max_events=BIG, max_bytes=BIG)
+    gc.collect()
+    gc.disable()
+    try:
+        before = len(gc.get_objects())
+        for seq in range(2, 5002):
+            await store.append("s1", [(seq, b"event %d" % seq)], max_events=BIG, max_bytes=BIG)
+        grown = len(gc.get_objects()) - before
+    finally:
+        gc.enable()
+    assert grown < 20, grown  # a deque of (seq, payload) tuples: 5,000
+    assert len(await store.read("s1", 0, limit=10_000)) == 5001
+
+
+async def test_a_read_leaves_the_stream_free_to_grow() -> None:
+    """(Reads look at the buffers through memoryviews: none may outlive the read, or the next
+    append could not resize them.)"""
+    store = MemoryStore()
+    await store.create_stream(meta(), ttl_s=60)
+    for seq in range(1, 50):
+        await store.append("s1", [(seq, b"e%d" % seq)], max_events=20, max_bytes=BIG)
+        assert await store.read("s1", seq - 1) == [(seq, b"e%d" % seq)]
+        await store.read("s1", max(seq - 20, 0), limit=3)
+
+
+async def test_a_stream_is_a_few_tracked_objects() -> None:
+    store = MemoryStore()
+    await store.create_stream(meta(), ttl_s=60)
+    await store.append("s1", [(seq, b"x" * seq) for seq in range(1, 100)], max_events=BIG, max_bytes=BIG)
+    entry = store._streams["s1"]
+    tracked = [item for item in gc.get_referents(entry) if gc.is_tracked(item) and item is not StreamEntry]
+    assert tracked == [entry.meta], tracked  # (and its waiters' event, while one waits)
+
+
+class Reference:
+    """A stream's events as a list of `(seq, payload)`, the obvious way."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[int, bytes]] = []
+        self.first_seq = 1
+        self.last_seq = 0
+
+    def append(self, batch: list[tuple[int, bytes]], max_events: int, max_bytes: int) -> None:
+        for seq, payload in batch:
+            if seq <= self.last_seq:
+                continue
+            self.events.append((seq, payload))
+            self.last_seq = seq
+        while self.events and (
+            len(self.events) > max_events or sum(len(p) for _, p in self.events) > max_bytes
+        ):
+            seq, _ = self.events.pop(0)
+            self.first_seq = seq + 1
+
+    def read(self, after: int, limit: int) -> list[tuple[int, bytes]] | tuple[str, int]:
+        if after + 1 < self.first_seq:
+            return ("gap", self.first_seq)
+        return [e for e in self.events if e[0] > after][:limit]
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_the_layout_answers_as_a_list_would(seed: int) -> None:
+    """Random batches (seqs dense, or skipping some as held writes that were dropped do),
+    retries of what landed, caps, and reads from every position."""
+    rng = random.Random(seed)
+    store = MemoryStore()
+    await store.create_stream(meta(), ttl_s=60)
+    reference = Reference()
+    seq = 0
+    for step in range(400):
+        if rng.random() < 0.15 and reference.last_seq:
+            start = max(1, reference.last_seq - rng.randrange(3))
+            batch = [(s, b"%d:" % s + b"x" * (s % 7)) for s in range(start, reference.last_seq + 2)]
+            seq = reference.last_seq + 1
+        else:
+            batch = []
+            for _ in range(rng.randrange(1, 5)):
+                seq += 1 + (rng.random() < 0.1) * rng.randrange(1, 4)
+                batch.append((seq, b"%d:" % seq + b"x" * (seq % 7)))
+        max_events = rng.choice([2, 5, 50, BIG])
+        max_bytes = rng.choice([30, 200, BIG])
+        await store.append("s1", batch, max_events=max_events, max_bytes=max_bytes)
+        reference.append(batch, max_events, max_bytes)
+        got_meta = await store.get_stream("s1")
+        assert got_meta is not None
+        assert (got_meta.first_seq, got_meta.last_seq) == (reference.first_seq, reference.last_seq), step
+        usage = await store.usage()
+        assert usage.bytes == sum(len(p) for _, p in reference.events), step
+        for after in range(max(0, reference.first_seq - 2), reference.last_seq + 2):
+            limit = rng.choice([1, 2, 1000])
+            try:
+                got: object = await store.read("s1", after, limit)
+            except GapError as gap:
+                got = ("gap", gap.first_seq)
+            assert got == reference.read(after, limit), (step, after, limit)
+
+
+async def test_a_retry_is_checked_against_the_payload_kept_after_compaction() -> None:
+    store = MemoryStore()
+    await store.create_stream(meta(), ttl_s=60)
+    for seq in range(1, 200):  # past the point where the dropped head is compacted away
+        await store.append("s1", [(seq, b"p%d" % seq)], max_events=10, max_bytes=BIG)
+    entry = store._streams["s1"]
+    assert entry.count() == 10 and len(entry.index) == 10 * 16
+    await store.append("s1", [(198, b"p198"), (199, b"p199")], max_events=10, max_bytes=BIG)
+    with pytest.raises(ValueError):
+        await store.append("s1", [(195, b"other")], max_events=10, max_bytes=BIG)
+    await store.append(
+        "s1", [(150, b"trimmed: taken as written"), (200, b"p200")], max_events=10, max_bytes=BIG
+    )
+    assert await store.read("s1", 197) == [(198, b"p198"), (199, b"p199"), (200, b"p200")]
+
+
+def test_an_entry_drops_its_oldest_in_place() -> None:
+    entry = StreamEntry(meta(), 0.0)
+    for seq in range(1, 101):
+        entry.add(seq, bytes([seq]) * seq)
+    total = sum(range(1, 101))
+    assert entry.nbytes == total and entry.count() == 100
+    for seq in range(1, 91):
+        assert entry.drop_oldest() == (seq, seq)
+    assert entry.count() == 10 and entry.seq_at(0) == 91 and entry.newest_seq() == 100
+    assert len(entry.buf) == sum(range(91, 101)) == entry.nbytes
+    assert entry.events(entry.after(95), 2) == [(96, bytes([96]) * 96), (97, bytes([97]) * 97)]
+    for _ in range(10):
+        entry.drop_oldest()
+    assert entry.count() == 0 and entry.nbytes == 0 and len(entry.buf) == 0
+    entry.add(101, b"again")
+    assert entry.events(entry.after(100), 10) == [(101, b"again")]
