@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import anyio
 
 from mcp_resume_asgi.engine.cluster import Node
-from mcp_resume_asgi.engine.port import NOT_FOUND, Refusal
+from mcp_resume_asgi.engine.port import NOT_FOUND, PROBE_TIMEOUT_S, Refusal
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store, StreamMeta
 from mcp_resume_asgi.wire import jsonrpc as p
@@ -53,8 +53,8 @@ logger = logging.getLogger(__name__)
 #: Each probe's JSON-RPC id starts with this; the rest is random (an app maps answers by id,
 #: so probes of one session in flight at once must not share one).
 PROBE_ID_PREFIX = "mcp-resume-admission-"
-#: An app that has not answered a probe by then refuses by silence: 503, retry.
-PROBE_TIMEOUT_S = 10.0
+# An app that has not answered a probe by `PROBE_TIMEOUT_S` (port.py: the REST face waits as
+# long) refuses by silence: 503, retry.
 #: The app's answers are read up to this size (a refusal is short; a ping's answer too).
 MAX_REPLY_BYTES = 65536
 #: Headers of the client's request that describe its own body or its own resume, not the probe's.

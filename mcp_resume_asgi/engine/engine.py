@@ -29,12 +29,12 @@ from typing import Any, Protocol
 from mcp_resume_asgi.core import resume
 from mcp_resume_asgi.core.resume import Resume
 from mcp_resume_asgi.core.stream import close_cancels, primed
-from mcp_resume_asgi.engine.admission import Admission
+from mcp_resume_asgi.engine.admission import Admission, post_to_app
 from mcp_resume_asgi.engine.cluster import Node
 from mcp_resume_asgi.engine.connection import Connection
 from mcp_resume_asgi.engine.follower import follow
 from mcp_resume_asgi.engine.hosted import HostedStream
-from mcp_resume_asgi.engine.port import Delivery, EnginePort, HostRequest, Refusal
+from mcp_resume_asgi.engine.port import AppAnswer, Delivery, EnginePort, FacePort, HostRequest, Refusal
 from mcp_resume_asgi.engine.services import StreamServices
 from mcp_resume_asgi.policy import Policy, RouteTable
 from mcp_resume_asgi.store import keys
@@ -101,11 +101,13 @@ class Engine:
         node: Node | None = None,
         on_store_outage: Callable[[BaseException], None] | None = None,
         host_with: Callable[[Engine], HostRequest],
+        request_bound: int | None = None,
     ) -> None:
         """`on_store_outage` is told when a store call (one made inside the app's `send`, say)
         finds the store down. `host_with(engine)` is the port's `host`: the front's way to host
         a request around `handle_request` (`http/retried_posts.py` claims an `Idempotency-Key`
-        first), so the layers that host a request through the port go the same way."""
+        first), so the layers that host a request through the port go the same way.
+        `request_bound`: the largest request body the front takes (the REST face keeps to it)."""
         self.services: StreamServices[HostedStream] = StreamServices(
             app,
             store=store,
@@ -138,6 +140,17 @@ class Engine:
             is_live=self.is_live,
             admit=self.admit,
             call_app=services.call_app,
+            faces=FacePort(
+                store=store,
+                signer=signer,
+                routes=routes,
+                principal=principal,
+                node_id=node_id,
+                store_outage=self.store_outage,
+                ask_app=self.ask_app,
+                owner_gone=self.owner_gone,
+                request_bound=request_bound,
+            ),
         )
 
     # ------------------------------------------------------------------ helpers
@@ -145,6 +158,18 @@ class Engine:
         """None when the app accepts this request for the stream's session and principal
         (see `admission.py`); else what to answer instead of the stream."""
         return await self.admission.check(scope, meta)
+
+    async def ask_app(
+        self, template: Scope, path: str, session_id: str | None, version: str, body: bytes
+    ) -> AppAnswer:
+        """POST `body` to the app as the client would: its answer, and whom its auth saw."""
+        reply = await post_to_app(self.app, template, path, session_id, version, body)
+        return AppAnswer(reply.status, reply.headers, reply.body, self.principal(reply.scope))
+
+    async def owner_gone(self, owner: str) -> bool:
+        """Whether the node `owner` is known dead (never on a single node nor for this one)."""
+        node = self.node
+        return node is not None and node.running and owner != node.node_id and not await node.alive(owner)
 
     def is_live(self, stream_id: str) -> bool:
         """Whether the stream's request runs on this node now."""

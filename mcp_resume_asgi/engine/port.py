@@ -18,19 +18,24 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from mcp_resume_asgi.policy import Policy
-from mcp_resume_asgi.store.base import StreamMeta
+from mcp_resume_asgi.policy import Policy, RouteTable
+from mcp_resume_asgi.store.base import Store, StreamMeta
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import Receive, Scope, Send
 from mcp_resume_asgi.wire.headers import Headers
+from mcp_resume_asgi.wire.principal import PrincipalOf
 from mcp_resume_asgi.wire.replies import send_bytes
+from mcp_resume_asgi.wire.tokens import TokenSigner
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine.engine import Engine
 
 __all__ = [
     "NOT_FOUND",
+    "PROBE_TIMEOUT_S",
     "Admit",
+    "AppAnswer",
+    "AskApp",
     "CallApp",
     "Cancel",
     "Delivery",
@@ -38,6 +43,7 @@ __all__ = [
     "Feature",
     "HostRequest",
     "IsLive",
+    "OwnerGone",
     "Refusal",
     "RequestContext",
     "RetryAnswer",
@@ -98,6 +104,59 @@ RetryAnswer = Callable[[str, StreamMeta | None, int], Awaitable[bool]]
 original's stream id once the retry is admitted to its stream `meta`, with the seq it resumes
 after - or, that stream gone, with None (the same body; the layer admits the caller itself):
 True when it answered (the Tasks layer answers a call that became a task with that task)."""
+
+
+# ---------------------------------------------------------------------- what the faces read (REST, features)
+# (issue 21 step 7, G2/G3: the REST face and the feature layers reach the engine only through
+# the port; this block is theirs, kept apart from the Tasks layer's additions.)
+PROBE_TIMEOUT_S = 10.0
+"""How long a request the middleware makes of the app on a client's behalf may take."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppAnswer:
+    """What the app answered a request made on a client's behalf, and whom its auth saw."""
+
+    status: int
+    headers: Headers
+    body: bytes
+    principal: str | None
+    """The principal of the scope the app saw, as its own middleware left it."""
+
+
+class AskApp(Protocol):
+    """POST `body` to the app's MCP endpoint as the client would (its credentials): the app's
+    answer and the principal its own auth saw (the REST face asks who calls with a `ping`)."""
+
+    async def __call__(
+        self, template: Scope, path: str, session_id: str | None, version: str, body: bytes
+    ) -> AppAnswer: ...
+
+
+class OwnerGone(Protocol):
+    """Whether the node `owner` (a stream's owner) is known dead: False on a single node, for
+    this node, and while the cluster is not running."""
+
+    async def __call__(self, owner: str) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FacePort:
+    """What the REST face and the feature layers read of the engine besides its capabilities:
+    the shared store, the token signer, the route table, whose a request is, this node's id,
+    whether an error says the store is down, and the largest request the front takes."""
+
+    store: Store
+    signer: TokenSigner
+    routes: RouteTable
+    principal: PrincipalOf
+    node_id: str
+    store_outage: Callable[[BaseException], bool]
+    """Whether the exception says the store is down (the front is told, once per call)."""
+    ask_app: AskApp
+    owner_gone: OwnerGone
+    request_bound: int | None = None
+    """The largest JSON-RPC request body the front takes (None: not said)."""
 
 
 # ---------------------------------------------------------------------- the engine's capabilities
@@ -178,6 +237,8 @@ class EnginePort:
     is_live: IsLive
     admit: Admit
     call_app: CallApp
+    # -- the faces' reads (REST, features: issue 21 step 7 G2/G3) --
+    faces: FacePort
 
     async def admitted(self, scope: Scope, send: Send, meta: StreamMeta | None) -> StreamMeta | None:
         """`meta` when it exists and the app admits this request to it; else None, answered."""
@@ -211,6 +272,11 @@ class RequestContext:
     survives_close: bool = False
     """Set by a layer that gives the client a way back to the request's work (SEP-975's
     resume token): its connection closing detaches instead of cancelling (2026-07-28)."""
+
+    @property
+    def port(self) -> EnginePort:
+        """The engine as the layers may use it (the REST face and features reach it only so)."""
+        return self.engine.port
 
     @property
     def request_id(self) -> Any:

@@ -118,6 +118,7 @@ class ResumeMiddleware:
             node=self.node,
             on_store_outage=self.outage.failed,
             host_with=self._host_with,
+            request_bound=max_body_bytes,
         )
         engine = self.engine
         self.answers = ClientAnswers(self.store, engine.port)

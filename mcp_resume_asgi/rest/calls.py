@@ -21,18 +21,19 @@ import base64
 import dataclasses
 import json
 import math
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcp_resume_asgi.rest.json_text import parse_client
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import GapError, Store, StreamMeta
-from mcp_resume_asgi.tasks.operations import stream_of_task
 from mcp_resume_asgi.tasks.record import TaskRecord, message_of
 from mcp_resume_asgi.tasks.stored import read_record
 
 if TYPE_CHECKING:
-    from mcp_resume_asgi.engine import Engine
+    from mcp_resume_asgi.engine.port import FacePort
+    from mcp_resume_asgi.tasks.record import StreamView
 
 #: Largest record read back (the request and a plain answer are bounded when written).
 MAX_RECORD_BYTES = 48 * 1024 * 1024
@@ -101,12 +102,22 @@ def _well_formed(r: CallRecord) -> bool:
     )
 
 
-class CallStore:
-    """The calls' records, indexes and what the store holds of their tasks."""
+StreamOfTask = Callable[[str], "str | None"]
+"""The stream behind a task id (the Tasks layer's `stream_of_task`, bound to its signer)."""
+TaskView = Callable[["TaskRecord", "StreamMeta | None"], Awaitable["StreamView"]]
+"""A task's current round as the store holds it (the Tasks layer's `view_of`, bound)."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.store: Store = engine.store
+
+class CallStore:
+    """The calls' records, indexes and what the store holds of their tasks.
+
+    `stream_of_task` and `task_view` are the Tasks layer's reads of its own records, handed
+    over bound (the face reads a task as the Tasks layer does, never the engine)."""
+
+    def __init__(self, faces: FacePort, stream_of_task: StreamOfTask, task_view: TaskView) -> None:
+        self.store: Store = faces.store
+        self._stream_of_task = stream_of_task
+        self.task_view = task_view
 
     async def load(self, key: str) -> CallRecord | None:
         return CallRecord.decode(await self.store.get_key(key))
@@ -141,7 +152,7 @@ class CallStore:
     # ------------------------------------------------------------------ the call's task, in the store
     def stream_of(self, task_id: str) -> str | None:
         """The stream behind a task id (signed by the Tasks layer: a forged one is None)."""
-        return stream_of_task(self.engine, task_id)
+        return self._stream_of_task(task_id)
 
     async def task_record(self, task_id: str) -> TaskRecord | None:
         stream_id = self.stream_of(task_id)

@@ -29,7 +29,6 @@ from mcp_resume_asgi.rest.routes import Route
 from mcp_resume_asgi.rest.tool_calls import ToolCalls
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.tasks.record import detailed_task, iso
-from mcp_resume_asgi.tasks.update import view_of
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -47,7 +46,7 @@ async def list_calls(calls: ToolCalls, scope: Scope, route: Route) -> Reply:
     who = await calls.principal(scope)
     if isinstance(who, Reply):
         return who
-    store = calls.engine.store
+    store = calls.calls.store
     index = keys.rest_calls_index(who, route.tool)
     found: list[dict[str, Any]] = []
     after, budget, more = cursor, limit * SCAN_FACTOR, False
@@ -88,8 +87,8 @@ async def status_of(calls: ToolCalls, record: CallRecord) -> str:
     task_record = await calls.calls.task_record(record.task_id)
     if task_record is None:
         return str(res.CallStatus.CANCELED)  # its task is gone: it did not finish
-    meta = await calls.engine.store.get_stream(task_record.current_stream)
-    view = await view_of(calls.engine, task_record, meta)
+    meta = await calls.calls.store.get_stream(task_record.current_stream)
+    view = await calls.calls.task_view(task_record, meta)
     return str(res.state_of_task(detailed_task(record.task_id, task_record, view))["status"])
 
 

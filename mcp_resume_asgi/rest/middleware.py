@@ -19,12 +19,17 @@ read bounded (413), must be JSON (415) that every wire carries (`json_text.py`: 
 400, before anything is written), an MCP request larger than the stack takes is a 413
 unsent (`Wire.max_request_bytes`: the stream engine's `max_body_bytes`), errors are
 `application/problem+json`, and a store outage is a 503 with `Retry-After`.
+
+The face reaches the engine only through its port (`engine/port.py`), taken from the
+`RequestContext` of its first request through the stack (`intercept`; a `ping` when no
+request came through yet): no walk down the wrapped apps.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -33,15 +38,17 @@ import anyio.abc
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_resume_asgi._http import BodyTooLarge, ClientGone, read_body
-from mcp_resume_asgi.engine import Engine
-from mcp_resume_asgi.engine.port import RequestContext
+from mcp_resume_asgi.engine.port import EnginePort, RequestContext
 from mcp_resume_asgi.features import FeatureMiddleware
+from mcp_resume_asgi.rest.calls import CallStore
 from mcp_resume_asgi.rest.problems import method_not_allowed, problem
 from mcp_resume_asgi.rest.reads import ReadRoutes
 from mcp_resume_asgi.rest.replies import Reply, problem_reply
 from mcp_resume_asgi.rest.routes import READ_OPS, BadRoute, Op, Route, match
 from mcp_resume_asgi.rest.tool_calls import ToolCalls, Validator
-from mcp_resume_asgi.rest.wire import MAX_REQUEST_BYTES, Wire
+from mcp_resume_asgi.rest.wire import Wire
+from mcp_resume_asgi.tasks.operations import stream_of_task
+from mcp_resume_asgi.tasks.update import view_of
 from mcp_resume_asgi.wire.headers import header, media_types
 from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY, REST_SCOPE_KEY
 
@@ -89,8 +96,9 @@ class RestMiddleware(FeatureMiddleware):
         self.max_body_bytes = max_body_bytes
         self.max_calls_per_tool = max_calls_per_tool
         self.validator: Validator | None = _validator() if validate else None
-        self.wire = Wire(self._inward, path=self.path, max_request_bytes=_request_bound(app))
-        self._engine: Engine | None = None
+        self.wire = Wire(self._inward, path=self.path)
+        self._port: EnginePort | None = None
+        self._calls_of_tasks: CallStore | None = None
         self._tasks_seen = False
         self._tool_calls: ToolCalls | None = None
         self.reads = ReadRoutes(self.wire, base_path=self.path, max_body_bytes=self.max_body_bytes)
@@ -131,9 +139,15 @@ class RestMiddleware(FeatureMiddleware):
 
     async def intercept(self, ctx: RequestContext, receive: Receive, send: Send) -> bool:
         """The face's `tools/call` is a task from the start (see the module docstring)."""
-        if self._engine is None:
-            self._engine = ctx.engine
+        if self._port is None:
+            self._port = ctx.port
             self._tasks_seen = _has_tasks(ctx.scope.get(FEATURES_KEY, ()))
+            # The Tasks layer's reads of its records, bound here: they still take the engine
+            # (tasks/ reaches it through the port in its own step; then the port goes here).
+            engine = ctx.engine
+            self._calls_of_tasks = CallStore(
+                ctx.port.faces, partial(stream_of_task, engine), partial(view_of, engine)
+            )
         if ctx.method == "tools/call" and ctx.scope.get(REST_SCOPE_KEY) and ctx.policy.task_after_s != 0:
             ctx.policy = ctx.policy.replace(task_after_s=0)
         return False
@@ -146,7 +160,7 @@ class RestMiddleware(FeatureMiddleware):
         try:
             return await self._dispatch(calls, route, scope, body, background)
         except Exception as exc:
-            if not calls.engine.store_outage(exc):
+            if not calls.faces.store_outage(exc):
                 raise
             logger.warning("REST face: the store is unavailable (%s)", type(exc).__name__)
             return problem_reply(
@@ -175,16 +189,19 @@ class RestMiddleware(FeatureMiddleware):
 
     async def _calls(self, scope: Scope) -> ToolCalls:
         if self._tool_calls is None:
-            engine = _engine_of(self.app) or self._engine
-            if engine is None:
-                await self.wire.call(scope, "ping", {})  # through the stack: `intercept` sees the engine
-                engine = self._engine
-            if engine is None or not (self._tasks_seen or _has_tasks(_layers(self.app))):
+            if self._port is None:
+                await self.wire.call(scope, "ping", {})  # through the stack: `intercept` gets the port
+            port, calls = self._port, self._calls_of_tasks
+            if port is None or calls is None or not self._tasks_seen:
                 raise RuntimeError(_MISPLACED)
-            self.wire.principal = engine.principal
+            faces = port.faces
+            self.wire.principal = faces.principal
+            if faces.request_bound is not None:
+                self.wire.max_request_bytes = faces.request_bound
             self._tool_calls = ToolCalls(
                 self.wire,
-                engine,
+                faces,
+                calls,
                 path=self.path,
                 task_after_s=self.task_after_s,
                 max_calls_per_tool=self.max_calls_per_tool,
@@ -216,31 +233,6 @@ def _local_raw_path(scope: Scope) -> str:
     if root and path.startswith(root):
         path = path[len(root) :] or "/"
     return path
-
-
-def _layers(app: Any) -> Iterator[Any]:
-    for _ in range(64):
-        if app is None:
-            return
-        yield app
-        app = getattr(app, "app", None)
-
-
-def _engine_of(app: Any) -> Engine | None:
-    for layer in _layers(app):
-        engine = getattr(layer, "engine", None)
-        if isinstance(engine, Engine):
-            return engine
-    return None
-
-
-def _request_bound(app: Any) -> int:
-    """The largest MCP request the stack takes: the stream engine's body bound (what a
-    stock SDK server takes too, by default), so the face refuses with 413 what it would."""
-    from mcp_resume_asgi.http.middleware import ResumeMiddleware
-
-    bounds = [layer.max_body_bytes for layer in _layers(app) if isinstance(layer, ResumeMiddleware)]
-    return min(bounds, default=MAX_REQUEST_BYTES)
 
 
 def _has_tasks(layers: Iterable[Any]) -> bool:
