@@ -28,8 +28,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_resume_asgi import MemoryStore, resumable
 from mcp_resume_asgi.rest import openapi
+from mcp_resume_asgi.rest.mcp_client import Wire
 from mcp_resume_asgi.rest.problems import Problem
-from mcp_resume_asgi.rest.wire import Wire
 from tests.apps.rest_app import create_app as create_rest_app
 from tests.apps.rest_app import legacy
 from tests.support.server import serve_in_loop

@@ -1,4 +1,4 @@
-"""The REST face's MCP client (`rest/wire.py`) against a wrapped stock `MCPServer`, in process:
+"""The REST face's MCP client (`rest/mcp_client.py`) against a wrapped stock `MCPServer`, in process:
 the era it picks, single exchanges on 2026-07-28, a session it opens on a 2025-only app
 (and opens again when the app forgets it), a call that becomes a task and runs on in the
 background after its answer."""
@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from mcp_resume_asgi import Policy, resumable
-from mcp_resume_asgi.rest.wire import LEGACY, MODERN, Wire
+from mcp_resume_asgi.rest.mcp_client import LEGACY, MODERN, Wire
 from tests.apps.rest_app import RUNS, create_app, legacy
 from tests.support.timing import scaled
 
@@ -148,3 +148,14 @@ async def test_the_face_runs_on_trio(anyio_backend: str) -> None:
         assert status == 201 and slow["status"] == "success", "it ended within the PUT's wait"
         status, again = await _asgi(app, "GET", "/mcp/tools/slow/calls/t2")
         assert status == 200 and again == slow
+
+
+def test_the_old_module_path_re_exports_the_client() -> None:
+    """`rest.wire` moved to `rest.mcp_client` (issue 21): the old path gives the same objects."""
+    import importlib
+
+    old = importlib.import_module("mcp_resume_asgi.rest.wire")
+    new = importlib.import_module("mcp_resume_asgi.rest.mcp_client")
+    assert old.__all__
+    for name in old.__all__:
+        assert getattr(old, name) is getattr(new, name), name

@@ -3,7 +3,7 @@
 It sits outside the Tasks layer and the stream engine (`resumable(app, rest=True)` puts
 it there) and answers the face's routes (`routes.py`) under the MCP path; every other
 request goes on untouched. A REST request becomes MCP requests sent through the stack
-it wraps (`wire.py`) with the request's own scope and credentials, so the app - which
+it wraps (`mcp_client.py`) with the request's own scope and credentials, so the app - which
 changes not a line - sees an MCP client, and the tool calls are tasks with everything
 the Tasks layer gives them (`tool_calls.py`).
 
@@ -41,12 +41,12 @@ from mcp_resume_asgi._http import BodyTooLarge, ClientGone, read_body
 from mcp_resume_asgi.engine.port import EnginePort, RequestContext
 from mcp_resume_asgi.features import FeatureMiddleware
 from mcp_resume_asgi.rest.calls import CallStore
+from mcp_resume_asgi.rest.mcp_client import Wire
 from mcp_resume_asgi.rest.problems import method_not_allowed, problem
 from mcp_resume_asgi.rest.reads import ReadRoutes
 from mcp_resume_asgi.rest.replies import Reply, problem_reply
 from mcp_resume_asgi.rest.routes import READ_OPS, BadRoute, Op, Route, match
 from mcp_resume_asgi.rest.tool_calls import ToolCalls, Validator
-from mcp_resume_asgi.rest.wire import Wire
 from mcp_resume_asgi.tasks.operations import stream_of_task
 from mcp_resume_asgi.tasks.update import view_of
 from mcp_resume_asgi.wire.headers import header, media_types

@@ -31,11 +31,11 @@ import anyio
 from cachetools import LRUCache
 from starlette.types import Scope
 
+from mcp_resume_asgi.rest.mcp_client import Wire
 from mcp_resume_asgi.rest.openapi import build_openapi
 from mcp_resume_asgi.rest.problems import Problem
 from mcp_resume_asgi.rest.replies import Representation, json_representation
 from mcp_resume_asgi.rest.single_flight import SingleFlight
-from mcp_resume_asgi.rest.wire import Wire
 
 #: Bytes of documents kept (a document of 512 tools with large schemas is a few MB).
 MAX_KEPT_BYTES = 32 * 1024 * 1024

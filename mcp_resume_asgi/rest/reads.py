@@ -42,13 +42,13 @@ from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi._http import BodyTooLarge, ClientGone, Headers, header, media_types, read_body
 from mcp_resume_asgi.rest.json_text import NotAcceptedJSON, parse_client
+from mcp_resume_asgi.rest.mcp_client import Wire
 from mcp_resume_asgi.rest.openapi_documents import OpenApiDocuments
 from mcp_resume_asgi.rest.problems import Problem, problem
 from mcp_resume_asgi.rest.replies import Representation, json_representation
 from mcp_resume_asgi.rest.resource import etag_header, not_modified
 from mcp_resume_asgi.rest.routes import READ_OPS, Op, Route
 from mcp_resume_asgi.rest.validation import pointer_of
-from mcp_resume_asgi.rest.wire import Wire
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The tool-call operations of the REST face: PUT, GET, advance, cancel (SEP-1597).
 
-Each is the Tasks layer's operation through the wire (`wire.py`): a PUT is a
+Each is the Tasks layer's operation through the wire (`mcp_client.py`): a PUT is a
 `tools/call` declaring the Tasks extension, made a task at once (the face's hook in
 the middleware), a GET `tasks/get`, an advance `tasks/update`, a cancel `tasks/cancel`
 - so stores, relays to the node running the call, dead-owner detection and the
@@ -38,10 +38,10 @@ from mcp_resume_asgi.header_values import param_headers
 from mcp_resume_asgi.rest import resource as res
 from mcp_resume_asgi.rest.calls import CallRecord, CallStore
 from mcp_resume_asgi.rest.json_text import NotAcceptedJSON, parse_client
+from mcp_resume_asgi.rest.mcp_client import LEGACY, MODERN, Wire
 from mcp_resume_asgi.rest.problems import Problem, invalid_arguments, problem
 from mcp_resume_asgi.rest.replies import Reply, json_reply, problem_reply, tagged_reply
 from mcp_resume_asgi.rest.routes import Route
-from mcp_resume_asgi.rest.wire import LEGACY, MODERN, Wire
 from mcp_resume_asgi.store import keys
 
 logger = logging.getLogger(__name__)
