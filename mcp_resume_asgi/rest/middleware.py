@@ -50,6 +50,7 @@ from mcp_resume_asgi.rest.tool_calls import ToolCalls, Validator
 from mcp_resume_asgi.tasks.operations import stream_of_task
 from mcp_resume_asgi.tasks.update import view_of
 from mcp_resume_asgi.wire.headers import header, media_types
+from mcp_resume_asgi.wire.replies import UNAVAILABLE_HEADER
 from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY, REST_SCOPE_KEY
 
 logger = logging.getLogger(__name__)
@@ -120,7 +121,10 @@ class RestMiddleware(FeatureMiddleware):
             await problem_reply(failure).send(send, head=head)
             return
         if route.op in _READ_ROUTES:
-            await self._calls(scope)  # (the engine found, the wire knows the principal)
+            found = await self._calls(scope)  # (the engine's port taken, the wire knows the principal)
+            if isinstance(found, Reply):
+                await found.send(send, head=head)
+                return
             await self.reads.serve(route, scope, receive, send)
             return
         body = b""
@@ -157,6 +161,8 @@ class RestMiddleware(FeatureMiddleware):
         self, route: Route, scope: Scope, body: bytes, background: anyio.abc.TaskGroup
     ) -> Reply:
         calls = await self._calls(scope)
+        if isinstance(calls, Reply):
+            return calls
         try:
             return await self._dispatch(calls, route, scope, body, background)
         except Exception as exc:
@@ -187,10 +193,18 @@ class RestMiddleware(FeatureMiddleware):
             return await list_calls(calls, scope, route)
         return problem_reply(problem(404, "this route is not served here"))
 
-    async def _calls(self, scope: Scope) -> ToolCalls:
+    async def _calls(self, scope: Scope) -> ToolCalls | Reply:
+        """The tool-call routes, built on the engine's port once it is known; or the 503 of a
+        store outage that kept the face's first request from reaching the engine."""
         if self._tool_calls is None:
             if self._port is None:
-                await self.wire.call(scope, "ping", {})  # through the stack: `intercept` gets the port
+                # Through the stack: `intercept` gets the port, unless the front serves without
+                # the store meanwhile (it said so on the answer): retry, as for any outage.
+                answer = await self.wire.call(scope, "ping", {})
+                if self._port is None and UNAVAILABLE_HEADER in answer.headers:
+                    return problem_reply(
+                        problem(503, "the store is unavailable; retry", headers=[(b"retry-after", b"1")])
+                    )
             port, calls = self._port, self._calls_of_tasks
             if port is None or calls is None or not self._tasks_seen:
                 raise RuntimeError(_MISPLACED)
