@@ -30,11 +30,21 @@ from mcp_resume_asgi.core import resume
 from mcp_resume_asgi.core.resume import Resume
 from mcp_resume_asgi.core.stream import close_cancels, primed
 from mcp_resume_asgi.engine.admission import Admission, post_to_app
+from mcp_resume_asgi.engine.cancellation import cancel_app
 from mcp_resume_asgi.engine.cluster import Node
 from mcp_resume_asgi.engine.connection import Connection
 from mcp_resume_asgi.engine.follower import follow
 from mcp_resume_asgi.engine.hosted import HostedStream
-from mcp_resume_asgi.engine.port import AppAnswer, Delivery, EnginePort, FacePort, HostRequest, Refusal
+from mcp_resume_asgi.engine.port import (
+    AppAnswer,
+    BecomingTask,
+    Delivery,
+    EnginePort,
+    FacePort,
+    HostRequest,
+    Refusal,
+)
+from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.engine.services import StreamServices
 from mcp_resume_asgi.policy import Policy, RouteTable
 from mcp_resume_asgi.store import keys
@@ -151,6 +161,19 @@ class Engine:
                 owner_gone=self.owner_gone,
                 request_bound=request_bound,
             ),
+            # -- what the Tasks layer asks (issue 21 step 7, G1)
+            store=store,
+            signer=signer,
+            node_id=node_id,
+            node=node,
+            routes=routes,
+            principal=principal,
+            identify=self.admission.identify,
+            hosted_principal=self.hosted_principal,
+            stop=self.stop,
+            cancel_soon=self.cancel_soon,
+            resumable=self.resumable,
+            becoming_task=self.becoming_task,
         )
 
     # ------------------------------------------------------------------ helpers
@@ -174,6 +197,40 @@ class Engine:
     def is_live(self, stream_id: str) -> bool:
         """Whether the stream's request runs on this node now."""
         return stream_id in self.live
+
+    # -- what the Tasks layer asks of a stream hosted here, by its id (issue 21 step 7, G1)
+    def hosted_principal(self, stream_id: str, scope: Scope) -> str | None:
+        """The principal of the stream hosted here (as its request was admitted), else the scope's."""
+        hosted = self.live.get(stream_id)
+        return hosted.principal if hosted is not None else self.principal(scope)
+
+    def stop(self, stream_id: str, reason: str) -> bool:
+        """Cancel the app's work of a stream hosted here unless it finished (spawned: the caller
+        does not wait; the record stays): whether it was running here."""
+        hosted = self.live.get(stream_id)
+        if hosted is None or hosted.done.is_set() or hosted.expired:
+            return False
+        spawn(cancel_app, hosted, reason)
+        return True
+
+    def cancel_soon(self, stream_id: str, reason: str) -> None:
+        """`cancel_stream`, spawned (the caller does not wait for it)."""
+        spawn(self.cancel_stream, stream_id, reason)
+
+    def resumable(self, stream_id: str) -> bool:
+        """Whether a stream hosted here has a first connection its client can resume from."""
+        hosted = self.live.get(stream_id)
+        return hosted is not None and hosted.core.resumable
+
+    def becoming_task(self, stream_id: str) -> BecomingTask | None:
+        """The request hosted here if it still waits for the deadline that makes it a task."""
+        hosted = self.live.get(stream_id)
+        if hosted is None or hosted.expired or hosted.done.is_set():
+            return None
+        delivery, answer_by = hosted.delivery, hosted.core.answer_by
+        if delivery is None or delivery.on_deadline is None or answer_by is None:
+            return None
+        return BecomingTask(delivery, answer_by) if hosted.core.may_become_task() else None
 
     async def client_capabilities(self, session_id: str | None, message: dict[str, Any]) -> dict[str, Any]:
         """Per-request capabilities (2026-07-28 `_meta`) or those the session declared."""

@@ -36,12 +36,15 @@ __all__ = [
     "Admit",
     "AppAnswer",
     "AskApp",
+    "BecomingTask",
     "CallApp",
     "Cancel",
+    "Cluster",
     "Delivery",
     "EnginePort",
     "Feature",
     "HostRequest",
+    "Identify",
     "IsLive",
     "OwnerGone",
     "Refusal",
@@ -227,6 +230,34 @@ class CallApp(Protocol):
     ) -> tuple[int, bytes]: ...
 
 
+# ---------------------------------------------------------------------- what the Tasks layer asks (issue 21 step 7, G1)
+@dataclass(frozen=True, slots=True)
+class BecomingTask:
+    """A request hosted here that still waits for the deadline that makes it a task: the
+    `Delivery` it was given (its `on_deadline` makes the task) and when that deadline is due
+    (`time.monotonic()`), so a retry of the same call can be served the same way."""
+
+    delivery: Delivery
+    answer_by: float
+
+
+class Identify(Protocol):
+    """Who is calling, as the app's own auth sees this request: its principal, or its refusal."""
+
+    async def __call__(self, scope: Scope, path: str, version: str) -> str | Refusal | None: ...
+
+
+class Cluster(Protocol):
+    """The node's view of its peers (`engine/cluster.py`), as far as a layer relays requests."""
+
+    running: bool
+
+    async def alive(self, node_id: str) -> bool: ...
+
+    async def relay(self, owner: str, scope: Scope, receive: Receive, send: Send, body: bytes) -> None: ...
+
+
+# ---------------------------------------------------------------------- the port
 @dataclass(frozen=True, slots=True)
 class EnginePort:
     """The engine as its callers may use it: one callable per capability, nothing else."""
@@ -237,6 +268,27 @@ class EnginePort:
     is_live: IsLive
     admit: Admit
     call_app: CallApp
+    # -- what the Tasks layer asks (issue 21 step 7, G1): the stores and ids of this node ...
+    store: Store
+    signer: TokenSigner
+    node_id: str
+    node: Cluster | None
+    routes: RouteTable
+    principal: PrincipalOf
+    """The principal of a request as the configured `principal` callable sees it."""
+    identify: Identify
+    # ... and the state of a stream hosted here, asked by its id (nothing of it is handed out).
+    hosted_principal: Callable[[str, Scope], str | None]
+    """The principal of the stream hosted here (as its request was admitted), else `principal(scope)`."""
+    stop: Callable[[str, str], bool]
+    """Cancel the app's work of a stream hosted here, unless it finished (in a task the engine
+    spawns; the record stays): whether it was running here."""
+    cancel_soon: Callable[[str, str], None]
+    """`cancel` in a task the engine spawns (the caller does not wait for it)."""
+    resumable: Callable[[str], bool]
+    """Whether a stream hosted here has a first connection its client can resume from."""
+    becoming_task: Callable[[str], BecomingTask | None]
+    """The request hosted here if it may still become a task (see `BecomingTask`), else None."""
     # -- the faces' reads (REST, features: issue 21 step 7 G2/G3) --
     faces: FacePort
 
@@ -275,7 +327,7 @@ class RequestContext:
 
     @property
     def port(self) -> EnginePort:
-        """The engine as the layers may use it (the REST face and features reach it only so)."""
+        """What the layers may ask of the engine (issue 21 step 7: the only way they reach it)."""
         return self.engine.port
 
     @property

@@ -146,11 +146,10 @@ class RestMiddleware(FeatureMiddleware):
         if self._port is None:
             self._port = ctx.port
             self._tasks_seen = _has_tasks(ctx.scope.get(FEATURES_KEY, ()))
-            # The Tasks layer's reads of its records, bound here: they still take the engine
-            # (tasks/ reaches it through the port in its own step; then the port goes here).
-            engine = ctx.engine
+            # The Tasks layer's reads of its records, bound to the port here.
+            port = ctx.port
             self._calls_of_tasks = CallStore(
-                ctx.port.faces, partial(stream_of_task, engine), partial(view_of, engine)
+                port.faces, partial(stream_of_task, port), partial(view_of, port)
             )
         if ctx.method == "tools/call" and ctx.scope.get(REST_SCOPE_KEY) and ctx.policy.task_after_s != 0:
             ctx.policy = ctx.policy.replace(task_after_s=0)

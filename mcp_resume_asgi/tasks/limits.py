@@ -37,10 +37,8 @@ from typing import Any
 
 from cachetools import TTLCache
 
-from mcp_resume_asgi import expiry
 from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi.engine import Engine
-from mcp_resume_asgi.engine.scheduler import spawn
+from mcp_resume_asgi.engine.port import EnginePort
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.sse import encode_payload, retry_frame
 from mcp_resume_asgi.store import keys
@@ -88,21 +86,19 @@ def log_refusal(principal: str | None, cap: int, stream_id: str, outcome: str) -
 
 
 def refused_answer(
-    engine: Engine, stream_id: str, request_id: Any, policy: Policy, principal: str | None
+    port: EnginePort, stream_id: str, request_id: Any, policy: Policy, principal: str | None
 ) -> bytes:
     """The first connection's answer when its call, due to become a task, may not (see the
     module docstring): a close its client resumes from, or an error and the call cancelled."""
     cap = policy.max_tasks_per_principal
     assert cap is not None
-    hosted = engine.live.get(stream_id)
-    if hosted is not None and hosted.core.resumable:
+    if port.resumable(stream_id):
         log_refusal(
             principal, cap, stream_id, "it goes on as a plain request; its client resumes for the result"
         )
         return b"" if policy.retry_ms is None else retry_frame(policy.retry_ms)
     log_refusal(principal, cap, stream_id, "answered with an error, the call cancelled")
-    if hosted is not None and not hosted.done.is_set() and not hosted.expired:
-        spawn(expiry.cancel_app, hosted, "too many tasks for this caller")
+    port.stop(stream_id, "too many tasks for this caller")
     message = p.error_message(
         request_id,
         TOO_MANY_TASKS,

@@ -26,7 +26,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from starlette.types import Message, Receive, Send
@@ -39,8 +39,10 @@ from mcp_resume_asgi.tasks.record import TERMINAL
 from mcp_resume_asgi.tasks.stored import read_task
 
 if TYPE_CHECKING:
-    from mcp_resume_asgi.engine import Engine
-    from mcp_resume_asgi.tasks.middleware import TasksMiddleware
+    from mcp_resume_asgi.engine.port import EnginePort
+    from mcp_resume_asgi.store.base import StreamMeta
+    from mcp_resume_asgi.tasks.record import TaskRecord
+    from mcp_resume_asgi.tasks.stored import Final
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +50,35 @@ LISTEN = "subscriptions/listen"
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 NOTIFICATION = "notifications/tasks"
 SUBSCRIPTION_ID_META = "io.modelcontextprotocol/subscriptionId"
+
+
+class TaskLookup(Protocol):
+    """The Tasks layer's answers about one task, as a listen stream asks them
+    (`operations.TaskRequests`)."""
+
+    async def resolve(self, ctx: RequestContext, task_id: str) -> str | None:
+        """The task's stream id if the caller may see the task, else None."""
+        ...
+
+    async def detailed(
+        self, port: EnginePort, task_id: str, record: TaskRecord, meta: StreamMeta | None, final: Final = ...
+    ) -> dict[str, Any]:
+        """The task as `tasks/get` answers it."""
+        ...
+
+
+class TasksLayer(Protocol):
+    """What a listen stream uses of the Tasks layer (`middleware.TasksMiddleware`), so that this
+    module, which the layer imports, does not import it back."""
+
+    @property
+    def requests(self) -> TaskLookup: ...
+
+    async def forward(self, ctx: RequestContext, receive: Receive, send: Send) -> None:
+        """Pass the request on to the engine (and the app) as the layer would."""
+        ...
+
+
 #: Most tasks one listen stream follows (the ids beyond are not agreed to): each task followed
 #: holds a store waiter (on Redis, a connection of the `max_waiters` pool) until it ends.
 MAX_LISTEN_TASKS = 32
@@ -146,7 +177,7 @@ class ListenStream:
 
 
 async def serve(
-    tasks: TasksMiddleware, ctx: RequestContext, receive: Receive, send: Send, task_ids: list[str]
+    tasks: TasksLayer, ctx: RequestContext, receive: Receive, send: Send, task_ids: list[str]
 ) -> None:
     """Forward the listen request to the app and follow the agreed tasks on its stream."""
     found: list[tuple[str, str]] = []
@@ -189,21 +220,21 @@ async def serve(
 
 
 async def follow(
-    tasks: TasksMiddleware,
+    tasks: TasksLayer,
     ctx: RequestContext,
     task_id: str,
     stream_id: str,
     write: Callable[[bytes], Awaitable[None]],
 ) -> None:
     """Write the task's state once, then at every change of it, until it ends."""
-    engine = ctx.engine
+    port = ctx.port
     last: tuple[Any, ...] | None = None
     while True:
-        read = await read_task(engine.store, stream_id)
+        read = await read_task(port.store, stream_id)
         if read is None:
             return  # expired: nothing more will be said of it
         record, meta = read.record, read.meta
-        task = await tasks.requests.detailed(engine, task_id, record, meta, read.final)
+        task = await tasks.requests.detailed(port, task_id, record, meta, read.final)
         seen = (task["status"], task.get("statusMessage"), task.get("lastUpdatedAt"), _keys(task))
         if seen != last:
             last = seen
@@ -213,7 +244,7 @@ async def follow(
         if meta is None:
             return
         left = record.ttl_left_s(time.time())
-        await engine.store.wait(meta.stream_id, meta.last_seq, left, version=meta.version)
+        await port.store.wait(meta.stream_id, meta.last_seq, left, version=meta.version)
 
 
 def _keys(task: dict[str, Any]) -> tuple[str, ...]:
@@ -221,6 +252,6 @@ def _keys(task: dict[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(inputs)) if isinstance(inputs, dict) else ()
 
 
-async def touch(engine: Engine, stream_id: str) -> None:
+async def touch(port: EnginePort, stream_id: str) -> None:
     """A task's record changed where its stream did not: wake whoever follows that stream."""
-    await engine.store.update_stream(stream_id)
+    await port.store.update_stream(stream_id)

@@ -30,8 +30,7 @@ from typing import Any
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Send
 
-from mcp_resume_asgi.engine import Engine
-from mcp_resume_asgi.engine.port import Delivery, RequestContext, RetryAnswer
+from mcp_resume_asgi.engine.port import Delivery, EnginePort, RequestContext, RetryAnswer
 from mcp_resume_asgi.features import FeatureMiddleware
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.tasks import limits, listen
@@ -171,12 +170,12 @@ class TasksMiddleware(FeatureMiddleware):
         policy = ctx.policy
         after_s = policy.task_after_s
         assert after_s is not None
-        engine, stream_id = ctx.engine, ctx.stream_id
+        port, stream_id = ctx.port, ctx.stream_id
         ttl_s = policy.task_ttl_s
         cap = policy.max_tasks_per_principal
-        if cap is not None and not await limits.has_room(engine.store, engine.principal(ctx.scope), cap):
+        if cap is not None and not await limits.has_room(port.store, port.principal(ctx.scope), cap):
             # The caller holds its most task records already: a plain request (`limits.py`).
-            limits.log_refusal(engine.principal(ctx.scope), cap, stream_id, "served as a plain request")
+            limits.log_refusal(port.principal(ctx.scope), cap, stream_id, "served as a plain request")
             await self._forward(ctx, receive, send)
             return
         refused: list[str | None] = []  # (the principal refused a task)
@@ -199,10 +198,9 @@ class TasksMiddleware(FeatureMiddleware):
             if refused:
                 return None
             if not created:
-                hosted = engine.live.get(stream_id)
                 record = TaskRecord(
                     stream_id=stream_id,
-                    principal=hosted.principal if hosted is not None else engine.principal(ctx.scope),
+                    principal=port.hosted_principal(stream_id, ctx.scope),
                     created_at=time.time(),
                     ttl_ms=round(ttl_s * 1000),
                     poll_interval_ms=policy.task_poll_interval_ms,
@@ -212,24 +210,24 @@ class TasksMiddleware(FeatureMiddleware):
                 )
                 expires_at = record.created_at + ttl_s
                 if cap is not None and not await limits.claim(
-                    engine.store, record.principal, stream_id, expires_at, cap
+                    port.store, record.principal, stream_id, expires_at, cap
                 ):
                     refused.append(record.principal)
                     return None
                 # Durable before the client hears of it: a `tasks/get` for the id resolves from now on.
-                created.append(await create_record(engine.store, record))
+                created.append(await create_record(port.store, record))
                 delivery.survives_close = True
                 logger.debug("stream %s is a task", stream_id)
             return created[0]
 
         def frame(record: TaskRecord) -> bytes:
-            result = create_task_result(self.task_id(engine, record), record)
+            result = create_task_result(self.task_id(port, record), record)
             return encode_payload(p.dumps({"jsonrpc": "2.0", "id": ctx.request_id, "result": result}))
 
         async def on_deadline(cursor: int) -> bytes:
             record = await create()
             if record is None:  # the caller holds its most task records (`limits.py`)
-                return limits.refused_answer(engine, stream_id, ctx.request_id, policy, refused[0])
+                return limits.refused_answer(port, stream_id, ctx.request_id, policy, refused[0])
             return frame(record)
 
         delivery.on_deadline = on_deadline
@@ -238,7 +236,7 @@ class TasksMiddleware(FeatureMiddleware):
             ctx,
             receive,
             send,
-            task_id=lambda record: self.task_id(engine, record),
+            task_id=lambda record: self.task_id(port, record),
             relay=self.requests.relayed,
         )
         await self._forward(
@@ -247,9 +245,9 @@ class TasksMiddleware(FeatureMiddleware):
         # Here the app is done (its request ran on this call) and its client was let go.
         if not created:
             # Answered with its plain result: kept no longer than any other request's stream.
-            await engine.store.update_stream(stream_id, ttl_s=policy.retain_completed_s)
+            await port.store.update_stream(stream_id, ttl_s=policy.retain_completed_s)
             return
-        await _round_ended(engine, stream_id, stream_id, created[0])
+        await _round_ended(port, stream_id, stream_id, created[0])
 
     async def _next_round(self, ctx: RequestContext, delivery: Delivery, origin: str) -> None:
         """Host the call issued again for a task's next round (`update.py`) on this ASGI call,
@@ -261,7 +259,7 @@ class TasksMiddleware(FeatureMiddleware):
         )
         receive, send = no_client()
         await self._forward(ctx, receive, send, delivery=delivery, policy=hosted_policy)
-        await _round_ended(ctx.engine, origin, ctx.stream_id, None)
+        await _round_ended(ctx.port, origin, ctx.stream_id, None)
 
 
 async def declaration_known(ctx: RequestContext) -> bool:
@@ -271,7 +269,7 @@ async def declaration_known(ctx: RequestContext) -> bool:
     -32021 saying it declared nothing would be a guess presented as a fact."""
     if ctx.session_id is None or p.request_capabilities(ctx.message) is not None:
         return True
-    return await ctx.engine.store.get_session(ctx.session_id) is not None
+    return await ctx.port.store.get_session(ctx.session_id) is not None
 
 
 async def refuse_missing_capability(ctx: RequestContext, send: Send) -> None:
@@ -285,11 +283,11 @@ async def refuse_missing_capability(ctx: RequestContext, send: Send) -> None:
     await send_bytes(send, refusal.status, refusal.body, content_type)
 
 
-async def _round_ended(engine: Engine, origin: str, stream_id: str, fallback: TaskRecord | None) -> None:
+async def _round_ended(port: EnginePort, origin: str, stream_id: str, fallback: TaskRecord | None) -> None:
     """The app returned the call of the task's round `stream_id`: note when (its last update),
     and whose it was as the app's own auth saw the caller (`fallback`: the record as created,
     written again if the store lost it)."""
-    meta = await engine.store.get_stream(stream_id)
+    meta = await port.store.get_stream(stream_id)
     now = time.time()
 
     def ended(record: TaskRecord) -> TaskRecord:
@@ -301,6 +299,6 @@ async def _round_ended(engine: Engine, origin: str, stream_id: str, fallback: Ta
         return record if record.ended_at is not None else record.ended(now)
 
     try:
-        await change_record(engine.store, origin, ended, create=fallback)
+        await change_record(port.store, origin, ended, create=fallback)
     except RecordContention:
         logger.exception("task %s: the end of its round %s was not noted", origin, stream_id)

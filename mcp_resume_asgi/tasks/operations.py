@@ -17,14 +17,11 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.types import Receive, Scope, Send
 
-from mcp_resume_asgi import expiry
-from mcp_resume_asgi.engine import Engine
-from mcp_resume_asgi.engine.port import NOT_FOUND, Delivery, Refusal, RequestContext
-from mcp_resume_asgi.engine.scheduler import spawn
+from mcp_resume_asgi.engine.port import NOT_FOUND, Delivery, EnginePort, Refusal, RequestContext
 from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.tasks import listen
 from mcp_resume_asgi.tasks.record import EMPTY_ACK, TaskRecord, detailed_task, lost_task
@@ -34,6 +31,7 @@ from mcp_resume_asgi.tasks.update import update, view_of
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.replies import send_json
 from mcp_resume_asgi.wire.scope_keys import RELAYED_FROM
+from mcp_resume_asgi.wire.tokens import TokenSigner
 
 logger = logging.getLogger(__name__)
 
@@ -65,22 +63,30 @@ class IssuedTask:
         return (self.created_ms + self.ttl_ms) / 1000
 
 
-def owner_digest(engine: Engine, principal: str | None) -> str:
-    return engine.signer.digest(TASK_PURPOSE, json.dumps(principal))
+class Signs(Protocol):
+    """What minting and reading a task id takes of the engine's port: its signer. Narrow, so the
+    REST face can pass what it holds."""
+
+    @property
+    def signer(self) -> TokenSigner: ...
 
 
-def task_id_for(engine: Engine, record: TaskRecord) -> str:
+def owner_digest(port: Signs, principal: str | None) -> str:
+    return port.signer.digest(TASK_PURPOSE, json.dumps(principal))
+
+
+def task_id_for(port: Signs, record: TaskRecord) -> str:
     """Unguessable (the stream id is random) and signed (no store read for a forged one). It
     carries when the task was created, its TTL and whose it is (a digest), so that a task whose
     record the store lost before its TTL can still be told apart from an unknown one."""
     created_ms = math.floor(record.created_at * 1000)
-    payload = [record.stream_id, created_ms, record.ttl_ms, owner_digest(engine, record.principal)]
-    return engine.signer.sign(TASK_PURPOSE, payload)
+    payload = [record.stream_id, created_ms, record.ttl_ms, owner_digest(port, record.principal)]
+    return port.signer.sign(TASK_PURPOSE, payload)
 
 
-def issued_task(engine: Engine, task_id: str) -> IssuedTask | None:
+def issued_task(port: Signs, task_id: str) -> IssuedTask | None:
     """What a genuine task id says (of this version or an earlier one); None for a forged one."""
-    payload = engine.signer.unsign(TASK_PURPOSE, task_id, max_length=MAX_TASK_ID)
+    payload = port.signer.unsign(TASK_PURPOSE, task_id, max_length=MAX_TASK_ID)
     if isinstance(payload, str):
         return IssuedTask(payload)
     if (
@@ -94,9 +100,9 @@ def issued_task(engine: Engine, task_id: str) -> IssuedTask | None:
     return None
 
 
-def stream_of_task(engine: Engine, task_id: str) -> str | None:
+def stream_of_task(port: Signs, task_id: str) -> str | None:
     """The stream behind a task id, as `task_id_for` signed it; None for a forged one."""
-    issued = issued_task(engine, task_id)
+    issued = issued_task(port, task_id)
     return issued.stream_id if issued is not None else None
 
 
@@ -108,7 +114,7 @@ class TaskRequests:
 
     async def serve(self, ctx: RequestContext, receive: Receive, send: Send) -> None:
         """Answer a `tasks/get`, `tasks/update` or `tasks/cancel` of a declaring client."""
-        engine = ctx.engine
+        port = ctx.port
         task_id = task_id_of(ctx.params)
         if task_id is None:
             await error_answer(ctx, send, invalid(ctx, "params.taskId must be a task id"))
@@ -132,7 +138,7 @@ class TaskRequests:
         stream_id, read = found
         record, meta = read.record, read.meta
         if ctx.method == "tasks/get":
-            task = await self.detailed(engine, task_id, record, meta, read.final)
+            task = await self.detailed(port, task_id, record, meta, read.final)
             result = {"resultType": "complete", **task}
         elif ctx.method == "tasks/update":
             if meta is not None and meta.pending_inputs and await self.relayed(ctx, receive, send, meta):
@@ -163,10 +169,10 @@ class TaskRequests:
 
     @staticmethod
     async def detailed(
-        engine: Engine, task_id: str, record: TaskRecord, meta: StreamMeta | None, final: Final = UNREAD
+        port: EnginePort, task_id: str, record: TaskRecord, meta: StreamMeta | None, final: Final = UNREAD
     ) -> dict[str, Any]:
         """The `DetailedTask` as `tasks/get` answers it (and `notifications/tasks` carries it)."""
-        view = await view_of(engine, record, meta, final)
+        view = await view_of(port, record, meta, final)
         if record.ended_at is None and view.ended:
             # Its answer is recorded but the end of its call not noted yet: the first reader to
             # see it fixes the time, so every later poll reports the same lastUpdatedAt.
@@ -176,7 +182,7 @@ class TaskRequests:
                 return r.ended(now) if r.ended_at is None and r.current_stream == current else r
 
             try:
-                stored = await change_record(engine.store, record.stream_id, ended)
+                stored = await change_record(port.store, record.stream_id, ended)
             except RecordContention:
                 logger.warning("task %s: the end of its round was not noted", record.stream_id)
                 stored = None
@@ -209,14 +215,14 @@ class TaskRequests:
     ) -> tuple[str, TaskRead] | Gone | Refusal | None:
         """The task if the caller may see it; its gone record, if it was the caller's; the app's
         own refusal; or None (unknown)."""
-        engine = ctx.engine
-        issued = issued_task(engine, task_id)
+        port = ctx.port
+        issued = issued_task(port, task_id)
         if issued is None:
             return None  # forged: no store read
-        read = await read_task(engine.store, issued.stream_id)
+        read = await read_task(port.store, issued.stream_id)
         if read is None:
             return await _gone_record(ctx, issued)
-        refusal = await admit_to_task(engine, ctx.scope, read.record, read.meta)
+        refusal = await admit_to_task(port, ctx.scope, read.record, read.meta)
         if refusal is None:
             return issued.stream_id, read
         if refusal is not NOT_FOUND:
@@ -245,7 +251,7 @@ class TaskRequests:
             result = {"resultType": "complete", **lost_task(task_id, record)}
         else:
             if ctx.method == "tasks/cancel":
-                _stop(ctx.engine, issued.stream_id)
+                _stop(ctx.port, issued.stream_id)
             result = EMPTY_ACK
         await send_json(send, 200, {"jsonrpc": "2.0", "id": ctx.request_id, "result": result})
 
@@ -266,18 +272,21 @@ class TaskRequests:
         is a compare-and-set (`stored.py`): a next round that takes over before it is found in the
         record as it is written, and stopped here (or relayed to its node); one that takes over
         after it finds the mark and stops itself (`update.py`)."""
-        engine = ctx.engine
+        port = ctx.port
         if record.cancelled_at is not None:
             # Idempotent (and a finished task stays finished); a round that took over as the
             # cancel was stored elsewhere is stopped here, where it runs (relayed to this node).
-            _stop(engine, record.current_stream)
+            _stop(port, record.current_stream)
             return True
-        hosted = engine.live.get(record.current_stream)
-        if hosted is None and meta is not None and await self.relayed(ctx, receive, send, meta):
+        if (
+            not port.is_live(record.current_stream)
+            and meta is not None
+            and await self.relayed(ctx, receive, send, meta)
+        ):
             return False
         now = time.time()
         try:
-            cancelled = await change_record(engine.store, stream_id, lambda r: r.cancelled(now))
+            cancelled = await change_record(port.store, stream_id, lambda r: r.cancelled(now))
         except RecordContention:
             logger.warning("task %s: its record kept changing; the cancel was not stored", stream_id)
             await error_answer(ctx, send, p.error_message(ctx.request_id, p.INTERNAL_ERROR, _BUSY))
@@ -286,12 +295,12 @@ class TaskRequests:
             await error_answer(ctx, send, invalid(ctx, "Failed to retrieve task: Task not found"))
             return False
         current = cancelled.current_stream
-        await listen.touch(engine, current)  # (a task between rounds: only its record changed)
-        if current != record.current_stream and not engine.port.is_live(current):
-            moved = await engine.store.get_stream(current)  # a next round took over meanwhile
+        await listen.touch(port, current)  # (a task between rounds: only its record changed)
+        if current != record.current_stream and not port.is_live(current):
+            moved = await port.store.get_stream(current)  # a next round took over meanwhile
             if moved is not None and await self.relayed(ctx, receive, send, moved):
                 return False
-        _stop(engine, current)
+        _stop(port, current)
         return True
 
     @staticmethod
@@ -304,14 +313,14 @@ class TaskRequests:
         `InputRequiredResult`, when there is a next one): a 2026-07-28 app seals the round's
         `requestState` with a key of its own process unless its nodes are told to share one,
         so the round it asked for is issued to that node's app while it lives."""
-        engine, node = ctx.engine, ctx.engine.node
+        port, node = ctx.port, ctx.port.node
         state = StreamState.COMPLETED if finished_round else StreamState.RUNNING
         if (
             meta.state is state
             and node is not None
             and node.running
-            and meta.owner != engine.node_id
-            and not engine.port.is_live(meta.stream_id)
+            and meta.owner != port.node_id
+            and not port.is_live(meta.stream_id)
             and RELAYED_FROM not in ctx.scope
             and await node.alive(meta.owner)
         ):
@@ -321,7 +330,7 @@ class TaskRequests:
 
 
 async def admit_to_task(
-    engine: Engine, scope: Scope, record: TaskRecord, meta: StreamMeta | None
+    port: EnginePort, scope: Scope, record: TaskRecord, meta: StreamMeta | None
 ) -> Refusal | None:
     """None when the app admits the caller to the task (`meta`: its current round's stream, if
     still there); else what to answer instead (`NOT_FOUND`: another principal's task)."""
@@ -330,7 +339,7 @@ async def admit_to_task(
     # The app says who is calling, as on every path that answers from the store; no
     # session binds a task (a client may poll from any, after a restart too).
     probe = StreamMeta(record.stream_id, StreamKind.REQUEST, None, principal, record.version, record.path)
-    return await engine.port.admit(scope, probe)
+    return await port.admit(scope, probe)
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,11 +359,11 @@ async def _gone_record(ctx: RequestContext, issued: IssuedTask) -> Gone | Refusa
     expires_at = issued.expires_at
     if expires_at is None or issued.owner is None:
         return None
-    engine = ctx.engine
-    who = await engine.admission.identify(ctx.scope, ctx.scope["path"], ctx.version)
+    port = ctx.port
+    who = await port.identify(ctx.scope, ctx.scope["path"], ctx.version)
     if isinstance(who, Refusal):
         return who
-    if not hmac.compare_digest(owner_digest(engine, who), issued.owner):
+    if not hmac.compare_digest(owner_digest(port, who), issued.owner):
         return None
     expired = time.time() >= expires_at
     if not expired:
@@ -362,12 +371,10 @@ async def _gone_record(ctx: RequestContext, issued: IssuedTask) -> Gone | Refusa
     return Gone(issued, expired)
 
 
-def _stop(engine: Engine, stream_id: str) -> None:
+def _stop(port: EnginePort, stream_id: str) -> None:
     """Cancel the app's request of a cancelled task's round, if it runs on this node."""
-    hosted = engine.live.get(stream_id)
-    if hosted is not None and not hosted.done.is_set() and not hosted.expired:
-        logger.info("stream %s: the client cancelled its task", hosted.stream_id)
-        spawn(expiry.cancel_app, hosted, "the client cancelled the task")
+    if port.stop(stream_id, "the client cancelled the task"):
+        logger.info("stream %s: the client cancelled its task", stream_id)
 
 
 def _headers(ctx: RequestContext, name: bytes) -> list[str]:

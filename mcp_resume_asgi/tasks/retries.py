@@ -40,11 +40,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.types import Receive, Send
 
-from mcp_resume_asgi.engine.port import Delivery, RequestContext
+from mcp_resume_asgi.engine.port import BecomingTask, Delivery, RequestContext
 from mcp_resume_asgi.store.base import StreamMeta, StreamState
 from mcp_resume_asgi.tasks.capability import CLIENT_CAPABILITIES_META
 from mcp_resume_asgi.tasks.operations import admit_to_task
@@ -53,9 +53,6 @@ from mcp_resume_asgi.tasks.stored import read_record
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.replies import send_json
 from mcp_resume_asgi.wire.scope_keys import RELAYED_FROM
-
-if TYPE_CHECKING:
-    from mcp_resume_asgi.hosted import HostedStream
 
 logger = logging.getLogger(__name__)
 
@@ -122,18 +119,6 @@ def as_sent(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "params": {**params, "_meta": meta}}
 
 
-def may_become_task(hosted: HostedStream) -> bool:
-    """The request hosted here is still waiting for the deadline that makes it a task."""
-    delivery = hosted.delivery
-    return (
-        delivery is not None
-        and delivery.on_deadline is not None
-        and hosted.core.may_become_task()
-        and not hosted.expired
-        and not hosted.done.is_set()
-    )
-
-
 class RetriedCall:
     """Answers the retries of one task-creating call (`Engine.handle_request`'s `on_retry`)."""
 
@@ -156,26 +141,25 @@ class RetriedCall:
         """Answer the retry of the call whose stream is `meta` (admitted: the caller's and the
         same call) or, None, is gone (the same call; not admitted yet); False leaves it to the
         engine, which attaches it to that stream (or answers that it is gone)."""
-        ctx, engine = self.ctx, self.ctx.engine
-        record = await read_record(engine.store, stream_id)
-        hosted = engine.live.get(stream_id) if meta is not None else None
+        ctx, port = self.ctx, self.ctx.port
+        record = await read_record(port.store, stream_id)
+        # What runs here is asked of the engine by the stream's id (a stream gone: nothing).
+        becoming = port.becoming_task(stream_id) if meta is not None else None
+        live = meta is not None and port.is_live(stream_id)
         found = Found(
             stream_id=stream_id,
             record=record,
             running=meta is not None and meta.state is StreamState.RUNNING,
-            becoming_here=hosted is not None and may_become_task(hosted),
+            becoming_here=becoming is not None,
             owner_elsewhere=(
-                meta is not None
-                and hosted is None
-                and meta.owner != engine.node_id
-                and RELAYED_FROM not in ctx.scope
+                meta is not None and not live and meta.owner != port.node_id and RELAYED_FROM not in ctx.scope
             ),
         )
         answer = decide(found)
         logger.debug("stream %s: a retried task-creating call: %s", stream_id, answer.value)
         if answer is Answer.TASK:
             assert record is not None
-            refusal = await admit_to_task(engine, ctx.scope, record, None) if meta is None else None
+            refusal = await admit_to_task(port, ctx.scope, record, None) if meta is None else None
             if refusal is not None:
                 await refusal.send(self.send)
                 return True
@@ -186,8 +170,8 @@ class RetriedCall:
             )
             return True
         if answer is Answer.JOIN:
-            assert hosted is not None and meta is not None
-            await self._join(hosted, meta, after_seq)
+            assert becoming is not None and meta is not None
+            await self._join(becoming, meta, after_seq)
             return True
         if answer is Answer.RELAY:
             assert meta is not None
@@ -195,11 +179,10 @@ class RetriedCall:
             return await self.relay(sent, self.receive, self.send, meta)
         return False
 
-    async def _join(self, hosted: HostedStream, meta: StreamMeta, after_seq: int) -> None:
+    async def _join(self, becoming: BecomingTask, meta: StreamMeta, after_seq: int) -> None:
         """Serve the retry as the original's connection would have been served from now on."""
-        original = hosted.delivery
-        answer_by = hosted.core.answer_by
-        assert original is not None and original.on_deadline is not None and answer_by is not None
+        original, answer_by = becoming.delivery, becoming.answer_by
+        assert original.on_deadline is not None
         become_task = original.on_deadline
         delivery = Delivery(deadline_s=rest_of_deadline(answer_by, time.monotonic()), at_will=False)
 
@@ -209,4 +192,4 @@ class RetriedCall:
             return frame
 
         delivery.on_deadline = on_deadline
-        await self.ctx.engine.port.serve(self.ctx.scope, self.receive, self.send, meta, after_seq, delivery)
+        await self.ctx.port.serve(self.ctx.scope, self.receive, self.send, meta, after_seq, delivery)

@@ -15,14 +15,13 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi.engine.port import Delivery
-from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.http.client_answers import note_answered
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import GapError, StreamMeta, StreamState
@@ -32,8 +31,8 @@ from mcp_resume_asgi.tasks.stored import UNREAD, Final, RecordContention, change
 from mcp_resume_asgi.tokens import new_stream_id
 
 if TYPE_CHECKING:
-    from mcp_resume_asgi.engine import Engine
-    from mcp_resume_asgi.engine.port import RequestContext
+    from mcp_resume_asgi.engine.port import Cluster, RequestContext
+    from mcp_resume_asgi.store.base import Store
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +40,19 @@ logger = logging.getLogger(__name__)
 _REPLACED = {b"content-length", b"mcp-method", b"mcp-name", b"idempotency-key", b"last-event-id"}
 
 
+class RoundReader(Protocol):
+    """What reading a task's round takes of the engine's port: the store, and the cluster (to
+    tell a round whose node is gone). Narrow, so the REST face can pass what it holds."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def node(self) -> Cluster | None: ...
+
+
 async def view_of(
-    engine: Engine, record: TaskRecord, meta: StreamMeta | None, final: Final = UNREAD
+    port: RoundReader, record: TaskRecord, meta: StreamMeta | None, final: Final = UNREAD
 ) -> StreamView:
     """The task's current round as the store holds it, with its outstanding input requests
     (`final`: the round's final event if read with `meta`, `stored.read_task`)."""
@@ -51,43 +61,43 @@ async def view_of(
     if meta.state is StreamState.EXPIRED:
         return StreamView(exists=True, expired=True)
     if meta.final_seq is None:
-        node = engine.node
+        node = port.node
         if node is not None and node.running and meta.owner and not await node.alive(meta.owner):
             return StreamView(exists=True, owner_gone=True)  # nobody will ever answer it
         view = StreamView(exists=True)
     else:
         if final is UNREAD:
-            final = await _event(engine, meta.stream_id, meta.final_seq)
+            final = await _event(port, meta.stream_id, meta.final_seq)
         if final is None:
             return StreamView(exists=True, final_lost=True)
         answer = answer_of(final)
         result = answer.get("result") if answer is not None and "error" not in answer else None
         round_answer = result if mrtr_of(result) is not None else None
         view = StreamView(exists=True, final=final, input_round=round_answer)
-    pending = await pending_of(engine, record, meta, view)
+    pending = await pending_of(port, record, meta, view)
     return dataclasses.replace(view, inputs={key: entry.request for key, entry in pending.items()})
 
 
 async def pending_of(
-    engine: Engine, record: TaskRecord, meta: StreamMeta, view: StreamView
+    port: RoundReader, record: TaskRecord, meta: StreamMeta, view: StreamView
 ) -> dict[str, Pending]:
     """The round's input requests that no answer has claimed yet, by task key."""
     asked: list[tuple[Any, int, Any]] = []
     if view.final is None:
         for entry in meta.pending_inputs:
             if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], int):
-                frame = await _event(engine, meta.stream_id, entry[1])
+                frame = await _event(port, meta.stream_id, entry[1])
                 asked.append((entry[0], entry[1], message_of(frame) if frame is not None else None))
     candidates = outstanding(record.round, result=view.input_round, asked=asked)
-    claimed = [await engine.store.get_key(keys.task_answer(record.stream_id, key)) for key in candidates]
+    claimed = [await port.store.get_key(keys.task_answer(record.stream_id, key)) for key in candidates]
     return {
         key: entry for (key, entry), taken in zip(candidates.items(), claimed, strict=True) if taken is None
     }
 
 
-async def _event(engine: Engine, stream_id: str, seq: int) -> bytes | None:
+async def _event(port: RoundReader, stream_id: str, seq: int) -> bytes | None:
     try:
-        events = await engine.store.read(stream_id, seq - 1, 1)
+        events = await port.store.read(stream_id, seq - 1, 1)
     except GapError:
         return None
     return events[0][1] if events and events[0][0] == seq else None
@@ -102,26 +112,26 @@ async def update(
 ) -> None:
     """`tasks/update`: take the answers to what is outstanding (ignore the rest), ack with
     `answer`, and issue the call again (`host`) once its round is answered."""
-    engine = ctx.engine
-    view = await view_of(engine, record, meta)
-    pending = await pending_of(engine, record, meta, view) if meta is not None else {}
+    port = ctx.port
+    view = await view_of(port, record, meta)
+    pending = await pending_of(port, record, meta, view) if meta is not None else {}
     plan = plan_update(pending, ctx.params.get("inputResponses"))
     if plan.error is not None:
         await answer(p.error_message(ctx.request_id, p.INVALID_PARAMS, plan.error))
         return
     ttl = record.ttl_left_s(time.time())
     for key, response in plan.to_app:
-        if await engine.store.add_key(keys.task_answer(record.stream_id, key), "1", ttl) is not None:
+        if await port.store.add_key(keys.task_answer(record.stream_id, key), "1", ttl) is not None:
             continue  # answered meanwhile
         assert meta is not None
-        status, _ = await engine.port.call_app(
+        status, _ = await port.call_app(
             ctx.scope, meta.path, meta.session_id, meta.protocol_version, p.dumps(response)
         )
         if status >= 300:
             logger.warning("task %s: the app refused an answer with HTTP %s", meta.stream_id, status)
-        await note_answered(engine.store, meta.session_id, response["id"], meta.stream_id)
+        await note_answered(port.store, meta.session_id, response["id"], meta.stream_id)
     for key, response in plan.kept:
-        await engine.store.add_key(keys.task_answer(record.stream_id, key), p.dumps(response).decode(), ttl)
+        await port.store.add_key(keys.task_answer(record.stream_id, key), p.dumps(response).decode(), ttl)
     await answer({"jsonrpc": "2.0", "id": ctx.request_id, "result": {"resultType": "complete"}})
     if plan.kept and record.call is not None:
         await _next_round(ctx, record, view, host)
@@ -134,13 +144,13 @@ async def _next_round(
     host: Callable[[RequestContext, Delivery], Awaitable[None]],
 ) -> None:
     """Issue the call again once every request of the round's `InputRequiredResult` is answered."""
-    engine, origin = ctx.engine, record.stream_id
+    port, origin = ctx.port, record.stream_id
     requests = mrtr_of(view.input_round)
     assert requests is not None and record.call is not None
     answers: dict[str, Any] = {}
     for app_key in requests[0]:
         key = f"{record.round}/{app_key}"
-        raw = await engine.store.get_key(keys.task_answer(origin, key))
+        raw = await port.store.get_key(keys.task_answer(origin, key))
         if raw is None:
             return  # still waiting for others (the task stays `input_required`)
         try:
@@ -152,11 +162,11 @@ async def _next_round(
     if message is None:
         return
     ttl = record.ttl_left_s(time.time())
-    if await engine.store.add_key(keys.task_round(origin, record.round), "1", ttl) is not None:
+    if await port.store.add_key(keys.task_round(origin, record.round), "1", ttl) is not None:
         return  # another update issued it
     stream_id = new_stream_id()
     tool = message["params"].get("name")
-    route, policy = engine.routes.choose(record.path, "tools/call", tool if isinstance(tool, str) else None)
+    route, policy = port.routes.choose(record.path, "tools/call", tool if isinstance(tool, str) else None)
     body = p.dumps(message)
     headers = [(k, v) for k, v in ctx.scope["headers"] if k not in _REPLACED]
     headers += [(b"content-length", str(len(body)).encode()), (b"mcp-method", b"tools/call")]
@@ -171,14 +181,14 @@ async def _next_round(
         """The new round's stream exists: the task continues on it. Atomically: a cancel stored
         before this write stops the round here; one stored after it finds the round in the record."""
         try:
-            moved = await change_record(engine.store, origin, moved_on, create=record)
+            moved = await change_record(port.store, origin, moved_on, create=record)
         except RecordContention:
             logger.exception("task %s: its next round %s is stopped", origin, stream_id)
             moved = None
         # Wakes a listen stream following the round this update answered (only it moves the task on).
-        await engine.store.update_stream(record.current_stream)
+        await port.store.update_stream(record.current_stream)
         if moved is None or moved.cancelled_at is not None:
-            spawn(engine.port.cancel, stream_id, "the client cancelled the task")
+            port.cancel_soon(stream_id, "the client cancelled the task")
         return b""
 
     # The round's answer is the task's, whatever it is: the app refusing the answers (a 400 for an
