@@ -78,7 +78,7 @@ class ResumableRequestsMiddleware(FeatureMiddleware):
         if not self._eligible(ctx):
             return []
         ctx.survives_close = True  # the client may come back with `requests/resume`
-        token = ctx.port.faces.signer.sign(
+        token = ctx.port.signer.sign(
             TOKEN_PURPOSE, [ctx.stream_id, ctx.session_id or "", ctx.principal or "", ctx.request_id]
         )
         params = {"requestId": ctx.request_id, "resumeToken": token, "maxWait": ctx.policy.max_wait_s}
@@ -97,7 +97,7 @@ class ResumableRequestsMiddleware(FeatureMiddleware):
         self, ctx: RequestContext, send: Send, token: Any, request_id: Any
     ) -> StreamMeta | None:
         """The stream a token names, or None after answering with a JSON-RPC error (-32602)."""
-        payload = ctx.port.faces.signer.unsign(TOKEN_PURPOSE, token) if isinstance(token, str) else None
+        payload = ctx.port.signer.unsign(TOKEN_PURPOSE, token) if isinstance(token, str) else None
         problem = None
         if (
             not isinstance(payload, list)
@@ -110,7 +110,7 @@ class ResumableRequestsMiddleware(FeatureMiddleware):
             problem = "the resume token belongs to another request"
         meta = None
         if problem is None and isinstance(payload, list) and isinstance(payload[0], str):
-            meta = await ctx.port.faces.store.get_stream(payload[0])
+            meta = await ctx.port.store.get_stream(payload[0])
             if meta is None or meta.state is StreamState.EXPIRED:
                 problem = "unknown or expired request"
                 meta = None
@@ -133,7 +133,7 @@ class ResumableRequestsMiddleware(FeatureMiddleware):
         after = meta.delivered_seq
         last_event_id = header(ctx.scope, b"last-event-id")
         if last_event_id is not None:
-            parsed = ctx.port.faces.signer.parse_event_id(last_event_id.strip())
+            parsed = ctx.port.signer.parse_event_id(last_event_id.strip())
             if parsed is None or parsed[0] != meta.stream_id or parsed[1] > meta.last_seq:
                 await send_json(
                     send,
@@ -152,12 +152,12 @@ class ResumableRequestsMiddleware(FeatureMiddleware):
         meta = await self._stream_for(ctx, send, params.get("resumeToken"), params.get("requestId"))
         if meta is None:
             return
-        await ctx.port.faces.store.update_stream(meta.stream_id, last_contact=time.time())
+        await ctx.port.store.update_stream(meta.stream_id, last_contact=time.time())
         status = "processing"
         if meta.final_seq is not None:
             status = "completed"
             try:
-                final = await ctx.port.faces.store.read(meta.stream_id, meta.final_seq - 1, 1)
+                final = await ctx.port.store.read(meta.stream_id, meta.final_seq - 1, 1)
             except Exception:  # the final event was evicted: it was a result or an error, we cannot tell
                 final = []
             if final and b'"error"' in final[0][1] and b'"result"' not in final[0][1]:

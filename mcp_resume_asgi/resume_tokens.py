@@ -130,7 +130,7 @@ class ResumeTokenMiddleware(FeatureMiddleware):
             params_digest(ctx.message.get("params")),
             cursor,
         ]
-        return TOKEN_PREFIX + ctx.port.faces.signer.sign(TOKEN_PURPOSE, payload)
+        return TOKEN_PREFIX + ctx.port.signer.sign(TOKEN_PURPOSE, payload)
 
     def _interim_frame(self, ctx: RequestContext, stream_id: str) -> Callable[[int], Any]:
         async def frame(cursor: int) -> bytes:
@@ -149,7 +149,7 @@ class ResumeTokenMiddleware(FeatureMiddleware):
         return frame
 
     async def _resume(self, ctx: RequestContext, token: str, receive: Receive, send: Send) -> None:
-        payload = ctx.port.faces.signer.unsign(TOKEN_PURPOSE, token[len(TOKEN_PREFIX) :])
+        payload = ctx.port.signer.unsign(TOKEN_PURPOSE, token[len(TOKEN_PREFIX) :])
         problem = None
         if (
             not isinstance(payload, list)
@@ -165,14 +165,14 @@ class ResumeTokenMiddleware(FeatureMiddleware):
         meta = None
         if problem is None:
             assert isinstance(payload, list)
-            meta = await ctx.port.faces.store.get_stream(payload[0])
+            meta = await ctx.port.store.get_stream(payload[0])
             refusal = None if meta is None else await ctx.port.admit(ctx.scope, meta)
             if refusal is not None:
                 await refusal.send(send)
                 return
             if meta is None or meta.state is StreamState.EXPIRED:
                 problem = "unknown or expired resume token"
-            elif await ctx.port.faces.store.get_key(keys.resume_token_spent(meta.stream_id)) is not None:
+            elif await ctx.port.store.get_key(keys.resume_token_spent(meta.stream_id)) is not None:
                 problem = "the resume token is expired: the request already completed"
             elif payload[5] > meta.last_seq:
                 problem = "invalid resume token"
@@ -181,7 +181,7 @@ class ResumeTokenMiddleware(FeatureMiddleware):
                 send, 200, p.error_message(ctx.request_id, p.INVALID_PARAMS, problem or "invalid")
             )
             return
-        policy = ctx.port.faces.routes.by_index(meta.route)
+        policy = ctx.port.routes.by_index(meta.route)
         deadline = ctx.policy.soft_deadline_s or policy.soft_deadline_s
         delivery = Delivery(
             deadline_s=deadline,
@@ -191,7 +191,7 @@ class ResumeTokenMiddleware(FeatureMiddleware):
         )
         outcome = await ctx.port.serve(ctx.scope, receive, send, meta, payload[5], delivery)
         if outcome is not None and outcome[0] == "complete":
-            await ctx.port.faces.store.set_key(
+            await ctx.port.store.set_key(
                 keys.resume_token_spent(meta.stream_id), "1", policy.retain_completed_s + 60
             )
 

@@ -40,7 +40,6 @@ from mcp_resume_asgi.engine.port import (
     BecomingTask,
     Delivery,
     EnginePort,
-    FacePort,
     HostRequest,
     Refusal,
 )
@@ -150,18 +149,7 @@ class Engine:
             is_live=self.is_live,
             admit=self.admit,
             call_app=services.call_app,
-            faces=FacePort(
-                store=store,
-                signer=signer,
-                routes=routes,
-                principal=principal,
-                node_id=node_id,
-                store_outage=self.store_outage,
-                ask_app=self.ask_app,
-                owner_gone=self.owner_gone,
-                request_bound=request_bound,
-            ),
-            # -- what the Tasks layer asks (issue 21 step 7, G1)
+            # -- what the faces (Tasks, REST, the feature layers) read
             store=store,
             signer=signer,
             node_id=node_id,
@@ -174,6 +162,10 @@ class Engine:
             cancel_soon=self.cancel_soon,
             resumable=self.resumable,
             becoming_task=self.becoming_task,
+            store_outage=self.store_outage,
+            ask_app=self.ask_app,
+            owner_gone=self.owner_gone,
+            request_bound=request_bound,
         )
 
     # ------------------------------------------------------------------ helpers

@@ -143,25 +143,6 @@ class OwnerGone(Protocol):
     async def __call__(self, owner: str) -> bool: ...
 
 
-@dataclass(frozen=True, slots=True)
-class FacePort:
-    """What the REST face and the feature layers read of the engine besides its capabilities:
-    the shared store, the token signer, the route table, whose a request is, this node's id,
-    whether an error says the store is down, and the largest request the front takes."""
-
-    store: Store
-    signer: TokenSigner
-    routes: RouteTable
-    principal: PrincipalOf
-    node_id: str
-    store_outage: Callable[[BaseException], bool]
-    """Whether the exception says the store is down (the front is told, once per call)."""
-    ask_app: AskApp
-    owner_gone: OwnerGone
-    request_bound: int | None = None
-    """The largest JSON-RPC request body the front takes (None: not said)."""
-
-
 # ---------------------------------------------------------------------- the engine's capabilities
 class HostRequest(Protocol):
     """Host a JSON-RPC request of the app, detached from `send`'s connection: how the first
@@ -268,7 +249,7 @@ class EnginePort:
     is_live: IsLive
     admit: Admit
     call_app: CallApp
-    # -- what the Tasks layer asks (issue 21 step 7, G1): the stores and ids of this node ...
+    # -- what the faces (Tasks, REST, the feature layers) read: the stores and ids of this node ...
     store: Store
     signer: TokenSigner
     node_id: str
@@ -289,8 +270,12 @@ class EnginePort:
     """Whether a stream hosted here has a first connection its client can resume from."""
     becoming_task: Callable[[str], BecomingTask | None]
     """The request hosted here if it may still become a task (see `BecomingTask`), else None."""
-    # -- the faces' reads (REST, features: issue 21 step 7 G2/G3) --
-    faces: FacePort
+    store_outage: Callable[[BaseException], bool]
+    """Whether the exception says the store is down (the front is told, once per call)."""
+    ask_app: AskApp
+    owner_gone: OwnerGone
+    request_bound: int | None = None
+    """The largest JSON-RPC request body the front takes (None: not said)."""
 
     async def admitted(self, scope: Scope, send: Send, meta: StreamMeta | None) -> StreamMeta | None:
         """`meta` when it exists and the app admits this request to it; else None, answered."""

@@ -148,9 +148,7 @@ class RestMiddleware(FeatureMiddleware):
             self._tasks_seen = _has_tasks(ctx.scope.get(FEATURES_KEY, ()))
             # The Tasks layer's reads of its records, bound to the port here.
             port = ctx.port
-            self._calls_of_tasks = CallStore(
-                port.faces, partial(stream_of_task, port), partial(view_of, port)
-            )
+            self._calls_of_tasks = CallStore(port, partial(stream_of_task, port), partial(view_of, port))
         if ctx.method == "tools/call" and ctx.scope.get(REST_SCOPE_KEY) and ctx.policy.task_after_s != 0:
             ctx.policy = ctx.policy.replace(task_after_s=0)
         return False
@@ -165,7 +163,7 @@ class RestMiddleware(FeatureMiddleware):
         try:
             return await self._dispatch(calls, route, scope, body, background)
         except Exception as exc:
-            if not calls.faces.store_outage(exc):
+            if not calls.port.store_outage(exc):
                 raise
             logger.warning("REST face: the store is unavailable (%s)", type(exc).__name__)
             return problem_reply(
@@ -207,13 +205,12 @@ class RestMiddleware(FeatureMiddleware):
             port, calls = self._port, self._calls_of_tasks
             if port is None or calls is None or not self._tasks_seen:
                 raise RuntimeError(_MISPLACED)
-            faces = port.faces
-            self.wire.principal = faces.principal
-            if faces.request_bound is not None:
-                self.wire.max_request_bytes = faces.request_bound
+            self.wire.principal = port.principal
+            if port.request_bound is not None:
+                self.wire.max_request_bytes = port.request_bound
             self._tool_calls = ToolCalls(
                 self.wire,
-                faces,
+                port,
                 calls,
                 path=self.path,
                 task_after_s=self.task_after_s,

@@ -33,7 +33,7 @@ import anyio.abc
 from starlette.types import Scope
 
 from mcp_resume_asgi._http import Headers, header, header_count
-from mcp_resume_asgi.engine.port import PROBE_TIMEOUT_S, FacePort
+from mcp_resume_asgi.engine.port import PROBE_TIMEOUT_S, EnginePort
 from mcp_resume_asgi.header_values import param_headers
 from mcp_resume_asgi.rest import resource as res
 from mcp_resume_asgi.rest.calls import CallRecord, CallStore
@@ -61,7 +61,7 @@ class ToolCalls:
     def __init__(
         self,
         wire: Wire,
-        faces: FacePort,
+        port: EnginePort,
         calls: CallStore,
         *,
         path: str,
@@ -70,7 +70,7 @@ class ToolCalls:
         validator: Validator | None,
     ) -> None:
         self.wire = wire
-        self.faces = faces
+        self.port = port
         self.calls = calls
         self.path = path
         self.task_after_s = task_after_s
@@ -82,7 +82,7 @@ class ToolCalls:
         """Whose calls: the principal as the app's own auth sees the caller (a `ping` with the
         caller's credentials, in the caller's session, when no outer layer said), or the app's
         refusal."""
-        outer = self.faces.principal(scope)
+        outer = self.port.principal(scope)
         if outer is not None:
             return outer
         ping = b'{"jsonrpc":"2.0","id":"mcp-resume-rest-who","method":"ping"}'
@@ -91,7 +91,7 @@ class ToolCalls:
             for _ in range(2):
                 session_id = await self.wire.session_for(scope)
                 version = self.wire.era or LEGACY
-                reply = await self.faces.ask_app(scope, self.path, session_id, version, ping)
+                reply = await self.port.ask_app(scope, self.path, session_id, version, ping)
                 if reply.status != 404 or session_id is None:
                     break
                 self.wire.forget(scope, session_id)  # the app no longer knows it: open another
@@ -158,7 +158,7 @@ class ToolCalls:
             reasons = self.validator(found.get("inputSchema"), arguments)
             if reasons:
                 return problem_reply(invalid_arguments(reasons))
-        _, policy = self.faces.routes.choose(self.path, "tools/call", tool)
+        _, policy = self.port.routes.choose(self.path, "tools/call", tool)
         wait_s = policy.task_after_s if policy.task_after_s is not None else self.task_after_s
         # Everything the request to the app needs, and whether the app can take it, before the
         # call exists: a call that cannot be sent must leave nothing behind.
@@ -168,7 +168,7 @@ class ToolCalls:
         if too_large is not None:
             return problem_reply(too_large)
         record = CallRecord(
-            tool, call_id, key_value, time.time(), arguments, self.faces.node_id, policy.task_ttl_s
+            tool, call_id, key_value, time.time(), arguments, self.port.node_id, policy.task_ttl_s
         )
         if not await self.calls.indexed(who, record, self.max_calls_per_tool):
             return _problem(429, f"the caller holds {self.max_calls_per_tool} calls of {tool!r} already")
@@ -229,7 +229,7 @@ class ToolCalls:
         ):
             record = dataclasses.replace(record, task_id=result["taskId"])
             await self.calls.save(key, record, time.time())
-            if await self.faces.store.get_key(keys.rest_cancel(key)) is not None:
+            if await self.port.store.get_key(keys.rest_cancel(key)) is not None:
                 await self.wire.call(scope, "tasks/cancel", {"taskId": record.task_id})
             return await self._reply(scope, record, 201, wait_s=wait_s)
         if result is not None:  # answered without becoming a task (the Tasks layer's bounds)
@@ -280,7 +280,7 @@ class ToolCalls:
         if too_large is not None:
             return problem_reply(too_large)
         claim = keys.rest_advance(key, current["etag"], pending.key)
-        if await self.faces.store.add_key(claim, "1", record.ttl_left_s(time.time())) is not None:
+        if await self.port.store.add_key(claim, "1", record.ttl_left_s(time.time())) is not None:
             return _stale(current["etag"])  # another advance of this state was taken
         try:
             answer = await self.wire.call(scope, "tasks/update", params, background=background)
@@ -291,7 +291,7 @@ class ToolCalls:
         if failure is not None:
             await self._released(claim)
             return problem_reply(failure)
-        _, policy = self.faces.routes.choose(self.path, "tools/call", record.tool)
+        _, policy = self.port.routes.choose(self.path, "tools/call", record.tool)
         wait_s = policy.task_after_s if policy.task_after_s is not None else self.task_after_s
         return await self._reply(scope, record, 200, wait_s=wait_s)
 
@@ -300,7 +300,7 @@ class ToolCalls:
         next advance of that state is taken (best effort: the store may be what failed)."""
         with anyio.CancelScope(shield=True), anyio.move_on_after(STORE_GRACE_S):
             try:
-                await self.faces.store.delete_key(claim)
+                await self.port.store.delete_key(claim)
             except Exception as exc:
                 logger.warning("REST advance: its claim %s could not be given back (%s)", claim, exc)
 
@@ -315,7 +315,7 @@ class ToolCalls:
             if failure is not None:
                 return problem_reply(failure)
         elif record.answer is None:  # its PUT has not got the task yet: it cancels it once it has
-            await self.faces.store.set_key(keys.rest_cancel(key), "1", record.ttl_left_s(time.time()))
+            await self.port.store.set_key(keys.rest_cancel(key), "1", record.ttl_left_s(time.time()))
         return await self._reply(scope, record, 200)
 
     # ------------------------------------------------------------------ the resource
@@ -349,7 +349,7 @@ class ToolCalls:
             left = deadline - anyio.current_time()
             if task.get("status") != "working" or left <= 0 or meta is None:
                 break
-            await self.faces.store.wait(meta.stream_id, meta.last_seq, left, version=meta.version)
+            await self.port.store.wait(meta.stream_id, meta.last_seq, left, version=meta.version)
         state = res.state_of_task(task)
         progress = None
         if state["status"] not in res.TERMINAL:  # (a finished call's progress is over: no read)
@@ -392,7 +392,7 @@ class ToolCalls:
         return json_reply(status, current, headers)
 
     async def _owner_gone(self, record: CallRecord) -> bool:
-        return await self.faces.owner_gone(record.owner)
+        return await self.port.owner_gone(record.owner)
 
 
 def _names(route: Route) -> tuple[str, str]:
