@@ -14,23 +14,18 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
 from mcp_resume_asgi.core.expiry import CANCEL_GRACE_S, Step, VerdictKind, cancel_plan, forgets, verdict
+from mcp_resume_asgi.engine.services import HostedRequest
 from mcp_resume_asgi.store.base import StreamKind, StreamState
 from mcp_resume_asgi.wire import jsonrpc as p
 
 if TYPE_CHECKING:
-    from starlette.types import Scope
-
-    from mcp_resume_asgi.core.stream import StreamCore
     from mcp_resume_asgi.engine.connection import Flag
     from mcp_resume_asgi.engine.port import Delivery
-    from mcp_resume_asgi.engine.services import StreamServices
-    from mcp_resume_asgi.policy import Policy
-    from mcp_resume_asgi.store.base import Store
 
 __all__ = [
     "CANCEL_GRACE_S",
@@ -45,35 +40,13 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-class CancellableStream(Protocol):
+class CancellableStream(HostedRequest, Protocol):
     """What cancelling needs of a hosted stream (a `HostedStream`): who the request is, its
     record, and the two levers on its app (`disconnect_app`, `app_scope`)."""
 
     expired: bool
     """Set here: the stream is being cancelled or has expired (nobody may resume it)."""
 
-    @property
-    def services(self) -> StreamServices[Any]: ...
-    @property
-    def store(self) -> Store: ...
-    @property
-    def core(self) -> StreamCore: ...
-    @property
-    def policy(self) -> Policy: ...
-    @property
-    def stream_id(self) -> str: ...
-    @property
-    def kind(self) -> StreamKind: ...
-    @property
-    def scope(self) -> Scope: ...
-    @property
-    def path(self) -> str: ...
-    @property
-    def version(self) -> str: ...
-    @property
-    def session_id(self) -> str | None: ...
-    @property
-    def request_id(self) -> Any: ...
     @property
     def meta_created(self) -> bool: ...
     @property

@@ -27,19 +27,15 @@ import anyio
 from mcp_resume_asgi.core.held_writes import Batch, HeldWrites
 from mcp_resume_asgi.core.stream import Phase
 from mcp_resume_asgi.engine.scheduler import spawn
+from mcp_resume_asgi.engine.services import HostedRequest
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import StoreFullError, StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.sse import SSEEvent, encode_payload
 
 if TYPE_CHECKING:
-    from starlette.types import Scope
-
-    from mcp_resume_asgi.core.stream import Recorded, StreamCore
+    from mcp_resume_asgi.core.stream import Recorded
     from mcp_resume_asgi.engine.connection import Flag
-    from mcp_resume_asgi.engine.services import StreamServices
-    from mcp_resume_asgi.policy import Policy
-    from mcp_resume_asgi.store.base import Store
 
 __all__ = ["LOST_TEXT", "WRITE_BEHIND_BYTES", "WRITE_BEHIND_FRAMES", "RecordedStream", "Recorder"]
 
@@ -55,7 +51,7 @@ LOST_TEXT = (
 )
 
 
-class RecordedStream(Protocol):
+class RecordedStream(HostedRequest, Protocol):
     """What a `Recorder` needs of the stream it records (a `HostedStream`): who and what the
     request is, the state it records into, and where recorded events go next (`deliver`)."""
 
@@ -67,31 +63,9 @@ class RecordedStream(Protocol):
     json_chunks: list[bytes]
 
     @property
-    def services(self) -> StreamServices[Any]: ...
-    @property
-    def store(self) -> Store: ...
-    @property
-    def core(self) -> StreamCore: ...
-    @property
-    def policy(self) -> Policy: ...
-    @property
-    def stream_id(self) -> str: ...
-    @property
-    def kind(self) -> StreamKind: ...
-    @property
-    def scope(self) -> Scope: ...
-    @property
     def body(self) -> bytes: ...
     @property
-    def path(self) -> str: ...
-    @property
     def route(self) -> int: ...
-    @property
-    def version(self) -> str: ...
-    @property
-    def session_id(self) -> str | None: ...
-    @property
-    def request_id(self) -> Any: ...
     @property
     def method(self) -> str | None: ...
     @property

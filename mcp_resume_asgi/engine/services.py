@@ -15,7 +15,7 @@ needs no import of the hosted stream, which uses it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from mcp_resume_asgi.engine.admission import post_to_app
 from mcp_resume_asgi.engine.cancel_bindings import CancelBindings
@@ -33,7 +33,11 @@ from mcp_resume_asgi.wire.scope_keys import STREAM_SEGMENT
 from mcp_resume_asgi.wire.sse import encode_payload
 from mcp_resume_asgi.wire.tokens import TokenSigner
 
-__all__ = ["SSE_HEADERS", "OutageReporter", "StreamServices"]
+if TYPE_CHECKING:
+    from mcp_resume_asgi.core.stream import StreamCore
+    from mcp_resume_asgi.store.base import StreamKind
+
+__all__ = ["SSE_HEADERS", "HostedRequest", "OutageReporter", "StreamServices"]
 
 #: The headers of an SSE answer the engine opens itself (the stream's Link and session id added).
 SSE_HEADERS: Headers = [
@@ -161,3 +165,32 @@ class StreamServices(Generic[S]):
             "to stay within the server's buffer limits"
         )
         return encode_payload(p.dumps(p.error_message(request_id, p.STREAM_ERROR, text)), b"message")
+
+
+class HostedRequest(Protocol):
+    """Who and what a hosted request is, as the engine's parts read it (a `HostedStream`):
+    its services and store, its core and policy, and the request's identity. The parts that
+    need more (cancellation, the recorder) say so in Protocols of their own on top of this."""
+
+    @property
+    def services(self) -> StreamServices[Any]: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def core(self) -> StreamCore: ...
+    @property
+    def policy(self) -> Policy: ...
+    @property
+    def stream_id(self) -> str: ...
+    @property
+    def kind(self) -> StreamKind: ...
+    @property
+    def scope(self) -> Scope: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def request_id(self) -> Any: ...
