@@ -42,10 +42,12 @@ from mcp_resume_asgi.engine.port import (
     EnginePort,
     HostRequest,
     Refusal,
+    RequestContext,
+    ServeOptions,
 )
 from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.engine.services import StreamServices
-from mcp_resume_asgi.policy import Policy, RouteTable
+from mcp_resume_asgi.policy import RouteTable
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import GapError, Store, StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.wire import jsonrpc as p
@@ -72,25 +74,15 @@ def body_for_app(body: bytes, message: dict[str, Any]) -> bytes:
 
 class EngineHost(Protocol):
     """`Engine.handle_request`: what the front's `HostRequest` hands a request on to, once its
-    `Idempotency-Key` (if any) is claimed for the stream."""
+    `Idempotency-Key` (if any) is claimed for the stream (`claimed_key`: its store key)."""
 
     async def __call__(
         self,
-        scope: Scope,
+        ctx: RequestContext,
         receive: Receive,
         send: Send,
-        *,
-        body: bytes,
-        message: dict[str, Any],
-        route: int,
-        policy: Policy,
-        version: str,
-        session_id: str | None,
-        accepts_sse: bool,
+        options: ServeOptions,
         claimed_key: str | None = None,
-        stream_id: str | None = None,
-        first_messages: list[dict[str, Any]] | None = None,
-        delivery: Delivery | None = None,
     ) -> tuple[str, int] | None: ...
 
 
@@ -251,56 +243,46 @@ class Engine:
     # ------------------------------------------------------------------ requests (POST)
     async def handle_request(
         self,
-        scope: Scope,
+        ctx: RequestContext,
         receive: Receive,
         send: Send,
-        *,
-        body: bytes,
-        message: dict[str, Any],
-        route: int,
-        policy: Policy,
-        version: str,
-        session_id: str | None,
-        accepts_sse: bool,
+        options: ServeOptions,
         claimed_key: str | None = None,
-        stream_id: str | None = None,
-        first_messages: list[dict[str, Any]] | None = None,
-        delivery: Delivery | None = None,
     ) -> tuple[str, int] | None:
         """Host a JSON-RPC request of the app, detached from `send`'s connection.
 
         Returns how the first client connection was let go (why, and the seq of the
         last event it got), None when it was not served from the stream (a JSON
         answer passed through). `claimed_key`: the store key of the request's
-        `Idempotency-Key`, claimed for `stream_id` by the front (freed if the app refuses).
+        `Idempotency-Key`, claimed for the request's stream by the front (freed if the app refuses).
         """
-        method = message["method"]
-        opted_in = p.asks_resumable_streams(message)
-        body = body_for_app(body, message)
+        message = ctx.message
+        method = ctx.method
+        policy = options.policy or ctx.policy
         hosted = HostedStream(
             self.services,
             kind=StreamKind.REQUEST,
-            scope=scope,
-            body=body,
-            route=route,
+            scope=ctx.scope,
+            body=body_for_app(ctx.body, message),
+            route=ctx.route,
             policy=policy,
-            version=version,
-            session_id=session_id,
+            version=ctx.version,
+            session_id=ctx.session_id,
             request_id=message["id"],
             method=method,
-            stream_id=stream_id,
-            opted_in=opted_in,
+            stream_id=ctx.stream_id,
+            opted_in=p.asks_resumable_streams(message),
         )
-        open_before = policy.upgrade_json_after_s if accepts_sse and method != "initialize" else None
+        open_before = policy.upgrade_json_after_s if method != "initialize" else None
         if claimed_key is not None:
             hosted.idempotency_key = claimed_key
             open_before = 0.0  # the stream must exist before the client can lose its answer
-        if first_messages:
+        if options.first_messages:
             open_before = 0.0
-            hosted.first_messages = first_messages
-        if delivery is not None:
+            hosted.first_messages = list(options.first_messages)
+        if options.delivery is not None:
             open_before = 0.0
-            hosted.delivery = delivery
+            hosted.delivery = options.delivery
         return await hosted.host(Connection(send, receive), open_before_s=open_before)
 
     # ------------------------------------------------------------------ serving a client
