@@ -13,11 +13,8 @@ from mcp.server.auth.provider import AccessToken
 from starlette.authentication import AuthCredentials, BaseUser, SimpleUser, UnauthenticatedUser
 from starlette.types import Message, Receive, Scope, Send
 
-from mcp_resume_asgi.principal import default_principal
-from mcp_resume_asgi.relay_seal import MAX_AGE_S, RelayRequest, RelaySeal
-from mcp_resume_asgi.relayed_caller import (
+from mcp_resume_asgi.engine.relayed_caller import (
     MAX_TEXT_CHARS,
-    RELAYED_CALLER,
     CallerGuard,
     RelayedCaller,
     RelayedUser,
@@ -25,7 +22,10 @@ from mcp_resume_asgi.relayed_caller import (
     principal_with_relays,
     seat,
 )
-from mcp_resume_asgi.tokens import TokenSigner
+from mcp_resume_asgi.wire.principal import default_principal
+from mcp_resume_asgi.wire.relay_seal import MAX_AGE_S, RelayRequest, RelaySeal
+from mcp_resume_asgi.wire.scope_keys import RELAYED_CALLER
+from mcp_resume_asgi.wire.tokens import TokenSigner
 
 SECRET = "relayed-caller-test-secret-0123"
 NOW = 1_800_000_000.0

@@ -6,7 +6,7 @@ the request (`hosted.py`): each event gets an id of the engine's own, is recorde
 in the store and goes to whichever client connection is attached now. A client
 that comes back (GET with `Last-Event-ID`, or GET on the `Link` URL) becomes the
 attached connection and is sent exactly what it has not seen (`serve`): by the
-hosted stream itself when its app runs here (`writer.py`), else from the store
+hosted stream itself when its app runs here (`delivery.py`), else from the store
 (`follower.py`). Every decision about a stream's life is in `core/` (`core/stream.py`
 for its life, `core/resume.py` for what a resume is answered); every timer is in the
 engine's one `Scheduler`.
@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from mcp_resume_asgi.core import resume
 from mcp_resume_asgi.core.resume import Resume
@@ -57,33 +57,9 @@ from mcp_resume_asgi.wire.principal import PrincipalOf
 from mcp_resume_asgi.wire.replies import send_bytes, send_json
 from mcp_resume_asgi.wire.tokens import TokenSigner
 
-__all__ = ["Engine", "EngineHost", "body_for_app"]
+__all__ = ["Engine"]
 
 logger = logging.getLogger(__name__)
-
-
-def body_for_app(body: bytes, message: dict[str, Any]) -> bytes:
-    """The request's body as the app gets it: without this middleware's own extension
-    (SEP-975's opt-in), which the app is not told of."""
-    if p.asks_resumable_streams(message):
-        plain = p.without_extension(message, p.RESUMABLE_STREAMS_EXTENSION)
-        if plain is not None:
-            return p.dumps(plain)
-    return body
-
-
-class EngineHost(Protocol):
-    """`Engine.handle_request`: what the front's `HostRequest` hands a request on to, once its
-    `Idempotency-Key` (if any) is claimed for the stream (`claimed_key`: its store key)."""
-
-    async def __call__(
-        self,
-        ctx: RequestContext,
-        receive: Receive,
-        send: Send,
-        options: ServeOptions,
-        claimed_key: str | None = None,
-    ) -> tuple[str, int] | None: ...
 
 
 class Engine:
@@ -263,7 +239,7 @@ class Engine:
             self.services,
             kind=StreamKind.REQUEST,
             scope=ctx.scope,
-            body=body_for_app(ctx.body, message),
+            body=p.body_for_app(ctx.body, message),
             route=ctx.route,
             policy=policy,
             version=ctx.version,

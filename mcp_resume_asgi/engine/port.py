@@ -39,6 +39,7 @@ __all__ = [
     "Cancel",
     "Cluster",
     "Delivery",
+    "EngineHost",
     "EnginePort",
     "Feature",
     "HostRequest",
@@ -150,6 +151,20 @@ class HostRequest(Protocol):
 
     async def __call__(
         self, ctx: RequestContext, receive: Receive, send: Send, options: ServeOptions = ...
+    ) -> tuple[str, int] | None: ...
+
+
+class EngineHost(Protocol):
+    """`Engine.handle_request`: what the front's `HostRequest` hands a request on to, once its
+    `Idempotency-Key` (if any) is claimed for the stream (`claimed_key`: its store key)."""
+
+    async def __call__(
+        self,
+        ctx: RequestContext,
+        receive: Receive,
+        send: Send,
+        options: ServeOptions,
+        claimed_key: str | None = None,
     ) -> tuple[str, int] | None: ...
 
 

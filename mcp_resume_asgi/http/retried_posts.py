@@ -21,8 +21,15 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from mcp_resume_asgi.engine.engine import EngineHost, body_for_app
-from mcp_resume_asgi.engine.port import PLAIN, Admit, RequestContext, RetryAnswer, ServeOptions, ServeStream
+from mcp_resume_asgi.engine.port import (
+    PLAIN,
+    Admit,
+    EngineHost,
+    RequestContext,
+    RetryAnswer,
+    ServeOptions,
+    ServeStream,
+)
 from mcp_resume_asgi.policy import running_ttl
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import StreamMeta
@@ -67,7 +74,7 @@ class RetriedPosts:
             services = self.services
             scope = ctx.scope
             claimed = keys.idempotency(ctx.session_id, services.principal(scope), key)
-            digest = hashlib.sha256(body_for_app(ctx.body, ctx.message)).hexdigest()
+            digest = hashlib.sha256(p.body_for_app(ctx.body, ctx.message)).hexdigest()
             policy = options.policy or ctx.policy
             existing = await services.store.add_key(claimed, f"{ctx.stream_id} {digest}", running_ttl(policy))
             if existing is not None:

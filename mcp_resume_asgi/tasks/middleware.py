@@ -31,7 +31,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Send
 
 from mcp_resume_asgi.engine.port import Delivery, EnginePort, RequestContext, RetryAnswer, ServeOptions
-from mcp_resume_asgi.features import FeatureMiddleware
+from mcp_resume_asgi.features.seam import FeatureMiddleware
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.tasks import limits, listen
 from mcp_resume_asgi.tasks.advertising import AdvertisingAnswer
