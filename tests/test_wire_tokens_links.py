@@ -8,6 +8,7 @@ release's format still resumes its stream through a server of this one.
 from __future__ import annotations
 
 import hashlib
+import hmac
 
 import httpx
 import pytest
@@ -46,9 +47,9 @@ def test_the_one_hmac_is_computed_once_when_the_prefix_is_given(monkeypatch: pyt
     calls: list[bytes] = []
     real = tokens._signature
 
-    def counted(key: bytes, value: bytes) -> bytes:
+    def counted(mac: tokens._HmacSha256, value: bytes) -> bytes:
         calls.append(value)
-        return real(key, value)
+        return real(mac, value)
 
     monkeypatch.setattr(tokens, "_signature", counted)
     signer = TokenSigner(SECRET)
@@ -56,6 +57,16 @@ def test_the_one_hmac_is_computed_once_when_the_prefix_is_given(monkeypatch: pyt
     prefix = signer.event_prefix(stream_id)
     signer.link_token(stream_id, 0, prefix)
     assert calls == [stream_id.encode()]
+
+
+@pytest.mark.parametrize("key_length", [0, 1, 16, 32, 63, 64, 65, 200])
+def test_the_hmac_is_hmac_sha256(key_length: int) -> None:
+    from mcp_resume_asgi.wire.tokens import _HmacSha256
+
+    key = bytes(range(256))[:key_length]
+    mac = _HmacSha256(key)
+    for value in (b"", b"a", b"stream-id~12", bytes(range(256)) * 5):
+        assert mac.digest(value) == hmac.digest(key, value, "sha256"), (key_length, value[:8])
 
 
 def test_event_ids_are_byte_for_byte_those_of_the_previous_release() -> None:
