@@ -45,3 +45,32 @@ def test_weight_zero_ranges_are_not_media_types_and_accept_lines_are_one_list() 
     assert media_types(None) == set()
     assert accepts_sse(scope(JSON, SSE)), "a list header split over two lines"
     assert not accepts_sse(scope(JSON, f"{SSE};q=0"))
+
+
+def test_a_kept_reading_answers_as_a_fresh_one() -> None:
+    """`acceptable` and `is_json` keep their answers for the usual (short) values: the same
+    value asked again, or for another media type, or a long value, reads as it did fresh."""
+    from mcp_resume_asgi.wire.headers import _acceptable, acceptable, is_json
+
+    values = [
+        "text/event-stream;q=0, */*",
+        "text/*;q=0, text/event-stream",
+        "application/json, text/event-stream",
+        "application/json",
+        None,
+        "text/event-stream, " + "x/y;q=0.5, " * 100,  # longer than what is kept
+    ]
+    for _ in range(2):
+        for value in values:
+            for media in ("text/event-stream", "application/json"):
+                assert acceptable(value, media) == _acceptable(value, media), (value, media)
+    for content_type, expected in [
+        ("application/json", True),
+        ("Application/JSON; charset=utf-8", True),
+        ("text/plain", False),
+        (None, False),
+        ("text/plain, " * 100 + "application/json", True),
+    ]:
+        for _ in range(2):
+            headers = [] if content_type is None else [(b"content-type", content_type.encode())]
+            assert is_json({"headers": headers}) is expected, content_type

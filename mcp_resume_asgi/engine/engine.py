@@ -198,7 +198,7 @@ class Engine:
         if declared is not None:
             return declared
         if session_id is not None:
-            info = await self.store.get_session(session_id)
+            info = await self.services.sessions.info(session_id)
             if info is not None:
                 return info.capabilities
         return {}
@@ -211,7 +211,7 @@ class Engine:
         would break it.
         """
         if session_id is not None:
-            info = await self.store.get_session(session_id)
+            info = await self.services.sessions.info(session_id)  # (kept per node, `Sessions.info`)
             if info is not None:
                 return info.protocol_version
         return p.valid_version(header(scope, b"mcp-protocol-version")) or p.DEFAULT_VERSION
@@ -351,6 +351,7 @@ class Engine:
     # ------------------------------------------------------------------ sessions and shared helpers
     async def end_session(self, session_id: str) -> None:
         stream_ids = await self.store.delete_session(session_id)
+        self.services.sessions.forget(session_id)  # (after: a read meanwhile would keep it again)
         await self.store.delete_key(keys.standalone(session_id))
         for stream_id in stream_ids:
             hosted = self.live.get(stream_id)

@@ -403,11 +403,8 @@ class HostedStream:
                 if first is not None:
                     await first.send(dict(message, headers=[*headers, UNAVAILABLE_HEADER]))
                 return
-            extra = stream_headers(headers)
-            if not self.core.close_cancels:
-                extra.append(self.services.link_header(self.path, self.stream_id, 0))
             if first is not None:
-                self.attach_first(first, extra)
+                self.attach_first(first, stream_headers(headers))
             return
         self.mode = Mode.PASSTHROUGH
         if self.left_early:
@@ -416,7 +413,10 @@ class HostedStream:
             await first.send(message)
 
     def attach_first(self, client: Connection, headers: Headers) -> None:
-        """Open the SSE answer on the first connection, its head held for the first event."""
+        """Open the SSE answer on the first connection, its head held for the first event; its
+        Link, if resumable, signed by the event-id prefix the record opened with (no second HMAC)."""
+        if not self.core.close_cancels:
+            headers.append(self.services.link_header(self.path, self.stream_id, 0, self.prefix or None))
         client.headers = headers
         client.delivery = self.delivery
         self.writer.attach(client, gen=1, cursor=0, hold_head=True, opening=self.writer.priming(0))
@@ -441,7 +441,12 @@ class HostedStream:
         if held.gone.is_set():
             return
         held.headers = self.services.sse_headers(
-            self.session_id, self.path, self.stream_id, 0, link=not self.core.close_cancels
+            self.session_id,
+            self.path,
+            self.stream_id,
+            0,
+            link=not self.core.close_cancels,
+            prefix=self.prefix or None,
         )
         held.delivery = self.delivery
         if self.writer.conn is not None:

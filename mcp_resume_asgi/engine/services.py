@@ -125,24 +125,38 @@ class StreamServices(Generic[S]):
         self.cancel_bindings = CancelBindings(store, self.store_outage)
         """The requests hosted here that a client's cancel notice may name."""
 
-    def link_header(self, mcp_path: str, stream_id: str, after_seq: int) -> tuple[bytes, bytes]:
-        """`Link: </mcp/streams/<token>>; rel="stream"` for a response that starts after `after_seq`.
+    def link_header(
+        self, mcp_path: str, stream_id: str, after_seq: int, prefix: bytes | None = None
+    ) -> tuple[bytes, bytes]:
+        """`Link: </mcp/streams/<token>>; rel="stream"` for a response that starts after `after_seq`
+        (`prefix`: the stream's signed event-id prefix, where the caller has it: no second HMAC).
 
         An absolute path, not a URL: it is same-origin by construction, whatever
         Host header a client (or an attacker) sent.
         """
-        url = f"{mcp_path.rstrip('/')}{STREAM_SEGMENT}{self.signer.link_token(stream_id, after_seq)}"
-        return b"link", f'<{url}>; rel="stream"'.encode()
+        token = self.signer.link_token(stream_id, after_seq, prefix)
+        return b"link", b'<%s%s%s>; rel="stream"' % (
+            mcp_path.rstrip("/").encode(),
+            STREAM_SEGMENT.encode(),
+            token.encode(),
+        )
 
     def sse_headers(
-        self, session_id: str | None, path: str, stream_id: str, after_seq: int, *, link: bool = True
+        self,
+        session_id: str | None,
+        path: str,
+        stream_id: str,
+        after_seq: int,
+        *,
+        link: bool = True,
+        prefix: bytes | None = None,
     ) -> Headers:
         """The headers of an SSE answer the engine opens itself, with the stream's Link if resumable."""
         headers = list(SSE_HEADERS)
         if session_id is not None:
             headers.append((b"mcp-session-id", session_id.encode()))
         if link:
-            headers.append(self.link_header(path, stream_id, after_seq))
+            headers.append(self.link_header(path, stream_id, after_seq, prefix))
         return headers
 
     async def call_app(

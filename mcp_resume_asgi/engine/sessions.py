@@ -3,6 +3,10 @@
 Later requests of the session are governed by the revision it negotiated (clients
 are known to send an older `MCP-Protocol-Version` header than that), and with
 several nodes the session's owner is recorded so requests can be relayed there.
+
+Every request reads its session's revision (and, with feature layers, its capabilities):
+each node keeps what it read, for a while (`Sessions.info`), instead of asking the store
+each time (a round trip on Redis).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -19,9 +24,13 @@ from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import Scope
 from mcp_resume_asgi.wire.scope_keys import DECLARED_CAPABILITIES
 
-__all__ = ["SessionRequest", "Sessions"]
+__all__ = ["CACHE_MAX_SESSIONS", "CACHE_TTL_S", "SessionRequest", "Sessions"]
 
 logger = logging.getLogger(__name__)
+
+#: How long a node keeps a session's revision and capabilities as read, and how many it keeps.
+CACHE_TTL_S = 30.0
+CACHE_MAX_SESSIONS = 10_000
 
 
 class SessionRequest(Protocol):
@@ -47,6 +56,9 @@ class Sessions:
         ttl_s: float,
         owner: str | None,
         store_outage: Callable[[BaseException], bool],
+        cache_ttl_s: float = CACHE_TTL_S,
+        cache_max: int = CACHE_MAX_SESSIONS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.ttl_s = ttl_s
@@ -54,6 +66,50 @@ class Sessions:
         """This node's id where several nodes share the store (the session's requests are
         relayed to it), else None."""
         self.store_outage = store_outage
+        self.cache_ttl_s = cache_ttl_s
+        self.cache_max = max(1, cache_max)
+        self.clock = clock
+        self._cache: dict[str, tuple[SessionInfo, float]] = {}
+        """Session records as read here, with when each stops being used (oldest first)."""
+
+    async def info(self, session_id: str) -> SessionInfo | None:
+        """The session's record: as read here less than `cache_ttl_s` ago, else from the store.
+
+        Only what the session negotiated is kept - its revision and declared capabilities,
+        fixed at `initialize` - so a copy is never wrong while the session lives. It may
+        outlive the session: one ended here is forgotten at once (`forget`); one ended on
+        another node, or expired in the store, is still read here for at most `cache_ttl_s`,
+        and a request naming it meanwhile is framed by the revision it had negotiated instead
+        of its header's. That grants nothing: whether the session is valid is still the app's
+        to say (it refuses the request, 404), and no stream is found through this record (a
+        resume reads the stream's own record and asks the app, `http/resume.py`). What needs
+        the session to exist now (the feature layers' refusals, the Tasks layer) asks the
+        store, not this. A session the store does not know is not kept (it may be recorded a
+        moment later, on another node).
+        """
+        cache = self._cache
+        now = self.clock()
+        item = cache.get(session_id)
+        if item is not None:
+            if item[1] > now:
+                return item[0]
+            del cache[session_id]
+        info = await self.store.get_session(session_id)
+        if info is not None:
+            self._keep(info, now)
+        return info
+
+    def forget(self, session_id: str) -> None:
+        """The session ended here: its record is no longer used (`info` asks the store)."""
+        self._cache.pop(session_id, None)
+
+    def _keep(self, info: SessionInfo, now: float) -> None:
+        cache = self._cache
+        cache.pop(info.session_id, None)
+        while len(cache) >= self.cache_max:
+            # The oldest entry goes first (a dict keeps insertion order; a re-read moves to the end).
+            del cache[next(iter(cache))]
+        cache[info.session_id] = (info, now + self.cache_ttl_s)
 
     async def remember(self, hosted: SessionRequest, answer: Any) -> None:
         """Record the session an `initialize` answer opened (a store outage only costs a warning)."""
@@ -91,6 +147,7 @@ class Sessions:
             capabilities=capabilities,
         )
         await self.store.put_session(info, self.ttl_s)
+        self._keep(info, self.clock())
         if self.owner is not None:
             await self.store.set_key(keys.session_owner(hosted.session_id), self.owner, self.ttl_s)
         logger.debug("session %s negotiated %s", hosted.session_id, version)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 from typing import Any
 
@@ -162,10 +163,21 @@ def media_types(value: str | None) -> set[str]:
     return {name for name, weight in media_ranges(value) if weight > 0}
 
 
+#: The longest header value whose reading is kept (`acceptable`, `is_json`): a client sends the
+#: same few on every request; a long one is read each time rather than kept.
+_CACHED_VALUE_LENGTH = 256
+
+
 def acceptable(accept: str | None, media_type: str) -> bool:
     """Whether an `Accept` value accepts `media_type`: the most specific range naming it
     decides (`text/event-stream;q=0, */*` refuses SSE; `text/*;q=0, text/event-stream`
     accepts it), and a weight of 0 refuses."""
+    if accept is not None and len(accept) > _CACHED_VALUE_LENGTH:
+        return _acceptable(accept, media_type)
+    return _acceptable_kept(accept, media_type)
+
+
+def _acceptable(accept: str | None, media_type: str) -> bool:
     kind = media_type.split("/", 1)[0] + "/*"
     best: tuple[int, float] | None = None
     for name, weight in media_ranges(accept):
@@ -173,6 +185,10 @@ def acceptable(accept: str | None, media_type: str) -> bool:
         if rank and (best is None or rank > best[0]):
             best = (rank, weight)
     return best is not None and best[1] > 0
+
+
+#: Every request reads its `Accept` (and `Content-Type`): the answers for the usual values are kept.
+_acceptable_kept = functools.lru_cache(maxsize=256)(_acceptable)
 
 
 def accept_header(scope: Scope) -> str | None:
@@ -186,4 +202,14 @@ def accepts_sse(scope: Scope) -> bool:
 
 
 def is_json(scope: Scope) -> bool:
-    return "application/json" in media_types(header(scope, b"content-type"))
+    value = header(scope, b"content-type")
+    if value is not None and len(value) > _CACHED_VALUE_LENGTH:
+        return _names_json(value)
+    return _names_json_kept(value)
+
+
+def _names_json(content_type: str | None) -> bool:
+    return "application/json" in media_types(content_type)
+
+
+_names_json_kept = functools.lru_cache(maxsize=64)(_names_json)
