@@ -168,6 +168,31 @@ async def test_a_stalled_client_never_holds_the_app_and_gets_everything_in_order
     assert seqs == sorted(set(seqs)), "events repeated or out of order"
 
 
+class DeadSocket(Client):
+    """A server that reports a dead socket by raising from `send` (hypercorn, a proxy's ASGI shim)."""
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.body":
+            raise OSError("connection reset by peer")
+        await super().send(message)
+
+
+async def test_a_send_that_fails_marks_the_client_gone_and_does_not_cancel_the_app() -> None:
+    """The app's own `send` writes its client: when that write fails the client is gone, and
+    the app runs on (it once got a CancelledError at its next await, its write having
+    interrupted itself)."""
+    app = App(notes=3)
+    store = MemoryStore()
+    middleware = ResumeMiddleware(app, policy=Policy(), store=store)
+    client = DeadSocket()
+    with anyio.fail_after(scaled(5)):
+        await middleware(_scope(), client.receive, client.send)
+    assert app.finished.is_set() and app.after_response == "http.disconnect"
+    (stream_id,) = store._streams
+    events = await store.read(stream_id, 0)
+    assert len(events) == 4  # every event recorded, for a resume
+
+
 _LINE = st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"").replace(b"\r", b""))
 
 

@@ -309,7 +309,12 @@ class Writer:
                 if not await conn.start():
                     return True
                 data = head + data
-            written = await self.write(conn, att, data, end=complete)
+            if conn.own_writer:
+                written: bool | None = await conn.write(data, end=complete)
+            else:  # (`write`, inline: this runs once per event the app sends)
+                self.services.scheduler.arm(self.timer, core.writing(att, time.monotonic()))
+                written = await conn.write_interruptibly(data, end=complete)
+                core.write_ended(att)
             if written is None:
                 self._hand_over(conn)
                 return False

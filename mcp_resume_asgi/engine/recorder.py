@@ -20,6 +20,7 @@ import json
 import logging
 import time
 import weakref
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -77,7 +78,7 @@ class RecordedStream(HostedRequest, Protocol):
     @property
     def opened(self) -> Flag: ...
 
-    async def deliver(self, batch: list[tuple[int, bytes]]) -> None: ...
+    def deliver(self, batch: list[tuple[int, bytes]]) -> Awaitable[None]: ...
 
 
 class Recorder:
@@ -195,7 +196,11 @@ class Recorder:
             self._hold(exc)
             self._add_held(recorded)
             return
-        await self._deliver(recorded.batch)
+        try:  # (`_deliver`, inline: this runs once per event the app sends)
+            await hosted.deliver(recorded.batch)
+        except Exception as exc:
+            if not hosted.services.store_outage(exc):
+                raise
 
     async def _note(
         self,
