@@ -168,6 +168,52 @@ async def test_a_stalled_client_never_holds_the_app_and_gets_everything_in_order
     assert seqs == sorted(set(seqs)), "events repeated or out of order"
 
 
+class Burst:
+    """Sends `notes` progress events without yielding, waits for `go`, then sends the result."""
+
+    def __init__(self, notes: int) -> None:
+        self.notes = notes
+        self.go = anyio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await receive()
+        headers = [(b"content-type", b"text/event-stream"), (b"mcp-session-id", SESSION)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for i in range(1, self.notes + 1):
+            await send({"type": "http.response.body", "body": _progress(i), "more_body": True})
+        await self.go.wait()
+        await send({"type": "http.response.body", "body": RESULT, "more_body": False})
+
+
+def _progress_of(raw: bytes) -> list[int]:
+    return [json.loads(line[6:]).get("params", {}).get("progress", 0) for line in _data_lines(raw)]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_burst_reaches_the_client_while_the_app_waits_in_few_writes(anyio_backend: str) -> None:
+    """Events an app sends without yielding go out together once it yields (asyncio; one by
+    one on trio), each once, in order, with its id: the client has them all while the app
+    still waits, and has them in fewer writes than events."""
+    app = Burst(notes=1000)
+    middleware = ResumeMiddleware(app, policy=Policy(keepalive_s=None), store=MemoryStore())
+    client = Client()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(middleware, _scope(), client.receive, client.send)
+        with anyio.fail_after(scaled(5)):
+            while len(_progress_of(client.body())) < 1000:
+                await anyio.sleep(0.01)
+        app.go.set()
+    raw = client.body()
+    assert _progress_of(raw)[:-1] == list(range(1, 1001)) and json.loads(_data_lines(raw)[-1][6:])["id"] == 7
+    seqs = [int(line.rsplit(b":", 1)[1]) for line in raw.split(b"\n") if line.startswith(b"id: ")]
+    assert seqs == list(range(0, 1002)), "every event once, in order, with its id (0: priming)"
+    writes = sum(1 for m in client.sent if m["type"] == "http.response.body")
+    if anyio_backend == "asyncio":
+        assert writes < 10, writes
+    else:
+        assert writes >= 1000, writes
+
+
 class DeadSocket(Client):
     """A server that reports a dead socket by raising from `send` (hypercorn, a proxy's ASGI shim)."""
 

@@ -82,7 +82,7 @@ class Interruptible:
     def current_task(self) -> asyncio.Task[Any] | None:
         """The running asyncio task, None under another event loop (trio)."""
         if self._asyncio is None:
-            task = _asyncio_task()
+            task = current_asyncio_task()
             self._asyncio = task is not None
             return task
         return asyncio.current_task() if self._asyncio else None
@@ -273,7 +273,7 @@ class Connection:
         return not head or await self.write(head)
 
 
-def _asyncio_task() -> asyncio.Task[Any] | None:
+def current_asyncio_task() -> asyncio.Task[Any] | None:
     """The running asyncio task, None under another event loop (trio)."""
     trio = sys.modules.get("trio")
     if trio is not None:
