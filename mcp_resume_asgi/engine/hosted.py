@@ -322,7 +322,8 @@ class HostedStream:
         if mode is Mode.STREAM or (mode is Mode.UPGRADED and self.upgraded_sse):
             frame = None if self.parser.pending else single_event_frame(body)
             if frame is not None:  # the usual shape, one whole event per chunk: no parsing, no copy
-                await self.recorder.record_frames([frame])
+                if not self.recorder.queue(frame):  # (queued: a burst's, written when the app yields)
+                    await self.recorder.record_frames([frame])
                 return
             try:
                 events = self.parser.feed(body) if body else []

@@ -102,6 +102,7 @@ class Recorder:
         "held",
         "hosted",
         "lost",
+        "write_behind",
         "writing",
     )
 
@@ -119,6 +120,7 @@ class Recorder:
         self._loop: asyncio.AbstractEventLoop | Literal[False] | None = None
         """The asyncio loop the app runs on; False under another (trio); None: not known yet."""
         self._written: anyio.Event | None = None
+        self.write_behind = hosted.store.write_behind
         self.held: HeldWrites | None = None
         """What the store failed to take and everything after it, while it cannot be reached."""
         self.lost = False
@@ -127,34 +129,46 @@ class Recorder:
     async def record_events(self, events: list[SSEEvent]) -> None:
         await self.record_frames([(encode_payload(e.data, e.event), e.data) for e in events if e.data])
 
-    async def record_frames(self, frames: list[tuple[bytes, bytes]]) -> None:
+    def record_frames(self, frames: list[tuple[bytes, bytes]]) -> Awaitable[None]:
         """Record `(frame without id, data)` pairs: at once, or in order soon (write-behind, or
-        the rest of a burst)."""
+        the rest of a burst). (Not a coroutine itself: the one it returns is the only one per
+        event.)"""
+        if self.writing or self.burst or self.write_behind:
+            return self._join_backlog(frames)
+        self._burst_begins()  # (before the write: one that waits for its client lets the app yield)
+        return self.write(frames)
+
+    def queue(self, frame: tuple[bytes, bytes]) -> bool:
+        """Add one frame to the burst or the write under way if that needs no wait (the common
+        case of a burst, without a coroutine); False: record it with `record_frames`."""
+        if not (self.writing or self.burst):
+            return False
+        size = self.backlog_bytes + len(frame[0])
+        if len(self.backlog) + 1 >= WRITE_BEHIND_FRAMES or size >= WRITE_BEHIND_BYTES:
+            return False
+        self.backlog.append(frame)
+        self.backlog_bytes = size
+        return True
+
+    async def _join_backlog(self, frames: list[tuple[bytes, bytes]]) -> None:
         if not frames:
             return
-        if self.writing or self.burst:
-            self.backlog.extend(frames)
-            self.backlog_bytes += len(frames[0][0]) if len(frames) == 1 else sum(len(f) for f, _ in frames)
-            full = len(self.backlog) >= WRITE_BEHIND_FRAMES or self.backlog_bytes >= WRITE_BEHIND_BYTES
-            if not full:
-                return
-            if not self.writing:  # a burst's worth, the app never yielding: it writes them itself
-                self.writing = True
-                await self._write_behind()
-                return
-            while self.writing and (
-                len(self.backlog) >= WRITE_BEHIND_FRAMES or self.backlog_bytes >= WRITE_BEHIND_BYTES
-            ):
-                await self._wait_written()
-            return
-        if self.hosted.store.write_behind:
-            self.backlog.extend(frames)
-            self.backlog_bytes += sum(len(f) for f, _ in frames)
+        self.backlog.extend(frames)
+        self.backlog_bytes += sum(len(f) for f, _ in frames)
+        if not self.writing and not self.burst:  # (write-behind) the first write: on a task of its own
             self.writing = True
             spawn(self._write_behind)
             return
-        await self.write(frames)
-        self._burst_begins()
+        if len(self.backlog) < WRITE_BEHIND_FRAMES and self.backlog_bytes < WRITE_BEHIND_BYTES:
+            return
+        if not self.writing:  # a burst's worth, the app never yielding: it writes them itself
+            self.writing = True
+            await self._write_behind()
+            return
+        while self.writing and (
+            len(self.backlog) >= WRITE_BEHIND_FRAMES or self.backlog_bytes >= WRITE_BEHIND_BYTES
+        ):
+            await self._wait_written()
 
     def _burst_begins(self) -> None:
         """The app's event was written from its `send`: until the app yields to the event loop,
