@@ -54,6 +54,8 @@ logger = logging.getLogger(__name__)
 #: Write-behind: how much the app may send ahead of the store before its `send` waits.
 WRITE_BEHIND_FRAMES = 512
 WRITE_BEHIND_BYTES = 1024 * 1024
+#: An app that yields after each of its events is looked for bursts at least every this many events.
+BURST_BACKOFF = 64
 #: The answer recorded instead of a request's own when the store lost its stream.
 LOST_TEXT = (
     "the server's store lost this request's stream before its answer could be recorded "
@@ -95,6 +97,8 @@ class Recorder:
 
     __slots__ = (
         "_loop",
+        "_quiet",
+        "_skip",
         "_written",
         "backlog",
         "backlog_bytes",
@@ -119,6 +123,10 @@ class Recorder:
         """The app has not yielded since its last event was written (`_burst_begins`)."""
         self._loop: asyncio.AbstractEventLoop | Literal[False] | None = None
         """The asyncio loop the app runs on; False under another (trio); None: not known yet."""
+        self._quiet = 0
+        """How many events to write before looking for a burst again, after one that caught none."""
+        self._skip = 0
+        """Events still to write before looking for a burst again."""
         self._written: anyio.Event | None = None
         self.write_behind = hosted.store.write_behind
         self.held: HeldWrites | None = None
@@ -174,7 +182,14 @@ class Recorder:
         """The app's event was written from its `send`: until the app yields to the event loop,
         what it sends next waits in the backlog and goes out with the burst, in one store write
         and one write to its client (`_burst_ends`, or `WRITE_BEHIND_FRAMES` reached, or the app's
-        end). Not under trio, whose events are written one by one as they come."""
+        end). Not under trio, whose events are written one by one as they come.
+
+        Looking for a burst costs a callback on the event loop; an app that yields after each
+        event never makes one, so after bursts that caught nothing it is looked for only every
+        2nd, 4th, ... `BURST_BACKOFF`th event, and at every one again once one catches some."""
+        if self._skip:
+            self._skip -= 1
+            return
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop() if current_asyncio_task() is not None else False
@@ -185,7 +200,12 @@ class Recorder:
     def _burst_ends(self) -> None:
         """The app yielded: what it sent since its last written event is written now."""
         self.burst = False
-        if self.backlog and not self.writing:
+        if not self.backlog:
+            self._quiet = min(self._quiet * 2 + 1, BURST_BACKOFF - 1)
+            self._skip = self._quiet
+            return
+        self._quiet = 0
+        if not self.writing:
             self.writing = True
             spawn(self._write_behind)
 
