@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
+from mcp_resume_asgi.engine import recorder as recorder_module
 from mcp_resume_asgi.engine.recorder import BURST_BACKOFF
 from mcp_resume_asgi.sse import SSEParser, single_event_frame
 from tests.support.timing import scaled
@@ -188,6 +189,42 @@ class Burst:
                 await anyio.lowlevel.checkpoint()
         await self.go.wait()
         await send({"type": "http.response.body", "body": RESULT, "more_body": False})
+
+
+async def test_a_burst_reaches_the_client_while_the_app_waits_on_its_receive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An app that bursts and then waits on its `receive` (its disconnect listener): the burst is
+    written from its own task as it starts waiting (no task started for it: memory each of many
+    streams bursting at once would hold), all of it, in order, in a few writes."""
+    started: list[str] = []
+    spawn = recorder_module.spawn
+
+    def counting_spawn(fn: Any, *args: Any) -> None:
+        started.append(getattr(fn, "__name__", ""))
+        spawn(fn, *args)
+
+    monkeypatch.setattr(recorder_module, "spawn", counting_spawn)
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await receive()
+        headers = [(b"content-type", b"text/event-stream"), (b"mcp-session-id", SESSION)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for i in range(1, 101):
+            await send({"type": "http.response.body", "body": _progress(i), "more_body": True})
+        await receive()  # (until the test ends it)
+
+    middleware = ResumeMiddleware(app, policy=Policy(keepalive_s=None), store=MemoryStore())
+    client = Client()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(middleware, _scope(), client.receive, client.send)
+        with anyio.fail_after(scaled(5)):
+            while len(_progress_of(client.body())) < 100:
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert _progress_of(client.body())[:100] == list(range(1, 101))  # (then the error of its cancel)
+    assert "_write_behind" not in started
+    assert sum(1 for m in client.sent if m["type"] == "http.response.body") < 10
 
 
 def _progress_of(raw: bytes) -> list[int]:

@@ -179,6 +179,7 @@ class HostedStream:
                 body_sent = True
                 await self.request_taken()
                 return {"type": "http.request", "body": self.body, "more_body": False}
+            await self.recorder.before_wait()  # (what the app sent without yielding: written now)
             first = self.first
             if first is not None and not self.app_disconnect.is_set():
                 # The app's own disconnect listener is our watcher of its client.

@@ -92,11 +92,48 @@ class RecordedStream(HostedRequest, Protocol):
     def deliver(self, batch: list[tuple[int, bytes]]) -> Awaitable[None]: ...
 
 
+class _Bursts:
+    """The recorders of one event loop whose app has not yielded since its last written event:
+    one callback per loop iteration ends all their bursts (a callback per stream would be
+    memory held by each stream that bursts at the same time)."""
+
+    __slots__ = ("__weakref__", "open")
+
+    def __init__(self) -> None:
+        self.open: list[Recorder] = []
+
+    def add(self, recorder: Recorder) -> None:
+        if not self.open:
+            asyncio.get_running_loop().call_soon(self.end_all)
+        self.open.append(recorder)
+
+    def end_all(self) -> None:
+        recorders, self.open = self.open, []
+        for recorder in recorders:
+            try:
+                recorder._burst_ends()
+            except Exception:
+                logger.exception("ending a burst failed")
+
+
+#: Per event loop (a loop that is gone takes its entry with it).
+_loop_bursts: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Bursts] = weakref.WeakKeyDictionary()
+
+
+def _bursts_here() -> _Bursts:
+    loop = asyncio.get_running_loop()
+    bursts = _loop_bursts.get(loop)
+    if bursts is None:
+        bursts = _loop_bursts[loop] = _Bursts()
+    return bursts
+
+
 class Recorder:
     """The store side of one hosted stream (see the module docstring)."""
 
     __slots__ = (
-        "_loop",
+        "_bursts",
+        "_caught",
         "_quiet",
         "_skip",
         "_written",
@@ -121,12 +158,15 @@ class Recorder:
         """A write of the backlog is under way (what the app sends meanwhile joins the backlog)."""
         self.burst = False
         """The app has not yielded since its last event was written (`_burst_begins`)."""
-        self._loop: asyncio.AbstractEventLoop | Literal[False] | None = None
-        """The asyncio loop the app runs on; False under another (trio); None: not known yet."""
+        self._bursts: _Bursts | Literal[False] | None = None
+        """The bursts of the asyncio loop the app runs on; False under another (trio); None: not
+        known yet."""
         self._quiet = 0
         """How many events to write before looking for a burst again, after one that caught none."""
         self._skip = 0
         """Events still to write before looking for a burst again."""
+        self._caught = False
+        """The burst under way caught events already written (`before_wait`, a full backlog)."""
         self._written: anyio.Event | None = None
         self.write_behind = hosted.store.write_behind
         self.held: HeldWrites | None = None
@@ -170,6 +210,7 @@ class Recorder:
         if len(self.backlog) < WRITE_BEHIND_FRAMES and self.backlog_bytes < WRITE_BEHIND_BYTES:
             return
         if not self.writing:  # a burst's worth, the app never yielding: it writes them itself
+            self._caught = True
             self.writing = True
             await self._write_behind()
             return
@@ -190,24 +231,34 @@ class Recorder:
         if self._skip:
             self._skip -= 1
             return
-        loop = self._loop
-        if loop is None:
-            loop = self._loop = asyncio.get_running_loop() if current_asyncio_task() is not None else False
-        if loop is not False:
+        bursts = self._bursts
+        if bursts is None:
+            bursts = self._bursts = _bursts_here() if current_asyncio_task() is not None else False
+        if bursts is not False:
             self.burst = True
-            loop.call_soon(self._burst_ends)
+            bursts.add(self)
 
     def _burst_ends(self) -> None:
         """The app yielded: what it sent since its last written event is written now."""
         self.burst = False
-        if not self.backlog:
+        if not self.backlog and not self._caught:
             self._quiet = min(self._quiet * 2 + 1, BURST_BACKOFF - 1)
             self._skip = self._quiet
             return
         self._quiet = 0
-        if not self.writing:
+        self._caught = False
+        if self.backlog and not self.writing:
             self.writing = True
             spawn(self._write_behind)
+
+    async def before_wait(self) -> None:
+        """The app waits on its `receive`: its burst is written now, from its own task (a task
+        started for it when the app yields is memory held at once by every stream that bursts
+        at once)."""
+        if self.burst and self.backlog and not self.writing:
+            self._caught = True
+            self.writing = True
+            await self._write_behind()
 
     def _take_backlog(self) -> list[tuple[bytes, bytes]]:
         batch, self.backlog, self.backlog_bytes = self.backlog, [], 0
