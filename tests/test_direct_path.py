@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
+from mcp_resume_asgi.engine import recorder as recorder_module
+from mcp_resume_asgi.engine.recorder import BURST_BACKOFF
 from mcp_resume_asgi.wire.sse import SSEParser, single_event_frame
 from tests.support.timing import scaled
 
@@ -166,6 +168,121 @@ async def test_a_stalled_client_never_holds_the_app_and_gets_everything_in_order
     ids = [line for line in client.body().split(b"\n") if line.startswith(b"id: ")]
     seqs = [int(line.rsplit(b":", 1)[1]) for line in ids]
     assert seqs == sorted(set(seqs)), "events repeated or out of order"
+
+
+class Burst:
+    """Sends `paced` progress events yielding after each, then up to `notes` without yielding,
+    waits for `go`, then sends the result."""
+
+    def __init__(self, notes: int, paced: int = 0) -> None:
+        self.notes = notes
+        self.paced = paced
+        self.go = anyio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await receive()
+        headers = [(b"content-type", b"text/event-stream"), (b"mcp-session-id", SESSION)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for i in range(1, self.notes + 1):
+            await send({"type": "http.response.body", "body": _progress(i), "more_body": True})
+            if i <= self.paced:
+                await anyio.lowlevel.checkpoint()
+        await self.go.wait()
+        await send({"type": "http.response.body", "body": RESULT, "more_body": False})
+
+
+async def test_a_burst_reaches_the_client_while_the_app_waits_on_its_receive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An app that bursts and then waits on its `receive` (its disconnect listener): the burst is
+    written from its own task as it starts waiting (no task started for it: memory each of many
+    streams bursting at once would hold), all of it, in order, in a few writes."""
+    started: list[str] = []
+    spawn = recorder_module.spawn
+
+    def counting_spawn(fn: Any, *args: Any) -> None:
+        started.append(getattr(fn, "__name__", ""))
+        spawn(fn, *args)
+
+    monkeypatch.setattr(recorder_module, "spawn", counting_spawn)
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await receive()
+        headers = [(b"content-type", b"text/event-stream"), (b"mcp-session-id", SESSION)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for i in range(1, 101):
+            await send({"type": "http.response.body", "body": _progress(i), "more_body": True})
+        await receive()  # (until the test ends it)
+
+    middleware = ResumeMiddleware(app, policy=Policy(keepalive_s=None), store=MemoryStore())
+    client = Client()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(middleware, _scope(), client.receive, client.send)
+        with anyio.fail_after(scaled(5)):
+            while len(_progress_of(client.body())) < 100:
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert _progress_of(client.body())[:100] == list(range(1, 101))  # (then the error of its cancel)
+    assert "_write_behind" not in started
+    assert sum(1 for m in client.sent if m["type"] == "http.response.body") < 10
+
+
+def _progress_of(raw: bytes) -> list[int]:
+    return [json.loads(line[6:]).get("params", {}).get("progress", 0) for line in _data_lines(raw)]
+
+
+@pytest.mark.parametrize("paced", [0, 300])
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_burst_reaches_the_client_while_the_app_waits_in_few_writes(
+    anyio_backend: str, paced: int
+) -> None:
+    """Events an app sends without yielding go out together once it yields (asyncio; one by
+    one on trio), each once, in order, with its id: the client has them all while the app
+    still waits, and has them in fewer writes than events - also after the app yielded after
+    each of its events for a while (bursts are then looked for less often, `BURST_BACKOFF`)."""
+    app = Burst(notes=1000, paced=paced)
+    middleware = ResumeMiddleware(app, policy=Policy(keepalive_s=None), store=MemoryStore())
+    client = Client()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(middleware, _scope(), client.receive, client.send)
+        with anyio.fail_after(scaled(5)):
+            while len(_progress_of(client.body())) < 1000:
+                await anyio.sleep(0.01)
+        app.go.set()
+    raw = client.body()
+    assert _progress_of(raw)[:-1] == list(range(1, 1001)) and json.loads(_data_lines(raw)[-1][6:])["id"] == 7
+    seqs = [int(line.rsplit(b":", 1)[1]) for line in raw.split(b"\n") if line.startswith(b"id: ")]
+    assert seqs == list(range(0, 1002)), "every event once, in order, with its id (0: priming)"
+    writes = sum(1 for m in client.sent if m["type"] == "http.response.body")
+    if anyio_backend == "asyncio":
+        assert writes < paced + BURST_BACKOFF + 10, writes
+    else:
+        assert writes >= 1000, writes
+
+
+class DeadSocket(Client):
+    """A server that reports a dead socket by raising from `send` (hypercorn, a proxy's ASGI shim)."""
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.body":
+            raise OSError("connection reset by peer")
+        await super().send(message)
+
+
+async def test_a_send_that_fails_marks_the_client_gone_and_does_not_cancel_the_app() -> None:
+    """The app's own `send` writes its client: when that write fails the client is gone, and
+    the app runs on (it once got a CancelledError at its next await, its write having
+    interrupted itself)."""
+    app = App(notes=3)
+    store = MemoryStore()
+    middleware = ResumeMiddleware(app, policy=Policy(), store=store)
+    client = DeadSocket()
+    with anyio.fail_after(scaled(5)):
+        await middleware(_scope(), client.receive, client.send)
+    assert app.finished.is_set() and app.after_response == "http.disconnect"
+    (stream_id,) = store._streams
+    events = await store.read(stream_id, 0)
+    assert len(events) == 4  # every event recorded, for a resume
 
 
 _LINE = st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"").replace(b"\r", b""))

@@ -71,15 +71,25 @@ class Interruptible:
     use a cancel scope.
     """
 
-    __slots__ = ("_scope", "_task")
+    __slots__ = ("_asyncio", "_scope", "_task")
 
     def __init__(self) -> None:
         self._scope: anyio.CancelScope | None = None
         self._task: asyncio.Task[Any] | None = None
+        self._asyncio: bool | None = None
+        """Whether it is used under asyncio (asked once: one object never changes loops)."""
+
+    def current_task(self) -> asyncio.Task[Any] | None:
+        """The running asyncio task, None under another event loop (trio)."""
+        if self._asyncio is None:
+            task = current_asyncio_task()
+            self._asyncio = task is not None
+            return task
+        return asyncio.current_task() if self._asyncio else None
 
     async def run(self, awaitable: Awaitable[T]) -> tuple[T | None, bool]:
         """`(its result, False)`, or `(None, True)` when interrupted."""
-        task = _asyncio_task()
+        task = self.current_task()
         if task is None:
             result: T | None = None
             with anyio.CancelScope() as scope:
@@ -180,12 +190,39 @@ class Connection:
             self.interrupt_write()
 
     async def write_interruptibly(self, data: bytes, *, end: bool = False) -> bool | None:
-        """`write`, which `interrupt_write` can stop: True, False when gone, None when interrupted."""
+        """`write`, which `interrupt_write` can stop: True, False when gone, None when interrupted.
+
+        Every event of an attached connection is written here, so on asyncio it is `send`
+        and `Interruptible.run` in one coroutine (`Interruptible` says how it is stopped)."""
+        if self.gone.is_set() or self.finished:
+            return False
         message = {"type": "http.response.body", "body": data, "more_body": not end}
-        written, interrupted = await self.writing.run(self.send(message))
-        if interrupted:
+        writing = self.writing
+        task = writing.current_task()
+        if task is None:
+            written, interrupted = await writing.run(self.send(message))
+            if interrupted:
+                return False if self.gone.is_set() else None
+            return written
+        writing._task = task
+        try:
+            await self._send(message)
+        except asyncio.CancelledError:
+            if writing._task is not None or task.uncancel() > 0:
+                raise  # not (only) ours
             return False if self.gone.is_set() else None
-        return written
+        except Exception:  # the server reports a dead socket in its own way (OSError, ClientDisconnected...)
+            # No longer interruptible first: `mark_gone` interrupts the write in flight, which
+            # would be this task itself, cancelled at its next await for nothing.
+            writing._task = None
+            logger.debug("client connection failed on send", exc_info=True)
+            self.mark_gone()
+            return False
+        finally:
+            writing._task = None
+        if end:
+            self.finished = True
+        return True
 
     def interrupt_write(self) -> None:
         """Stop the write in flight (it returns None, or False if the client is gone)."""
@@ -236,7 +273,7 @@ class Connection:
         return not head or await self.write(head)
 
 
-def _asyncio_task() -> asyncio.Task[Any] | None:
+def current_asyncio_task() -> asyncio.Task[Any] | None:
     """The running asyncio task, None under another event loop (trio)."""
     trio = sys.modules.get("trio")
     if trio is not None:

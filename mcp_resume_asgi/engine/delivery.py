@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -49,6 +50,10 @@ READ_BATCH = 512
 #: The first connection is watched by the app's own disconnect listener; an app that has
 #: not started one this long after its answer opened gets a watcher of ours.
 WATCH_CHECK_S = 0.05
+
+
+async def _nothing() -> None:
+    """What `Writer.deliver` returns when there is nothing to write."""
 
 
 class WriterHost(Protocol):
@@ -254,15 +259,16 @@ class Writer:
             await self.release(conn)
 
     # ------------------------------------------------------------------ writing
-    async def deliver(self, batch: list[tuple[int, bytes]]) -> None:
-        """Events were just recorded: write them to the attached connection, if it is free."""
+    def deliver(self, batch: list[tuple[int, bytes]]) -> Awaitable[None]:
+        """Events were just recorded: write them to the attached connection, if it is free.
+        (Not a coroutine itself: `pump` is the one per event.)"""
         conn = self.conn
         if conn is None:
-            return
+            return _nothing()
         if conn.own_writer:
             conn.signal()
-            return
-        await self.pump(conn, batch)
+            return _nothing()
+        return self.pump(conn, batch)
 
     async def pump(self, conn: Connection, batch: list[tuple[int, bytes]] | None = None) -> None:
         """Write what `conn` is owed; let it go when the core says so."""
@@ -309,7 +315,12 @@ class Writer:
                 if not await conn.start():
                     return True
                 data = head + data
-            written = await self.write(conn, att, data, end=complete)
+            if conn.own_writer:
+                written: bool | None = await conn.write(data, end=complete)
+            else:  # (`write`, inline: this runs once per event the app sends)
+                self.services.scheduler.arm(self.timer, core.writing(att, time.monotonic()))
+                written = await conn.write_interruptibly(data, end=complete)
+                core.write_ended(att)
             if written is None:
                 self._hand_over(conn)
                 return False

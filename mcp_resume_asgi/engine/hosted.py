@@ -29,6 +29,7 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -178,6 +179,7 @@ class HostedStream:
                 body_sent = True
                 await self.request_taken()
                 return {"type": "http.request", "body": self.body, "more_body": False}
+            await self.recorder.before_wait()  # (what the app sent without yielding: written now)
             first = self.first
             if first is not None and not self.app_disconnect.is_set():
                 # The app's own disconnect listener is our watcher of its client.
@@ -246,9 +248,10 @@ class HostedStream:
         """Serve a resuming connection from this stream (`Writer.serve`)."""
         return await self.writer.serve(conn, gen=gen, after_seq=after_seq, priming=priming)
 
-    async def deliver(self, batch: list[tuple[int, bytes]]) -> None:
-        """Events were just recorded: write them to the attached connection (`Writer.deliver`)."""
-        await self.writer.deliver(batch)
+    def deliver(self, batch: list[tuple[int, bytes]]) -> Awaitable[None]:
+        """Events were just recorded: write them to the attached connection (`Writer.deliver`,
+        itself: one coroutine fewer per event)."""
+        return self.writer.deliver(batch)
 
     def arm(self) -> None:
         """The core's next deadline may have moved: tell the scheduler (`Writer.arm`)."""
@@ -320,7 +323,8 @@ class HostedStream:
         if mode is Mode.STREAM or (mode is Mode.UPGRADED and self.upgraded_sse):
             frame = None if self.parser.pending else single_event_frame(body)
             if frame is not None:  # the usual shape, one whole event per chunk: no parsing, no copy
-                await self.recorder.record_frames([frame])
+                if not self.recorder.queue(frame):  # (queued: a burst's, written when the app yields)
+                    await self.recorder.record_frames([frame])
                 return
             try:
                 events = self.parser.feed(body) if body else []

@@ -4,7 +4,14 @@ The store is written before the event is delivered, so whatever a client has
 seen can be replayed to it. With a store that pays a network round trip per
 write (Redis: `write_behind`), an app sending events one by one would wait a
 round trip per event: while a write is in flight, what the app sends queues up
-(bounded) and goes to the store as one batch, in order.
+(bounded) and goes to the store as one batch, in order. The same holds for a
+burst on asyncio: an event is written from the app's `send` at once, but what the
+app sends after it without yielding to the event loop waits, and goes out as one
+batch (one store write, one write to its client) when it yields, or every
+`WRITE_BEHIND_FRAMES`, or at its end: per event, a burst costs little more than
+the app's `send` itself. Its client sees the same events, ids and order, in fewer
+writes (an app blocking the event loop between two events delays the second
+until it yields, as it would delay anything else).
 
 A write the store fails because it cannot be reached is not lost: it is held, with
 everything the app sends after it, and written in order once the store answers
@@ -15,17 +22,20 @@ says so, so its client or task is told why instead of waiting for nothing.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 
 from mcp_resume_asgi.core.held_writes import Batch, HeldWrites
 from mcp_resume_asgi.core.stream import Phase
+from mcp_resume_asgi.engine.connection import current_asyncio_task
 from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.engine.services import HostedRequest
 from mcp_resume_asgi.store import keys
@@ -44,6 +54,8 @@ logger = logging.getLogger(__name__)
 #: Write-behind: how much the app may send ahead of the store before its `send` waits.
 WRITE_BEHIND_FRAMES = 512
 WRITE_BEHIND_BYTES = 1024 * 1024
+#: An app that yields after each of its events is looked for bursts at least every this many events.
+BURST_BACKOFF = 64
 #: The answer recorded instead of a request's own when the store lost its stream.
 LOST_TEXT = (
     "the server's store lost this request's stream before its answer could be recorded "
@@ -77,13 +89,63 @@ class RecordedStream(HostedRequest, Protocol):
     @property
     def opened(self) -> Flag: ...
 
-    async def deliver(self, batch: list[tuple[int, bytes]]) -> None: ...
+    def deliver(self, batch: list[tuple[int, bytes]]) -> Awaitable[None]: ...
+
+
+class _Bursts:
+    """The recorders of one event loop whose app has not yielded since its last written event:
+    one callback per loop iteration ends all their bursts (a callback per stream would be
+    memory held by each stream that bursts at the same time)."""
+
+    __slots__ = ("__weakref__", "open")
+
+    def __init__(self) -> None:
+        self.open: list[Recorder] = []
+
+    def add(self, recorder: Recorder) -> None:
+        if not self.open:
+            asyncio.get_running_loop().call_soon(self.end_all)
+        self.open.append(recorder)
+
+    def end_all(self) -> None:
+        recorders, self.open = self.open, []
+        for recorder in recorders:
+            try:
+                recorder._burst_ends()
+            except Exception:
+                logger.exception("ending a burst failed")
+
+
+#: Per event loop (a loop that is gone takes its entry with it).
+_loop_bursts: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Bursts] = weakref.WeakKeyDictionary()
+
+
+def _bursts_here() -> _Bursts:
+    loop = asyncio.get_running_loop()
+    bursts = _loop_bursts.get(loop)
+    if bursts is None:
+        bursts = _loop_bursts[loop] = _Bursts()
+    return bursts
 
 
 class Recorder:
     """The store side of one hosted stream (see the module docstring)."""
 
-    __slots__ = ("_written", "backlog", "backlog_bytes", "held", "hosted", "lost", "writing")
+    __slots__ = (
+        "_bursts",
+        "_caught",
+        "_quiet",
+        "_skip",
+        "_written",
+        "backlog",
+        "backlog_bytes",
+        "burst",
+        "held",
+        "hosted",
+        "lost",
+        "write_behind",
+        "writing",
+    )
 
     def __init__(self, hosted: RecordedStream) -> None:
         # A proxy, not a reference: a stream and its recorder in a cycle would outlive
@@ -93,7 +155,20 @@ class Recorder:
         self.backlog: list[tuple[bytes, bytes]] = []
         self.backlog_bytes = 0
         self.writing = False
+        """A write of the backlog is under way (what the app sends meanwhile joins the backlog)."""
+        self.burst = False
+        """The app has not yielded since its last event was written (`_burst_begins`)."""
+        self._bursts: _Bursts | Literal[False] | None = None
+        """The bursts of the asyncio loop the app runs on; False under another (trio); None: not
+        known yet."""
+        self._quiet = 0
+        """How many events to write before looking for a burst again, after one that caught none."""
+        self._skip = 0
+        """Events still to write before looking for a burst again."""
+        self._caught = False
+        """The burst under way caught events already written (`before_wait`, a full backlog)."""
         self._written: anyio.Event | None = None
+        self.write_behind = hosted.store.write_behind
         self.held: HeldWrites | None = None
         """What the store failed to take and everything after it, while it cannot be reached."""
         self.lost = False
@@ -102,21 +177,88 @@ class Recorder:
     async def record_events(self, events: list[SSEEvent]) -> None:
         await self.record_frames([(encode_payload(e.data, e.event), e.data) for e in events if e.data])
 
-    async def record_frames(self, frames: list[tuple[bytes, bytes]]) -> None:
-        """Record `(frame without id, data)` pairs, at once or (write-behind) in order soon."""
-        if not self.hosted.store.write_behind:
-            await self.write(frames)
+    def record_frames(self, frames: list[tuple[bytes, bytes]]) -> Awaitable[None]:
+        """Record `(frame without id, data)` pairs: at once, or in order soon (write-behind, or
+        the rest of a burst). (Not a coroutine itself: the one it returns is the only one per
+        event.)"""
+        if self.writing or self.burst or self.write_behind:
+            return self._join_backlog(frames)
+        self._burst_begins()  # (before the write: one that waits for its client lets the app yield)
+        return self.write(frames)
+
+    def queue(self, frame: tuple[bytes, bytes]) -> bool:
+        """Add one frame to the burst or the write under way if that needs no wait (the common
+        case of a burst, without a coroutine); False: record it with `record_frames`."""
+        if not (self.writing or self.burst):
+            return False
+        size = self.backlog_bytes + len(frame[0])
+        if len(self.backlog) + 1 >= WRITE_BEHIND_FRAMES or size >= WRITE_BEHIND_BYTES:
+            return False
+        self.backlog.append(frame)
+        self.backlog_bytes = size
+        return True
+
+    async def _join_backlog(self, frames: list[tuple[bytes, bytes]]) -> None:
+        if not frames:
             return
         self.backlog.extend(frames)
-        self.backlog_bytes += sum(len(payload) for payload, _ in frames)
-        if not self.writing:
+        self.backlog_bytes += sum(len(f) for f, _ in frames)
+        if not self.writing and not self.burst:  # (write-behind) the first write: on a task of its own
             self.writing = True
             spawn(self._write_behind)
+            return
+        if len(self.backlog) < WRITE_BEHIND_FRAMES and self.backlog_bytes < WRITE_BEHIND_BYTES:
+            return
+        if not self.writing:  # a burst's worth, the app never yielding: it writes them itself
+            self._caught = True
+            self.writing = True
+            await self._write_behind()
             return
         while self.writing and (
             len(self.backlog) >= WRITE_BEHIND_FRAMES or self.backlog_bytes >= WRITE_BEHIND_BYTES
         ):
             await self._wait_written()
+
+    def _burst_begins(self) -> None:
+        """The app's event was written from its `send`: until the app yields to the event loop,
+        what it sends next waits in the backlog and goes out with the burst, in one store write
+        and one write to its client (`_burst_ends`, or `WRITE_BEHIND_FRAMES` reached, or the app's
+        end). Not under trio, whose events are written one by one as they come.
+
+        Looking for a burst costs a callback on the event loop; an app that yields after each
+        event never makes one, so after bursts that caught nothing it is looked for only every
+        2nd, 4th, ... `BURST_BACKOFF`th event, and at every one again once one catches some."""
+        if self._skip:
+            self._skip -= 1
+            return
+        bursts = self._bursts
+        if bursts is None:
+            bursts = self._bursts = _bursts_here() if current_asyncio_task() is not None else False
+        if bursts is not False:
+            self.burst = True
+            bursts.add(self)
+
+    def _burst_ends(self) -> None:
+        """The app yielded: what it sent since its last written event is written now."""
+        self.burst = False
+        if not self.backlog and not self._caught:
+            self._quiet = min(self._quiet * 2 + 1, BURST_BACKOFF - 1)
+            self._skip = self._quiet
+            return
+        self._quiet = 0
+        self._caught = False
+        if self.backlog and not self.writing:
+            self.writing = True
+            spawn(self._write_behind)
+
+    async def before_wait(self) -> None:
+        """The app waits on its `receive`: its burst is written now, from its own task (a task
+        started for it when the app yields is memory held at once by every stream that bursts
+        at once)."""
+        if self.burst and self.backlog and not self.writing:
+            self._caught = True
+            self.writing = True
+            await self._write_behind()
 
     def _take_backlog(self) -> list[tuple[bytes, bytes]]:
         batch, self.backlog, self.backlog_bytes = self.backlog, [], 0
@@ -195,7 +337,11 @@ class Recorder:
             self._hold(exc)
             self._add_held(recorded)
             return
-        await self._deliver(recorded.batch)
+        try:  # (`_deliver`, inline: this runs once per event the app sends)
+            await hosted.deliver(recorded.batch)
+        except Exception as exc:
+            if not hosted.services.store_outage(exc):
+                raise
 
     async def _note(
         self,

@@ -271,8 +271,7 @@ class MemoryStore(MemoryIndexes, Store):
             if not events:
                 return False
         before = entry.nbytes
-        for seq, payload in events:
-            entry.add(seq, payload)
+        entry.extend(events)
         self._total_bytes += entry.nbytes - before
         meta.last_seq = events[-1][0]
         while entry.count() and (entry.count() > max_events or entry.nbytes > max_bytes):

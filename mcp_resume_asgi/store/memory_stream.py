@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
+from collections.abc import Sequence
 
 import anyio
 
@@ -62,11 +63,19 @@ class StreamEntry:
 
     def add(self, seq: int, payload: bytes) -> None:
         """Keep an event after the others (its seq is larger than theirs)."""
+        self.extend(((seq, payload),))
+
+    def extend(self, events: Sequence[tuple[int, bytes]]) -> None:
+        """Keep events after the others (seqs increasing, larger than theirs): a batch at once."""
+        end = self.origin + len(self.buf)  # (the newest event's end: the payloads lie back to back)
         index = self.index
-        end = (_RECORD.unpack_from(index, len(index) - _SIZE)[1] if index else self.origin) + len(payload)
-        index += _RECORD.pack(seq, end)
-        self.buf += payload
-        self.nbytes += len(payload)
+        pack = _RECORD.pack
+        buf = self.buf
+        for seq, payload in events:
+            end += len(payload)
+            index += pack(seq, end)
+            buf += payload
+        self.nbytes = end - self.origin
 
     def drop_oldest(self) -> tuple[int, int]:
         """Forget the oldest retained event; its `(seq, size)`."""
