@@ -47,7 +47,15 @@ if TYPE_CHECKING:
     from mcp_resume_asgi.core.stream import Recorded
     from mcp_resume_asgi.engine.connection import Flag
 
-__all__ = ["LOST_TEXT", "WRITE_BEHIND_BYTES", "WRITE_BEHIND_FRAMES", "RecordedStream", "Recorder"]
+__all__ = [
+    "LOST_TEXT",
+    "REFUSED_TEXT",
+    "WRITE_BEHIND_BYTES",
+    "WRITE_BEHIND_FRAMES",
+    "RecordedStream",
+    "Recorder",
+    "StreamNotRecorded",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +64,17 @@ WRITE_BEHIND_FRAMES = 512
 WRITE_BEHIND_BYTES = 1024 * 1024
 #: An app that yields after each of its events is looked for bursts at least every this many events.
 BURST_BACKOFF = 64
+#: The answer recorded instead of a request's own when the store refused part of its stream.
+REFUSED_TEXT = (
+    "the server's store refused part of this request's stream (it may be full): "
+    "events are missing from it, and its answer was not recorded"
+)
+
+
+class StreamNotRecorded(RuntimeError):
+    """The app's `send` after the store refused part of its stream (`Recorder._refuse`)."""
+
+
 #: The answer recorded instead of a request's own when the store lost its stream.
 LOST_TEXT = (
     "the server's store lost this request's stream before its answer could be recorded "
@@ -143,6 +162,8 @@ class Recorder:
         "held",
         "hosted",
         "lost",
+        "refusal_recorded",
+        "refused",
         "write_behind",
         "writing",
     )
@@ -172,6 +193,9 @@ class Recorder:
         self.held: HeldWrites | None = None
         """What the store failed to take and everything after it, while it cannot be reached."""
         self.lost = False
+        self.refused: Exception | None = None
+        """What the store answered a write made behind the app's back, if it refused one (`_refuse`)."""
+        self.refusal_recorded = False
         """The store was found without the stream's record (said once)."""
 
     async def record_events(self, events: list[SSEEvent]) -> None:
@@ -181,6 +205,8 @@ class Recorder:
         """Record `(frame without id, data)` pairs: at once, or in order soon (write-behind, or
         the rest of a burst). (Not a coroutine itself: the one it returns is the only one per
         event.)"""
+        if self.refused is not None:
+            return self._refuse_more()
         if self.writing or self.burst or self.write_behind:
             return self._join_backlog(frames)
         self._burst_begins()  # (before the write: one that waits for its client lets the app yield)
@@ -189,7 +215,7 @@ class Recorder:
     def queue(self, frame: tuple[bytes, bytes]) -> bool:
         """Add one frame to the burst or the write under way if that needs no wait (the common
         case of a burst, without a coroutine); False: record it with `record_frames`."""
-        if not (self.writing or self.burst):
+        if not (self.writing or self.burst) or self.refused is not None:
             return False
         size = self.backlog_bytes + len(frame[0])
         if len(self.backlog) + 1 >= WRITE_BEHIND_FRAMES or size >= WRITE_BEHIND_BYTES:
@@ -213,6 +239,8 @@ class Recorder:
             self._caught = True
             self.writing = True
             await self._write_behind()
+            if self.refused is not None:
+                await self._refuse_more()
             return
         while self.writing and (
             len(self.backlog) >= WRITE_BEHIND_FRAMES or self.backlog_bytes >= WRITE_BEHIND_BYTES
@@ -279,19 +307,51 @@ class Recorder:
             while self.backlog:
                 await self.write(self._take_backlog())
                 self._signal_written()
-        except Exception:
-            self.backlog = []  # (`write` holds what the store fails: this is another error, logged by `spawn`)
-            raise
+        except Exception as exc:  # (`write` holds what the store fails while down: this is another error)
+            self._refuse(exc)
         finally:
             self.writing = False
             self._signal_written()
 
+    def _refuse(self, exc: Exception) -> None:
+        """The store refused a write made behind the app's back (a full store, say): its events
+        are gone, and so must be every later one - recorded after a hole, they would reach a
+        resuming client as if nothing were missing. The app's next `send` fails, as it would
+        have had the write been its own, and the stream ends with an error saying so (`flush`)."""
+        self.backlog, self.backlog_bytes = [], 0
+        if self.refused is None:
+            self.refused = exc
+            logger.error(
+                "stream %s: the store refused its events (%s: %s); it ends with an error saying so",
+                self.hosted.stream_id,
+                type(exc).__name__,
+                exc,
+            )
+
+    async def _refuse_more(self) -> None:
+        raise StreamNotRecorded(
+            f"stream {self.hosted.stream_id}: the store refused its events"
+        ) from self.refused
+
     async def flush(self) -> None:
-        """Wait for the write in flight, then write what is left."""
+        """Wait for the write in flight, then write what is left (and, if the store refused
+        some of it, the error that ends the stream: `_refuse`)."""
         while self.writing:
             await self._wait_written()
-        if self.backlog:
-            await self.write(self._take_backlog())
+        if self.backlog and self.refused is None:
+            try:
+                await self.write(self._take_backlog())
+            except Exception as exc:
+                self._refuse(exc)
+        if self.refused is not None and not self.refusal_recorded:
+            self.refusal_recorded = True
+            hosted = self.hosted
+            if hosted.kind is StreamKind.REQUEST and hosted.core.final_seq is None and hosted.meta_created:
+                error = p.dumps(p.error_message(hosted.request_id, p.STREAM_ERROR, REFUSED_TEXT))
+                try:
+                    await self.write([(encode_payload(error, b"message"), error)])
+                except Exception:
+                    logger.exception("stream %s: its error could not be recorded either", hosted.stream_id)
 
     async def write(self, frames: list[tuple[bytes, bytes]]) -> None:
         """Give the frames ids, store them, note inputs and the final response, deliver.
