@@ -115,8 +115,10 @@ class Resumes:
             telemetry.resumed(ResumeOutcome.NOTHING)
             await send_bytes(send, 204)
         else:
+            # (A gap is found before serving - `core/resume.py`, as the engine asks it - or while.)
+            gap = resume.from_cursor(meta, said.after_seq) is not Resume.SERVE
             served = await self.port.serve(scope, receive, send, meta, said.after_seq)
-            gap = served is not None and served[0] == "gap"
+            gap = gap or (served is not None and served[0] == "gap")
             telemetry.resumed(ResumeOutcome.GAP if gap else ResumeOutcome.REPLAYED)
 
     async def stream_url(self, scope: Scope, receive: Receive, send: Send, token: str) -> None:

@@ -318,7 +318,12 @@ async def _round_ended(port: EnginePort, origin: str, stream_id: str, fallback: 
     except RecordContention:
         logger.exception("task %s: the end of its round %s was not noted", origin, stream_id)
         return
-    if stored is not None and stored.ended_at == now and port.telemetry.enabled:
+    if (
+        stored is not None
+        and stored.ended_at == now
+        and stored.cancelled_at is None
+        and port.telemetry.enabled
+    ):
         await count_status(port, stored, meta)
 
 

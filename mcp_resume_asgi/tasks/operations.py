@@ -206,7 +206,8 @@ class TaskRequests:
                 stored = None
             record = stored if stored is not None and stored.current_stream == current else record.ended(now)
             task = detailed_task(task_id, record, view)
-            if stored is not None and stored.ended_at == now:  # this poll noted the end: counted once
+            if stored is not None and stored.ended_at == now and stored.cancelled_at is None:
+                # This poll noted the end: counted once (a cancel was counted when asked).
                 port.telemetry.task_status(str(task["status"]))
             return task
         return detailed_task(task_id, record, view)
