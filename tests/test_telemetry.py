@@ -454,3 +454,31 @@ def test_a_trace_stored_with_a_record_is_bounded_and_optional() -> None:
     traced = TaskRecord.decode(json.dumps({**json.loads(record.encode()), "trace": TRACEPARENT}))
     assert traced is not None and traced.trace == TRACEPARENT
     assert TaskRecord.decode(json.dumps({**json.loads(record.encode()), "trace": "x" * 1000})) is None
+
+
+# ---------------------------------------------------------------------- the REST face
+async def test_every_rest_route_is_a_span_and_counted_by_route_and_status() -> None:
+    from tests.apps.rest_app import create_app as rest_app
+
+    otel = Otel()
+    app = resumable(rest_app(), store=MemoryStore(), rest=True, telemetry=otel.setting)
+    async with serve_in_loop(app) as info, httpx.AsyncClient(base_url=info.base_url, timeout=15) as client:
+        tools = await client.get("/mcp/tools")
+        assert tools.status_code == 200
+        unknown = await client.get("/mcp/tools/nosuchtool/calls/call-1")
+        assert unknown.status_code == 404
+        bad = await client.delete("/mcp/tools")
+        assert bad.status_code == 405
+    assert otel.count(n.REST_CALLS, http__route="/mcp/tools", http__response__status_code=200) >= 1
+    assert (
+        otel.count(n.REST_CALLS, http__route="/mcp/tools/{tool}/calls/{id}", http__response__status_code=404)
+        == 1
+    )
+    assert otel.count(n.REST_CALLS, http__route="(unmatched)", http__response__status_code=405) == 1
+    listed = otel.finished("tools/list")
+    assert listed and listed[-1].kind is SpanKind.SERVER
+    assert (listed[-1].attributes or {})["http.route"] == "/mcp/tools"
+    [get] = otel.finished("tasks/get nosuchtool")
+    attributes = dict(get.attributes or {})
+    assert attributes["error.type"] == "404" and attributes[n.ATTR_REST_OPERATION] == "call/get"
+    assert "call-1" not in str(attributes), "the route's template, not the caller's path"
