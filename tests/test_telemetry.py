@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -26,7 +27,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from mcp_resume_asgi import MemoryStore, ResumeMiddleware, Store, StreamMeta, resumable
+from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware, Store, StreamMeta, resumable
 from mcp_resume_asgi.store.base import StreamKind, StreamState
 from mcp_resume_asgi.telemetry import OFF, OpenTelemetry, telemetry_from
 from mcp_resume_asgi.telemetry import names as n
@@ -403,3 +404,24 @@ async def test_every_rest_route_is_a_span_and_counted_by_route_and_status() -> N
     attributes = dict(get.attributes or {})
     assert attributes["error.type"] == "404" and attributes[n.ATTR_REST_OPERATION] == "call/get"
     assert "call-1" not in str(attributes), "the route's template, not the caller's path"
+
+
+async def test_an_at_will_close_of_a_resumed_stream_is_counted_by_reason() -> None:
+    otel = Otel()
+    policy = Policy(retry_ms=100, max_connection_s=0.3)
+    mw = ResumeMiddleware(
+        _auth_app, store=MemoryStore(), policy=policy, principal=_user, telemetry=otel.setting
+    )
+    async with serve(mw) as info, httpx.AsyncClient(base_url=info.base_url, timeout=15) as client:
+        store = mw.store
+        meta = StreamMeta("streamrunning00000001", StreamKind.REQUEST, None, "alice", "2025-11-25", "/mcp", 7)
+        await store.create_stream(meta, ttl_s=60)  # running, hosted nowhere here: served from the store
+        headers = {"accept": "text/event-stream", "mcp-protocol-version": "2025-11-25", "x-user": "alice"}
+        event_id = _event_id(mw, "streamrunning00000001", 0)
+        with anyio.fail_after(10):
+            resumed = await client.get("/mcp", headers={**headers, "last-event-id": event_id})
+        assert resumed.status_code == 200 and "retry: 100" in resumed.text
+    assert otel.count(n.STREAM_CLOSES, mcp_resume__close__reason="max_connection") == 1
+    assert otel.count(n.RESUMES, mcp_resume__resume__outcome="replayed") == 1
+    [size] = otel.points(n.REPLAY_SIZE)
+    assert size.count == 1 and size.sum == 0  # (nothing was recorded before it)
