@@ -18,7 +18,7 @@ from tests.test_store_contract import Factory
 class Counted(Telemetry):
     """Telemetry on, without OpenTelemetry: the store calls it was told of."""
 
-    enabled = True  # type: ignore[assignment]
+    enabled = True
     __slots__ = ("calls",)
 
     def __init__(self) -> None:
