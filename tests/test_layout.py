@@ -12,7 +12,19 @@ import pytest
 import mcp_resume_asgi
 
 PACKAGE = Path(mcp_resume_asgi.__file__).parent
-LAYERS = {"api", "rest", "tasks", "features", "http", "engine", "core", "store", "policy", "wire"}
+LAYERS = {
+    "api",
+    "rest",
+    "tasks",
+    "features",
+    "http",
+    "engine",
+    "core",
+    "store",
+    "policy",
+    "wire",
+    "telemetry",
+}
 """The layers of `.importlinter`'s layers contract, top to bottom; `client` stands apart."""
 
 #: Module paths of earlier releases, each now in a layer (see CHANGELOG, issue 21).

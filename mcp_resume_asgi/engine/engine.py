@@ -50,6 +50,7 @@ from mcp_resume_asgi.engine.services import StreamServices
 from mcp_resume_asgi.policy import RouteTable
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import GapError, Store, StreamKind, StreamMeta, StreamState
+from mcp_resume_asgi.telemetry import OFF, Telemetry
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import ASGIApp, Receive, Scope, Send
 from mcp_resume_asgi.wire.headers import header
@@ -79,6 +80,7 @@ class Engine:
         on_store_outage: Callable[[BaseException], None] | None = None,
         host_with: Callable[[Engine], HostRequest],
         request_bound: int | None = None,
+        telemetry: Telemetry = OFF,
     ) -> None:
         """`on_store_outage` is told when a store call (one made inside the app's `send`, say)
         finds the store down. `host_with(engine)` is the port's `host`: the front's way to host
@@ -94,6 +96,7 @@ class Engine:
             node=node,
             session_ttl_s=session_ttl_s,
             on_store_outage=on_store_outage,
+            telemetry=telemetry,
         )
         services = self.services
         # What the feature layers, Tasks and REST still read of the engine itself, until they
@@ -134,6 +137,7 @@ class Engine:
             ask_app=self.ask_app,
             owner_gone=self.owner_gone,
             request_bound=request_bound,
+            telemetry=telemetry,
         )
 
     # ------------------------------------------------------------------ helpers

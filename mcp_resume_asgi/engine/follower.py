@@ -8,6 +8,9 @@ a `StreamCore` fed from the store's record (`observe`), the same object that
 decides for hosted streams. Two duties are a follower's own: telling the store a
 client is still in contact (the owner's resume window counts from it), and
 noticing that the owner died with the stream unfinished.
+
+What a follower reports (`telemetry`): the replay - from the attach until the connection has
+what was recorded before it, how long and how many events - and its at-will closes.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from mcp_resume_asgi.core.stream import Attachment, Due, Reason, StreamCore
+from mcp_resume_asgi.core.stream import AT_WILL, Attachment, Due, Reason, StreamCore
 from mcp_resume_asgi.engine.connection import Connection
 from mcp_resume_asgi.engine.delivery import READ_BATCH, finish_answer, note_detached
 from mcp_resume_asgi.engine.port import Delivery
@@ -69,12 +72,29 @@ async def follow(
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch, conn, tg.cancel_scope)
             if await conn.open():
-                reason = await _loop(services, conn, core, att, meta, prefix)
+                replay = _Replay(meta.last_seq, after_seq, now)
+                reason = await _loop(services, conn, core, att, meta, prefix, replay)
             tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
             await _end(services, conn, meta.stream_id, att, reason, policy)
     return str(reason), att.cursor
+
+
+class _Replay:
+    """A resume catching up with what was recorded before it attached (`up_to`)."""
+
+    __slots__ = ("after", "started", "up_to")
+
+    def __init__(self, up_to: int, after: int, started: float) -> None:
+        self.up_to: int | None = up_to
+        self.after = after
+        self.started = started
+
+    def caught_up(self, services: StreamServices[Any], cursor: int) -> None:
+        if self.up_to is not None and cursor >= self.up_to:
+            self.up_to = None
+            services.telemetry.replayed(time.monotonic() - self.started, max(cursor - self.after, 0))
 
 
 async def _watch(conn: Connection, serving: anyio.CancelScope) -> None:
@@ -90,6 +110,7 @@ async def _loop(
     att: Attachment,
     meta: StreamMeta,
     prefix: bytes | None,
+    replay: _Replay,
 ) -> Reason:
     store = services.store
     node = services.node
@@ -113,6 +134,7 @@ async def _loop(
             if not await conn.write(frame_events(prefix, events, transform)):
                 return Reason.GONE
             core.wrote(att, events[-1][0], time.monotonic())
+        replay.caught_up(services, att.cursor)
         outcome = core.followed(att, None if meta_now is None else meta.attach_gen)
         if outcome is not None:
             return outcome
@@ -156,6 +178,8 @@ async def _end(
     policy: Policy,
 ) -> None:
     """Finish the answer and note where it stopped (unless a newer connection took over)."""
+    if reason in AT_WILL:
+        services.telemetry.closed_at_will(str(reason))
     await finish_answer(conn, reason, att.cursor, policy)
     conn.released.set()
     await note_detached(services.store, stream_id, att)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from mcp_resume_asgi.policy import Policy, RouteTable
 from mcp_resume_asgi.store.base import Store, StreamMeta
+from mcp_resume_asgi.telemetry import OFF, Telemetry
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import Receive, Scope, Send
 from mcp_resume_asgi.wire.headers import Headers
@@ -296,6 +297,8 @@ class EnginePort:
     owner_gone: OwnerGone
     request_bound: int | None = None
     """The largest JSON-RPC request body the front takes (None: not said)."""
+    telemetry: Telemetry = OFF
+    """Where the front and the faces report what they answer themselves (`telemetry`)."""
 
     async def admitted(self, scope: Scope, send: Send, meta: StreamMeta | None) -> StreamMeta | None:
         """`meta` when it exists and the app admits this request to it; else None, answered."""

@@ -25,6 +25,7 @@ from mcp_resume_asgi.engine.sessions import Sessions
 from mcp_resume_asgi.engine.store_recovery import StoreRecovery
 from mcp_resume_asgi.policy import Policy, running_ttl
 from mcp_resume_asgi.store.base import GapError, Store
+from mcp_resume_asgi.telemetry import OFF, Telemetry
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import ASGIApp, Scope
 from mcp_resume_asgi.wire.headers import Headers
@@ -87,6 +88,7 @@ class StreamServices(Generic[S]):
         "signer",
         "store",
         "store_outage",
+        "telemetry",
     )
 
     def __init__(
@@ -100,6 +102,7 @@ class StreamServices(Generic[S]):
         node: Node | None,
         session_ttl_s: float,
         on_store_outage: Callable[[BaseException], None] | None = None,
+        telemetry: Telemetry = OFF,
     ) -> None:
         self.app = app
         """The app, as the engine calls it (its requests, and the requests made on a client's behalf)."""
@@ -124,6 +127,9 @@ class StreamServices(Generic[S]):
         )
         self.cancel_bindings = CancelBindings(store, self.store_outage)
         """The requests hosted here that a client's cancel notice may name."""
+        self.telemetry = telemetry
+        """Where the streams report what happens to them (`telemetry`): each report one call,
+        which does nothing when telemetry is off."""
 
     def link_header(
         self, mcp_path: str, stream_id: str, after_seq: int, prefix: bytes | None = None

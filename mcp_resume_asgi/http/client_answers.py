@@ -17,6 +17,7 @@ from mcp_resume_asgi.core.resume import Resume
 from mcp_resume_asgi.engine.port import EnginePort
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
+from mcp_resume_asgi.telemetry import NO_OPERATION, Operation
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import Receive, Scope, Send
 from mcp_resume_asgi.wire.replies import send_bytes, send_json
@@ -41,12 +42,15 @@ class ClientAnswers:
         stream_id: str,
         answers: list[dict[str, Any]],
         after_seq: int | None,
+        op: Operation = NO_OPERATION,
     ) -> None:
-        """SEP-1335: answers POSTed to the Link URL go to the app; the reply continues the stream."""
+        """SEP-1335: answers POSTed to the Link URL go to the app; the reply continues the stream
+        (`op`: its span, linked to the request that made the stream once the caller is admitted)."""
         meta = await self.store.get_stream(stream_id)
         meta = await self.port.admitted(scope, send, meta)
         if meta is None:
             return
+        op.created_by(meta.trace, stream_id=stream_id)
         issued = meta.issued_inputs
         stray = [a["id"] for a in answers if a["id"] not in issued]
         if stray:

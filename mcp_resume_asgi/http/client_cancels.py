@@ -9,7 +9,8 @@ the binding names the stream, and its request is cancelled where it runs - here 
 sees `http.disconnect`, as a close would have told it) or on the node hosting it, to which
 the notice is relayed as any request of that node is. Whatever it names, or not, the
 answer is `202`: a notice that names nothing (unknown, finished, another principal's)
-changes nothing.
+changes nothing. Each is reported (`telemetry`) as a `notifications/cancelled` SERVER span,
+linked to the request it cancels where that request's record is read here.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from mcp_resume_asgi.engine.port import Refusal
 from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.store.base import StreamState
 from mcp_resume_asgi.store.keys import cancel_binding
+from mcp_resume_asgi.telemetry import Operation
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import Receive, Scope, Send
 from mcp_resume_asgi.wire.headers import header
@@ -50,6 +52,12 @@ class ClientCancels:
     ) -> None:
         """Cancel the request `notice` names, if the caller has one running; answer 202 (or the
         app's refusal of the caller; or, relayed, what the node hosting the request answers)."""
+        with self.services.telemetry.operation(scope, "notifications/cancelled") as op:
+            await self._handle(scope, receive, op.watch(send), body, notice, op)
+
+    async def _handle(
+        self, scope: Scope, receive: Receive, send: Send, body: bytes, notice: CancelNotice, op: Operation
+    ) -> None:
         services = self.services
         version = p.valid_version(header(scope, p.VERSION_HEADER.encode())) or p.SINGLE_EXCHANGE_VERSION
         caller = await self.admission.identify(scope, scope["path"], version)
@@ -75,6 +83,8 @@ class ClientCancels:
                 node_id=services.node_id,
                 relayed=RELAYED_FROM in scope,
             )
+            if target is not Where.NOWHERE and meta is not None:
+                op.created_by(meta.trace, stream_id=stream_id)  # (the caller's own: its binding says so)
             if target is Where.HERE and hosted is not None:
                 self._cancel(hosted, notice)
             elif (

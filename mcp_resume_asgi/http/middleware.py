@@ -44,6 +44,8 @@ from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
 from mcp_resume_asgi.store.health import StoreHealth
 from mcp_resume_asgi.store.memory import MemoryStore, StoreFullError
+from mcp_resume_asgi.store.observed import observed
+from mcp_resume_asgi.telemetry import TelemetrySetting, telemetry_from
 from mcp_resume_asgi.wire import header_rules
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import ASGIApp, Message, Receive, Scope, Send, check_asgi_app
@@ -80,6 +82,7 @@ class ResumeMiddleware:
         principal: PrincipalOf = default_principal,
         session_ttl_s: float = 24 * 3600,
         node_timeout_s: float = 5.0,
+        telemetry: TelemetrySetting = True,
     ) -> None:
         check_asgi_app(app, wrapper="ResumeMiddleware")
         paths = [path] if isinstance(path, str) else list(path)
@@ -94,7 +97,8 @@ class ResumeMiddleware:
         self._wrong_path = WrongPathDetector(self.paths, self._local_path)
         self.max_body_bytes = max_body_bytes
         self.routes = RouteTable(policy or Policy(), routes)
-        self.store = store if store is not None else MemoryStore()
+        telemetry_of = telemetry_from(telemetry)  # (`telemetry`: OpenTelemetry if installed, else off)
+        self.store = observed(store if store is not None else MemoryStore(), telemetry_of)
         if self.store.shared and secret is None:
             raise ValueError(
                 "a store shared by several processes needs a shared `secret`: a stream URL or event id "
@@ -119,6 +123,7 @@ class ResumeMiddleware:
             on_store_outage=self.outage.failed,
             host_with=self._host_with,
             request_bound=max_body_bytes,
+            telemetry=telemetry_of,
         )
         engine = self.engine
         self.answers = ClientAnswers(self.store, engine.port)

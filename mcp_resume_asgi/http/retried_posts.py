@@ -9,6 +9,10 @@ or answered by the feature layer that served the original (`RetryAnswer`: the Ta
 answers with the task the call became). This is one decision with its own refusals (409
 gone, 422 other body, 400 foreign `Last-Event-ID`), read on its own.
 
+A retry is answered by the middleware, not the app: it is reported (`telemetry`) as a SERVER
+span of the request's method, marked a poll, linked to the original once the caller is
+admitted to its stream.
+
 `RetriedPosts.host` is the engine port's `host`: the Tasks layer, which passes a key and its
 own `on_retry`, reaches this through the port without importing the front.
 """
@@ -33,6 +37,7 @@ from mcp_resume_asgi.engine.port import (
 from mcp_resume_asgi.policy import running_ttl
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import StreamMeta
+from mcp_resume_asgi.telemetry import NO_OPERATION, Operation
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import Receive, Scope, Send
 from mcp_resume_asgi.wire.headers import header
@@ -78,9 +83,27 @@ class RetriedPosts:
             policy = options.policy or ctx.policy
             existing = await services.store.add_key(claimed, f"{ctx.stream_id} {digest}", running_ttl(policy))
             if existing is not None:
-                await answer_retry(
-                    services, self.admit, self.serve, scope, receive, send, existing, digest, options.on_retry
-                )
+                with services.telemetry.operation(
+                    scope,
+                    ctx.method,
+                    request_id=ctx.request_id,
+                    params=ctx.params,
+                    version=ctx.version,
+                    tool=ctx.tool,
+                    poll=True,
+                ) as op:
+                    await answer_retry(
+                        services,
+                        self.admit,
+                        self.serve,
+                        scope,
+                        receive,
+                        op.watch(send),
+                        existing,
+                        digest,
+                        options.on_retry,
+                        op=op,
+                    )
                 return None
         return await self.engine_host(ctx, receive, send, options, claimed)
 
@@ -95,9 +118,12 @@ async def answer_retry(
     existing: str,
     digest: str,
     on_retry: RetryAnswer | None = None,
+    *,
+    op: Operation = NO_OPERATION,
 ) -> None:
     """A POST repeating an Idempotency-Key attaches to the request already running
-    (unless the layer that served the original answers it its own way: `on_retry`)."""
+    (unless the layer that served the original answers it its own way: `on_retry`;
+    `op`: its span, linked to the original once the caller is admitted)."""
     stream_id, _, first_digest = existing.partition(" ")
     meta = await services.store.get_stream(stream_id)
     if meta is None and stream_id in services.live:
@@ -117,6 +143,7 @@ async def answer_retry(
     if refusal is not None:
         await refusal.send(send)
         return
+    op.created_by(meta.trace, stream_id=stream_id)
     if first_digest != digest:
         await send_json(
             send,

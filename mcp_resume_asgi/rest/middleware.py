@@ -23,11 +23,15 @@ unsent (`Wire.max_request_bytes`: the stream engine's `max_body_bytes`), errors 
 The face reaches the engine only through its port (`engine/port.py`), taken from the
 `RequestContext` of its first request through the stack (`intercept`; a `ping` when no
 request came through yet): no walk down the wrapped apps.
+
+Every route is reported (`telemetry`, the port's) as a SERVER span named for the MCP method it
+stands for (`routes.TEMPLATES`), with its `http.route`, and counted by route and status.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from functools import partial
 from typing import Any
@@ -35,7 +39,7 @@ from urllib.parse import quote
 
 import anyio
 import anyio.abc
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_resume_asgi.engine.port import EnginePort, RequestContext
 from mcp_resume_asgi.features.seam import FeatureMiddleware
@@ -45,10 +49,11 @@ from mcp_resume_asgi.rest.mcp_client import Wire
 from mcp_resume_asgi.rest.problems import method_not_allowed, problem
 from mcp_resume_asgi.rest.reads import ReadRoutes
 from mcp_resume_asgi.rest.replies import Reply, problem_reply
-from mcp_resume_asgi.rest.routes import READ_OPS, BadRoute, Op, Route, match
+from mcp_resume_asgi.rest.routes import READ_OPS, TEMPLATES, BadRoute, Op, Route, match
 from mcp_resume_asgi.rest.tool_calls import ToolCalls, Validator
 from mcp_resume_asgi.tasks.operations import stream_of_task
 from mcp_resume_asgi.tasks.update import view_of
+from mcp_resume_asgi.telemetry.names import ATTR_REST_OPERATION as REST_OPERATION
 from mcp_resume_asgi.wire.headers import header, media_types
 from mcp_resume_asgi.wire.replies import UNAVAILABLE_HEADER
 from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY, REST_SCOPE_KEY
@@ -113,6 +118,40 @@ class RestMiddleware(FeatureMiddleware):
         if route is None:
             await super().__call__(scope, receive, send)
             return
+        started = time.time_ns()
+        status: list[int] = []
+
+        async def watched(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            await send(message)
+
+        try:
+            await self._route(route, scope, receive, watched)
+        finally:
+            self._report(route, scope, started, status[0] if status else 500)
+
+    def _report(self, route: Route | BadRoute, scope: Scope, started: int, status: int) -> None:
+        """The route's span and count (once the port is known: the face's first request)."""
+        port = self._port
+        if port is None or not port.telemetry.enabled:
+            return
+        telemetry = port.telemetry
+        if isinstance(route, BadRoute):
+            telemetry.rest_call("(unmatched)", status)
+            return
+        template, method = TEMPLATES[route.op]
+        template = self.path.rstrip("/") + template
+        telemetry.rest_call(template, status)
+        op = telemetry.operation(scope, method, tool=route.tool, start_ns=started)
+        op.set("http.route", template)
+        op.set(REST_OPERATION, route.op.value)
+        op.set("http.response.status_code", status)
+        if status >= 400:
+            op.failed(str(status))
+        op.end()
+
+    async def _route(self, route: Route | BadRoute, scope: Scope, receive: Receive, send: Send) -> None:
         head = scope["method"] == "HEAD"
         if isinstance(route, BadRoute):
             failure = (

@@ -57,6 +57,24 @@ class Op(enum.StrEnum):
     OPENAPI = "openapi"
 
 
+#: Each operation's path template (under the MCP path: `http.route`) and the MCP method it
+#: stands for (`mcp.method.name` of its span; the OpenAPI document's: its own name).
+TEMPLATES: dict[Op, tuple[str, str]] = {
+    Op.TOOLS: ("/tools", "tools/list"),
+    Op.CALL_PUT: ("/tools/{tool}/calls/{id}", "tools/call"),
+    Op.CALL_GET: ("/tools/{tool}/calls/{id}", "tasks/get"),
+    Op.CALL_ADVANCE: ("/tools/{tool}/calls/{id}/advance", "tasks/update"),
+    Op.CALL_CANCEL: ("/tools/{tool}/calls/{id}/cancel", "tasks/cancel"),
+    Op.CALLS: ("/tools/{tool}/calls", "tasks/list"),
+    Op.PROMPTS: ("/prompts", "prompts/list"),
+    Op.PROMPT: ("/prompts/{name}", "prompts/get"),
+    Op.RESOURCES: ("/resources", "resources/list"),
+    Op.RESOURCE: ("/resources/{uri}", "resources/read"),
+    Op.TEMPLATES: ("/resources-templates", "resources/templates/list"),
+    Op.COMPLETE: ("/complete", "completion/complete"),
+    Op.OPENAPI: ("/openapi.json", "openapi"),
+}
+
 #: Operations on one tool call (they carry `tool` and `call_id`).
 CALL_OPS = frozenset({Op.CALL_PUT, Op.CALL_GET, Op.CALL_ADVANCE, Op.CALL_CANCEL})
 #: Operations another module serves (`reads.py`, `openapi.py`), when it is there.

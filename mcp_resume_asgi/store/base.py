@@ -86,6 +86,10 @@ class StreamMeta:
     last saw to `Store.wait`, so a change made between its read and its wait - on
     another node, say - wakes it at once instead of being missed. (Keep the number,
     not the object: `get_stream` may hand out the store's live record.)"""
+    trace: str | None = None
+    """The W3C `traceparent` of the request that created the stream, if telemetry is on
+    (`telemetry`): a resume on any node links its span to it. 55 characters at most; a
+    record without it (written before it existed) reads as None."""
 
     @property
     def waiting_for_input(self) -> bool:
@@ -117,6 +121,7 @@ class StreamMeta:
             self.route,
             self.resumable_opt_in,
             self.version,
+            self.trace,
         )
 
 

@@ -179,7 +179,17 @@ class ListenStream:
 async def serve(
     tasks: TasksLayer, ctx: RequestContext, receive: Receive, send: Send, task_ids: list[str]
 ) -> None:
-    """Forward the listen request to the app and follow the agreed tasks on its stream."""
+    """Forward the listen request to the app and follow the agreed tasks on its stream (one
+    SERVER span of `subscriptions/listen`, for the tasks the middleware adds to it)."""
+    with ctx.port.telemetry.operation(
+        ctx.scope, LISTEN, request_id=ctx.request_id, params=ctx.params, version=ctx.version
+    ) as op:
+        await _serve(tasks, ctx, receive, op.watch(send), task_ids)
+
+
+async def _serve(
+    tasks: TasksLayer, ctx: RequestContext, receive: Receive, send: Send, task_ids: list[str]
+) -> None:
     found: list[tuple[str, str]] = []
     for task_id in task_ids:
         hit = await tasks.requests.resolve(ctx, task_id)

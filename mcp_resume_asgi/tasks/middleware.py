@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Send
 from mcp_resume_asgi.engine.port import Delivery, EnginePort, RequestContext, RetryAnswer, ServeOptions
 from mcp_resume_asgi.features.seam import FeatureMiddleware
 from mcp_resume_asgi.policy import Policy
+from mcp_resume_asgi.store.base import StreamMeta
 from mcp_resume_asgi.tasks import limits, listen
 from mcp_resume_asgi.tasks.advertising import AdvertisingAnswer
 from mcp_resume_asgi.tasks.capability import declares, missing_capability, stripped, stripped_initialize
@@ -41,10 +42,11 @@ from mcp_resume_asgi.tasks.record import (
     SUPPORTED_METHODS,
     TaskRecord,
     create_task_result,
+    detailed_task,
 )
 from mcp_resume_asgi.tasks.retries import RetriedCall
 from mcp_resume_asgi.tasks.stored import RecordContention, change_record, create_record
-from mcp_resume_asgi.tasks.update import no_client
+from mcp_resume_asgi.tasks.update import no_client, view_of
 from mcp_resume_asgi.wire import header_rules
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.headers import header
@@ -207,6 +209,19 @@ class TasksMiddleware(FeatureMiddleware):
                     version=ctx.version,
                     call=ctx.message,
                 )
+                # Its creation is a span of the caller's trace (or a new one): polls link to it.
+                task_id = self.task_id(port, record)
+                trace = port.telemetry.created(
+                    ctx.scope,
+                    "tools/call",
+                    params=ctx.params,
+                    request_id=ctx.request_id,
+                    tool=ctx.tool,
+                    stream_id=stream_id,
+                    task_id=task_id,
+                )
+                if trace is not None:
+                    record = dataclasses.replace(record, trace=trace)
                 expires_at = record.created_at + ttl_s
                 if cap is not None and not await limits.claim(
                     port.store, record.principal, stream_id, expires_at, cap
@@ -215,6 +230,7 @@ class TasksMiddleware(FeatureMiddleware):
                     return None
                 # Durable before the client hears of it: a `tasks/get` for the id resolves from now on.
                 created.append(await create_record(port.store, record))
+                port.telemetry.task_status("working")
                 delivery.survives_close = True
                 logger.debug("stream %s is a task", stream_id)
             return created[0]
@@ -298,6 +314,21 @@ async def _round_ended(port: EnginePort, origin: str, stream_id: str, fallback: 
         return record if record.ended_at is not None else record.ended(now)
 
     try:
-        await change_record(port.store, origin, ended, create=fallback)
+        stored = await change_record(port.store, origin, ended, create=fallback)
     except RecordContention:
         logger.exception("task %s: the end of its round %s was not noted", origin, stream_id)
+        return
+    if (
+        stored is not None
+        and stored.ended_at == now
+        and stored.cancelled_at is None
+        and port.telemetry.enabled
+    ):
+        await count_status(port, stored, meta)
+
+
+async def count_status(port: EnginePort, record: TaskRecord, meta: StreamMeta | None) -> None:
+    """The status a task's round ended in, counted by whoever noted the end (once per round:
+    the end is noted by one compare-and-set, here or by the first poll that saw it)."""
+    view = await view_of(port, record, meta)
+    port.telemetry.task_status(str(detailed_task("", record, view)["status"]))

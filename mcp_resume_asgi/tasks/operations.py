@@ -6,6 +6,11 @@ record and its current round's stream), shown only to the principal that created
 it (the app's own auth is asked, as on every path answering from the store), and
 a request that needs the node running the task's work - an answer to the app's
 server-to-client request, a cancel - is relayed there.
+
+Each is reported (`telemetry`) as a SERVER span of its method (`tasks/get` marked a poll, for
+a sampler), linked to the task's creation once the caller is admitted to the task - and in
+its trace when the request brings no trace context of its own: a task's submit and polls
+are one trace.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from mcp_resume_asgi.tasks.record import EMPTY_ACK, TaskRecord, detailed_task, l
 from mcp_resume_asgi.tasks.routing import HEADER_MISMATCH, MAX_TASK_ID, routing_problem, task_id_of
 from mcp_resume_asgi.tasks.stored import UNREAD, Final, RecordContention, TaskRead, change_record, read_task
 from mcp_resume_asgi.tasks.update import update, view_of
+from mcp_resume_asgi.telemetry import Operation
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.replies import send_json
 from mcp_resume_asgi.wire.scope_keys import RELAYED_FROM
@@ -114,6 +120,17 @@ class TaskRequests:
 
     async def serve(self, ctx: RequestContext, receive: Receive, send: Send) -> None:
         """Answer a `tasks/get`, `tasks/update` or `tasks/cancel` of a declaring client."""
+        with ctx.port.telemetry.operation(
+            ctx.scope,
+            ctx.method,
+            request_id=ctx.request_id,
+            params=ctx.params,
+            version=ctx.version,
+            poll=ctx.method == "tasks/get",
+        ) as op:
+            await self._serve(ctx, receive, op.watch(send), op)
+
+    async def _serve(self, ctx: RequestContext, receive: Receive, send: Send, op: Operation) -> None:
         port = ctx.port
         task_id = task_id_of(ctx.params)
         if task_id is None:
@@ -137,6 +154,7 @@ class TaskRequests:
             return
         stream_id, read = found
         record, meta = read.record, read.meta
+        op.created_by(record.trace, stream_id=stream_id, task_id=task_id)  # (admitted: the caller's own)
         if ctx.method == "tasks/get":
             task = await self.detailed(port, task_id, record, meta, read.final)
             result = {"resultType": "complete", **task}
@@ -187,6 +205,11 @@ class TaskRequests:
                 logger.warning("task %s: the end of its round was not noted", record.stream_id)
                 stored = None
             record = stored if stored is not None and stored.current_stream == current else record.ended(now)
+            task = detailed_task(task_id, record, view)
+            if stored is not None and stored.ended_at == now and stored.cancelled_at is None:
+                # This poll noted the end: counted once (a cancel was counted when asked).
+                port.telemetry.task_status(str(task["status"]))
+            return task
         return detailed_task(task_id, record, view)
 
     async def resolve(self, ctx: RequestContext, task_id: str) -> str | None:
@@ -294,6 +317,8 @@ class TaskRequests:
         if cancelled is None:  # its record expired meanwhile
             await error_answer(ctx, send, invalid(ctx, "Failed to retrieve task: Task not found"))
             return False
+        if cancelled.cancelled_at == now:  # (not a cancel stored before: counted once)
+            port.telemetry.task_status("cancelled")
         current = cancelled.current_stream
         await listen.touch(port, current)  # (a task between rounds: only its record changed)
         if current != record.current_stream and not port.is_live(current):

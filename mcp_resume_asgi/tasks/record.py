@@ -31,6 +31,8 @@ EXTENSION = "io.modelcontextprotocol/tasks"
 SUPPORTED_METHODS = frozenset({"tools/call"})
 #: Largest record accepted back from the store (~300 bytes, plus the call it re-issues).
 MAX_RECORD_BYTES = 8 * 1024 * 1024
+#: Longest `trace` kept with a record (a version-00 `traceparent` is 55 characters).
+MAX_TRACE = 64
 #: Largest final event read back to inline a result (the policy's `max_event_bytes` bounds it too).
 MAX_FINAL_BYTES = 16 * 1024 * 1024
 
@@ -71,6 +73,10 @@ class TaskRecord:
     round: int = 0
     call: dict[str, Any] | None = None
     """The `tools/call` as the app saw it, to issue again with the client's `inputResponses`."""
+    trace: str | None = None
+    """The W3C `traceparent` of the task's creation (`telemetry`), if telemetry is on: a poll
+    on any node is linked to it. Not written when None, so a record without it reads as
+    before on a node of an earlier version."""
 
     @property
     def current_stream(self) -> str:
@@ -90,7 +96,10 @@ class TaskRecord:
         return self if self.cancelled_at is not None else dataclasses.replace(self, cancelled_at=now)
 
     def encode(self) -> str:
-        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
+        data = dataclasses.asdict(self)
+        if data["trace"] is None:
+            del data["trace"]
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def decode(cls, raw: str | None) -> TaskRecord | None:
@@ -125,6 +134,7 @@ def _well_formed(r: TaskRecord) -> bool:
         and (r.current is None or isinstance(r.current, str))
         and isinstance(r.round, int)
         and (r.call is None or isinstance(r.call, dict))
+        and (r.trace is None or (isinstance(r.trace, str) and len(r.trace) <= MAX_TRACE))
     )
 
 

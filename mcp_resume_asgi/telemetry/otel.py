@@ -1,0 +1,510 @@
+"""`Telemetry` through OpenTelemetry: the instruments of `names.py` and the spans of the
+requests the middleware answers itself, following the MCP semantic conventions.
+
+Imported only when telemetry is on and `opentelemetry-api` is installed (`telemetry_from`).
+Without an SDK configured the API's instruments and tracer are no-ops (proxies that start
+reporting once one is), so this costs little more than the calls themselves.
+
+Trace context: a request's parent is the context its `params._meta` carries (`traceparent`,
+`tracestate`, `baggage`, unprefixed, SEP-414), else the span current around the middleware
+(an ASGI instrumentation outside it), else its HTTP headers; where `_meta` gave the parent,
+the ambient one is linked. A record the middleware keeps (a task, a stream) stores the
+`traceparent` of the request that created it, bounded and nothing else (no baggage: it may
+carry what the caller put there), so that a poll or resume on any node is linked to it - and
+joins its trace when the poll brings no context of its own. Baggage is never copied into
+attributes, and a link is only made once the caller was admitted to the record.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import MutableMapping
+from typing import Any
+
+from opentelemetry import metrics, propagate, trace
+from opentelemetry.context import Context
+from opentelemetry.propagators.textmap import Getter
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from mcp_resume_asgi.telemetry import names as n
+from mcp_resume_asgi.telemetry.base import AttributeValue, Operation, SendLike, Telemetry
+
+__all__ = ["OtelTelemetry", "format_traceparent", "parse_traceparent"]
+
+logger = logging.getLogger(__name__)
+
+SCOPE_NAME = "mcp_resume_asgi"
+#: The revision without sessions: `mcp.session.id` is not set for it (the registry says so).
+_SESSIONLESS = "2026-07-28"
+#: Store calls take micro- to milliseconds: the convention's buckets (10 ms up) would hide them.
+STORE_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+#: Events per replay.
+REPLAY_SIZE_BUCKETS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000)
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+_ROOT = Context()
+
+
+def format_traceparent(context: SpanContext) -> str:
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+
+
+def parse_traceparent(value: Any) -> SpanContext | None:
+    """The span context a stored `traceparent` names (version 00 only), else None."""
+    if not isinstance(value, str) or len(value) != 55:
+        return None
+    match = _TRACEPARENT.fullmatch(value)
+    if match is None:
+        return None
+    trace_id, span_id = int(match[1], 16), int(match[2], 16)
+    if not trace_id or not span_id:
+        return None
+    return SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(int(match[3], 16)))
+
+
+class _Headers(Getter[list[tuple[bytes, bytes]]]):
+    """Reads a propagator's fields from ASGI headers."""
+
+    def get(self, carrier: list[tuple[bytes, bytes]], key: str) -> list[str] | None:
+        wanted = key.lower().encode("latin-1")
+        found = [value.decode("latin-1") for name, value in carrier if name == wanted]
+        return found or None
+
+    def keys(self, carrier: list[tuple[bytes, bytes]]) -> list[str]:
+        return [name.decode("latin-1") for name, _ in carrier]
+
+
+_HEADERS = _Headers()
+
+
+def _header(scope: MutableMapping[str, Any], name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _meta_of(params: Any) -> dict[str, Any] | None:
+    if not isinstance(params, dict):
+        return None
+    meta = params.get("_meta")
+    if isinstance(meta, dict) and isinstance(meta.get("traceparent"), str):
+        return {
+            key: meta[key]
+            for key in ("traceparent", "tracestate", "baggage")
+            if isinstance(meta.get(key), str)
+        }
+    return None
+
+
+def _span_of(context: Context) -> SpanContext | None:
+    span_context = trace.get_current_span(context).get_span_context()
+    return span_context if span_context.is_valid else None
+
+
+class _Incoming:
+    """Where a request's span hangs: its parent context, and the ambient one to link."""
+
+    __slots__ = ("ambient", "parent")
+
+    def __init__(self, scope: MutableMapping[str, Any], params: Any) -> None:
+        self.parent: Context | None = None
+        self.ambient: SpanContext | None = None
+        current = trace.get_current_span().get_span_context()
+        ambient: Context | None = None
+        if current.is_valid:
+            ambient = trace.set_span_in_context(NonRecordingSpan(current))
+            self.ambient = current
+        elif _header(scope, b"traceparent") is not None:
+            ambient = propagate.extract(scope.get("headers", []), getter=_HEADERS)
+            self.ambient = _span_of(ambient)
+        meta = _meta_of(params)
+        if meta is not None:
+            from_meta = propagate.extract(meta)
+            if _span_of(from_meta) is not None:
+                self.parent = from_meta
+                return
+        if self.ambient is not None:
+            self.parent = ambient
+            self.ambient = None  # (it is the parent: nothing to link)
+
+    @property
+    def span(self) -> SpanContext | None:
+        return None if self.parent is None else _span_of(self.parent)
+
+
+class OtelOperation(Operation):
+    """An `Operation` reported as a SERVER span and an `mcp.server.operation.duration` sample."""
+
+    __slots__ = (
+        "_attributes",
+        "_creator",
+        "_ended",
+        "_error",
+        "_incoming",
+        "_json",
+        "_message",
+        "_sniffed",
+        "_start_ns",
+        "_status",
+        "_telemetry",
+        "_tool",
+        "method",
+    )
+
+    def __init__(
+        self,
+        telemetry: OtelTelemetry,
+        scope: MutableMapping[str, Any],
+        method: str,
+        *,
+        request_id: Any,
+        params: Any,
+        version: str | None,
+        tool: str | None,
+        poll: bool,
+        start_ns: int | None,
+    ) -> None:
+        self._telemetry = telemetry
+        self._start_ns = time.time_ns() if start_ns is None else start_ns
+        self.method = method
+        self._tool = tool
+        self._incoming = _Incoming(scope, params)
+        self._creator: SpanContext | None = None
+        self._status: int | None = None
+        self._json = False
+        self._sniffed = False
+        self._error: str | None = None
+        self._message: str | None = None
+        self._ended = False
+        version = version or _header(scope, b"mcp-protocol-version")
+        attributes: dict[str, AttributeValue] = {"mcp.method.name": method}
+        if request_id is not None and not isinstance(request_id, bool):
+            attributes["jsonrpc.request.id"] = str(request_id)
+        if version:
+            attributes["mcp.protocol.version"] = version
+            if version != _SESSIONLESS:
+                session = _header(scope, b"mcp-session-id")
+                if session is not None:
+                    attributes["mcp.session.id"] = session
+        if tool is not None:
+            attributes["gen_ai.tool.name"] = tool
+            if method == "tools/call":
+                attributes["gen_ai.operation.name"] = "execute_tool"
+        attributes["network.transport"] = "tcp"
+        attributes["network.protocol.name"] = "http"
+        http_version = scope.get("http_version")
+        if isinstance(http_version, str):
+            attributes["network.protocol.version"] = http_version
+        client = scope.get("client")
+        if client:
+            attributes["client.address"] = str(client[0])
+            if isinstance(client[1], int):
+                attributes["client.port"] = client[1]
+        if poll:
+            attributes[n.ATTR_POLL] = True
+        self._attributes = attributes
+
+    def watch(self, send: SendLike) -> SendLike:
+        async def watched(message: MutableMapping[str, Any]) -> None:
+            kind = message["type"]
+            if kind == "http.response.start":
+                self._status = int(message["status"])
+                for name, value in message.get("headers", ()):
+                    if name.lower() == b"content-type":
+                        self._json = value.split(b";", 1)[0].strip().lower() == b"application/json"
+            elif kind == "http.response.body" and not self._sniffed:
+                self._sniffed = True
+                if self._json:
+                    self._sniff(message.get("body", b""))
+            await send(message)
+
+        return watched
+
+    def _sniff(self, body: bytes) -> None:
+        """A JSON-RPC error in the answer: its code is the convention's `error.type`."""
+        if b'"error"' not in body:
+            return
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            return
+        error = answer.get("error") if isinstance(answer, dict) else None
+        if isinstance(error, dict) and isinstance(error.get("code"), int):
+            message = error.get("message")
+            self.failed(str(error["code"]), message if isinstance(message, str) else None)
+
+    def set(self, key: str, value: AttributeValue | None) -> None:
+        if value is not None:
+            self._attributes[key] = value
+
+    def created_by(
+        self, trace: str | None, *, stream_id: str | None = None, task_id: str | None = None
+    ) -> None:
+        self._creator = parse_traceparent(trace)
+        if stream_id is not None:
+            self._attributes[n.ATTR_STREAM_ID] = stream_id
+        if task_id is not None:
+            self._attributes[n.ATTR_TASK_ID] = task_id
+
+    def failed(self, error_type: str, message: str | None = None) -> None:
+        if self._error is None:
+            self._error, self._message = error_type, message
+
+    def end(self) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        end_ns = time.time_ns()
+        attributes = self._attributes
+        status = self._status
+        if status is not None:
+            attributes["http.response.status_code"] = status
+            if status >= 400:
+                self.failed(str(status))
+        if self._error is not None:
+            attributes["error.type"] = self._error
+        telemetry = self._telemetry
+        links: list[Link] = []
+        incoming = self._incoming
+        parent = incoming.parent
+        if self._creator is not None:
+            links.append(Link(self._creator, {n.ATTR_LINK_ROLE: "created_by"}))
+            if parent is None:  # no context of its own: it joins the trace of what it polls
+                parent = trace.set_span_in_context(NonRecordingSpan(self._creator))
+        if incoming.ambient is not None:
+            links.append(Link(incoming.ambient, {n.ATTR_LINK_ROLE: "http"}))
+        name = self.method if self._tool is None else f"{self.method} {self._tool}"
+        span = telemetry.tracer.start_span(
+            name,
+            context=parent if parent is not None else _ROOT,
+            kind=SpanKind.SERVER,
+            attributes=attributes,
+            links=links,
+            start_time=self._start_ns,
+        )
+        if self._error is not None:
+            span.set_status(Status(StatusCode.ERROR, self._message))
+        span.end(end_time=end_ns)
+        telemetry.operation_duration.record(
+            max(end_ns - self._start_ns, 0) / 1e9,
+            {key: value for key, value in attributes.items() if key in _METRIC_ATTRIBUTES},
+        )
+
+
+#: The span attributes `mcp.server.operation.duration` carries too (none per request or client).
+_METRIC_ATTRIBUTES = frozenset(
+    {
+        "mcp.method.name",
+        "error.type",
+        "gen_ai.tool.name",
+        "gen_ai.operation.name",
+        "mcp.protocol.version",
+        "network.transport",
+        "network.protocol.name",
+        "network.protocol.version",
+    }
+)
+
+
+class OtelTelemetry(Telemetry):
+    """Reports through OpenTelemetry (see the module docstring)."""
+
+    __slots__ = (
+        "closes",
+        "drain_count",
+        "drain_duration",
+        "events",
+        "operation_duration",
+        "replay_duration",
+        "replay_size",
+        "rest_calls",
+        "resumes",
+        "store_attributes",
+        "store_duration",
+        "store_outages",
+        "streams_attached_now",
+        "streams_detached_now",
+        "tasks",
+        "tracer",
+    )
+
+    enabled = True
+
+    def __init__(self, *, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+        version = _version("mcp-resume-asgi")
+        self.tracer = trace.get_tracer(SCOPE_NAME, version, tracer_provider=tracer_provider)
+        meter = metrics.get_meter(SCOPE_NAME, version or "", meter_provider=meter_provider)
+        self.operation_duration = meter.create_histogram(
+            n.OPERATION_DURATION,
+            unit="s",
+            description="Duration of an MCP request the middleware answered itself",
+            explicit_bucket_boundaries_advisory=n.DURATION_BUCKETS,
+        )
+        self.streams_attached_now = meter.create_up_down_counter(
+            n.STREAMS_ATTACHED, unit="{stream}", description="Streams with a client connection attached"
+        )
+        self.streams_detached_now = meter.create_up_down_counter(
+            n.STREAMS_DETACHED, unit="{stream}", description="Streams whose work runs with no client attached"
+        )
+        self.events = meter.create_counter(n.EVENTS_RECORDED, unit="{event}", description="Events recorded")
+        self.resumes = meter.create_counter(n.RESUMES, unit="{resume}", description="Resumes, by outcome")
+        self.replay_duration = meter.create_histogram(
+            n.REPLAY_DURATION,
+            unit="s",
+            description="Time a resume took to catch up with what was recorded before it",
+            explicit_bucket_boundaries_advisory=n.DURATION_BUCKETS,
+        )
+        self.replay_size = meter.create_histogram(
+            n.REPLAY_SIZE,
+            unit="{event}",
+            description="Events a resume replayed to catch up",
+            explicit_bucket_boundaries_advisory=REPLAY_SIZE_BUCKETS,
+        )
+        self.closes = meter.create_counter(
+            n.STREAM_CLOSES, unit="{close}", description="Connections closed at will, by reason"
+        )
+        self.tasks = meter.create_counter(n.TASKS, unit="{task}", description="Tasks entering a status")
+        self.rest_calls = meter.create_counter(
+            n.REST_CALLS, unit="{call}", description="REST face calls, by route and status"
+        )
+        self.store_duration = meter.create_histogram(
+            n.STORE_OPERATION_DURATION,
+            unit="s",
+            description="Duration of a store call, by store and operation",
+            explicit_bucket_boundaries_advisory=STORE_BUCKETS,
+        )
+        self.store_attributes: dict[tuple[str, str, str | None], dict[str, str]] = {}
+        self.store_outages = meter.create_counter(
+            n.STORE_OUTAGES, unit="{outage}", description="Store outages begun"
+        )
+        self.drain_duration = meter.create_histogram(
+            n.DRAIN_DURATION,
+            unit="s",
+            description="Duration of a drain at shutdown",
+            explicit_bucket_boundaries_advisory=n.DURATION_BUCKETS,
+        )
+        self.drain_count = meter.create_counter(
+            n.DRAIN_COUNT, unit="{drain}", description="Drains, by outcome"
+        )
+
+    # ---------------------------------------------------------------- spans
+    def operation(
+        self,
+        scope: MutableMapping[str, Any],
+        method: str,
+        *,
+        request_id: Any = None,
+        params: Any = None,
+        version: str | None = None,
+        tool: str | None = None,
+        poll: bool = False,
+        start_ns: int | None = None,
+    ) -> Operation:
+        return OtelOperation(
+            self,
+            scope,
+            method,
+            request_id=request_id,
+            params=params,
+            version=version,
+            tool=tool,
+            poll=poll,
+            start_ns=start_ns,
+        )
+
+    def trace_of(self, scope: MutableMapping[str, Any], params: Any = None) -> str | None:
+        span = _Incoming(scope, params).span
+        return None if span is None else format_traceparent(span)
+
+    def created(
+        self,
+        scope: MutableMapping[str, Any],
+        method: str,
+        *,
+        params: Any = None,
+        request_id: Any = None,
+        tool: str | None = None,
+        stream_id: str | None = None,
+        task_id: str | None = None,
+    ) -> str | None:
+        incoming = _Incoming(scope, params)
+        attributes: dict[str, AttributeValue] = {"mcp.method.name": method}
+        if request_id is not None and not isinstance(request_id, bool):
+            attributes["jsonrpc.request.id"] = str(request_id)
+        if tool is not None:
+            attributes["gen_ai.tool.name"] = tool
+        if stream_id is not None:
+            attributes[n.ATTR_STREAM_ID] = stream_id
+        if task_id is not None:
+            attributes[n.ATTR_TASK_ID] = task_id
+        links = [] if incoming.ambient is None else [Link(incoming.ambient, {n.ATTR_LINK_ROLE: "http"})]
+        span = self.tracer.start_span(
+            f"create_task {tool}" if tool is not None else "create_task",
+            context=incoming.parent if incoming.parent is not None else _ROOT,
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            links=links,
+        )
+        span.end()
+        made = span.get_span_context()
+        if made.is_valid:
+            return format_traceparent(made)
+        parent = incoming.span
+        return None if parent is None else format_traceparent(parent)
+
+    # ---------------------------------------------------------------- streams
+    def streams_attached(self, delta: int) -> None:
+        self.streams_attached_now.add(delta)
+
+    def streams_detached(self, delta: int) -> None:
+        self.streams_detached_now.add(delta)
+
+    def events_recorded(self, count: int) -> None:
+        self.events.add(count)
+
+    def resumed(self, outcome: str) -> None:
+        self.resumes.add(1, {n.ATTR_RESUME_OUTCOME: outcome})
+
+    def replayed(self, duration_s: float, events: int) -> None:
+        self.replay_duration.record(duration_s)
+        self.replay_size.record(events)
+
+    def closed_at_will(self, reason: str) -> None:
+        self.closes.add(1, {n.ATTR_CLOSE_REASON: reason})
+
+    def drained(self, duration_s: float, outcome: str) -> None:
+        attributes = {n.ATTR_DRAIN_OUTCOME: outcome}
+        self.drain_duration.record(duration_s, attributes)
+        self.drain_count.add(1, attributes)
+
+    # ---------------------------------------------------------------- faces, store
+    def task_status(self, status: str) -> None:
+        self.tasks.add(1, {n.ATTR_TASK_STATUS: status})
+
+    def rest_call(self, route: str, status: int) -> None:
+        self.rest_calls.add(1, {"http.route": route, "http.response.status_code": status})
+
+    def store_operation(self, store: str, operation: str, duration_s: float, error_type: str | None) -> None:
+        key = (store, operation, error_type)
+        attributes = self.store_attributes.get(key)
+        if attributes is None:  # (a few dozen: stores x operations x outcomes)
+            attributes = {n.ATTR_STORE_NAME: store, n.ATTR_STORE_OPERATION: operation}
+            if error_type is not None:
+                attributes["error.type"] = error_type
+            self.store_attributes[key] = attributes
+        self.store_duration.record(duration_s, attributes)
+
+    def store_outage(self, store: str) -> None:
+        self.store_outages.add(1, {n.ATTR_STORE_NAME: store})
+
+
+def _version(package: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
