@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support import stores, timing
-from tests.support.redis_server import RedisServerMissing, SuiteRedis, start_cluster
+from tests.support.redis_server import RedisClusterServers, RedisServerMissing, SuiteRedis, start_cluster
 
 #: What the run hands on to its workers (and they to their child processes) as environment.
 SHARED_ENV = (
@@ -36,7 +36,7 @@ UNHANDLED_GRANIAN = "Application callable raised an exception"
 
 
 @pytest.fixture(scope="session")
-def redis_cluster_url() -> Iterator[str]:
+def redis_cluster() -> Iterator[RedisClusterServers]:
     """A Redis Cluster of three primaries with a replica each (`RedisClusterServers`), started
     the first time a test of this session (this xdist worker) asks for it and stopped when
     the session ends. Skips without `redis-server`; fails instead under `CI=true`."""
@@ -47,9 +47,15 @@ def redis_cluster_url() -> Iterator[str]:
             pytest.fail(f"CI=true but {exc}")
         pytest.skip(str(exc))
     try:
-        yield cluster.url
+        yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url(redis_cluster: RedisClusterServers) -> str:
+    """The URL of one primary of the session's Redis Cluster (`redis_cluster`)."""
+    return redis_cluster.url
 
 
 @pytest.fixture
