@@ -1,0 +1,71 @@
+"""The multi-node scenarios of `tests/test_multinode.py` on a Redis Cluster: two uvicorn nodes
+behind a round-robin balancer, their `RedisStore` given the URL of one primary of the
+session's cluster (`redis_cluster_url`), which it finds to be a cluster by itself. Relays
+between the nodes ride sharded pub/sub there, and a resume reads a stream from whichever
+primary holds its partition.
+
+Each scenario runs as written for one Redis; the nodes get the cluster through the
+environment they inherit (`tests.apps.multinode_app` reads the suite's Redis URL from it).
+Left out: the scenarios that read the store's keys themselves (their layout on a cluster
+has the partition's hash tag) or kill and restart their own Redis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import anyio
+import pytest
+from redis.asyncio.cluster import RedisCluster
+
+from tests import test_multinode as one_redis
+from tests.support import stores
+from tests.support.timing import scaled
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90), pytest.mark.slow]
+
+SCENARIOS: list[Callable[[str], Awaitable[None]]] = [
+    one_redis.test_harness_one_node_on_redis_serves_the_stock_client_through_the_proxy,
+    one_redis.test_stock_client_calls_with_progress_across_two_nodes,
+    one_redis.test_elicitation_with_the_stock_client_across_two_nodes,
+    one_redis.test_elicitation_with_the_client_helper_across_two_nodes,
+    one_redis.test_sep975_resumes_and_status_checks_land_on_any_node,
+    one_redis.test_resume_tokens_reissued_on_any_node,
+    one_redis.test_another_user_of_the_same_client_is_refused_on_every_node,
+]
+
+
+@pytest.fixture
+async def cluster_prefix(redis_cluster_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
+    """A key prefix of the test's own on the cluster, which the nodes started now use; every
+    key under it is deleted afterwards (on every primary)."""
+    monkeypatch.setenv(stores.SUITE_URL_ENV, redis_cluster_url)
+    prefix = stores.redis_prefix("test-cluster-multinode")
+    try:
+        yield prefix
+    finally:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(scaled(10)):
+            client = RedisCluster.from_url(redis_cluster_url)
+            try:
+                await client.initialize()
+                found = [key async for key in client.scan_iter(match=stores.escape_glob(prefix) + "*")]
+                if found:
+                    await client.unlink(*found)
+            finally:
+                await client.aclose()
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda scenario: scenario.__name__.removeprefix("test_"))
+async def test_on_a_redis_cluster(
+    scenario: Callable[[str], Awaitable[None]], cluster_prefix: str, redis_cluster_url: str
+) -> None:
+    await scenario(cluster_prefix)
+    # The nodes did write to the cluster, in its partitions (hash tags after the prefix).
+    client = RedisCluster.from_url(redis_cluster_url)
+    try:
+        await client.initialize()
+        written = [key async for key in client.scan_iter(match=stores.escape_glob(cluster_prefix) + "*")]
+    finally:
+        await client.aclose()
+    assert written
+    assert any(key.startswith(cluster_prefix.encode() + b"{") for key in written), written[:5]
