@@ -46,13 +46,12 @@ import dataclasses
 import json
 import math
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
-from redis.asyncio.cluster import ClusterPubSub, RedisCluster
-from redis.commands.core import AsyncScript
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ClusterDownError, RedisClusterException, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -79,6 +78,10 @@ from mcp_resume_asgi.store.redis_connections import on_asyncio as _on_asyncio
 from mcp_resume_asgi.store.redis_index import RedisIndexes
 from mcp_resume_asgi.store.redis_keys import RedisKeys
 from mcp_resume_asgi.store.redis_layout import DEFAULT_PARTITIONS, RedisLayout
+
+if TYPE_CHECKING:  # redis-py >= 8 (async cluster pub/sub); the store runs on one instance with older ones
+    from redis.asyncio.cluster import ClusterPubSub
+    from redis.commands.core import AsyncScript
 
 __all__ = ["RedisStore"]
 
@@ -192,6 +195,8 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         async with self._detecting:
             if self._layout is None:
                 cluster = await is_cluster_node(self._client)
+                if cluster and not hasattr(RedisCluster, "pubsub"):
+                    raise RuntimeError("RedisStore on Redis Cluster needs redis-py >= 8 (sharded pub/sub)")
                 if cluster and self._url is not None:
                     single = self._owned
                     client, wait_client, self._owned = open_cluster_clients(
@@ -205,9 +210,10 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
                     # Once, before any command: redis-py's cluster client (8.1) first used by
                     # concurrent commands initialises itself under each of them, and may then
                     # send a command twice - a script run twice - or on a closed connection.
-                    for each in (self._client, self._waiter):
-                        if isinstance(each, RedisCluster):
-                            await each.initialize()
+                    async with anyio.create_task_group() as tg:
+                        for each in {id(c): c for c in (self._client, self._waiter)}.values():
+                            if isinstance(each, RedisCluster):
+                                tg.start_soon(each.initialize)
                 self._layout = self._new_layout(cluster=cluster)
         return self._layout
 
