@@ -1,4 +1,4 @@
-"""The multi-node scenarios of `tests/test_multinode.py` on a Redis Cluster: two uvicorn nodes
+"""The multi-node scenarios of `tests/test_multinode*.py` on a Redis Cluster: two uvicorn nodes
 behind a round-robin balancer, their `RedisStore` given the URL of one primary of the
 session's cluster (`redis_cluster_url`), which it finds to be a cluster by itself. Relays
 between the nodes ride sharded pub/sub there, and a resume reads a stream from whichever
@@ -21,7 +21,9 @@ middleware's, not the store's: these tests wait it out rather than hide it elsew
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
+from types import ModuleType
 from typing import Any
 
 import anyio
@@ -29,13 +31,17 @@ import pytest
 from redis.asyncio.cluster import RedisCluster
 
 from tests import test_multinode as one_redis
+from tests import test_multinode_cancel_notices as cancel_notices
+from tests import test_multinode_tasks as tasks
+from tests import test_multinode_tasks_retries as tasks_retries
 from tests.support import stores
 from tests.support.server import SubprocessServer
 from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90), pytest.mark.slow]
 
-SCENARIOS: list[Callable[[str], Awaitable[None]]] = [
+Scenario = Callable[[str], Awaitable[None]]
+SCENARIOS: list[Scenario] = [
     one_redis.test_harness_one_node_on_redis_serves_the_stock_client_through_the_proxy,
     one_redis.test_stock_client_calls_with_progress_across_two_nodes,
     one_redis.test_elicitation_with_the_stock_client_across_two_nodes,
@@ -43,7 +49,30 @@ SCENARIOS: list[Callable[[str], Awaitable[None]]] = [
     one_redis.test_sep975_resumes_and_status_checks_land_on_any_node,
     one_redis.test_resume_tokens_reissued_on_any_node,
     one_redis.test_another_user_of_the_same_client_is_refused_on_every_node,
+    tasks.test_a_task_created_on_node_a_is_polled_to_completion_through_node_b,
+    tasks.test_tasks_cancel_sent_to_node_b_stops_the_tool_running_on_node_a,
+    tasks.test_the_sdk_client_with_the_helper_follows_a_task_across_alternating_nodes,
+    tasks.test_a_2025_session_of_the_client_helper_follows_its_task_across_the_nodes,
+    tasks.test_an_input_round_answered_through_node_b_goes_on_where_its_app_sealed_the_state,
+    tasks_retries.test_a_retry_through_node_b_of_a_call_that_became_a_task_on_node_a_gets_that_task,
+    tasks_retries.test_a_retry_through_node_b_before_the_call_on_node_a_became_a_task_becomes_that_task,
+    functools.partial(
+        cancel_notices.test_a_notice_sent_to_node_b_cancels_the_call_running_on_node_a, attached=True
+    ),
+    functools.partial(
+        cancel_notices.test_a_notice_sent_to_node_b_cancels_the_call_running_on_node_a, attached=False
+    ),
+    cancel_notices.test_a_notice_on_node_b_naming_nothing_running_is_202,
 ]
+#: The modules whose node starters (`cluster`, `nodes`) the scenarios call.
+STARTERS: list[ModuleType] = [one_redis, tasks, tasks_retries, cancel_notices]
+
+
+def _name(scenario: Scenario) -> str:
+    if isinstance(scenario, functools.partial):
+        extra = "-".join(f"{k}={v}" for k, v in scenario.keywords.items())
+        return f"{scenario.func.__name__.removeprefix('test_')}[{extra}]"
+    return scenario.__name__.removeprefix("test_")  # type: ignore[attr-defined]
 
 
 async def _heartbeats(url: str, prefix: str) -> int:
@@ -57,18 +86,34 @@ async def _heartbeats(url: str, prefix: str) -> int:
         await client.aclose()
 
 
+async def _wait_for_links(url: str, prefix: str, count: int) -> None:
+    with anyio.fail_after(scaled(15)):
+        while await _heartbeats(url, prefix) < count:
+            await anyio.sleep(0.02)
+
+
 def _linked(url: str, start: Any) -> Any:
     """`test_multinode.cluster`, returning once every node's cluster link runs."""
 
     @contextlib.asynccontextmanager
     async def cluster(count: int, prefix: str, **options: Any) -> AsyncIterator[list[SubprocessServer]]:
         async with start(count, prefix, **options) as servers:
-            with anyio.fail_after(scaled(15)):
-                while await _heartbeats(url, prefix) < count:
-                    await anyio.sleep(0.02)
+            await _wait_for_links(url, prefix, count)
             yield servers
 
     return cluster
+
+
+def _linked_pair(url: str, start: Any) -> Any:
+    """`test_multinode_tasks.nodes` (two nodes behind a proxy), returning once both links run."""
+
+    @contextlib.asynccontextmanager
+    async def nodes(prefix: str, *args: Any, **options: Any) -> AsyncIterator[Any]:
+        async with start(prefix, *args, **options) as started:
+            await _wait_for_links(url, prefix, 2)
+            yield started
+
+    return nodes
 
 
 @pytest.fixture
@@ -76,7 +121,11 @@ async def cluster_prefix(redis_cluster_url: str, monkeypatch: pytest.MonkeyPatch
     """A key prefix of the test's own on the cluster, which the nodes started now use; every
     key under it is deleted afterwards (on every primary)."""
     monkeypatch.setenv(stores.SUITE_URL_ENV, redis_cluster_url)
-    monkeypatch.setattr(one_redis, "cluster", _linked(redis_cluster_url, one_redis.cluster))
+    for module in STARTERS:
+        if hasattr(module, "cluster"):
+            monkeypatch.setattr(module, "cluster", _linked(redis_cluster_url, module.cluster))
+        if hasattr(module, "nodes"):
+            monkeypatch.setattr(module, "nodes", _linked_pair(redis_cluster_url, module.nodes))
     prefix = stores.redis_prefix("test-cluster-multinode")
     try:
         yield prefix
@@ -92,7 +141,7 @@ async def cluster_prefix(redis_cluster_url: str, monkeypatch: pytest.MonkeyPatch
                 await client.aclose()
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda scenario: scenario.__name__.removeprefix("test_"))
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=_name)
 async def test_on_a_redis_cluster(
     scenario: Callable[[str], Awaitable[None]], cluster_prefix: str, redis_cluster_url: str
 ) -> None:
