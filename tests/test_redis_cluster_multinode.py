@@ -34,6 +34,7 @@ from tests import test_multinode as one_redis
 from tests import test_multinode_cancel_notices as cancel_notices
 from tests import test_multinode_tasks as tasks
 from tests import test_multinode_tasks_retries as tasks_retries
+from tests import test_rest_multinode as rest
 from tests.support import stores
 from tests.support.server import SubprocessServer
 from tests.support.timing import scaled
@@ -63,9 +64,20 @@ SCENARIOS: list[Scenario] = [
         cancel_notices.test_a_notice_sent_to_node_b_cancels_the_call_running_on_node_a, attached=False
     ),
     cancel_notices.test_a_notice_on_node_b_naming_nothing_running_is_202,
+    *(
+        functools.partial(scenario, era=era)
+        for scenario in (
+            rest.test_the_sep_client_loop_polls_a_call_through_both_nodes,
+            rest.test_a_call_put_on_node_a_is_advanced_through_node_b,
+        )
+        for era in ("2026-07-28", "2025-11-25")
+    ),
+    rest.test_a_cancel_on_node_b_stops_the_tool_running_on_node_a,
+    rest.test_a_put_cut_on_node_a_and_retried_through_node_b_runs_once,
+    rest.test_a_dead_owner_fails_the_call_with_a_clear_error,
 ]
 #: The modules whose node starters (`cluster`, `nodes`) the scenarios call.
-STARTERS: list[ModuleType] = [one_redis, tasks, tasks_retries, cancel_notices]
+STARTERS: list[ModuleType] = [one_redis, tasks, tasks_retries, cancel_notices, rest]
 
 
 def _name(scenario: Scenario) -> str:
