@@ -169,3 +169,28 @@ async def test_one_instances_key_names_are_unchanged() -> None:
         await store.clear()
         await store.aclose()
         await plain.aclose()
+
+
+async def test_a_command_that_timed_out_is_not_sent_again(
+    redis_cluster_url: str, cluster_client: RedisCluster
+) -> None:
+    """As on one instance (`redis_connections._RECONNECT`): a script that timed out may still
+    run, so the store's cluster client does not send it again (redis-py's would)."""
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    prefix = redis_prefix("cluster-timeout")
+    store = RedisStore(f"{redis_cluster_url}?socket_timeout=0.1", prefix=prefix, partitions=1)
+    counter = f"{prefix}counter"
+    # Counts its runs, then keeps the node busy past the client's socket timeout.
+    slow = "redis.call('INCR', KEYS[1]) local t0 = redis.call('TIME')[1] + 1 while tonumber(redis.call('TIME')[1]) <= t0 do end return 1"
+    try:
+        await store.usage()  # the store found the cluster
+        with pytest.raises(RedisTimeoutError):
+            await store._client.eval(slow, 1, counter)
+        with anyio.fail_after(10):
+            while await cluster_client.get(counter) is None:  # the one run ends
+                await anyio.sleep(0.05)
+        assert await cluster_client.get(counter) == b"1"
+    finally:
+        await cluster_client.delete(counter)
+        await store.aclose()

@@ -22,6 +22,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ClusterDownError, SlotNotCoveredError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 __all__ = [
@@ -98,12 +99,21 @@ async def is_cluster_node(client: AnyRedis) -> bool:
     return bool(int(info.get("cluster_enabled", 0)))
 
 
+class _StoreCluster(RedisCluster):
+    """redis-py's cluster client, sending a command again on the errors `_RECONNECT` does
+    (a lost connection; and a slot moving or the cluster down during a failover), but not
+    after a timeout, which redis-py's own list (`ERRORS_ALLOW_RETRY`) includes: a script
+    that timed out may still run, and running it twice is not harmless (`add_key`)."""
+
+    ERRORS_ALLOW_RETRY = (RedisConnectionError, ClusterDownError, SlotNotCoveredError)  # type: ignore[assignment]
+
+
 def open_cluster_clients(
     url: str, max_connections: int, max_waiters: int
 ) -> tuple[RedisCluster, RedisCluster, list[AnyRedis]]:
     """`open_clients` for a `url` that names a node of a Redis Cluster."""
-    client = RedisCluster.from_url(url, max_connections=max_connections)
-    waiter = RedisCluster.from_url(url, max_connections=max_waiters)
+    client = _StoreCluster.from_url(url, max_connections=max_connections)
+    waiter = _StoreCluster.from_url(url, max_connections=max_waiters)
     return client, waiter, [client, waiter]
 
 
