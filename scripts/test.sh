@@ -8,7 +8,9 @@ source "$(dirname "$0")/_venv.sh" "dev,client,redis,rest"
 # The suite starts its own redis-server on a free loopback port for the run and stops it at
 # the end (tests/support/redis_server.py); it never uses a Redis on 6379. REDIS_URL points it
 # at another Redis instead (then it deletes every key it wrote). In CI the Redis tests must
-# run, so a missing redis-server is installed (Debian's package); elsewhere they skip, saying why.
+# run, so a missing redis-server is installed (Debian's package; it depends on redis-tools, which
+# brings redis-cli: the Redis Cluster tests join their nodes with `redis-cli --cluster create`);
+# elsewhere they skip, saying why.
 if [ "${CI:-}" = "true" ] && [ -z "${REDIS_URL:-}" ] && ! command -v redis-server >/dev/null 2>&1; then
     if [ "$(id -u)" = "0" ]; then
         (apt-get update -qq && apt-get install -y -qq redis-server) >/dev/null

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support import stores, timing
-from tests.support.redis_server import SuiteRedis
+from tests.support.redis_server import RedisClusterServers, RedisServerMissing, SuiteRedis, start_cluster
 
 #: What the run hands on to its workers (and they to their child processes) as environment.
 SHARED_ENV = (
@@ -33,6 +33,29 @@ _SUITE_REDIS = pytest.StashKey[SuiteRedis | None]()
 UNHANDLED = "Exception in ASGI application"
 #: The same from granian (tests/test_granian.py), on the inherited stderr of its child process.
 UNHANDLED_GRANIAN = "Application callable raised an exception"
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterServers]:
+    """A Redis Cluster of three primaries with a replica each (`RedisClusterServers`), started
+    the first time a test of this session (this xdist worker) asks for it and stopped when
+    the session ends. Skips without `redis-server`; fails instead under `CI=true`."""
+    try:
+        cluster = start_cluster()
+    except RedisServerMissing as exc:
+        if stores.IN_CI:
+            pytest.fail(f"CI=true but {exc}")
+        pytest.skip(str(exc))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url(redis_cluster: RedisClusterServers) -> str:
+    """The URL of one primary of the session's Redis Cluster (`redis_cluster`)."""
+    return redis_cluster.url
 
 
 @pytest.fixture

@@ -35,15 +35,24 @@ pytestmark = pytest.mark.anyio
 Factory = Callable[..., Awaitable[Store]]
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "cluster"])
 async def make(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
     """`await make(**bounds)`: a fresh, empty store of the parametrised kind.
 
     `await make(peer=store)`: a second handle on the same store (another node's view).
+
+    "cluster": a `RedisStore` on the session's Redis Cluster (`redis_cluster_url`), found out
+    from its URL, in its default partitions - or in one when a test sets a bound: the
+    contract's bounds are of the whole store, which several partitions keep only in shares
+    (`redis_layout.py`; `tests/test_redis_cluster_store.py` tests those).
     """
     kind = request.param
+    url = ""
     if kind == "redis":
         require_redis()
+        url = redis_url()
+    elif kind == "cluster":
+        url = request.getfixturevalue("redis_cluster_url")
     prefix = redis_prefix("test-store")
     opened: list[Any] = []
 
@@ -59,8 +68,11 @@ async def make(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
                 "max_streams": peer.max_streams,
                 "max_sessions": peer.max_sessions,
                 "max_keys": peer.max_keys,
+                "partitions": peer.partitions,
             }
-        store = RedisStore(redis_url(), prefix=prefix, **bounds)
+        if kind == "cluster" and bounds:
+            bounds.setdefault("partitions", 1)
+        store = RedisStore(url, prefix=prefix, **bounds)
         opened.append(store)
         return store
 

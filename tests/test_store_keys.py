@@ -109,3 +109,11 @@ def test_the_old_names_build_the_same_keys() -> None:
     assert calls.index_member is keys.rest_call_member
     assert stored.task_key is keys.task_record
     assert limits.index_of is keys.task_index and limits.ANONYMOUS_INDEX == keys.ANONYMOUS_TASK_INDEX
+
+
+def test_placement_on_a_sharded_store_keeps_a_task_with_its_stream() -> None:
+    """`keys.placed_by` (where a key is kept on Redis Cluster) changes no name; a task's
+    record goes with its stream, which `read_key_and_stream` reads with it in one step."""
+    assert keys.placed_by(keys.task_record("s-1")) == "s-1"
+    assert keys.placed_by(keys.session_owner("sess-1")) == "owner:sess-1"
+    assert keys.placed_by(keys.task_answer("s-1", "0/k")) == "task-answer:s-1:0/k"

@@ -157,3 +157,15 @@ def rest_advance(call_key: str, etag: str, input_key: str) -> str:
     key fits. (Claims of the format before it, `<call>:advance:<etag>`, are no longer read:
     they expire with their call's record.)"""
     return f"{call_key}:advance:{etag}:{_digest(input_key, 16)}"
+
+
+# -- placement on a sharded store ----------------------------------------------------------
+
+
+def placed_by(key: str) -> str:
+    """What decides where a key (`Store.set_key`'s name) is kept on a sharded store (Redis
+    Cluster): a task's record goes with its stream, which `Store.read_key_and_stream` reads
+    together with it in one step; any other key by itself. The key's name is unchanged."""
+    if key.startswith("task:"):
+        return key.removeprefix("task:")
+    return key

@@ -28,8 +28,15 @@ in, or first use it from, the loop that serves the app. asyncio only: the redis
 client does not run on trio.
 
 Use a Redis whose `maxmemory-policy` is `noeviction` (or no `maxmemory`): Redis
-evicting these keys on its own would break the byte accounting. Redis Cluster is
-not supported (scripts touch one stream's keys and the shared `g:` keys).
+evicting these keys on its own would break the byte accounting.
+
+Redis Cluster: `RedisStore(url)` finds out on first use whether `url` names a node of a
+cluster (`INFO cluster`: `cluster_enabled:1`) and then talks to the whole cluster through
+redis-py's `RedisCluster`; `RedisStore(client=RedisCluster(...))` does so at once. There
+the store is split into partitions, each under a hash tag of its own, so every script
+touches one slot and the global bounds are kept per partition (`redis_layout.py` says how,
+and what that costs); `publish` and `subscribe` use sharded pub/sub (`SPUBLISH`,
+`SSUBSCRIBE`: Redis >= 7). On one instance nothing of that changes a key's name.
 """
 
 from __future__ import annotations
@@ -39,13 +46,14 @@ import dataclasses
 import json
 import math
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import ClusterDownError, RedisClusterException, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from mcp_resume_asgi.store import redis_scripts as lua
@@ -59,15 +67,28 @@ from mcp_resume_asgi.store.base import (
     StreamMeta,
     StreamState,
 )
-from mcp_resume_asgi.store.redis_connections import delete_prefixed, open_clients
+from mcp_resume_asgi.store.redis_connections import (
+    AnyRedis,
+    delete_prefixed,
+    is_cluster_node,
+    open_clients,
+    open_cluster_clients,
+)
 from mcp_resume_asgi.store.redis_connections import on_asyncio as _on_asyncio
 from mcp_resume_asgi.store.redis_index import RedisIndexes
 from mcp_resume_asgi.store.redis_keys import RedisKeys
+from mcp_resume_asgi.store.redis_layout import DEFAULT_PARTITIONS, RedisLayout
+
+if TYPE_CHECKING:  # redis-py >= 8 (async cluster pub/sub); the store runs on one instance with older ones
+    from redis.asyncio.cluster import ClusterPubSub
+    from redis.commands.core import AsyncScript
 
 __all__ = ["RedisStore"]
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(StreamMeta))
 _FIELD_SET = frozenset(_FIELDS)
+#: How long one read of a sharded subscription blocks (then it reads again: no message lost).
+_LISTEN_S = 3600.0
 #: Extra time a wait may take over `within_s` (waiting for a connection) before it is cut.
 _WAIT_GRACE_S = 1.0
 
@@ -84,27 +105,32 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
     """`Store` on Redis, shared by every process that uses the same Redis and prefix.
 
     Give either `url` (the store owns its connection pools and closes them in
-    `aclose`) or `client` (a `redis.asyncio.Redis` with `decode_responses=False`;
+    `aclose`; a node of a Redis Cluster is found out on first use) or `client` (a
+    `redis.asyncio.Redis` or `redis.asyncio.RedisCluster` with `decode_responses=False`;
     the caller closes it). `wait_client` is used for blocking calls (`wait`'s
     `XREAD BLOCK`, `subscribe`); it defaults to a pool of `max_waiters`
     connections of its own with `url`, else to `client`.
 
     Bounds as in `MemoryStore`, but for the whole store across all processes:
-    `max_bytes` of event payloads, `max_streams`, `max_sessions`, `max_keys`.
+    `max_bytes` of event payloads, `max_streams`, `max_sessions`, `max_keys`. On a
+    cluster the store has `partitions` (default 16), each keeping its share of every
+    bound (`redis_layout.py`); `partitions` is ignored on one instance.
     """
 
     shared = True
     write_behind = True
 
     def is_unavailable_error(self, exc: BaseException) -> bool:
-        return isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError)
+        return isinstance(
+            exc, RedisConnectionError | RedisTimeoutError | OSError | ClusterDownError | RedisClusterException
+        )
 
     def __init__(
         self,
         url: str | None = None,
         *,
-        client: aioredis.Redis | None = None,
-        wait_client: aioredis.Redis | None = None,
+        client: AnyRedis | None = None,
+        wait_client: AnyRedis | None = None,
         prefix: str = "mcp-resume:",
         max_bytes: int = 256 * 1024 * 1024,
         max_streams: int = 100_000,
@@ -113,12 +139,14 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         max_connections: int = 64,
         max_waiters: int = 1000,
         full_scan: int = 1000,
+        partitions: int = DEFAULT_PARTITIONS,
     ) -> None:
         if (url is None) == (client is None):
             raise ValueError("RedisStore needs exactly one of url= or client=")
         if not prefix:
             raise ValueError("prefix must not be empty")
-        if min(max_bytes, max_streams, max_sessions, max_keys, max_connections, max_waiters, full_scan) <= 0:
+        bounds = (max_bytes, max_streams, max_sessions, max_keys, max_connections, max_waiters, full_scan)
+        if min(*bounds, partitions) <= 0:
             raise ValueError("RedisStore bounds must be positive")
         self.prefix = prefix
         self.max_bytes = max_bytes
@@ -126,11 +154,23 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         self.max_sessions = max_sessions
         self.max_keys = max_keys
         self.full_scan = full_scan
+        self.partitions = partitions
+        self._url = url
+        self._max_connections = max_connections
+        self._max_waiters = max_waiters
         client, wait_client, self._owned = open_clients(
             url, client, wait_client, max_connections, max_waiters
         )
-        self._client = client
-        self._waiter = wait_client if wait_client is not None else client
+        self._client: AnyRedis = client
+        self._waiter: AnyRedis = wait_client if wait_client is not None else client
+        #: Known once the store knows whether it runs on a cluster (`_ready`).
+        self._layout: RedisLayout | None = None
+        if url is None:  # the bounds checked now; the clients readied on first use
+            self._new_layout(cluster=isinstance(client, RedisCluster))
+        self._detecting = anyio.Lock()
+        self._register(client)
+
+    def _register(self, client: AnyRedis) -> None:
         self._create = client.register_script(lua.PRELUDE + lua.CREATE)
         self._update = client.register_script(lua.PRELUDE + lua.UPDATE)
         self._attach = client.register_script(lua.PRELUDE + lua.ATTACH)
@@ -147,15 +187,64 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         self._init_indexes(client)
         self._init_keys(client)
 
+    async def _ready(self) -> RedisLayout:
+        """The layout, once the store knows whether `url` names a cluster node (`INFO`, on the
+        first use: a store is built outside any event loop, and Redis may be down then)."""
+        if self._layout is not None:
+            return self._layout
+        async with self._detecting:
+            if self._layout is None:
+                cluster = await is_cluster_node(self._client)
+                if cluster and not hasattr(RedisCluster, "pubsub"):
+                    raise RuntimeError("RedisStore on Redis Cluster needs redis-py >= 8 (sharded pub/sub)")
+                if cluster and self._url is not None:
+                    single = self._owned
+                    client, wait_client, self._owned = open_cluster_clients(
+                        self._url, self._max_connections, self._max_waiters
+                    )
+                    self._client, self._waiter = client, wait_client
+                    self._register(client)
+                    for old in single:
+                        await old.aclose()
+                if cluster:
+                    # Once, before any command: redis-py's cluster client (8.1) first used by
+                    # concurrent commands initialises itself under each of them, and may then
+                    # send a command twice - a script run twice - or on a closed connection.
+                    async with anyio.create_task_group() as tg:
+                        for each in {id(c): c for c in (self._client, self._waiter)}.values():
+                            if isinstance(each, RedisCluster):
+                                tg.start_soon(each.initialize)
+                self._layout = self._new_layout(cluster=cluster)
+        return self._layout
+
+    def _new_layout(self, *, cluster: bool) -> RedisLayout:
+        layout = RedisLayout(self.prefix, cluster=cluster, partitions=self.partitions)
+        layout.check(
+            max_bytes=self.max_bytes,
+            max_streams=self.max_streams,
+            max_sessions=self.max_sessions,
+            max_keys=self.max_keys,
+        )
+        return layout
+
     # -- helpers ---------------------------------------------------------------------
-    def _m(self, stream_id: str) -> str:
-        return f"{self.prefix}s:{stream_id}:m"
+    @staticmethod
+    def _m(part: str, stream_id: str) -> str:
+        return f"{part}s:{stream_id}:m"
 
-    def _e(self, stream_id: str) -> str:
-        return f"{self.prefix}s:{stream_id}:e"
+    @staticmethod
+    def _e(part: str, stream_id: str) -> str:
+        return f"{part}s:{stream_id}:e"
 
-    def _n(self, stream_id: str) -> str:
-        return f"{self.prefix}s:{stream_id}:n"
+    @staticmethod
+    def _n(part: str, stream_id: str) -> str:
+        return f"{part}s:{stream_id}:n"
+
+    async def _stream(self, stream_id: str, session_id: str | None = None) -> tuple[str, list[str]]:
+        """The stream's partition prefix (a script's ARGV[1]) and the keys its scripts declare."""
+        layout = await self._ready()
+        part = layout.of_stream(stream_id)
+        return part, layout.stream_keys(part, stream_id, session_id)
 
     @staticmethod
     def _decode_meta(raw: Any) -> StreamMeta:
@@ -202,10 +291,10 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
             args += [int(seq), payload]
         return args
 
-    async def _write(self, script: Any, args: list[Any]) -> Any:
+    async def _write(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
         """Run a script that creates or appends: its refusals as the `Store` contract names them."""
         try:
-            return await script(args=args)
+            return await script(keys=keys, args=args)
         except ResponseError as exc:
             if "STOREFULL" in str(exc):
                 raise StoreFullError(f"{self.max_streams} streams are running") from None
@@ -217,13 +306,15 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
     async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None:
         _on_asyncio()
         fields = self._encode_meta(meta)
+        part, keys = await self._stream(meta.stream_id, meta.session_id)
         await self._write(
             self._create,
+            keys,
             [
-                self.prefix,
+                part,
                 meta.stream_id,
                 _ms(ttl_s),
-                self.max_streams,
+                self._layout_share(self.max_streams),
                 meta.session_id or "",
                 self.full_scan,
                 *fields,
@@ -243,18 +334,20 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
     ) -> None:
         _on_asyncio()
         fields = self._encode_meta(meta)
+        part, keys = await self._stream(meta.stream_id, meta.session_id)
         await self._write(
             self._open_with,
+            keys,
             [
-                self.prefix,
+                part,
                 meta.stream_id,
                 _ms(ttl_s),
-                self.max_streams,
+                self._layout_share(self.max_streams),
                 meta.session_id or "",
                 self.full_scan,
                 max_events,
                 max_bytes,
-                self.max_bytes,
+                self._layout_share(self.max_bytes),
                 "" if final_seq is None else _dumps(final_seq),
                 "" if retain_s is None else _ms(retain_s),
                 len(fields),
@@ -273,14 +366,16 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         final_seq: int,
         retain_s: float | None = None,
     ) -> bool:
+        part, keys = await self._stream(stream_id)
         reply = await self._write(
             self._append_final,
+            keys,
             [
-                self.prefix,
+                part,
                 stream_id,
                 max_events,
                 max_bytes,
-                self.max_bytes,
+                self._layout_share(self.max_bytes),
                 _dumps(final_seq),
                 "" if retain_s is None else _ms(retain_s),
                 *self._encode_events(events),
@@ -288,23 +383,32 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         )
         return bool(reply)
 
+    def _layout_share(self, bound: int) -> int:
+        """A partition's share of a bound of the whole store (`RedisLayout.share`)."""
+        assert self._layout is not None
+        return self._layout.share(bound)
+
     async def get_stream(self, stream_id: str) -> StreamMeta | None:
         _on_asyncio()
-        raw = await self._client.hgetall(self._m(stream_id))
+        layout = await self._ready()
+        raw = await self._client.hgetall(self._m(layout.of_stream(stream_id), stream_id))
         return self._decode_meta(raw) if raw else None
 
     async def update_stream(
         self, stream_id: str, ttl_s: float | None = None, *, returning: bool = False, **changes: Any
     ) -> StreamMeta | None:
+        encoded = self._encode_changes(changes)
+        part, keys = await self._stream(stream_id)
         reply = await self._update(
+            keys=keys,
             args=[
-                self.prefix,
+                part,
                 stream_id,
                 "" if ttl_s is None else _ms(ttl_s),
                 "1" if returning else "0",
                 0,
-                *self._encode_changes(changes),
-            ]
+                *encoded,
+            ],
         )
         return self._decode_meta(reply[1]) if returning and reply[0] == 1 else None
 
@@ -318,16 +422,19 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         for name in expect:
             if name not in _FIELD_SET:
                 raise AttributeError(f"StreamMeta has no field {name!r}")
+        encoded = self._encode_changes(changes)
+        part, keys = await self._stream(stream_id)
         reply = await self._update(
+            keys=keys,
             args=[
-                self.prefix,
+                part,
                 stream_id,
                 "" if ttl_s is None else _ms(ttl_s),
                 "1",
                 len(expect),
                 *[x for name, value in expect.items() for x in (name, _dumps(value))],
-                *self._encode_changes(changes),
-            ]
+                *encoded,
+            ],
         )
         if reply[0] == 0:
             return False, None
@@ -335,22 +442,27 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
 
     async def attach(self, stream_id: str, now: float) -> StreamMeta | None:
         _on_asyncio()
-        reply = await self._attach(args=[self.prefix, stream_id, _dumps(float(now))])
+        part, keys = await self._stream(stream_id)
+        reply = await self._attach(keys=keys, args=[part, stream_id, _dumps(float(now))])
         return self._decode_meta(reply[1]) if reply[0] == 1 else None
 
     async def delete_stream(self, stream_id: str) -> None:
-        await self._delete(args=[self.prefix, stream_id])
+        part, keys = await self._stream(stream_id)
+        await self._delete(keys=keys, args=[part, stream_id])
 
     async def append(
         self, stream_id: str, events: Sequence[tuple[int, bytes]], *, max_events: int, max_bytes: int
     ) -> None:
         if not events:
             return
-        args: list[Any] = [self.prefix, stream_id, max_events, max_bytes, self.max_bytes]
-        await self._write(self._append, args + self._encode_events(events))
+        encoded = self._encode_events(events)
+        part, keys = await self._stream(stream_id)
+        args: list[Any] = [part, stream_id, max_events, max_bytes, self._layout_share(self.max_bytes)]
+        await self._write(self._append, keys, args + encoded)
 
     async def read(self, stream_id: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
-        reply = await self._read(args=[self.prefix, stream_id, int(after_seq), max(int(limit), 1)])
+        part, keys = await self._stream(stream_id)
+        reply = await self._read(keys=keys[:2], args=[part, stream_id, int(after_seq), max(int(limit), 1)])
         if reply[0] == 0:
             return []
         if reply[0] == -1:
@@ -360,7 +472,9 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
     async def read_with_meta(
         self, stream_id: str, after_seq: int, limit: int = 1000
     ) -> tuple[list[tuple[int, bytes]], StreamMeta | None]:
-        reply = await self._read_meta(args=[self.prefix, stream_id, int(after_seq), max(int(limit), 1)])
+        part, keys = await self._stream(stream_id)
+        args: list[Any] = [part, stream_id, int(after_seq), max(int(limit), 1)]
+        reply = await self._read_meta(keys=keys[:2], args=args)
         if reply[0] == 0:
             return [], None
         if reply[0] == -1:
@@ -372,7 +486,8 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         self, stream_id: str, after_seq: int, within_s: float, *, version: int | None = None
     ) -> None:
         with anyio.move_on_after(within_s + _WAIT_GRACE_S):
-            last_seq, current = await self._client.hmget(self._m(stream_id), ["last_seq", "version"])
+            part = (await self._ready()).of_stream(stream_id)
+            last_seq, current = await self._client.hmget(self._m(part, stream_id), ["last_seq", "version"])
             if last_seq is None or current is None or int(last_seq) > after_seq:
                 return
             seen = int(current)
@@ -381,57 +496,94 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
             if within_s <= 0:
                 return
             streams: dict[Any, Any] = {
-                self._e(stream_id): f"{max(after_seq, 0)}-0",
-                self._n(stream_id): f"{seen}-0",
+                self._e(part, stream_id): f"{max(after_seq, 0)}-0",
+                self._n(part, stream_id): f"{seen}-0",
             }
             with contextlib.suppress(RedisTimeoutError):
                 await self._waiter.xread(streams, count=1, block=_ms(within_s))
 
     # -- sessions and keys -------------------------------------------------------------
+    async def _put_value(
+        self, kind: str, part: str, id_: str, value: str, ttl_s: float, bound: int, nx: str
+    ) -> Any:
+        """`PUT` of a session (`kind` 'sess') or a key ('k') in partition `part`."""
+        index = f"{part}g:sess" if kind == "sess" else f"{part}g:keys"
+        args: list[Any] = [part, kind, id_, value, _ms(ttl_s), self._layout_share(bound), nx]
+        return await self._put(keys=[f"{part}{kind}:{id_}", index], args=args)
+
     async def put_session(self, info: SessionInfo, ttl_s: float) -> None:
         _on_asyncio()
         value = _dumps(dataclasses.asdict(info))
-        await self._put(
-            args=[self.prefix, "sess", info.session_id, value, _ms(ttl_s), self.max_sessions, "0"]
-        )
+        part = (await self._ready()).of_session(info.session_id)
+        await self._put_value("sess", part, info.session_id, value, ttl_s, self.max_sessions, "0")
 
     async def get_session(self, session_id: str) -> SessionInfo | None:
         _on_asyncio()
-        raw = await self._client.get(f"{self.prefix}sess:{session_id}")
+        part = (await self._ready()).of_session(session_id)
+        raw = await self._client.get(f"{part}sess:{session_id}")
         return None if raw is None else SessionInfo(**json.loads(raw))
 
     async def delete_session(self, session_id: str) -> list[str]:
-        reply = await self._delete_session(args=[self.prefix, session_id])
-        return sorted(x.decode() for x in reply)
+        """The session's record lives in its own partition, but its streams in theirs, each
+        partition listing its streams of the session: every partition is asked (at once)."""
+        layout = await self._ready()
+        found: list[str] = []
+
+        async def one(part: str) -> None:
+            keys = [f"{part}sess:{session_id}", f"{part}g:sess", f"{part}ss:{session_id}"]
+            reply = await self._delete_session(keys=keys, args=[part, session_id])
+            found.extend(x.decode() for x in reply)
+
+        async with anyio.create_task_group() as tg:
+            for part in layout.prefixes:
+                tg.start_soon(one, part)
+        return sorted(found)
 
     async def set_key(self, key: str, value: str, ttl_s: float) -> None:
         _on_asyncio()
-        await self._put(args=[self.prefix, "k", key, value, _ms(ttl_s), self.max_keys, "0"])
+        part = (await self._ready()).of_key(key)
+        await self._put_value("k", part, key, value, ttl_s, self.max_keys, "0")
 
     async def add_key(self, key: str, value: str, ttl_s: float) -> str | None:
         _on_asyncio()
-        existing = await self._put(args=[self.prefix, "k", key, value, _ms(ttl_s), self.max_keys, "1"])
+        part = (await self._ready()).of_key(key)
+        existing = await self._put_value("k", part, key, value, ttl_s, self.max_keys, "1")
         return None if existing is None else cast(bytes, existing).decode()
 
     async def get_key(self, key: str) -> str | None:
         _on_asyncio()
-        raw = await self._client.get(f"{self.prefix}k:{key}")
+        part = (await self._ready()).of_key(key)
+        raw = await self._client.get(f"{part}k:{key}")
         return None if raw is None else cast(bytes, raw).decode()
 
     async def delete_key(self, key: str, value: str | None = None) -> bool:
-        deleted = await self._delete_key(args=[self.prefix, key, value or "", "0" if value is None else "1"])
-        return bool(deleted)
+        part = (await self._ready()).of_key(key)
+        keys = [f"{part}k:{key}", f"{part}g:keys"]
+        args = [part, key, value or "", "0" if value is None else "1"]
+        return bool(await self._delete_key(keys=keys, args=args))
 
     # -- between nodes -----------------------------------------------------------------
     async def publish(self, channel: str, message: bytes) -> int:
+        """On a cluster a sharded publish (`SPUBLISH`): only the channel's shard carries it."""
         _on_asyncio()
-        return int(await self._client.publish(f"{self.prefix}ch:{channel}", message))
+        layout = await self._ready()
+        name = f"{self.prefix}ch:{channel}"
+        if layout.cluster:
+            return int(await self._client.spublish(name, message))
+        return int(await self._client.publish(name, message))
 
     @contextlib.asynccontextmanager
     async def subscribe(self, channel: str) -> AsyncIterator[AsyncIterator[bytes]]:
         _on_asyncio()
-        pubsub: PubSub = self._waiter.pubsub()
+        layout = await self._ready()
         name = f"{self.prefix}ch:{channel}".encode()
+        if layout.cluster:
+            assert isinstance(self._waiter, RedisCluster)
+            async with self._subscribe_sharded(self._waiter, name) as inbox:
+                yield inbox
+            return
+        assert isinstance(self._waiter, aioredis.Redis)
+        pubsub: PubSub = self._waiter.pubsub()
         try:
             await pubsub.subscribe(name)
             while True:  # the subscription is live once Redis confirmed it
@@ -450,14 +602,51 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
             with anyio.CancelScope(shield=True):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]
 
+    @staticmethod
+    @contextlib.asynccontextmanager
+    async def _subscribe_sharded(cluster: RedisCluster, name: bytes) -> AsyncIterator[AsyncIterator[bytes]]:
+        """`SSUBSCRIBE` on the shard that owns the channel's slot (Redis >= 7)."""
+        pubsub: ClusterPubSub = cluster.pubsub()
+        try:
+            await pubsub.ssubscribe(name)
+            while True:  # the subscription is live once Redis confirmed it
+                message = await pubsub.get_sharded_message(timeout=_LISTEN_S)
+                if message is not None and message["type"] in ("ssubscribe", b"ssubscribe"):
+                    break
+
+            async def sharded() -> AsyncIterator[bytes]:
+                while True:
+                    message = await pubsub.get_sharded_message(
+                        ignore_subscribe_messages=True, timeout=_LISTEN_S
+                    )
+                    if message is not None and message["type"] in ("smessage", b"smessage"):
+                        yield message["data"]
+
+            yield sharded()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await pubsub.aclose()
+
     # -- introspection and lifecycle ----------------------------------------------------
     async def usage(self) -> StoreUsage:
+        """The sum over the partitions (one on a single instance), each read at once."""
         _on_asyncio()
-        streams, nbytes = await self._usage(args=[self.prefix])
-        return StoreUsage(streams=int(streams), bytes=int(nbytes))
+        layout = await self._ready()
+        totals = [0, 0]
+
+        async def one(part: str) -> None:
+            streams, nbytes = await self._usage(keys=[f"{part}g:exp", f"{part}g:total"], args=[part])
+            totals[0] += int(streams)
+            totals[1] += int(nbytes)
+
+        async with anyio.create_task_group() as tg:
+            for part in layout.prefixes:
+                tg.start_soon(one, part)
+        return StoreUsage(streams=totals[0], bytes=totals[1])
 
     async def clear(self) -> None:
         """Delete every key under this store's prefix (tests, resets)."""
+        await self._ready()
         await delete_prefixed(self._client, self.prefix)
 
     async def aclose(self) -> None:

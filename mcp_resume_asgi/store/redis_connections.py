@@ -6,6 +6,11 @@ which event loop - answered once, at construction: a store given a `url` owns tw
 blocking pools (commands, and the blocking calls of `wait` and `subscribe`, so
 that waiters never starve commands), both sending a command once more on a fresh
 connection after a restart; a store given a `client` uses it and checks it.
+
+A `url` may name a node of a Redis Cluster: `is_cluster_node` finds out (on the store's
+first use), and `open_cluster_clients` opens the two clients again as `RedisCluster`s,
+each with up to that many connections per node (redis-py's cluster client refuses a
+command beyond them rather than queueing it).
 """
 
 from __future__ import annotations
@@ -14,11 +19,23 @@ import asyncio
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ClusterDownError, SlotNotCoveredError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-__all__ = ["delete_prefixed", "on_asyncio", "open_clients"]
+__all__ = [
+    "AnyRedis",
+    "delete_prefixed",
+    "is_cluster_node",
+    "on_asyncio",
+    "open_clients",
+    "open_cluster_clients",
+]
+
+#: A client of one Redis instance or of a Redis Cluster.
+AnyRedis = aioredis.Redis | RedisCluster
 
 
 def on_asyncio() -> None:
@@ -45,14 +62,14 @@ _RECONNECT: dict[str, Any] = {
 
 def open_clients(
     url: str | None,
-    client: aioredis.Redis | None,
-    wait_client: aioredis.Redis | None,
+    client: AnyRedis | None,
+    wait_client: AnyRedis | None,
     max_connections: int,
     max_waiters: int,
-) -> tuple[aioredis.Redis, aioredis.Redis | None, list[aioredis.Redis]]:
+) -> tuple[AnyRedis, AnyRedis | None, list[AnyRedis]]:
     """The command client, the client for blocking calls (None: the command client), and
     the clients opened here (the store closes those in `aclose`)."""
-    owned: list[aioredis.Redis] = []
+    owned: list[AnyRedis] = []
     if url is not None:
         client = aioredis.Redis(
             connection_pool=aioredis.BlockingConnectionPool.from_url(
@@ -69,12 +86,38 @@ def open_clients(
             owned.append(wait_client)
     assert client is not None
     for c in (client, wait_client):
-        if c is not None and c.connection_pool.connection_kwargs.get("decode_responses"):
+        if c is not None and c.get_encoder().decode_responses:
             raise ValueError("RedisStore needs a client with decode_responses=False (payloads are bytes)")
     return client, wait_client, owned
 
 
-async def delete_prefixed(client: aioredis.Redis, prefix: str) -> None:
+async def is_cluster_node(client: AnyRedis) -> bool:
+    """Whether the Redis `client` talks to runs in cluster mode (`INFO cluster`)."""
+    if isinstance(client, RedisCluster):
+        return True
+    info = await client.info("cluster")
+    return bool(int(info.get("cluster_enabled", 0)))
+
+
+class _StoreCluster(RedisCluster):
+    """redis-py's cluster client, sending a command again on the errors `_RECONNECT` does
+    (a lost connection; and a slot moving or the cluster down during a failover), but not
+    after a timeout, which redis-py's own list (`ERRORS_ALLOW_RETRY`) includes: a script
+    that timed out may still run, and running it twice is not harmless (`add_key`)."""
+
+    ERRORS_ALLOW_RETRY = (RedisConnectionError, ClusterDownError, SlotNotCoveredError)  # type: ignore[assignment]
+
+
+def open_cluster_clients(
+    url: str, max_connections: int, max_waiters: int
+) -> tuple[RedisCluster, RedisCluster, list[AnyRedis]]:
+    """`open_clients` for a `url` that names a node of a Redis Cluster."""
+    client = _StoreCluster.from_url(url, max_connections=max_connections)
+    waiter = _StoreCluster.from_url(url, max_connections=max_waiters)
+    return client, waiter, [client, waiter]
+
+
+async def delete_prefixed(client: AnyRedis, prefix: str) -> None:
     """Delete every key under `prefix` (`RedisStore.clear`)."""
     pattern = prefix.replace("\\", "\\\\")
     for char in "*?[]":

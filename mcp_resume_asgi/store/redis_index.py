@@ -10,16 +10,19 @@ expired is gone with them, even if nobody touches it again.
 Each operation is one Lua script: an add checks the cap and adds in one step (no
 other process can add in between), and all four read "now" from Redis (`TIME`),
 one clock for every node. The scripts live here, with the only code that runs
-them, rather than in `redis_scripts.py`, which holds the streams' scripts.
+them, rather than in `redis_scripts.py`, which holds the streams' scripts. Each
+script touches its one key only, so on a Redis Cluster an index is wherever its key's
+slot is, and its name is the same as on one instance.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from mcp_resume_asgi.store.index_bounds import check_index_args, page_limit
+from mcp_resume_asgi.store.redis_connections import AnyRedis
+from mcp_resume_asgi.store.redis_layout import RedisLayout
 
 __all__ = ["RedisIndexes"]
 
@@ -108,8 +111,9 @@ class RedisIndexes:
     """The index operations of `RedisStore` (a mixin: it calls `_init_indexes`)."""
 
     prefix: str
+    _ready: Callable[[], Awaitable[RedisLayout]]
 
-    def _init_indexes(self, client: aioredis.Redis) -> None:
+    def _init_indexes(self, client: AnyRedis) -> None:
         self._index_add = client.register_script(_INDEX_PRELUDE + _ADD)
         self._index_remove = client.register_script(_INDEX_PRELUDE + _REMOVE)
         self._index_count = client.register_script(_INDEX_PRELUDE + _COUNT)
@@ -120,6 +124,7 @@ class RedisIndexes:
 
     async def index_add(self, index: str, member: str, expires_at: float, *, cap: int) -> bool:
         check_index_args(index, member, expires_at=expires_at, cap=cap)
+        await self._ready()
         added = await self._index_add(
             keys=[self._index_key(index)], args=[member, repr(float(expires_at)), cap]
         )
@@ -127,12 +132,14 @@ class RedisIndexes:
 
     async def index_remove(self, index: str, member: str) -> None:
         check_index_args(index, member)
+        await self._ready()
         await self._index_remove(keys=[self._index_key(index)], args=[member])
 
     async def index_page(
         self, index: str, *, after: tuple[float, str] | None = None, limit: int = 100
     ) -> list[tuple[str, float]]:
         check_index_args(index, after=after)
+        await self._ready()
         args: list[Any] = [page_limit(limit), "0", "0", ""]
         if after is not None:
             args[1:] = ["1", repr(float(after[0])), after[1]]
@@ -141,4 +148,5 @@ class RedisIndexes:
 
     async def index_count(self, index: str) -> int:
         check_index_args(index)
+        await self._ready()
         return int(await self._index_count(keys=[self._index_key(index)]))

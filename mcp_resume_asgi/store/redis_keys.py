@@ -10,20 +10,22 @@ record). Like `PUT` (`set_key`), a write keeps the store's bound on keys
 `read_key_and_stream` is one script too: the key, the stream's metadata hash and
 its final event (`XRANGE` of the one entry `<final_seq>-0`), one round trip where
 `get_key`, `get_stream` and `read` take three - what every `tasks/get` of a
-finished task needs. The scripts live here, with the only code that runs them, to
+finished task needs. On a Redis Cluster that takes the key and the stream in one
+partition: a task's record is (`keys.placed_by`); for any other pair the three reads
+are made one after the other. The scripts live here, with the only code that runs them, to
 keep `redis.py` to the stream operations.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
-
-import redis.asyncio as aioredis
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 from mcp_resume_asgi.store import redis_scripts as lua
 from mcp_resume_asgi.store.base import KeyAndStream, StreamMeta
+from mcp_resume_asgi.store.redis_connections import AnyRedis
+from mcp_resume_asgi.store.redis_layout import RedisLayout
 
 __all__ = ["RedisKeys"]
 
@@ -65,19 +67,37 @@ class RedisKeys:
     prefix: str
     max_keys: int
     _decode_meta: Callable[[Any], StreamMeta]
+    _ready: Callable[[], Awaitable[RedisLayout]]
+    _client: AnyRedis
 
-    def _init_keys(self, client: aioredis.Redis) -> None:
+    def _init_keys(self, client: AnyRedis) -> None:
         self._replace_key = client.register_script(lua.PRELUDE + _REPLACE)
         self._read_key_and_stream = client.register_script(lua.PRELUDE + _READ_KEY_AND_STREAM)
 
     async def replace_key(self, key: str, expected: str | None, value: str, ttl_s: float) -> bool:
         ttl_ms = max(1, math.ceil(ttl_s * 1000))
         has_expected = "0" if expected is None else "1"
-        args: list[str | int] = [self.prefix, key, has_expected, expected or "", value, ttl_ms, self.max_keys]
-        return bool(await self._replace_key(args=args))
+        layout = await self._ready()
+        part = layout.of_key(key)
+        bound = layout.share(self.max_keys)
+        args: list[str | int] = [part, key, has_expected, expected or "", value, ttl_ms, bound]
+        return bool(await self._replace_key(keys=[f"{part}k:{key}", f"{part}g:keys"], args=args))
 
     async def read_key_and_stream(self, key: str, stream_id: str) -> KeyAndStream:
-        value, meta, final = await self._read_key_and_stream(args=[self.prefix, key, stream_id])
+        layout = await self._ready()
+        part = layout.of_stream(stream_id)
+        if layout.of_key(key) != part:  # not one slot: one read after the other
+            raw = await self._client.get(f"{layout.of_key(key)}k:{key}")
+            _, meta, final = await self._read_key_and_stream(
+                keys=[f"{part}s:{stream_id}:m", f"{part}s:{stream_id}:e"], args=[part, "", stream_id]
+            )
+            return KeyAndStream(
+                None if raw is None else cast(bytes, raw).decode(),
+                self._decode_meta(meta) if meta else None,
+                None if final is None else bytes(final),
+            )
+        keys = [f"{part}k:{key}", f"{part}s:{stream_id}:m", f"{part}s:{stream_id}:e"]
+        value, meta, final = await self._read_key_and_stream(keys=keys, args=[part, key, stream_id])
         return KeyAndStream(
             None if value is None else bytes(value).decode(),
             self._decode_meta(meta) if meta else None,

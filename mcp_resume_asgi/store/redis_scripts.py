@@ -20,8 +20,16 @@ stores can share a Redis database; every node of one deployment uses the same):
 * Pub/sub channel `P ch:<channel>` for `publish` / `subscribe`.
 * `P i:<index>` - zset member -> expiry (unix s), the indexes (`redis_index.py`).
 
-Every script gets the key prefix as ARGV[1] and builds key names from it; each is
-registered with `PRELUDE` in front (the key-name helpers).
+Every script gets its partition's prefix as ARGV[1] and builds key names from it;
+each is registered with `PRELUDE` in front (the key-name helpers). On one Redis
+instance that prefix is the store's `P`, so the names above are exact; on a Redis
+Cluster it is `P{<tag>}` (`redis_layout.py`), and every key a script touches is of
+its partition, in one slot. Each call declares in KEYS the keys it knows before it
+runs (the stream's, its session set, the partition's `g:` keys: `RedisLayout.stream_keys`),
+which routes it to the slot's primary; the keys a script finds as it runs - the
+streams it trims for the byte budget or evicts at `max_streams`, the victims of a
+bounded key index, a session's streams - share the partition's hash tag, so they are
+in the same slot as the declared ones.
 """
 
 #: How long the notification of a deleted stream outlives it (waiters see it and return).

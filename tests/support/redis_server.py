@@ -4,9 +4,11 @@ Two uses, one class:
 
 * **the suite's Redis**: `start_suite_redis()` starts it once per run (in pytest's controller,
   `conftest.py`) and every Redis test uses it through `tests.support.stores`. Its topology
-  is a name in `TOPOLOGIES` (only `"single"` today); a Redis Cluster of three primaries
-  started the same way is another entry there, another `SuiteRedis`, with the same
-  `url` / `stop()`.
+  is a name in `TOPOLOGIES`: `"single"`, or `"cluster"` (`RedisClusterServers`: three
+  primaries with a replica each), the same `url` / `stop()`.
+* **the suite's Redis Cluster**, for the tests that run on one (`tests/conftest.py`'s
+  session fixture `redis_cluster_url`): started the first time a test of the session asks
+  for it, stopped when the session ends.
 * **a test's own Redis**, for tests that kill and restart it (`own_redis()`): `kill()` is a
   SIGKILL, `start()` runs it again on the same port.
 
@@ -211,8 +213,126 @@ def _single() -> SuiteRedis:
     return server
 
 
-TOPOLOGIES: dict[str, Callable[[], SuiteRedis]] = {"single": _single}
-"""How each topology the suite can run its Redis tests on is started (a cluster: later)."""
+CLUSTER_NODE_TIMEOUT_MS = 2000
+"""The cluster's `cluster-node-timeout`: how long a primary may be silent before it is failed over."""
+
+
+class RedisClusterServers:
+    """A Redis Cluster of `primaries` primaries with `replicas` replicas each, on free loopback
+    ports: `redis-server --cluster-enabled yes` processes joined by `redis-cli --cluster create`.
+
+    `start()` returns once every node reports `cluster_state:ok`; `stop()` kills every node and
+    removes their directories. `url` names one primary: a cluster client finds the others.
+    """
+
+    def __init__(self, *, primaries: int = 3, replicas: int = 1, name: str = "cluster") -> None:
+        cli = shutil.which("redis-cli")
+        if cli is None:
+            raise RedisServerMissing("redis-cli is not installed (apt-get install redis-server brings it)")
+        self.cli = cli
+        self.primaries = primaries
+        self.replicas = replicas
+        self.nodes = [
+            RedisServer(
+                name=f"{name}{i}",
+                extra_args=(
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    str(CLUSTER_NODE_TIMEOUT_MS),
+                    # The bus port is the client port + 10000 unless given: a free one instead.
+                    "--cluster-port",
+                    str(free_port()),
+                    # A replica's first sync starts at once (not after the 5 s default).
+                    "--repl-diskless-sync-delay",
+                    "0",
+                ),
+            )
+            for i in range(primaries * (1 + replicas))
+        ]
+        for node in self.nodes:
+            node.die_with_parent = True
+
+    @property
+    def url(self) -> str:
+        return self.nodes[0].url
+
+    def start(self) -> None:
+        try:
+            for node in self.nodes:
+                node.start()
+            create = [
+                self.cli,
+                "--cluster",
+                "create",
+                *(f"{HOST}:{node.port}" for node in self.nodes),
+                "--cluster-replicas",
+                str(self.replicas),
+                "--cluster-yes",
+            ]
+            done = subprocess.run(
+                create, capture_output=True, timeout=scaled(60), stdin=subprocess.DEVNULL, check=False
+            )
+            if done.returncode != 0:
+                raise RuntimeError(
+                    f"redis-cli --cluster create failed:\n{done.stdout.decode()}{done.stderr.decode()}"
+                )
+            deadline = time.monotonic() + scaled(START_TIMEOUT_S * 3)
+            while not self._ready():
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the Redis Cluster did not come up with every replica in sync")
+                time.sleep(0.05)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _ask(self, node: RedisServer, *command: str) -> bytes:
+        done = subprocess.run(
+            [self.cli, "-h", HOST, "-p", str(node.port), *command],
+            capture_output=True,
+            timeout=scaled(5),
+            check=False,
+        )
+        return done.stdout
+
+    def _ready(self) -> bool:
+        """Every node sees the cluster ok and every replica as one (gossip takes a moment to tell
+        them all), and every replica's link to its primary is up."""
+        replicas = self.primaries * self.replicas
+        linked = 0
+        for node in self.nodes:
+            if b"cluster_state:ok" not in self._ask(node, "cluster", "info"):
+                return False
+            view = [line.split() for line in self._ask(node, "cluster", "nodes").splitlines()]
+            if sum(len(f) > 2 and b"slave" in f[2] for f in view) != replicas:
+                return False
+            linked += b"master_link_status:up" in self._ask(node, "info", "replication")
+        return linked == replicas
+
+    def stop(self) -> None:
+        """Kill every node and remove their directories. Idempotent."""
+        for node in self.nodes:
+            node.stop()
+
+
+def _cluster() -> SuiteRedis:
+    cluster = RedisClusterServers()
+    cluster.start()
+    return cluster
+
+
+def start_cluster() -> RedisClusterServers:
+    """Start a Redis Cluster of three primaries with a replica each (raises `RedisServerMissing`)."""
+    binary()
+    cluster = RedisClusterServers()
+    cluster.start()
+    return cluster
+
+
+TOPOLOGIES: dict[str, Callable[[], SuiteRedis]] = {"single": _single, "cluster": _cluster}
+"""How each topology the suite can run its Redis tests on is started."""
 
 
 def start_suite_redis(topology: str = "single") -> SuiteRedis:

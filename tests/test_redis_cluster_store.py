@@ -1,0 +1,196 @@
+"""`RedisStore` on a Redis Cluster: what the contract suite (`tests/test_store_contract.py`,
+run there on the cluster too) does not show - that the store finds the cluster by itself,
+spreads over its primaries with every partition in one slot, keeps its bounds in shares
+(`store/redis_layout.py`), publishes on sharded channels, and leaves one instance's key
+names as they were."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
+
+from mcp_resume_asgi.store import RedisStore, StoreFullError
+from mcp_resume_asgi.store.redis_layout import RedisLayout
+from tests.support.redis_server import RedisClusterServers
+from tests.support.stores import redis_prefix, redis_url, require_redis
+from tests.test_store_contract import append, events, meta
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def cluster_client(redis_cluster_url: str) -> AsyncIterator[RedisCluster]:
+    client = RedisCluster.from_url(redis_cluster_url)
+    await client.initialize()
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+async def _keys(client: RedisCluster, prefix: str) -> list[bytes]:
+    return [key async for key in client.scan_iter(match=prefix + "*")]
+
+
+async def test_a_url_of_any_node_even_a_replica_is_found_to_be_a_cluster(
+    redis_cluster: RedisClusterServers, cluster_client: RedisCluster
+) -> None:
+    replicas = [
+        node
+        for node in redis_cluster.nodes
+        if b"role:slave" in redis_cluster._ask(node, "info", "replication")
+    ]
+    assert replicas
+    prefix = redis_prefix("cluster-found")
+    store = RedisStore(replicas[0].url, prefix=prefix)
+    try:
+        for i in range(20):
+            await store.create_stream(meta(f"s{i}"), ttl_s=60)
+            await append(store, f"s{i}", events(1, 3))
+        assert (await store.usage()).streams == 20
+        assert [seq for seq, _ in await store.read("s7", 0)] == [1, 2, 3]
+        assert len(await _keys(cluster_client, prefix)) >= 20
+    finally:
+        await store.clear()
+        await store.aclose()
+    assert await _keys(cluster_client, prefix) == []
+
+
+async def test_a_cluster_client_is_taken_as_it_is(cluster_client: RedisCluster) -> None:
+    prefix = redis_prefix("cluster-client")
+    store = RedisStore(client=cluster_client, prefix=prefix)
+    try:
+        await store.open_with(meta("a"), 60, events(1, 2), max_events=10, max_bytes=1000, final_seq=2)
+        got = await store.read_key_and_stream("task:a", "a")
+        assert got.meta is not None and got.final == events(2, 2)[0][1]
+    finally:
+        await store.clear()
+    assert await cluster_client.ping()  # the caller's client: not closed by the store
+
+
+async def test_every_partition_is_one_slot_and_the_partitions_spread_over_the_primaries(
+    cluster_client: RedisCluster,
+) -> None:
+    prefix = redis_prefix("cluster-spread")
+    store = RedisStore(client=cluster_client, prefix=prefix)
+    try:
+        for i in range(64):
+            await store.create_stream(meta(f"s{i}", session_id=f"sess{i % 5}"), ttl_s=60)
+            await append(store, f"s{i}", events(1, 2))
+            await store.set_key(f"k{i}", "v", ttl_s=60)
+        slots: dict[bytes, set[int]] = defaultdict(set)
+        for key in await _keys(cluster_client, prefix):
+            tag = key[len(prefix) :].split(b"}", 1)[0]
+            slots[tag].add(cluster_client.keyslot(key))
+        assert len(slots) == store.partitions == 16
+        assert all(len(found) == 1 for found in slots.values()), slots
+        owners = {cluster_client.get_node_from_key(f"{{{tag.decode()[1:]}}}").name for tag in slots}
+        assert len(owners) == 3  # every primary holds some of the store
+    finally:
+        await store.clear()
+
+
+async def test_each_partition_keeps_its_share_of_a_bound_and_the_whole_never_exceeds_it(
+    cluster_client: RedisCluster,
+) -> None:
+    prefix = redis_prefix("cluster-bounds")
+    store = RedisStore(client=cluster_client, prefix=prefix, partitions=4, max_streams=8)
+    layout = RedisLayout(prefix, cluster=True, partitions=4)
+    try:
+        refused: list[str] = []
+        held: dict[str, int] = defaultdict(int)
+        for i in range(40):
+            stream_id = f"s{i}"
+            try:
+                await store.create_stream(meta(stream_id), ttl_s=60)  # running: never evicted
+            except StoreFullError:
+                refused.append(stream_id)
+                assert held[layout.of_stream(stream_id)] == 2  # its partition's share is full
+            else:
+                held[layout.of_stream(stream_id)] += 1
+            assert (await store.usage()).streams <= 8
+        assert (await store.usage()).streams == 8
+        assert refused
+    finally:
+        await store.clear()
+
+
+async def test_a_bound_below_the_partitions_is_refused(cluster_client: RedisCluster) -> None:
+    with pytest.raises(ValueError, match="max_streams=8 is below partitions=16"):
+        RedisStore(client=cluster_client, prefix="x:", max_streams=8)
+    RedisStore(client=cluster_client, prefix="x:", max_streams=8, partitions=8)
+
+
+async def test_publish_is_sharded(cluster_client: RedisCluster) -> None:
+    prefix = redis_prefix("cluster-pubsub")
+    store = RedisStore(client=cluster_client, prefix=prefix)
+    channel = f"{prefix}ch:node:a".encode()
+    async with store.subscribe("node:a") as inbox:
+        owner = cluster_client.get_node_from_key(channel)
+        shard_channels = await cluster_client.pubsub_shardchannels(target_nodes=owner)
+        assert channel in shard_channels
+        assert await cluster_client.pubsub_channels(target_nodes=RedisCluster.ALL_NODES) == []
+        assert await store.publish("node:a", b"hello") == 1
+        with anyio.fail_after(10):
+            assert await inbox.__anext__() == b"hello"
+
+
+async def test_one_instances_key_names_are_unchanged() -> None:
+    """The layout of a single Redis is as before the cluster: data written then is found."""
+    require_redis()
+    prefix = redis_prefix("single-names")
+    store = RedisStore(redis_url(), prefix=prefix, partitions=16)
+    plain = aioredis.Redis.from_url(redis_url())
+    try:
+        await store.create_stream(meta("a", session_id="sess"), ttl_s=60)
+        await append(store, "a", events(1, 1))
+        await store.set_key("task:a", "v", ttl_s=60)
+        names = sorted([key.decode()[len(prefix) :] async for key in plain.scan_iter(match=prefix + "*")])
+        assert names == [
+            "g:exp",
+            "g:hold",
+            "g:keys",
+            "g:lru",
+            "g:nb",
+            "g:tick",
+            "g:total",
+            "k:task:a",
+            "s:a:e",
+            "s:a:m",
+            "s:a:n",
+            "ss:sess",
+        ]
+    finally:
+        await store.clear()
+        await store.aclose()
+        await plain.aclose()
+
+
+async def test_a_command_that_timed_out_is_not_sent_again(
+    redis_cluster_url: str, cluster_client: RedisCluster
+) -> None:
+    """As on one instance (`redis_connections._RECONNECT`): a script that timed out may still
+    run, so the store's cluster client does not send it again (redis-py's would)."""
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    prefix = redis_prefix("cluster-timeout")
+    store = RedisStore(f"{redis_cluster_url}?socket_timeout=0.1", prefix=prefix, partitions=1)
+    counter = f"{prefix}counter"
+    # Counts its runs, then keeps the node busy past the client's socket timeout.
+    slow = "redis.call('INCR', KEYS[1]) local t0 = redis.call('TIME')[1] + 1 while tonumber(redis.call('TIME')[1]) <= t0 do end return 1"
+    try:
+        await store.usage()  # the store found the cluster
+        with pytest.raises(RedisTimeoutError):
+            await store._client.eval(slow, 1, counter)
+        with anyio.fail_after(10):
+            while await cluster_client.get(counter) is None:  # the one run ends
+                await anyio.sleep(0.05)
+        assert await cluster_client.get(counter) == b"1"
+    finally:
+        await cluster_client.delete(counter)
+        await store.aclose()
