@@ -3,9 +3,10 @@
 A connection is written by whoever has its events first (the app's own `send`
 for the connection attached to a stream hosted here), so writes go through
 `send`, which turns the server's way of reporting a dead socket into `False`.
-Its `receive` has one reader at a time (`listen`): the app's own disconnect
-listener where the app has one, else the connection's own ASGI call, else a
-small watcher started only for apps that never listen.
+Its `receive` has one reader at a time (`listen`): the connection's own ASGI
+call, never the app (whose request runs on a task of the engine's). A send in
+flight is counted, so that the call can wait for it before it returns (`idle`):
+nothing is sent on a connection after its call returned.
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ class Connection:
     """A client connection (see the module docstring)."""
 
     __slots__ = (
+        "_idle",
         "_receive",
         "_send",
         "attachment",
@@ -125,6 +127,7 @@ class Connection:
         "listening",
         "own_writer",
         "released",
+        "sending",
         "started",
         "wake",
         "writing",
@@ -153,6 +156,9 @@ class Connection:
         self.listening = False
         self.listener = Interruptible()
         self.writing = Interruptible()
+        self.sending = 0
+        """Sends under way (`idle` waits for them)."""
+        self._idle: anyio.Event | None = None
 
     async def listen(self) -> None:
         """Read `receive` until the client leaves, or `stop_listening` is called."""
@@ -199,17 +205,30 @@ class Connection:
     async def send(self, message: Message) -> bool:
         if self.gone.is_set() or self.finished:
             return False
+        self.sending += 1
         try:
             await self._send(message)
         except Exception:  # the server reports a dead socket in its own way (OSError, ClientDisconnected...)
             logger.debug("client connection failed on send", exc_info=True)
             self.mark_gone()
             return False
+        finally:
+            self.sending -= 1
+            if not self.sending and self._idle is not None:
+                self._idle.set()
+                self._idle = None
         if message["type"] == "http.response.start":
             self.started = True
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
             self.finished = True
         return True
+
+    async def idle(self) -> None:
+        """Return once no send is under way on it."""
+        while self.sending:
+            if self._idle is None:
+                self._idle = anyio.Event()
+            await self._idle.wait()
 
     async def send_message(self, message: Message) -> None:
         """`send` with the ASGI signature, for the response helpers."""

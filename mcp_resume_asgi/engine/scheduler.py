@@ -11,23 +11,30 @@ anything slow it starts as a task of its own (`spawn`).
 
 Entries are never removed: a target re-arms for its next deadline when it fires,
 and a target whose deadline moved later just finds nothing due.
+
+The app's requests run here too (`AppTasks`): as tasks of the engine's, not of the
+server's request task, so a POST's ASGI call ends when its client is gone while
+the app's work goes on, recorded, until it ends or the lifespan's drain ends it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import heapq
 import itertools
 import logging
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 
 __all__ = [
+    "AppTasks",
     "Scheduler",
     "Timer",
     "spawn",
@@ -86,10 +93,94 @@ class Timer:
         self.callback = None
 
 
+class AppTasks:
+    """The app's requests, each a task of the engine's (see the module docstring).
+
+    On asyncio a task of the loop's (`create_task`, held here: the loop keeps only weak
+    references), whether or not the lifespan ran. On trio, in the nursery the middleware
+    opens around the app's lifespan (`lifespan`), else a system task. Either way the
+    task runs in a copy of the context of the request that started it (an outer
+    middleware's context variables reach the app), and its errors are logged, never
+    raised. A task's app call is cancelled by a cancel scope of its own, inside it.
+    """
+
+    __slots__ = ("_idle", "_lifespan", "_nursery", "_tasks", "_warned", "running")
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._nursery: Any = None
+        self._lifespan = False
+        self._warned = False
+        self._idle: anyio.Event | None = None
+        self.running = 0
+        """How many app tasks run now."""
+
+    def start(self, fn: Callable[[], Awaitable[Any]]) -> None:
+        """Run `fn()` as an app task, in a copy of the calling task's context."""
+        if not self._lifespan and not self._warned:
+            self._warned = True
+            logger.warning(
+                "ResumeMiddleware runs outside the server's lifespan (a mounted app? Starlette's Mount "
+                "and FastAPI's mount do not pass it on): the app's requests run as loose tasks, which "
+                "no shutdown waits for. Wrap the outermost app, or pass the lifespan on, to drain them."
+            )
+        self.running += 1
+        trio = sys.modules.get("trio")
+        if trio is not None and _in_trio(trio):
+            if self._nursery is not None:
+                self._nursery.start_soon(self._run, fn)  # (trio copies the caller's context)
+            else:
+                trio.lowlevel.spawn_system_task(self._run, fn, context=contextvars.copy_context())
+            return
+        task = asyncio.get_running_loop().create_task(self._run(fn), context=contextvars.copy_context())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, fn: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            await fn()
+        except Exception:
+            logger.exception("the app's request task failed")
+        finally:
+            self.running -= 1
+            if not self.running and self._idle is not None:
+                self._idle.set()
+                self._idle = None
+
+    async def idle(self) -> None:
+        """Return once no app task runs."""
+        while self.running:
+            if self._idle is None:
+                self._idle = anyio.Event()
+            await self._idle.wait()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """Around the app's lifespan: app tasks started meanwhile belong to it (trio: to a
+        nursery of its own), and are not loose."""
+        self._lifespan = True
+        try:
+            trio = sys.modules.get("trio")
+            if trio is None or not _in_trio(trio):
+                yield
+                return
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                try:
+                    yield
+                finally:
+                    self._nursery = None
+                    nursery.cancel_scope.cancel()  # (after the drain: what is left is stopped)
+        finally:
+            self._lifespan = False
+
+
 class Scheduler:
     """The engine's timers (see the module docstring). Times are `time.monotonic()`."""
 
     def __init__(self) -> None:
+        self.apps = AppTasks()
+        """The app's requests, run as tasks of the engine's."""
         self._heap: list[tuple[float, int, Timer]] = []
         self._counter = itertools.count()
         self._running = False
