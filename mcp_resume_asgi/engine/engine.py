@@ -398,11 +398,15 @@ class Engine:
 
     # ------------------------------------------------------------------ shutdown
     async def drain(self, drain_s: float) -> None:
-        """Wait up to `drain_s` for the app's requests running here to end, then stop those
+        """Wait up to `drain_s` for the app's requests running here to end (a session's GET
+        stream is told to end at once: it has no end of its own to wait for), then stop those
         left (each stream ends as a hard cancel ends it: with its error event) and wait for
         them to conclude. The lifespan's shutdown does this before the app hears of it: the
         app's work may need what its shutdown closes."""
         apps = self.services.scheduler.apps
+        for hosted in list(self.live.values()):
+            if hosted.kind is StreamKind.STANDALONE:
+                hosted.disconnect_app()  # a session's GET stream has no end to wait for
         if not apps.running:
             return
         logger.info("shutdown: waiting up to %ss for %d running request(s)", drain_s, apps.running)
