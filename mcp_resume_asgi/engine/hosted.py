@@ -212,7 +212,8 @@ class HostedStream:
             while not (first.finished or first.released.is_set() or self.over):
                 await first.listen()  # (stopped by whoever lets it go)
                 if first.gone.is_set():
-                    await self.first_gone(first)
+                    if not first.finished:  # (a client leaving a complete answer changes nothing)
+                        await self.first_gone(first)
                     break
             if first.attachment is not None and first.gone.is_set():
                 await first.released.wait()  # its writer was under way: it lets go next

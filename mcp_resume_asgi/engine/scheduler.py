@@ -124,28 +124,41 @@ class AppTasks:
                 "and FastAPI's mount do not pass it on): the app's requests run as loose tasks, which "
                 "no shutdown waits for. Wrap the outermost app, or pass the lifespan on, to drain them."
             )
-        self.running += 1
         trio = sys.modules.get("trio")
         if trio is not None and _in_trio(trio):
             if self._nursery is not None:
-                self._nursery.start_soon(self._run, fn)  # (trio copies the caller's context)
+                self._nursery.start_soon(self._run_counted, fn)  # (trio copies the caller's context)
             else:
-                trio.lowlevel.spawn_system_task(self._run, fn, context=contextvars.copy_context())
+                trio.lowlevel.spawn_system_task(self._run_counted, fn, context=contextvars.copy_context())
+            self.running += 1
             return
         task = asyncio.get_running_loop().create_task(self._run(fn), context=contextvars.copy_context())
+        self.running += 1
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)  # (also for a task cancelled before it ran)
 
-    async def _run(self, fn: Callable[[], Awaitable[Any]]) -> None:
+    @staticmethod
+    async def _run(fn: Callable[[], Awaitable[Any]]) -> None:
         try:
             await fn()
         except Exception:
             logger.exception("the app's request task failed")
+
+    async def _run_counted(self, fn: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            await self._run(fn)
         finally:
-            self.running -= 1
-            if not self.running and self._idle is not None:
-                self._idle.set()
-                self._idle = None
+            self._ended()
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        self._ended()
+
+    def _ended(self) -> None:
+        self.running -= 1
+        if not self.running and self._idle is not None:
+            self._idle.set()
+            self._idle = None
 
     async def idle(self) -> None:
         """Return once no app task runs."""
