@@ -77,7 +77,9 @@ async def test_a_callback_re_arms_for_its_next_deadline_and_a_later_arm_changes_
     assert seen.fired == ["tick", "tick", "tick"]
 
 
-async def test_a_failing_callback_is_logged_and_the_others_still_fire(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_failing_callback_is_logged_and_the_others_still_fire(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     scheduler, seen = Scheduler(), Recorder()
 
     def fail(now: float) -> float | None:
