@@ -14,7 +14,7 @@ import anyio
 import httpx
 
 from mcp_resume_asgi import MemoryStore, Policy, resumable
-from mcp_resume_asgi.admission import Admission
+from mcp_resume_asgi.engine.admission import Admission
 from tests.apps.mcpserver_app import create_app
 from tests.support.raw import RawSession
 from tests.support.server import serve

@@ -33,7 +33,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware, Store
-from mcp_resume_asgi.sse import SSEParser
+from mcp_resume_asgi.wire.sse import SSEParser
 
 SESSION = b"bench-session-0000000000000001"
 VERSION = b"2025-11-25"

@@ -23,7 +23,7 @@ import httpx
 import uvicorn
 
 from examples.server import app
-from mcp_resume_asgi.sse import SSEParser
+from mcp_resume_asgi.wire.sse import SSEParser
 
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 

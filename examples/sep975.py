@@ -17,7 +17,7 @@ import uvicorn
 
 from examples.server import server
 from mcp_resume_asgi import Policy, resumable
-from mcp_resume_asgi.sse import SSEParser
+from mcp_resume_asgi.wire.sse import SSEParser
 
 app = resumable(
     server.streamable_http_app(), policy=Policy(retry_ms=300, max_wait_s=30), resumable_requests=True

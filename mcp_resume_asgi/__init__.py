@@ -10,12 +10,13 @@ URL, survive dropped connections and can be closed by the server at will.
 
 from typing import TYPE_CHECKING, Any
 
+from mcp_resume_asgi.api import resumable
 from mcp_resume_asgi.engine.relayed_caller import RelayedUser
+from mcp_resume_asgi.features.resumable_requests import ResumableRequestsMiddleware
+from mcp_resume_asgi.features.resume_tokens import ResumeTokenMiddleware
 from mcp_resume_asgi.http.middleware import ResumeMiddleware
 from mcp_resume_asgi.policy import Policy, Route
 from mcp_resume_asgi.rest import RestMiddleware
-from mcp_resume_asgi.resumable_requests import ResumableRequestsMiddleware
-from mcp_resume_asgi.resume_tokens import ResumeTokenMiddleware
 from mcp_resume_asgi.store import (
     GapError,
     MemoryStore,
@@ -28,7 +29,6 @@ from mcp_resume_asgi.store import (
 from mcp_resume_asgi.tasks import TasksMiddleware
 from mcp_resume_asgi.wire.jsonrpc import RESUMABLE_STREAMS_EXTENSION
 from mcp_resume_asgi.wire.principal import default_principal
-from mcp_resume_asgi.wrap import resumable
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.store.redis import RedisStore

@@ -21,8 +21,8 @@ import pytest
 from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi import RESUMABLE_STREAMS_EXTENSION, MemoryStore, Policy, Store, resumable
-from mcp_resume_asgi.connection import Delivery
-from mcp_resume_asgi.features import FeatureMiddleware, RequestContext
+from mcp_resume_asgi.engine.port import Delivery, ServeOptions
+from mcp_resume_asgi.features.seam import FeatureMiddleware, RequestContext
 from tests.apps.probe_app import PROBE, create_app
 from tests.support.counting import Counting
 from tests.support.raw import RawSession, Reply
@@ -205,7 +205,7 @@ class TaskLike(FeatureMiddleware):
     async def intercept(self, ctx: RequestContext, receive: Receive, send: Send) -> bool:
         if ctx.method != "tools/call":
             return False
-        await ctx.host(receive, send, delivery=Delivery(survives_close=True))
+        await ctx.host(receive, send, ServeOptions(delivery=Delivery(survives_close=True)))
         return True
 
 

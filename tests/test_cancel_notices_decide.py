@@ -8,22 +8,22 @@ from typing import Any
 
 import pytest
 
-from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi.cancel_notices import (
-    INDEX_PREFIX,
+from mcp_resume_asgi.core.cancel_notices import (
     MAX_REASON_CHARS,
     CancelNotice,
     Where,
-    binding,
     cancellable,
     named,
     notice_of,
     valid_key,
     where,
 )
+from mcp_resume_asgi.core.stream import Reason, StreamCore
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.store.base import MAX_INDEX_NAME_BYTES
-from mcp_resume_asgi.stream_core import Reason, StreamCore
+from mcp_resume_asgi.store.keys import CANCEL_BINDING_PREFIX as INDEX_PREFIX
+from mcp_resume_asgi.store.keys import cancel_binding as binding
+from mcp_resume_asgi.wire import jsonrpc as p
 
 MODERN = "2026-07-28"
 OPTED_IN = {p.CLIENT_CAPABILITIES_META: {"extensions": {p.RESUMABLE_STREAMS_EXTENSION: {}}}}

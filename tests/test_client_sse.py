@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcp_resume_asgi.client.sse import SSEEvent, SSEEventTooLarge, SSEParser, encode_event
+from mcp_resume_asgi.client.sse_reader import SSEEvent, SSEEventTooLarge, SSEParser, encode_event
 
 
 def parse(*chunks: bytes, limit: int = 1024 * 1024) -> list[SSEEvent]:

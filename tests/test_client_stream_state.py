@@ -17,7 +17,7 @@ import pytest
 from mcp_resume_asgi.client.answers import AnswerBuffer, answers_body
 from mcp_resume_asgi.client.errors import GiveUp
 from mcp_resume_asgi.client.resumable_requests import TokenBook
-from mcp_resume_asgi.client.sse import SSEEvent, SSEParser
+from mcp_resume_asgi.client.sse_reader import SSEEvent, SSEParser
 from mcp_resume_asgi.client.stream_state import (
     DEDUP_WINDOW,
     MAX_EVENT_ID_LENGTH,

@@ -26,7 +26,7 @@ import pytest
 import uvicorn
 
 from mcp_resume_asgi.client import ResumableTransport
-from mcp_resume_asgi.client.sse import SSEEvent, SSEParser, closing_iterator
+from mcp_resume_asgi.client.sse_reader import SSEEvent, SSEParser, closing_iterator
 from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio

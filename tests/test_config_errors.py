@@ -16,7 +16,7 @@ from mcp_resume_asgi import (
     ResumeTokenMiddleware,
     resumable,
 )
-from mcp_resume_asgi._misconfig import check_asgi_app
+from mcp_resume_asgi.http.misconfig import check_asgi_app
 from mcp_resume_asgi.policy import RouteTable
 from tests.apps.mcpserver_app import create_server
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
-from mcp_resume_asgi.sse import SSEParser, single_event_frame
+from mcp_resume_asgi.wire.sse import SSEParser, single_event_frame
 from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio

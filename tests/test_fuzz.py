@@ -49,7 +49,7 @@ from hypothesis import strategies as st
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_resume_asgi import MemoryStore, Policy, resumable
-from mcp_resume_asgi.admission import PROBE_ID_PREFIX
+from mcp_resume_asgi.engine.admission import PROBE_ID_PREFIX
 from tests.apps.probe_app import create_app
 from tests.support.timing import scaled
 

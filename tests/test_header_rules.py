@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import acceptable
-from mcp_resume_asgi.header_rules import Era, era_of, refusal
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.header_rules import Era, era_of, refusal
+from mcp_resume_asgi.wire.headers import acceptable
 
 MODERN = "2026-07-28"
 BOTH = [(b"accept", b"application/json, text/event-stream"), (b"content-type", b"application/json")]

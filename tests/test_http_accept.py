@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from mcp_resume_asgi._http import accepts_sse, media_types
+from mcp_resume_asgi.wire.headers import accepts_sse, media_types
 
 SSE = "text/event-stream"
 JSON = "application/json"

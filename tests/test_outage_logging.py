@@ -18,7 +18,8 @@ from starlette.applications import Starlette
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp_resume_asgi import MemoryStore, ResumeMiddleware
-from mcp_resume_asgi.cluster import Node, OutageLog, describe_error
+from mcp_resume_asgi.engine.cluster import Node
+from mcp_resume_asgi.store.health import OutageLog, describe_error
 from tests.support.server import HOST, bind_socket
 from tests.support.timing import scaled
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
 import mcp_resume_asgi
-from mcp_resume_asgi import middleware
 
 
 def test_the_package_exports_what_the_readme_uses() -> None:
@@ -13,9 +10,7 @@ def test_the_package_exports_what_the_readme_uses() -> None:
         assert name in mcp_resume_asgi.__all__ and getattr(mcp_resume_asgi, name) is not None
 
 
-def test_resumable_is_still_importable_from_the_middleware_module() -> None:
-    from mcp_resume_asgi.middleware import resumable
+def test_resumable_lives_in_api() -> None:
+    from mcp_resume_asgi.api import resumable
 
     assert resumable is mcp_resume_asgi.resumable
-    with pytest.raises(AttributeError):
-        _ = middleware.no_such_name  # type: ignore[attr-defined]

@@ -13,11 +13,8 @@ from mcp.server.auth.provider import AccessToken
 from starlette.authentication import AuthCredentials, BaseUser, SimpleUser, UnauthenticatedUser
 from starlette.types import Message, Receive, Scope, Send
 
-from mcp_resume_asgi.principal import default_principal
-from mcp_resume_asgi.relay_seal import MAX_AGE_S, RelayRequest, RelaySeal
-from mcp_resume_asgi.relayed_caller import (
+from mcp_resume_asgi.engine.relayed_caller import (
     MAX_TEXT_CHARS,
-    RELAYED_CALLER,
     CallerGuard,
     RelayedCaller,
     RelayedUser,
@@ -25,7 +22,10 @@ from mcp_resume_asgi.relayed_caller import (
     principal_with_relays,
     seat,
 )
-from mcp_resume_asgi.tokens import TokenSigner
+from mcp_resume_asgi.wire.principal import default_principal
+from mcp_resume_asgi.wire.relay_seal import MAX_AGE_S, RelayRequest, RelaySeal
+from mcp_resume_asgi.wire.scope_keys import RELAYED_CALLER
+from mcp_resume_asgi.wire.tokens import TokenSigner
 
 SECRET = "relayed-caller-test-secret-0123"
 NOW = 1_800_000_000.0
@@ -106,6 +106,69 @@ def test_past_its_memory_a_node_refuses_relays_rather_than_forget_young_ones() -
     assert isinstance(
         owner.open(message("r3", at=NOW + MAX_AGE_S + 0.5), NOW + MAX_AGE_S + 0.5), RelayRequest
     )
+
+
+BODY = {"t": "body", "id": "r1", "seq": 1, "body": "eyJyZXN1bHQiOjF9", "more": False}
+
+
+def test_a_relays_reply_opens_as_it_was_sealed() -> None:
+    sealed = seal_for("owner").seal_message(BODY)
+    assert (sealed["t"], sealed["id"]) == ("body", "r1")
+    assert seal_for("sender").open_message(json.loads(json.dumps(sealed))) == BODY
+
+
+@pytest.mark.parametrize(
+    ("forge", "why"),
+    [
+        (lambda m: {"t": "body", "id": "r1", "seq": 1, "body": "Zm9yZ2Vk", "more": False}, "not sealed"),
+        (lambda m: {**m, "seal": "x" * 43}, "does not match"),
+        (
+            lambda m: RelaySeal(TokenSigner("another-cluster-secret-0123"), "x").seal_message(BODY),
+            "does not match",
+        ),
+        (lambda m: {**m, "sealed": m["sealed"].replace("eyJyZXN1bHQiOjF9", "Zm9yZ2Vk")}, "does not match"),
+        (lambda m: {**m, "id": "r2"}, "id"),
+        (lambda m: {**m, "t": "start"}, "kind"),
+    ],
+)
+def test_a_forged_or_moved_reply_is_refused(forge: Any, why: str) -> None:
+    """Whoever can publish knows a relay's id (it is in the clear), but cannot answer it."""
+    opened = seal_for("sender").open_message(forge(seal_for("owner").seal_message(BODY)))
+    assert isinstance(opened, str) and why in opened
+
+
+def test_a_request_seal_does_not_open_as_a_reply_nor_the_other_way() -> None:
+    request = message()
+    assert isinstance(seal_for("owner").open_message(request), str)
+    reply = seal_for("owner").seal_message({"t": "req", "id": "r1"})
+    assert isinstance(seal_for("owner").open(reply, NOW), str)
+
+
+@pytest.mark.anyio
+async def test_the_relaying_node_takes_only_sealed_replies() -> None:
+    """`Node._dispatch`: a forged part of the answer never reaches the relay's reader; the
+    sealed one does; a forged "gone" does not end a relayed request being served."""
+    import anyio
+
+    from mcp_resume_asgi.engine.cluster import Node
+    from mcp_resume_asgi.store.memory import MemoryStore
+
+    node = Node(MemoryStore(), node_id="sender", signer=TokenSigner(SECRET))
+    into, out = anyio.create_memory_object_stream[dict[str, Any]](8)
+    node._replies["r1"] = into
+    forged = {"t": "body", "id": "r1", "seq": 1, "body": "Zm9yZ2Vk", "more": False}
+    node._dispatch(json.dumps(forged).encode())
+    node._dispatch(json.dumps({**seal_for("owner").seal_message(BODY), "seal": "x" * 43}).encode())
+    node._dispatch(json.dumps(seal_for("owner").seal_message(BODY)).encode())
+    assert out.receive_nowait() == BODY
+    with pytest.raises(anyio.WouldBlock):
+        out.receive_nowait()
+    gone = anyio.Event()
+    node._served["r2"] = gone
+    node._dispatch(json.dumps({"t": "gone", "id": "r2"}).encode())
+    assert not gone.is_set()
+    node._dispatch(json.dumps(seal_for("owner").seal_message({"t": "gone", "id": "r2"})).encode())
+    assert gone.is_set()
 
 
 # ----------------------------------------------------------------------------- the caller

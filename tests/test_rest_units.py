@@ -10,7 +10,6 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_resume_asgi.header_values import encode_header_value, param_headers
 from mcp_resume_asgi.rest.calls import decode_cursor, encode_cursor, index_member
 from mcp_resume_asgi.rest.json_text import NotAcceptedJSON, depth_of, dumps, parse_app, parse_client, repaired
 from mcp_resume_asgi.rest.mcp_client import AnswerReader
@@ -29,6 +28,7 @@ from mcp_resume_asgi.rest.resource import (
 )
 from mcp_resume_asgi.rest.routes import BadRoute, Op, Route, match
 from mcp_resume_asgi.rest.single_flight import SingleFlight
+from mcp_resume_asgi.wire.headers import encode_header_value, param_headers
 
 # ---------------------------------------------------------------------------------------- routes
 

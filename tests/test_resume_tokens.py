@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from mcp_resume_asgi import MemoryStore, Policy, resumable
-from mcp_resume_asgi.resume_tokens import INTERIM_META
+from mcp_resume_asgi.features.resume_tokens import INTERIM_META
 from tests.apps import APP_FACTORIES
 from tests.apps.probe_app import PROBE, create_app
 from tests.support.counting import Counting

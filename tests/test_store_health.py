@@ -8,7 +8,6 @@ import logging
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from mcp_resume_asgi import store_outage
 from mcp_resume_asgi.store import RedisStore
 from mcp_resume_asgi.store import health as health_module
 from mcp_resume_asgi.store.health import STORE_RETRY_S, StoreHealth
@@ -71,7 +70,3 @@ def test_the_store_is_skipped_for_its_retry_time_and_logged_once(
     assert [text for level, text in lines if level == logging.INFO] == [
         "the store (serving without resumability meanwhile) is back after 3.0 s (2 failed attempts)"
     ]
-
-
-def test_the_old_names_are_the_health_state() -> None:
-    assert store_outage.StoreOutage is StoreHealth and store_outage.STORE_RETRY_S == STORE_RETRY_S == 2.0

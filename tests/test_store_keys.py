@@ -9,7 +9,6 @@ taken from the code before the formats moved there.
 
 from __future__ import annotations
 
-from mcp_resume_asgi import cancel_notices
 from mcp_resume_asgi.rest import calls
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.tasks import limits, stored
@@ -110,5 +109,3 @@ def test_the_old_names_build_the_same_keys() -> None:
     assert calls.index_member is keys.rest_call_member
     assert stored.task_key is keys.task_record
     assert limits.index_of is keys.task_index and limits.ANONYMOUS_INDEX == keys.ANONYMOUS_TASK_INDEX
-    assert cancel_notices.binding is keys.cancel_binding
-    assert cancel_notices.INDEX_PREFIX == keys.CANCEL_BINDING_PREFIX

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from mcp_resume_asgi.held_writes import Backoff, HeldBudget, HeldWrites
-from mcp_resume_asgi.stream_terms import Recorded
+from mcp_resume_asgi.core.held_writes import Backoff, HeldBudget, HeldWrites
+from mcp_resume_asgi.core.stream import Recorded
 
 
 def recorded(*seqs: int, size: int = 10, final: int | None = None, inputs: Any = ()) -> Recorded:

@@ -32,9 +32,9 @@ import pytest
 from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi import Policy, resumable
-from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi.engine import Engine
+from mcp_resume_asgi.engine.engine import Engine
 from mcp_resume_asgi.store import RedisStore
+from mcp_resume_asgi.wire import jsonrpc as p
 from tests.apps.rest_app import RUNS, create_app
 from tests.support.pausing_store import PausingStore
 from tests.support.raw import RawSession

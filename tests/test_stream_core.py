@@ -18,8 +18,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from mcp_resume_asgi.policy import Policy
-from mcp_resume_asgi.stream_core import (
+from mcp_resume_asgi.core.stream import (
     AT_WILL,
     HOLD_HEAD_S,
     STALL_S,
@@ -30,6 +29,7 @@ from mcp_resume_asgi.stream_core import (
     close_cancels,
     primed,
 )
+from mcp_resume_asgi.policy import Policy
 
 VERSION = "2025-11-25"
 """A revision whose clients are primed and may be closed at will."""

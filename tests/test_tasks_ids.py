@@ -14,7 +14,7 @@ from mcp_resume_asgi.tasks.operations import (
 )
 from mcp_resume_asgi.tasks.record import TaskRecord
 from mcp_resume_asgi.tasks.routing import MAX_TASK_ID
-from mcp_resume_asgi.tokens import TokenSigner, _CachedKeySigner
+from mcp_resume_asgi.wire.tokens import TokenSigner, _CachedKeySigner
 
 SECRET = "a-secret-shared-by-the-nodes"
 

@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 
 from mcp_resume_asgi import Policy
-from mcp_resume_asgi.header_values import decode_header_value
-from mcp_resume_asgi.sse import encode_payload
 from mcp_resume_asgi.tasks.advertising import AdvertisingAnswer
 from mcp_resume_asgi.tasks.capability import (
     CLIENT_CAPABILITIES_META,
@@ -29,6 +27,8 @@ from mcp_resume_asgi.tasks.record import (
     outcome,
 )
 from mcp_resume_asgi.tasks.routing import routing_problem, task_id_of
+from mcp_resume_asgi.wire.headers import decode_header_value
+from mcp_resume_asgi.wire.sse import encode_payload
 
 RECORD = TaskRecord(
     stream_id="s" * 22,

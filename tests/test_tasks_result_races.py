@@ -41,8 +41,8 @@ from starlette.authentication import SimpleUser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_resume_asgi import MemoryStore, Policy, Store, resumable
-from mcp_resume_asgi.admission import PROBE_ID_PREFIX
-from mcp_resume_asgi.engine import Engine
+from mcp_resume_asgi.engine.admission import PROBE_ID_PREFIX
+from mcp_resume_asgi.engine.engine import Engine
 from tests.apps.rest_app import legacy
 from tests.apps.tasks_app import SEEN, create_app, open_gate
 from tests.support.asgi import replaying

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi.tasks.capability import CLIENT_CAPABILITIES_META, declares, stripped
 from mcp_resume_asgi.tasks.record import EXTENSION, TaskRecord
 from mcp_resume_asgi.tasks.retries import Answer, Found, as_sent, decide, rest_of_deadline
+from mcp_resume_asgi.wire import jsonrpc as p
 
 RECORD = TaskRecord("s1", None, 1.0, 60_000, 50, "/mcp", "2026-07-28")
 

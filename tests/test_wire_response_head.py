@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mcp_resume_asgi.core.stream import StreamCore
 from mcp_resume_asgi.policy import Policy
-from mcp_resume_asgi.stream_core import StreamCore
 from mcp_resume_asgi.wire import jsonrpc as p
 
 

@@ -34,7 +34,7 @@ from .errors import McpError, SessionError, TaskCancelled
 from .sdk import sdk_http_client
 from .sdk_tasks import sdk_tasks_extension
 from .session import ResumableSession
-from .sse import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEEvent, SSEEventTooLarge, SSEParser, encode_event
+from .sse_reader import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEEvent, SSEEventTooLarge, SSEParser, encode_event
 from .tasks import TASKS_EXTENSION, TaskPolling
 from .transport import RESUMABLE_STREAMS_EXTENSION, STREAM_ERROR_CODE, ResumableTransport
 

@@ -3,7 +3,7 @@
 Why apart from the session: it is the same kind of loop as following a task
 (`tasks.py`) - the server answered "not yet, ask again" - with its own wire
 (`_meta.nextResumeToken` on an interim result marked by the server's resume-token
-layer, see `mcp_resume_asgi.resume_tokens`), and the session only supplies how a
+layer, see `mcp_resume_asgi.features.resume_tokens`), and the session only supplies how a
 request is sent.
 """
 
@@ -16,7 +16,7 @@ import anyio
 
 from .errors import SessionError
 
-#: The resume-token layer's experimental capability and interim marker (see `mcp_resume_asgi.resume_tokens`).
+#: The resume-token layer's experimental capability and interim marker (see `mcp_resume_asgi.features.resume_tokens`).
 RESUME_TOKENS_CAPABILITY: Final = "resumeTokens"
 INTERIM_META: Final = "io.github.mcp-resume-asgi/interim"
 

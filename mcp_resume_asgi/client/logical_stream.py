@@ -37,7 +37,7 @@ from .errors import GiveUp
 from .links import stream_link
 from .messages import IdKey, error_event, media_type
 from .resumable_requests import TokenBook
-from .sse import SSEError, SSEParser, closing_iterator
+from .sse_reader import SSEError, SSEParser, closing_iterator
 from .stream_state import Limits, Refused, StreamState, is_continuation
 
 logger = logging.getLogger(__name__)

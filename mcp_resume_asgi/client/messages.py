@@ -16,7 +16,7 @@ from typing import Final
 
 import httpx
 
-from .sse import encode_event
+from .sse_reader import encode_event
 
 #: JSON-RPC code of the error event emitted when the stream cannot be continued.
 STREAM_ERROR_CODE: Final = -32000

@@ -16,7 +16,7 @@ from typing import Any, Final, NoReturn
 import httpx
 
 from .errors import McpError, SessionError
-from .sse import SSEError, SSEParser, closing_iterator
+from .sse_reader import SSEError, SSEParser, closing_iterator
 
 INTERNAL_ERROR: Final = -32603
 

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 
-from .sse import closing_iterator
+from .sse_reader import closing_iterator
 from .transport import ResumableTransport
 
 if TYPE_CHECKING:

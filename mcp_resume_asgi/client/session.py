@@ -44,7 +44,7 @@ from .incoming import Incoming, NotificationHandler, ProgressHandler, RequestHan
 from .interim import RESUME_TOKENS_CAPABILITY
 from .mrtr import DEFAULT_MAX_ROUNDS
 from .reading import read_answer, result_of
-from .sse import DEFAULT_MAX_EVENT_BYTES
+from .sse_reader import DEFAULT_MAX_EVENT_BYTES
 from .tasks import TaskPolling, declare
 from .tool_schemas import MAX_PAGES, ToolSchemas
 from .transport import ResumableTransport

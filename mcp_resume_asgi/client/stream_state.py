@@ -30,7 +30,7 @@ from .answers import AnswerBuffer
 from .errors import GiveUp
 from .messages import IdKey, id_key, is_request, is_response, loads, message_event
 from .resumable_requests import TokenBook, is_resume_policy, policy_token, resume_body
-from .sse import SSEEvent, encode_event
+from .sse_reader import SSEEvent, encode_event
 
 logger = logging.getLogger(__name__)
 

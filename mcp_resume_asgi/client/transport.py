@@ -60,7 +60,7 @@ from .links import parse_link_header, same_origin, stream_link
 from .logical_stream import LogicalByteStream, LogicalStream
 from .messages import STREAM_ERROR_CODE, IdKey, id_key, is_request, is_response, loads, media_type
 from .resumable_requests import MAX_REMEMBERED_TOKENS, RESUME_POLICY, TokenBook, status_result
-from .sse import DEFAULT_MAX_EVENT_BYTES
+from .sse_reader import DEFAULT_MAX_EVENT_BYTES
 from .stream_state import MAX_EVENT_ID_LENGTH
 
 __all__ = [

@@ -153,17 +153,29 @@ class Node:
                 self._task_group.start_soon(self._serve_relayed, opened)
         elif kind == "gone":
             gone = self._served.get(message["id"])
-            if gone is not None:
+            if gone is not None and self._opened(message) is not None:
                 gone.set()
         elif kind in ("ack", "start", "body"):
             reply = self._replies.get(message["id"])
-            if reply is not None:
+            if reply is not None and (message := self._opened(message)) is not None:
                 try:
                     reply.send_nowait(message)
                 except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
                     logger.warning("relay %s: reader is behind; dropping the relay", message["id"])
                     self._replies.pop(message["id"], None)
                     reply.close()
+
+    def _opened(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """A relay's reply or "gone" message as it was sealed, or None (refused, logged)."""
+        opened = self.seal.open_message(message)
+        if isinstance(opened, str):
+            self._refused(message["id"], f"a {message.get('t')!r} message: {opened}")
+            return None
+        return opened
+
+    async def _publish(self, channel: str, payload: dict[str, Any]) -> int:
+        """Publish a message of a relay under way, sealed (`RelaySeal.seal_message`)."""
+        return await self.store.publish(channel, json.dumps(self.seal.seal_message(payload)).encode())
 
     def _refused(self, relay_id: str, why: str) -> None:
         level = logging.DEBUG if why in self._refusals else logging.WARNING
@@ -203,7 +215,7 @@ class Node:
         gone = anyio.Event()
         self._served[relay_id] = gone
         try:
-            await self.store.publish(reply_to, json.dumps({"t": "ack", "id": relay_id}).encode())
+            await self._publish(reply_to, {"t": "ack", "id": relay_id})
         except Exception:
             logger.warning("relay %s: cannot acknowledge", relay_id, exc_info=True)
             self._served.pop(relay_id, None)
@@ -242,7 +254,7 @@ class Node:
             if gone.is_set():
                 return
             try:
-                await self.store.publish(reply_to, json.dumps(payload).encode())
+                await self._publish(reply_to, payload)
             except Exception:
                 logger.warning("relay %s: cannot answer", relay_id, exc_info=True)
                 gone.set()
@@ -288,9 +300,7 @@ class Node:
                 async def tell_owner_when_gone() -> None:
                     while (await receive())["type"] != "http.disconnect":
                         pass
-                    await self.store.publish(
-                        keys.node(owner), json.dumps({"t": "gone", "id": relay_id}).encode()
-                    )
+                    await self._publish(keys.node(owner), {"t": "gone", "id": relay_id})
                     tg.cancel_scope.cancel()
 
                 tg.start_soon(tell_owner_when_gone)

@@ -41,14 +41,11 @@ if TYPE_CHECKING:
     from mcp_resume_asgi.policy import Policy
     from mcp_resume_asgi.store.base import Store
 
-__all__ = ["READ_BATCH", "WATCH_CHECK_S", "Writer", "WriterHost", "finish_answer", "note_detached"]
+__all__ = ["READ_BATCH", "Writer", "WriterHost", "finish_answer", "note_detached"]
 
 logger = logging.getLogger(__name__)
 
 READ_BATCH = 512
-#: (No longer used: the first connection is watched by its own ASGI call now, not the app's
-#: disconnect listener. Kept for the `writer` re-export until the old paths go, issue 21 step 9.)
-WATCH_CHECK_S = 0.05
 
 
 class WriterHost(Protocol):

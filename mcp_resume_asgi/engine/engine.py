@@ -6,7 +6,7 @@ the request (`hosted.py`): each event gets an id of the engine's own, is recorde
 in the store and goes to whichever client connection is attached now. A client
 that comes back (GET with `Last-Event-ID`, or GET on the `Link` URL) becomes the
 attached connection and is sent exactly what it has not seen (`serve`): by the
-hosted stream itself when its app runs here (`writer.py`), else from the store
+hosted stream itself when its app runs here (`delivery.py`), else from the store
 (`follower.py`). Every decision about a stream's life is in `core/` (`core/stream.py`
 for its life, `core/resume.py` for what a resume is answered); every timer is in the
 engine's one `Scheduler`.
@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 
@@ -44,10 +44,12 @@ from mcp_resume_asgi.engine.port import (
     EnginePort,
     HostRequest,
     Refusal,
+    RequestContext,
+    ServeOptions,
 )
 from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.engine.services import StreamServices
-from mcp_resume_asgi.policy import Policy, RouteTable
+from mcp_resume_asgi.policy import RouteTable
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import GapError, Store, StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.wire import jsonrpc as p
@@ -57,46 +59,12 @@ from mcp_resume_asgi.wire.principal import PrincipalOf
 from mcp_resume_asgi.wire.replies import send_bytes, send_json
 from mcp_resume_asgi.wire.tokens import TokenSigner
 
-__all__ = ["DRAIN_END_S", "Engine", "EngineHost", "body_for_app"]
+__all__ = ["DRAIN_END_S", "Engine"]
 
 logger = logging.getLogger(__name__)
 
 #: How long a drain waits for the requests it stopped to conclude (their stream's end recorded).
 DRAIN_END_S = 5.0
-
-
-def body_for_app(body: bytes, message: dict[str, Any]) -> bytes:
-    """The request's body as the app gets it: without this middleware's own extension
-    (SEP-975's opt-in), which the app is not told of."""
-    if p.asks_resumable_streams(message):
-        plain = p.without_extension(message, p.RESUMABLE_STREAMS_EXTENSION)
-        if plain is not None:
-            return p.dumps(plain)
-    return body
-
-
-class EngineHost(Protocol):
-    """`Engine.handle_request`: what the front's `HostRequest` hands a request on to, once its
-    `Idempotency-Key` (if any) is claimed for the stream."""
-
-    async def __call__(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        *,
-        body: bytes,
-        message: dict[str, Any],
-        route: int,
-        policy: Policy,
-        version: str,
-        session_id: str | None,
-        accepts_sse: bool,
-        claimed_key: str | None = None,
-        stream_id: str | None = None,
-        first_messages: list[dict[str, Any]] | None = None,
-        delivery: Delivery | None = None,
-    ) -> tuple[str, int] | None: ...
 
 
 class Engine:
@@ -256,56 +224,46 @@ class Engine:
     # ------------------------------------------------------------------ requests (POST)
     async def handle_request(
         self,
-        scope: Scope,
+        ctx: RequestContext,
         receive: Receive,
         send: Send,
-        *,
-        body: bytes,
-        message: dict[str, Any],
-        route: int,
-        policy: Policy,
-        version: str,
-        session_id: str | None,
-        accepts_sse: bool,
+        options: ServeOptions,
         claimed_key: str | None = None,
-        stream_id: str | None = None,
-        first_messages: list[dict[str, Any]] | None = None,
-        delivery: Delivery | None = None,
     ) -> tuple[str, int] | None:
         """Host a JSON-RPC request of the app, detached from `send`'s connection.
 
         Returns how the first client connection was let go (why, and the seq of the
         last event it got), None when it was not served from the stream (a JSON
         answer passed through). `claimed_key`: the store key of the request's
-        `Idempotency-Key`, claimed for `stream_id` by the front (freed if the app refuses).
+        `Idempotency-Key`, claimed for the request's stream by the front (freed if the app refuses).
         """
-        method = message["method"]
-        opted_in = p.asks_resumable_streams(message)
-        body = body_for_app(body, message)
+        message = ctx.message
+        method = ctx.method
+        policy = options.policy or ctx.policy
         hosted = HostedStream(
             self.services,
             kind=StreamKind.REQUEST,
-            scope=scope,
-            body=body,
-            route=route,
+            scope=ctx.scope,
+            body=p.body_for_app(ctx.body, message),
+            route=ctx.route,
             policy=policy,
-            version=version,
-            session_id=session_id,
+            version=ctx.version,
+            session_id=ctx.session_id,
             request_id=message["id"],
             method=method,
-            stream_id=stream_id,
-            opted_in=opted_in,
+            stream_id=ctx.stream_id,
+            opted_in=p.asks_resumable_streams(message),
         )
-        open_before = policy.upgrade_json_after_s if accepts_sse and method != "initialize" else None
+        open_before = policy.upgrade_json_after_s if method != "initialize" else None
         if claimed_key is not None:
             hosted.idempotency_key = claimed_key
             open_before = 0.0  # the stream must exist before the client can lose its answer
-        if first_messages:
+        if options.first_messages:
             open_before = 0.0
-            hosted.first_messages = first_messages
-        if delivery is not None:
+            hosted.first_messages = list(options.first_messages)
+        if options.delivery is not None:
             open_before = 0.0
-            hosted.delivery = delivery
+            hosted.delivery = options.delivery
         return await hosted.host(Connection(send, receive), open_before_s=open_before)
 
     # ------------------------------------------------------------------ serving a client

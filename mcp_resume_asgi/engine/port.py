@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from mcp_resume_asgi.policy import Policy, RouteTable
 from mcp_resume_asgi.store.base import Store, StreamMeta
@@ -27,11 +27,9 @@ from mcp_resume_asgi.wire.principal import PrincipalOf
 from mcp_resume_asgi.wire.replies import send_bytes
 from mcp_resume_asgi.wire.tokens import TokenSigner
 
-if TYPE_CHECKING:
-    from mcp_resume_asgi.engine.engine import Engine
-
 __all__ = [
     "NOT_FOUND",
+    "PLAIN",
     "PROBE_TIMEOUT_S",
     "Admit",
     "AppAnswer",
@@ -41,6 +39,7 @@ __all__ = [
     "Cancel",
     "Cluster",
     "Delivery",
+    "EngineHost",
     "EnginePort",
     "Feature",
     "HostRequest",
@@ -50,6 +49,7 @@ __all__ = [
     "Refusal",
     "RequestContext",
     "RetryAnswer",
+    "ServeOptions",
     "ServeStream",
 ]
 
@@ -153,24 +153,44 @@ class HostRequest(Protocol):
     it was not served from the stream (a JSON answer passed through, or a retried POST)."""
 
     async def __call__(
+        self, ctx: RequestContext, receive: Receive, send: Send, options: ServeOptions = ...
+    ) -> tuple[str, int] | None: ...
+
+
+class EngineHost(Protocol):
+    """`Engine.handle_request`: what the front's `HostRequest` hands a request on to, once its
+    `Idempotency-Key` (if any) is claimed for the stream (`claimed_key`: its store key)."""
+
+    async def __call__(
         self,
-        scope: Scope,
+        ctx: RequestContext,
         receive: Receive,
         send: Send,
-        *,
-        body: bytes,
-        message: dict[str, Any],
-        route: int,
-        policy: Policy,
-        version: str,
-        session_id: str | None,
-        accepts_sse: bool,
-        idempotency_key: str | None = None,
-        stream_id: str | None = None,
-        first_messages: list[dict[str, Any]] | None = None,
-        delivery: Delivery | None = None,
-        on_retry: RetryAnswer | None = None,
+        options: ServeOptions,
+        claimed_key: str | None = None,
     ) -> tuple[str, int] | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    """How a layer wants its request served, beyond what the request itself says (its
+    `RequestContext`): the one set of options every way of hosting a request shares (the front,
+    the port's `host`, the engine), so that a new one is added in one place."""
+
+    delivery: Delivery | None = None
+    """The layer serves the client's connection its own way (a deadline, an interim answer)."""
+    policy: Policy | None = None
+    """Another policy than the route's (None: the request's own)."""
+    first_messages: tuple[dict[str, Any], ...] = ()
+    """JSON-RPC messages recorded at the start of the stream, before the app's."""
+    idempotency_key: str | None = None
+    """The POST's `Idempotency-Key` (the front claims it before the engine hosts the request)."""
+    on_retry: RetryAnswer | None = None
+    """The layer's own answer to a retry of this request (the same `Idempotency-Key`)."""
+
+
+PLAIN = ServeOptions()
+"""The options of a request no layer asked anything of."""
 
 
 class ServeStream(Protocol):
@@ -294,7 +314,8 @@ class EnginePort:
 class RequestContext:
     """A JSON-RPC request on its way into the engine, as the layers see it."""
 
-    engine: Engine
+    port: EnginePort
+    """What the layers may ask of the engine: the only way they reach it."""
     scope: Scope
     body: bytes
     message: dict[str, Any]
@@ -314,11 +335,6 @@ class RequestContext:
     resume token): its connection closing detaches instead of cancelling (2026-07-28)."""
 
     @property
-    def port(self) -> EnginePort:
-        """What the layers may ask of the engine (issue 21 step 7: the only way they reach it)."""
-        return self.engine.port
-
-    @property
     def request_id(self) -> Any:
         return self.message["id"]
 
@@ -328,35 +344,11 @@ class RequestContext:
         return params if isinstance(params, dict) else {}
 
     async def host(
-        self,
-        receive: Receive,
-        send: Send,
-        *,
-        delivery: Delivery | None = None,
-        policy: Policy | None = None,
-        first_messages: list[dict[str, Any]] | None = None,
-        idempotency_key: str | None = None,
-        on_retry: RetryAnswer | None = None,
+        self, receive: Receive, send: Send, options: ServeOptions = PLAIN
     ) -> tuple[str, int] | None:
         """Hand the request to the engine as it stands here (a layer that serves it its own way:
         with a `Delivery`, another policy, its own answer to a retry); see `HostRequest`."""
-        return await self.engine.port.host(
-            self.scope,
-            receive,
-            send,
-            body=self.body,
-            message=self.message,
-            route=self.route,
-            policy=policy or self.policy,
-            version=self.version,
-            session_id=self.session_id,
-            accepts_sse=True,
-            idempotency_key=idempotency_key,
-            stream_id=self.stream_id,
-            first_messages=first_messages,
-            delivery=delivery,
-            on_retry=on_retry,
-        )
+        return await self.port.host(self, receive, send, options)
 
 
 class Feature(Protocol):

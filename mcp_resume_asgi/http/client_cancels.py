@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from mcp_resume_asgi import expiry
 from mcp_resume_asgi.core.cancel_notices import CancelNotice, Where, named, valid_key, where
+from mcp_resume_asgi.engine import cancellation
 from mcp_resume_asgi.engine.admission import Admission
 from mcp_resume_asgi.engine.cancel_bindings import IDEMPOTENCY_KEY, header_values
 from mcp_resume_asgi.engine.port import Refusal
@@ -32,8 +32,8 @@ from mcp_resume_asgi.wire.replies import send_bytes
 from mcp_resume_asgi.wire.scope_keys import RELAYED_FROM
 
 if TYPE_CHECKING:
+    from mcp_resume_asgi.engine.hosted import HostedStream
     from mcp_resume_asgi.engine.services import StreamServices
-    from mcp_resume_asgi.hosted import HostedStream
 
 logger = logging.getLogger(__name__)
 
@@ -99,4 +99,4 @@ class ClientCancels:
         logger.info(
             "stream %s: the client cancelled request %r%s", hosted.stream_id, hosted.request_id, reason
         )
-        spawn(expiry.cancel_app, hosted, "the client cancelled the request")
+        spawn(cancellation.cancel_app, hosted, "the client cancelled the request")

@@ -35,7 +35,7 @@ import anyio
 
 from mcp_resume_asgi.engine.cluster import Node
 from mcp_resume_asgi.engine.engine import Engine
-from mcp_resume_asgi.engine.port import Delivery, Feature, HostRequest, RequestContext
+from mcp_resume_asgi.engine.port import Delivery, Feature, HostRequest, RequestContext, ServeOptions
 from mcp_resume_asgi.engine.relayed_caller import CallerGuard, principal_with_relays
 from mcp_resume_asgi.http.bodies import read_body_or_refuse, replay_receive
 from mcp_resume_asgi.http.client_answers import ClientAnswers
@@ -367,53 +367,42 @@ class ResumeMiddleware:
                 send, 400, p.INVALID_REQUEST, "Idempotency-Key must be 1-255 printable ASCII characters"
             )
             return
-        stream_id = new_stream_id()
-        first_messages: list[dict[str, Any]] = []
-        delivery: Delivery | None = None
         features: tuple[Feature, ...] = scope.get(FEATURES_KEY, ())
         if any(method in feature.answers for feature in features) and await self._refused_as_the_app_would(
             scope, send, message, session_id
         ):
             return
-        if features:
-            ctx = RequestContext(
-                engine=self.engine,
-                scope=scope,
-                body=body,
-                message=message,
-                method=method,
-                tool=tool if isinstance(tool, str) else None,
-                session_id=session_id,
-                version=version,
-                principal=self.engine.principal(scope),
-                route=route,
-                policy=policy,
-                stream_id=stream_id,
-                capabilities=await self.engine.client_capabilities(session_id, message),
-            )
-            for feature in features:
-                if await feature.intercept(ctx, receive, send):
-                    return
-            for feature in features:
-                first_messages += await feature.first_messages(ctx)
-            if ctx.survives_close:
-                delivery = Delivery(survives_close=True)
-        await self.engine.port.host(
-            scope,
-            receive,
-            send,
+        engine = self.engine
+        ctx = RequestContext(
+            port=engine.port,
+            scope=scope,
             body=body,
             message=message,
+            method=method,
+            tool=tool if isinstance(tool, str) else None,
+            session_id=session_id,
+            version=version,
+            principal=engine.principal(scope),
             route=route,
             policy=policy,
-            version=version,
-            session_id=session_id,
-            accepts_sse=True,
-            idempotency_key=key,
-            stream_id=stream_id,
-            first_messages=first_messages,
-            delivery=delivery,
+            stream_id=new_stream_id(),
         )
+        if not features:
+            await engine.port.host(ctx, receive, send, ServeOptions(idempotency_key=key))
+            return
+        ctx.capabilities = await engine.client_capabilities(session_id, message)
+        for feature in features:
+            if await feature.intercept(ctx, receive, send):
+                return
+        first_messages: list[dict[str, Any]] = []
+        for feature in features:
+            first_messages += await feature.first_messages(ctx)
+        options = ServeOptions(
+            delivery=Delivery(survives_close=True) if ctx.survives_close else None,
+            first_messages=tuple(first_messages),
+            idempotency_key=key,
+        )
+        await engine.port.host(ctx, receive, send, options)
 
     async def _refused_as_the_app_would(
         self, scope: Scope, send: Send, message: dict[str, Any], session_id: str | None

@@ -17,24 +17,30 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 
-from mcp_resume_asgi.engine.engine import EngineHost, body_for_app
-from mcp_resume_asgi.engine.port import Admit, Delivery, RetryAnswer, ServeStream
-from mcp_resume_asgi.policy import Policy, running_ttl
+from mcp_resume_asgi.engine.port import (
+    PLAIN,
+    Admit,
+    EngineHost,
+    RequestContext,
+    RetryAnswer,
+    ServeOptions,
+    ServeStream,
+)
+from mcp_resume_asgi.policy import running_ttl
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import StreamMeta
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import Receive, Scope, Send
 from mcp_resume_asgi.wire.headers import header
 from mcp_resume_asgi.wire.replies import send_json
-from mcp_resume_asgi.wire.tokens import new_stream_id
 
 if TYPE_CHECKING:
+    from mcp_resume_asgi.engine.hosted import HostedStream
     from mcp_resume_asgi.engine.services import StreamServices
-    from mcp_resume_asgi.hosted import HostedStream
 
 __all__ = ["RetriedPosts", "RetryAnswer", "answer_retry", "opened_record"]
 
@@ -59,53 +65,24 @@ class RetriedPosts:
         self.serve = serve
 
     async def host(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        *,
-        body: bytes,
-        message: dict[str, Any],
-        route: int,
-        policy: Policy,
-        version: str,
-        session_id: str | None,
-        accepts_sse: bool,
-        idempotency_key: str | None = None,
-        stream_id: str | None = None,
-        first_messages: list[dict[str, Any]] | None = None,
-        delivery: Delivery | None = None,
-        on_retry: RetryAnswer | None = None,
+        self, ctx: RequestContext, receive: Receive, send: Send, options: ServeOptions = PLAIN
     ) -> tuple[str, int] | None:
         """See `engine.port.HostRequest`."""
         claimed = None
-        if idempotency_key is not None and accepts_sse and message["method"] != "initialize":
+        key = options.idempotency_key
+        if key is not None and ctx.method != "initialize":
             services = self.services
-            stream_id = stream_id or new_stream_id()
-            claimed = keys.idempotency(session_id, services.principal(scope), idempotency_key)
-            digest = hashlib.sha256(body_for_app(body, message)).hexdigest()
-            existing = await services.store.add_key(claimed, f"{stream_id} {digest}", running_ttl(policy))
+            scope = ctx.scope
+            claimed = keys.idempotency(ctx.session_id, services.principal(scope), key)
+            digest = hashlib.sha256(p.body_for_app(ctx.body, ctx.message)).hexdigest()
+            policy = options.policy or ctx.policy
+            existing = await services.store.add_key(claimed, f"{ctx.stream_id} {digest}", running_ttl(policy))
             if existing is not None:
                 await answer_retry(
-                    services, self.admit, self.serve, scope, receive, send, existing, digest, on_retry
+                    services, self.admit, self.serve, scope, receive, send, existing, digest, options.on_retry
                 )
                 return None
-        return await self.engine_host(
-            scope,
-            receive,
-            send,
-            body=body,
-            message=message,
-            route=route,
-            policy=policy,
-            version=version,
-            session_id=session_id,
-            accepts_sse=accepts_sse,
-            claimed_key=claimed,
-            stream_id=stream_id,
-            first_messages=first_messages,
-            delivery=delivery,
-        )
+        return await self.engine_host(ctx, receive, send, options, claimed)
 
 
 async def answer_retry(

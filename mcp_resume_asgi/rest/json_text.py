@@ -23,8 +23,8 @@ import math
 import re
 from typing import Any
 
-from mcp_resume_asgi.protocol import MAX_DEPTH
-from mcp_resume_asgi.protocol import nesting_depth as depth_of
+from mcp_resume_asgi.wire.jsonrpc import MAX_DEPTH
+from mcp_resume_asgi.wire.jsonrpc import nesting_depth as depth_of
 
 #: A JSON escape of a UTF-16 surrogate (paired or not: only then is the value walked).
 _SURROGATE_ESCAPE = re.compile(r"\\[uU][dD][89a-fA-F]")

@@ -37,9 +37,9 @@ import anyio
 import anyio.abc
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcp_resume_asgi._http import BodyTooLarge, ClientGone, read_body
 from mcp_resume_asgi.engine.port import EnginePort, RequestContext
-from mcp_resume_asgi.features import FeatureMiddleware
+from mcp_resume_asgi.features.seam import FeatureMiddleware
+from mcp_resume_asgi.http.bodies import BodyTooLarge, ClientGone, read_body
 from mcp_resume_asgi.rest.calls import CallStore
 from mcp_resume_asgi.rest.mcp_client import Wire
 from mcp_resume_asgi.rest.problems import method_not_allowed, problem

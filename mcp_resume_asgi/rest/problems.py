@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_resume_asgi._http import Headers
 from mcp_resume_asgi.rest.json_text import dumps
+from mcp_resume_asgi.wire.headers import Headers
 
 CONTENT_TYPE = b"application/problem+json"
 #: Statuses and headers of the app's own refusals that are passed on as they are: the

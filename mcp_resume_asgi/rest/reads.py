@@ -40,7 +40,7 @@ from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
-from mcp_resume_asgi._http import BodyTooLarge, ClientGone, Headers, header, media_types, read_body
+from mcp_resume_asgi.http.bodies import BodyTooLarge, ClientGone, read_body
 from mcp_resume_asgi.rest.json_text import NotAcceptedJSON, parse_client
 from mcp_resume_asgi.rest.mcp_client import Wire
 from mcp_resume_asgi.rest.openapi_documents import OpenApiDocuments
@@ -49,6 +49,7 @@ from mcp_resume_asgi.rest.replies import Representation, json_representation
 from mcp_resume_asgi.rest.resource import etag_header, not_modified
 from mcp_resume_asgi.rest.routes import READ_OPS, Op, Route
 from mcp_resume_asgi.rest.validation import pointer_of
+from mcp_resume_asgi.wire.headers import Headers, header, media_types
 
 logger = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from starlette.types import Send
 
-from mcp_resume_asgi._http import Headers
 from mcp_resume_asgi.rest.json_text import dumps
 from mcp_resume_asgi.rest.problems import Problem
 from mcp_resume_asgi.rest.resource import ETAG_HEX, etag_header, not_modified
+from mcp_resume_asgi.wire.headers import Headers
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,9 +32,7 @@ import anyio
 import anyio.abc
 from starlette.types import Scope
 
-from mcp_resume_asgi._http import Headers, header, header_count
 from mcp_resume_asgi.engine.port import PROBE_TIMEOUT_S, EnginePort
-from mcp_resume_asgi.header_values import param_headers
 from mcp_resume_asgi.rest import resource as res
 from mcp_resume_asgi.rest.calls import CallRecord, CallStore
 from mcp_resume_asgi.rest.json_text import NotAcceptedJSON, parse_client
@@ -43,6 +41,7 @@ from mcp_resume_asgi.rest.problems import Problem, invalid_arguments, problem
 from mcp_resume_asgi.rest.replies import Reply, json_reply, problem_reply, tagged_reply
 from mcp_resume_asgi.rest.routes import Route
 from mcp_resume_asgi.store import keys
+from mcp_resume_asgi.wire.headers import Headers, header, header_count, param_headers
 
 logger = logging.getLogger(__name__)
 

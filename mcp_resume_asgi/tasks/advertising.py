@@ -23,8 +23,8 @@ from typing import Any
 
 from starlette.types import Message
 
-from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi.tasks.capability import advertise
+from mcp_resume_asgi.wire import jsonrpc as p
 
 #: Largest answer held for rewriting (an `initialize` answer is a few hundred bytes).
 MAX_ANSWER_BYTES = 256 * 1024

@@ -14,8 +14,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi.tasks.record import EXTENSION
+from mcp_resume_asgi.wire import jsonrpc as p
 
 CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 #: SEP-2663 / 2026-07-28: "Missing Required Client Capability".

@@ -37,12 +37,12 @@ from typing import Any
 
 from cachetools import TTLCache
 
-from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi.engine.port import EnginePort
 from mcp_resume_asgi.policy import Policy
-from mcp_resume_asgi.sse import encode_payload, retry_frame
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.sse import encode_payload, retry_frame
 
 logger = logging.getLogger(__name__)
 

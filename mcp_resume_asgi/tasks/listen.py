@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 from starlette.types import Message, Receive, Send
 
-from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi.engine.port import RequestContext
-from mcp_resume_asgi.sse import encode_payload
 from mcp_resume_asgi.tasks.advertising import AdvertisingAnswer
 from mcp_resume_asgi.tasks.record import TERMINAL
 from mcp_resume_asgi.tasks.stored import read_task
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.sse import encode_payload
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine.port import EnginePort

@@ -30,8 +30,8 @@ from typing import Any
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Send
 
-from mcp_resume_asgi.engine.port import Delivery, EnginePort, RequestContext, RetryAnswer
-from mcp_resume_asgi.features import FeatureMiddleware
+from mcp_resume_asgi.engine.port import Delivery, EnginePort, RequestContext, RetryAnswer, ServeOptions
+from mcp_resume_asgi.features.seam import FeatureMiddleware
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.tasks import limits, listen
 from mcp_resume_asgi.tasks.advertising import AdvertisingAnswer
@@ -146,15 +146,14 @@ class TasksMiddleware(FeatureMiddleware):
             first += await feature.first_messages(ctx)
         if delivery is None and ctx.survives_close:  # as `ResumeMiddleware` does (SEP-975's way back)
             delivery = Delivery(survives_close=True)
-        return await ctx.host(
-            receive,
-            send,
+        options = ServeOptions(
             delivery=delivery,
             policy=policy,
-            first_messages=first,
+            first_messages=tuple(first),
             idempotency_key=header(ctx.scope, b"idempotency-key"),
             on_retry=on_retry,
         )
+        return await ctx.host(receive, send, options)
 
     # ------------------------------------------------------------------ a call that may become a task
     async def _as_task(self, ctx: RequestContext, receive: Receive, send: Send) -> None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from mcp_resume_asgi.sse import SSEError, SSEParser
+from mcp_resume_asgi.wire.sse import SSEError, SSEParser
 
 #: The extension's identifier (capabilities, reserved method prefix `tasks/`).
 EXTENSION = "io.modelcontextprotocol/tasks"

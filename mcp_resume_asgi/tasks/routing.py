@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi.header_values import decode_header_value
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.headers import decode_header_value
 
 HEADER_MISMATCH = -32020
 #: Longest task id accepted (ours are about 60 characters).

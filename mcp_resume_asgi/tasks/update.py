@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 from starlette.types import Message, Receive, Scope, Send
 
-from mcp_resume_asgi import protocol as p
 from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.http.client_answers import note_answered
 from mcp_resume_asgi.store import keys
@@ -28,7 +27,8 @@ from mcp_resume_asgi.store.base import GapError, StreamMeta, StreamState
 from mcp_resume_asgi.tasks.inputs import Pending, mrtr_of, next_round, outstanding, plan_update
 from mcp_resume_asgi.tasks.record import StreamView, TaskRecord, answer_of, message_of
 from mcp_resume_asgi.tasks.stored import UNREAD, Final, RecordContention, change_record
-from mcp_resume_asgi.tokens import new_stream_id
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.tokens import new_stream_id
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine.port import Cluster, RequestContext

@@ -31,6 +31,7 @@ __all__ = [
     "Kind",
     "asks_resumable_streams",
     "at_least",
+    "body_for_app",
     "classify",
     "dumps",
     "error_message",
@@ -310,3 +311,13 @@ def is_response(message: Any) -> bool:
         and valid_id(message["id"])
         and (("result" in message) != ("error" in message))
     )
+
+
+def body_for_app(body: bytes, message: dict[str, Any]) -> bytes:
+    """The request's body as the app gets it: without this middleware's own extension
+    (SEP-975's opt-in), which the app is not told of."""
+    if asks_resumable_streams(message):
+        plain = without_extension(message, RESUMABLE_STREAMS_EXTENSION)
+        if plain is not None:
+            return dumps(plain)
+    return body

@@ -15,6 +15,13 @@ what it can open. Refused:
 * an id already opened: replayed within that window. The ids of the last `MAX_AGE_S` are
   kept (up to `MAX_REMEMBERED`; past that, relays are refused until the oldest age out).
 
+What travels back (the owner's acknowledgement and its answer, in parts) and the relaying
+node's word that its client left are sealed too (`seal_message` / `open_message`, a purpose of
+their own): otherwise whoever can publish could answer another principal's relayed request
+(its id is in the clear) with a forged result, or cut it off. Each sealed message names its
+relay and its kind; a part's place in the answer is sealed with it, and the relaying node
+takes parts only in order, each once, so a replayed part is dropped like a late one.
+
 So the nodes' clocks must agree within `MAX_AGE_S`. Plain data and a clock passed in: no I/O.
 """
 
@@ -31,6 +38,7 @@ from mcp_resume_asgi.wire.tokens import TokenSigner
 __all__ = [
     "MAX_AGE_S",
     "MAX_REMEMBERED",
+    "MESSAGE_PURPOSE",
     "SEAL_PURPOSE",
     "RelayRequest",
     "RelaySeal",
@@ -38,6 +46,8 @@ __all__ = [
 
 #: The signing purpose of relay seals (a seal is valid for nothing else).
 SEAL_PURPOSE = "relay"
+#: The signing purpose of the messages of a relay under way: replies, and "the client left".
+MESSAGE_PURPOSE = "relay-message"
 #: How far the sender's clock (when it sealed) may be from the owner's when it opens.
 MAX_AGE_S = 30.0
 #: The most relay ids one node keeps to refuse their replays: over 4,000 relays a second to
@@ -136,6 +146,33 @@ class RelaySeal:
         self._opened.add(relay_id)
         heapq.heappush(self._expiries, (sent + self.max_age_s, relay_id))
         return RelayRequest(relay_id, reply_to, request, caller)
+
+    def seal_message(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """A message of a relay under way (its `t` and `id` in the clear, to route it), sealed."""
+        sealed = json.dumps(payload, separators=(",", ":"))
+        return {
+            "t": payload["t"],
+            "id": payload["id"],
+            "sealed": sealed,
+            "seal": self.signer.mac(MESSAGE_PURPOSE, sealed.encode()),
+        }
+
+    def open_message(self, message: dict[str, Any]) -> dict[str, Any] | str:
+        """The payload of a sealed relay message (`seal_message`), or why it is refused."""
+        sealed, seal = message.get("sealed"), message.get("seal")
+        if not isinstance(sealed, str) or not isinstance(seal, str):
+            return "it is not sealed"
+        if not self.signer.verify_mac(MESSAGE_PURPOSE, sealed.encode("utf-8", "surrogatepass"), seal):
+            return "its seal does not match (not sealed with this cluster's secret, or altered)"
+        try:
+            payload = json.loads(sealed)
+        except ValueError:
+            return "its sealed part is not JSON"
+        if not isinstance(payload, dict) or payload.get("id") != message.get("id"):
+            return "its id is not the one sealed"
+        if payload.get("t") != message.get("t"):
+            return "its kind is not the one sealed"
+        return payload
 
     def _forget(self, now: float) -> None:
         """Ids whose messages are too old to be served anyway need not be kept."""

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import httpx
 
-from mcp_resume_asgi.sse import SSEParser
+from mcp_resume_asgi.wire.sse import SSEParser
 from tests.support.timing import scaled
 
 ACCEPT_BOTH = "application/json, text/event-stream"

@@ -46,12 +46,12 @@ def resumable(
         app, policy=policy, routes=routes, store=store, secret=secret, **options
     )
     if resumable_requests:
-        from mcp_resume_asgi.resumable_requests import ResumableRequestsMiddleware
+        from mcp_resume_asgi.features.resumable_requests import ResumableRequestsMiddleware
 
         layer_options = dict(resumable_requests) if isinstance(resumable_requests, Mapping) else {}
         wrapped = ResumableRequestsMiddleware(wrapped, **layer_options)
     if resume_tokens:
-        from mcp_resume_asgi.resume_tokens import ResumeTokenMiddleware
+        from mcp_resume_asgi.features.resume_tokens import ResumeTokenMiddleware
 
         token_options = dict(resume_tokens) if isinstance(resume_tokens, Mapping) else {}
         wrapped = ResumeTokenMiddleware(wrapped, **token_options)

@@ -34,13 +34,13 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Send
 
-from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import send_json
-from mcp_resume_asgi.engine.port import Delivery, RequestContext
-from mcp_resume_asgi.features import FeatureMiddleware
-from mcp_resume_asgi.sse import SSEParser, encode_payload
+from mcp_resume_asgi.engine.port import Delivery, RequestContext, ServeOptions
+from mcp_resume_asgi.features.seam import FeatureMiddleware
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import StreamState
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.replies import send_json
+from mcp_resume_asgi.wire.sse import SSEParser, encode_payload
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class ResumeTokenMiddleware(FeatureMiddleware):
             on_deadline=self._interim_frame(ctx, ctx.stream_id),
             at_will=False,
         )
-        await ctx.host(receive, send, delivery=delivery)
+        await ctx.host(receive, send, ServeOptions(delivery=delivery))
         return True
 
     def _token(self, ctx: RequestContext, stream_id: str, cursor: int) -> str:

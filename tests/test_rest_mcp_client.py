@@ -148,14 +148,3 @@ async def test_the_face_runs_on_trio(anyio_backend: str) -> None:
         assert status == 201 and slow["status"] == "success", "it ended within the PUT's wait"
         status, again = await _asgi(app, "GET", "/mcp/tools/slow/calls/t2")
         assert status == 200 and again == slow
-
-
-def test_the_old_module_path_re_exports_the_client() -> None:
-    """`rest.wire` moved to `rest.mcp_client` (issue 21): the old path gives the same objects."""
-    import importlib
-
-    old = importlib.import_module("mcp_resume_asgi.rest.wire")
-    new = importlib.import_module("mcp_resume_asgi.rest.mcp_client")
-    assert old.__all__
-    for name in old.__all__:
-        assert getattr(old, name) is getattr(new, name), name

@@ -1,13 +1,10 @@
-"""`engine/` (issue 21 step 4): the engine's modules in one package, every name still importable
-from where it was (as the same object), and the engine's collaborators given `StreamServices`
-(or a narrower part of it), never the `Engine` itself."""
+"""`engine/` (issue 21): the engine's collaborators are given `StreamServices` (or a narrower part
+of it), never the `Engine` itself; the port and the services answer as the engine did."""
 
 from __future__ import annotations
 
 import ast
-import importlib
 from pathlib import Path
-from typing import Any
 
 import pytest
 from starlette.types import Message, Receive, Scope, Send
@@ -20,53 +17,6 @@ from mcp_resume_asgi.store.memory import MemoryStore
 from mcp_resume_asgi.store.redis import RedisStore
 from mcp_resume_asgi.wire.tokens import new_stream_id
 
-#: Old module -> (its new home, the names it defined before the move).
-MOVED = {
-    "sessions": ("engine.sessions", "Sessions"),
-    "store_recovery": ("engine.store_recovery", "FIRST_RETRY_S StoreRecovery"),
-    "cluster": ("engine.cluster", "WARN_EVERY_S Node"),
-    "admission": (
-        "engine.admission",
-        "MAX_REPLY_BYTES NOT_FOUND PROBE_ID_PREFIX PROBE_TIMEOUT_S SILENT Admission AppReply Refusal "
-        "post_to_app",
-    ),
-    "relayed_caller": (
-        "engine.relayed_caller",
-        "MAX_SCOPES MAX_TEXT_CHARS WARN_EVERY_S CallerGuard RelayedCaller RelayedUser describe "
-        "principal_with_relays seat user_from_json user_to_json",
-    ),
-    "scheduler": ("engine.scheduler", "Scheduler Timer spawn"),
-    "connection": ("engine.connection", "Connection Delivery Flag Interruptible"),
-    "hosted": ("engine.hosted", "STATUS_HOLD_S HostedStream"),
-    "writer": ("engine.delivery", "READ_BATCH WATCH_CHECK_S Writer finish_answer note_detached"),
-    "recording": ("engine.recorder", "LOST_TEXT WRITE_BEHIND_BYTES WRITE_BEHIND_FRAMES Recorder"),
-    "expiry": ("engine.cancellation", "CANCEL_GRACE_S cancel_app check closed_by_client expire forget"),
-    "follower": ("engine.follower", "follow"),
-}
-#: Names that moved out of a module that stays (or became the package): (old, name, new home).
-SPLIT = [
-    ("engine", "Engine", "engine.engine"),
-    ("engine", "Delivery", "engine.port"),
-    ("engine", "RetryAnswer", "engine.port"),
-    ("features", "RequestContext", "engine.port"),
-    ("retried_posts", "RetryAnswer", "engine.port"),
-    ("admission", "Refusal", "engine.port"),
-    ("admission", "NOT_FOUND", "engine.port"),
-    ("connection", "Delivery", "engine.port"),
-    ("sse_answers", "finish_answer", "engine.delivery"),
-    ("sse_answers", "note_detached", "engine.delivery"),
-]
-#: Names a moved module had from elsewhere, still importable from its old path.
-BORROWED = [
-    ("cluster", "OutageLog", "store.health"),
-    ("cluster", "describe_error", "store.health"),
-    ("cluster", "RELAYED_FROM", "wire.scope_keys"),
-    ("relayed_caller", "RELAYED_CALLER", "wire.scope_keys"),
-    ("sessions", "DECLARED_CAPABILITIES", "wire.scope_keys"),
-    ("writer", "frame_events", "wire.sse"),
-    ("sse_answers", "frame_events", "wire.sse"),
-    ("first_answer", "Mode", "core.answer_mode"),
-]
 #: Modules that must not take or import the Engine (they get `StreamServices` or less).
 COLLABORATORS = [
     "engine/hosted",
@@ -74,9 +24,9 @@ COLLABORATORS = [
     "engine/recorder",
     "engine/follower",
     "engine/cancellation",
-    "client_answers",
-    "client_cancels",
-    "retried_posts",
+    "http/client_answers",
+    "http/client_cancels",
+    "http/retried_posts",
     "engine/services",
     "engine/sessions",
     "engine/store_recovery",
@@ -88,37 +38,6 @@ COLLABORATORS = [
     "engine/relayed_caller",
 ]
 PACKAGE = Path(mcp_resume_asgi.__file__).parent
-
-
-def _module(name: str) -> Any:
-    return importlib.import_module(f"mcp_resume_asgi.{name}")
-
-
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_a_moved_module_keeps_its_names_at_its_old_path(old: str) -> None:
-    new, names = MOVED[old]
-    old_module, new_module = _module(old), _module(new)
-    for name in names.split():
-        assert getattr(old_module, name) is getattr(new_module, name), f"{old}.{name}"
-        assert name in new_module.__all__, f"{new}.{name}"
-    assert sorted(old_module.__all__) == sorted(names.split())
-
-
-@pytest.mark.parametrize(("old", "name", "new"), SPLIT, ids=[f"{o}.{n}" for o, n, _ in SPLIT])
-def test_a_moved_name_stays_importable_from_its_old_module(old: str, name: str, new: str) -> None:
-    assert getattr(_module(old), name) is getattr(_module(new), name)
-    assert name in _module(new).__all__
-
-
-@pytest.mark.parametrize(("old", "name", "home"), BORROWED, ids=[f"{o}.{n}" for o, n, _ in BORROWED])
-def test_a_name_a_moved_module_borrowed_stays_importable_from_its_old_path(
-    old: str, name: str, home: str
-) -> None:
-    assert getattr(_module(old), name) is getattr(_module(home), name)
-
-
-def test_the_engine_package_offers_what_the_engine_module_did() -> None:
-    assert sorted(_module("engine").__all__) == ["Delivery", "Engine", "RetryAnswer", "STREAM_SEGMENT"]
 
 
 @pytest.mark.parametrize("path", COLLABORATORS)

@@ -37,11 +37,12 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Send
 
-from mcp_resume_asgi import protocol as p
-from mcp_resume_asgi._http import header, send_json
 from mcp_resume_asgi.engine.port import Delivery, RequestContext
-from mcp_resume_asgi.features import FeatureMiddleware
+from mcp_resume_asgi.features.seam import FeatureMiddleware
 from mcp_resume_asgi.store.base import StreamMeta, StreamState
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.headers import header
+from mcp_resume_asgi.wire.replies import send_json
 
 logger = logging.getLogger(__name__)
 
