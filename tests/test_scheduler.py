@@ -100,3 +100,12 @@ async def test_a_due_deadline_fires_at_once_and_the_heap_empties() -> None:
     await anyio.sleep(0.01)
     assert seen.fired == ["now"]
     assert not scheduler._heap, "nothing is left behind"
+
+
+async def test_a_far_deadline_armed_by_a_callback_does_not_hide_a_nearer_one_waiting() -> None:
+    scheduler, seen = Scheduler(), Recorder()
+    now = time.monotonic()
+    scheduler.arm(seen.timer("first", again=[now + 3600]), now + 0.005)  # fires, then re-arms for an hour
+    scheduler.arm(seen.timer("second"), now + 0.03)  # waiting meanwhile: still fires on time
+    await seen.wait_for(2)
+    assert seen.fired == ["first", "second"]
