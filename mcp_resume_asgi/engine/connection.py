@@ -230,6 +230,14 @@ class Connection:
                 self._idle = anyio.Event()
             await self._idle.wait()
 
+    def close(self) -> None:
+        """Its ASGI call returned: let go of the server's `send` and `receive` (and, through
+        them, the server's request), which nothing may call any more (`finished` or `gone`)."""
+        if not self.finished:
+            self.mark_gone()
+        self._send = _closed_send
+        self._receive = _closed_receive
+
     async def send_message(self, message: Message) -> None:
         """`send` with the ASGI signature, for the response helpers."""
         await self.send(message)
@@ -253,6 +261,14 @@ class Connection:
         if not await self.start():
             return False
         return not head or await self.write(head)
+
+
+async def _closed_send(message: Message) -> None:
+    raise RuntimeError("send on a connection whose ASGI call returned")
+
+
+async def _closed_receive() -> Message:
+    return {"type": "http.disconnect"}
 
 
 def _asyncio_task() -> asyncio.Task[Any] | None:

@@ -220,10 +220,10 @@ class HostedStream:
             await first.idle()
             ended = True
         finally:
-            if not first.finished:
-                first.mark_gone()  # the call is over: nobody to write to
-                if not ended:  # cancelled (the server stops): the client is as good as gone
-                    spawn(self.first_gone, first)
+            gone = first.gone.is_set()
+            first.close()  # the call is over: nobody to write to, nothing of the server's kept
+            if not ended and not gone and not first.finished:
+                spawn(self.first_gone, first)  # cancelled (the server stops): the client is as good as gone
         return self.writer.outcome
 
     async def run_app(self) -> None:
