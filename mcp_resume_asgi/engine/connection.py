@@ -33,17 +33,21 @@ T = TypeVar("T")
 
 
 class Flag:
-    """A one-way flag whose `anyio.Event` is made only if somebody waits for it.
+    """A one-way flag that makes something to wait on only if somebody waits for it.
 
     A request sets or checks several of these and waits on few, if any: creating an
-    event costs more than most of what the engine does per request.
+    event costs more than most of what the engine does per request. A waiter on
+    asyncio waits on a bare future of its own (an idle detached stream's app waits on
+    one for as long as it lives: an `anyio.Event` would be four objects more); on
+    another loop, on an `anyio.Event`.
     """
 
-    __slots__ = ("_event", "_set")
+    __slots__ = ("_event", "_set", "_waiters")
 
     def __init__(self) -> None:
         self._set = False
         self._event: anyio.Event | None = None
+        self._waiters: list[asyncio.Future[None]] | None = None
 
     def is_set(self) -> bool:
         return self._set
@@ -53,13 +57,29 @@ class Flag:
             self._set = True
             if self._event is not None:
                 self._event.set()
+            waiters, self._waiters = self._waiters, None
+            for waiter in waiters or ():
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def wait(self) -> None:
         if self._set:
             return
-        if self._event is None:
-            self._event = anyio.Event()
-        await self._event.wait()
+        loop = asyncio._get_running_loop()
+        if loop is None:
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
+            return
+        waiter: asyncio.Future[None] = loop.create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        try:
+            await waiter  # (a cancelled waiter cancels its own future only)
+        finally:
+            if self._waiters is not None and waiter in self._waiters:
+                self._waiters.remove(waiter)
 
 
 class Interruptible:
