@@ -74,6 +74,8 @@ class App:
         self.notes = notes
         self.finished = anyio.Event()
         self.after_response: str | None = None
+        self.heard = anyio.Event()
+        """Set once the app's `receive` after its response said what it said."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await receive()
@@ -87,6 +89,7 @@ class App:
         self.finished.set()
         with anyio.fail_after(scaled(2)):
             self.after_response = (await receive())["type"]
+        self.heard.set()
 
 
 class Client:
@@ -279,6 +282,8 @@ async def test_a_send_that_fails_marks_the_client_gone_and_does_not_cancel_the_a
     client = DeadSocket()
     with anyio.fail_after(scaled(5)):
         await middleware(_scope(), client.receive, client.send)
+        # The request's call returned once its client was gone; the app runs on, on its own task.
+        await app.heard.wait()
     assert app.finished.is_set() and app.after_response == "http.disconnect"
     (stream_id,) = store._streams
     events = await store.read(stream_id, 0)

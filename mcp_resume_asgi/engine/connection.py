@@ -3,9 +3,10 @@
 A connection is written by whoever has its events first (the app's own `send`
 for the connection attached to a stream hosted here), so writes go through
 `send`, which turns the server's way of reporting a dead socket into `False`.
-Its `receive` has one reader at a time (`listen`): the app's own disconnect
-listener where the app has one, else the connection's own ASGI call, else a
-small watcher started only for apps that never listen.
+Its `receive` has one reader at a time (`listen`): the connection's own ASGI
+call, never the app (whose request runs on a task of the engine's). A send in
+flight is counted, so that the call can wait for it before it returns (`idle`):
+nothing is sent on a connection after its call returned.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 
 from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.wire.asgi import Message, Receive, Send
@@ -32,17 +34,21 @@ T = TypeVar("T")
 
 
 class Flag:
-    """A one-way flag whose `anyio.Event` is made only if somebody waits for it.
+    """A one-way flag that makes something to wait on only if somebody waits for it.
 
     A request sets or checks several of these and waits on few, if any: creating an
-    event costs more than most of what the engine does per request.
+    event costs more than most of what the engine does per request. A waiter on
+    asyncio waits on a bare future of its own (an idle detached stream's app waits on
+    one for as long as it lives: an `anyio.Event` would be four objects more); on
+    another loop, on an `anyio.Event`.
     """
 
-    __slots__ = ("_event", "_set")
+    __slots__ = ("_event", "_set", "_waiters")
 
     def __init__(self) -> None:
         self._set = False
         self._event: anyio.Event | None = None
+        self._waiters: list[asyncio.Future[None]] | None = None
 
     def is_set(self) -> bool:
         return self._set
@@ -52,13 +58,29 @@ class Flag:
             self._set = True
             if self._event is not None:
                 self._event.set()
+            waiters, self._waiters = self._waiters, None
+            for waiter in waiters or ():
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def wait(self) -> None:
         if self._set:
             return
-        if self._event is None:
-            self._event = anyio.Event()
-        await self._event.wait()
+        loop = asyncio._get_running_loop()
+        if loop is None:
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
+            return
+        waiter: asyncio.Future[None] = loop.create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        try:
+            await waiter  # (a cancelled waiter cancels its own future only)
+        finally:
+            if self._waiters is not None and waiter in self._waiters:
+                self._waiters.remove(waiter)
 
 
 class Interruptible:
@@ -121,6 +143,7 @@ class Connection:
     """A client connection (see the module docstring)."""
 
     __slots__ = (
+        "_idle",
         "_receive",
         "_send",
         "attachment",
@@ -135,6 +158,7 @@ class Connection:
         "listening",
         "own_writer",
         "released",
+        "sending",
         "started",
         "wake",
         "writing",
@@ -163,6 +187,9 @@ class Connection:
         self.listening = False
         self.listener = Interruptible()
         self.writing = Interruptible()
+        self.sending = 0
+        """Sends under way (`idle` waits for them)."""
+        self._idle: anyio.Event | None = None
 
     async def listen(self) -> None:
         """Read `receive` until the client leaves, or `stop_listening` is called."""
@@ -180,6 +207,10 @@ class Connection:
             if message["type"] == "http.disconnect":
                 self.mark_gone()
                 return
+            # (A server's `receive` has nothing more to say once the body is read, so it blocks; one
+            # that returns at once - more of a body nobody reads, or a hand-made `receive` - must
+            # not keep the event loop from the app, which is what lets this connection go.)
+            await anyio.lowlevel.checkpoint()
 
     def stop_listening(self) -> None:
         self.listener.interrupt()
@@ -236,17 +267,38 @@ class Connection:
     async def send(self, message: Message) -> bool:
         if self.gone.is_set() or self.finished:
             return False
+        self.sending += 1
         try:
             await self._send(message)
         except Exception:  # the server reports a dead socket in its own way (OSError, ClientDisconnected...)
             logger.debug("client connection failed on send", exc_info=True)
             self.mark_gone()
             return False
+        finally:
+            self.sending -= 1
+            if not self.sending and self._idle is not None:
+                self._idle.set()
+                self._idle = None
         if message["type"] == "http.response.start":
             self.started = True
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
             self.finished = True
         return True
+
+    async def idle(self) -> None:
+        """Return once no send is under way on it."""
+        while self.sending:
+            if self._idle is None:
+                self._idle = anyio.Event()
+            await self._idle.wait()
+
+    def close(self) -> None:
+        """Its ASGI call returned: let go of the server's `send` and `receive` (and, through
+        them, the server's request), which nothing may call any more (`finished` or `gone`)."""
+        if not self.finished:
+            self.mark_gone()
+        self._send = _closed_send
+        self._receive = _closed_receive
 
     async def send_message(self, message: Message) -> None:
         """`send` with the ASGI signature, for the response helpers."""
@@ -271,6 +323,14 @@ class Connection:
         if not await self.start():
             return False
         return not head or await self.write(head)
+
+
+async def _closed_send(message: Message) -> None:
+    raise RuntimeError("send on a connection whose ASGI call returned")
+
+
+async def _closed_receive() -> Message:
+    return {"type": "http.disconnect"}
 
 
 def current_asyncio_task() -> asyncio.Task[Any] | None:

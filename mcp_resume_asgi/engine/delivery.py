@@ -42,14 +42,11 @@ if TYPE_CHECKING:
     from mcp_resume_asgi.policy import Policy
     from mcp_resume_asgi.store.base import Store
 
-__all__ = ["READ_BATCH", "WATCH_CHECK_S", "Writer", "WriterHost", "finish_answer", "note_detached"]
+__all__ = ["READ_BATCH", "Writer", "WriterHost", "finish_answer", "note_detached"]
 
 logger = logging.getLogger(__name__)
 
 READ_BATCH = 512
-#: The first connection is watched by the app's own disconnect listener; an app that has
-#: not started one this long after its answer opened gets a watcher of ours.
-WATCH_CHECK_S = 0.05
 
 
 async def _nothing() -> None:
@@ -124,8 +121,6 @@ class Writer:
         "store",
         "stream_id",
         "timer",
-        "watch_at",
-        "watching",
     )
 
     def __init__(
@@ -152,8 +147,6 @@ class Writer:
         self.timer = Timer(self.on_timer)
         self.outcome: tuple[str, int] | None = None
         """How the first connection was let go, and where."""
-        self.watch_at: float | None = None
-        self.watching = False
         self.answering = 0
         """Answers being opened (`decide`), served to their end (`open_and_pump`) or ended
         (`release`, a timer's `service`) right now, by tasks of their own. What they write may
@@ -185,14 +178,7 @@ class Writer:
         return priming_frame((self.host.prefix or b"") + str(after_seq).encode(), self.policy.retry_ms)
 
     def arm(self) -> None:
-        self.services.scheduler.arm(self.timer, self._next_deadline())
-
-    def _next_deadline(self) -> float | None:
-        """The core's next deadline, or the first connection's watch check if that comes first."""
-        deadline = self.core.next_deadline()
-        if self.watch_at is not None and (deadline is None or self.watch_at < deadline):
-            return self.watch_at
-        return deadline
+        self.services.scheduler.arm(self.timer, self.core.next_deadline())
 
     def attach(
         self, conn: Connection, *, gen: int, cursor: int, hold_head: bool, opening: bytes
@@ -212,8 +198,6 @@ class Writer:
         old, self.conn = self.conn, conn
         conn.attachment = self.core.conn
         conn.head = opening
-        if conn is self.host.first and hold_head:
-            self.watch_at = now + WATCH_CHECK_S
         self.arm()
         return old if old is not conn else None
 
@@ -414,10 +398,6 @@ class Writer:
             self.arm()
         if conn is self.host.first:
             self.outcome = (str(reason), att.cursor)
-            if self.watching:
-                conn.stop_listening()
-        else:
-            conn.stop_listening()
         self.answer_begins()
         try:
             if not conn.gone.is_set():
@@ -431,6 +411,7 @@ class Writer:
                 raise
         finally:
             conn.released.set()
+            conn.stop_listening()  # its own call watches it: it may return now
             self.answer_ends()
         logger.debug("stream %s: connection let go (%s) at %s", self.stream_id, reason, att.cursor)
 
@@ -454,25 +435,13 @@ class Writer:
                 elif not conn.busy:
                     self.answer_begins()  # (a close it writes may be the deadline frame)
                     spawn(self._timed_service, conn)
-        if self.watch_at is not None and now >= self.watch_at:
-            self.watch_at = None
-            first = self.host.first
-            if first is not None and first.attachment is not None and not first.listening:
-                self.watching = True
-                spawn(self.watch_first, first)
-        return self._next_deadline()
+        return self.core.next_deadline()
 
     async def _timed_service(self, conn: Connection) -> None:
         try:
             await self.service(conn)
         finally:
             self.answer_ends()
-
-    async def watch_first(self, conn: Connection) -> None:
-        """Our watcher of the first connection, for an app without a disconnect listener."""
-        await conn.listen()
-        if conn.gone.is_set() and conn.attachment is not None and not conn.busy:
-            await self.release(conn)
 
     def after_app(self) -> None:
         """The app is done: a connection that has everything is closed."""
@@ -484,7 +453,7 @@ class Writer:
         self.arm()
 
     async def finish_first(self) -> None:
-        """After the app: serve the first connection to its end (the ASGI call returns then)."""
+        """After the app: serve the first connection to its end (its ASGI call returns then)."""
         if self.host.held is not None and self.host.meta_created:
             await self.host.decide()
         # A timer's `decide`, or a deadline's close, may be writing the first connection's answer
@@ -500,5 +469,3 @@ class Writer:
             if first.attachment is not None and not first.busy:
                 await self.release(first)
             await first.released.wait()
-        if self.watching:
-            first.stop_listening()

@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import anyio
+
 from mcp_resume_asgi.core import resume
 from mcp_resume_asgi.core.resume import Resume
 from mcp_resume_asgi.core.stream import close_cancels, primed
@@ -58,9 +60,12 @@ from mcp_resume_asgi.wire.principal import PrincipalOf
 from mcp_resume_asgi.wire.replies import send_bytes, send_json
 from mcp_resume_asgi.wire.tokens import TokenSigner
 
-__all__ = ["Engine"]
+__all__ = ["DRAIN_END_S", "Engine"]
 
 logger = logging.getLogger(__name__)
+
+#: How long a drain waits for the requests it stopped to conclude (their stream's end recorded).
+DRAIN_END_S = 5.0
 
 
 class Engine:
@@ -346,11 +351,37 @@ class Engine:
             version=version,
             session_id=session_id,
         )
-        try:
-            await hosted.host(Connection(send, receive), open_before_s=None)
-        finally:
+
+        async def forget_key() -> None:  # once the app's stream is over, not when its client left
             if hosted.meta_created and await self.store.get_key(key) == hosted.stream_id:
                 await self.store.delete_key(key)
+
+        await hosted.host(Connection(send, receive), open_before_s=None, after_app=forget_key)
+
+    # ------------------------------------------------------------------ shutdown
+    async def drain(self, drain_s: float) -> None:
+        """Wait up to `drain_s` for the app's requests running here to end (a session's GET
+        stream is told to end at once: it has no end of its own to wait for), then stop those
+        left (each stream ends as a hard cancel ends it: with its error event) and wait for
+        them to conclude. The lifespan's shutdown does this before the app hears of it: the
+        app's work may need what its shutdown closes."""
+        apps = self.services.scheduler.apps
+        for hosted in list(self.live.values()):
+            if hosted.kind is StreamKind.STANDALONE:
+                hosted.disconnect_app()  # a session's GET stream has no end to wait for
+        if not apps.running:
+            return
+        logger.info("shutdown: waiting up to %ss for %d running request(s)", drain_s, apps.running)
+        with anyio.move_on_after(drain_s):
+            await apps.idle()
+        if not apps.running:
+            return
+        left = [hosted for hosted in self.live.values() if not hosted.done.is_set()]
+        logger.warning("shutdown: stopping %d request(s) still running after %ss", len(left), drain_s)
+        for hosted in left:
+            hosted.app_scope.cancel()  # (not expired: its client may still come back for the error)
+        with anyio.move_on_after(DRAIN_END_S):
+            await apps.idle()
 
     # ------------------------------------------------------------------ sessions and shared helpers
     async def end_session(self, session_id: str) -> None:

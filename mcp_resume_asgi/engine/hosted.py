@@ -1,13 +1,16 @@
 """A request of the app, hosted here: its app call, what it sends, and who is told.
 
-The app runs on the task of the ASGI call that brought the request, with a
-`receive` that never reports its client leaving and a `send` that lands in
-`on_app_send`: each SSE event the app sends is given an id by the stream's core,
-recorded in the store and written, from that same `send`, to whichever client
-connection is attached now (zero or one; see `delivery.py`). The app's own
-disconnect listener reads the first connection's `receive`, so it is also how we
-learn that client left. When the app is done the call waits for its first
-connection to be let go, and returns.
+The app runs on a task of the engine's (`scheduler.AppTasks`), not on the task of
+the ASGI call that brought the request, with a `receive` that never reads the
+server's and a `send` that lands in `on_app_send`: each SSE event the app sends
+is given an id by the stream's core, recorded in the store and written, from that
+same `send`, to whichever client connection is attached now (zero or one; see
+`delivery.py`). The ASGI call that brought the request only watches its client
+(`watch_first`): it returns once its connection is let go - its answer complete,
+its client gone, a resume took over - while the app goes on, recorded, so a
+detached stream holds only the app's own coroutine and its record. The app hears
+`http.disconnect` only when its response is complete, its client left a JSON
+answer, or a cancel says so.
 
 What the app answers decides the mode: an SSE stream is recorded (`STREAM`);
 anything else passes through untouched (`PASSTHROUGH`); a request whose stream
@@ -29,7 +32,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -66,6 +69,51 @@ STATUS_HOLD_S = 1.0
 
 class HostedStream:
     """One request (or standalone GET) of the app, hosted on this node."""
+
+    # Slots, not a dict: a detached stream lives on for its resume window, thousands at a time.
+    __slots__ = (
+        "__weakref__",
+        "app_disconnect",
+        "app_scope",
+        "app_started",
+        "body",
+        "core",
+        "delivery",
+        "done",
+        "expired",
+        "first",
+        "first_messages",
+        "held",
+        "idempotency_key",
+        "json_chunks",
+        "json_size",
+        "json_status",
+        "kind",
+        "left_early",
+        "meta_created",
+        "method",
+        "mode",
+        "opened",
+        "opted_in",
+        "over",
+        "parser",
+        "passthrough_body",
+        "path",
+        "policy",
+        "prefix",
+        "principal",
+        "recorder",
+        "request_id",
+        "route",
+        "scope",
+        "services",
+        "session_id",
+        "store",
+        "stream_id",
+        "upgraded_sse",
+        "version",
+        "writer",
+    )
 
     def __init__(
         self,
@@ -126,6 +174,8 @@ class HostedStream:
         self.app_started = False
         self.app_disconnect = Flag()
         self.app_scope = anyio.CancelScope()
+        self.over = False
+        """The app's task is over (its request, and what follows it, are done)."""
         self.done = Flag()
         self.opened = Flag()
         """Set once the stream's record exists (a retried POST waits for it)."""
@@ -140,8 +190,17 @@ class HostedStream:
         self.passthrough_body: list[bytes] = []
 
     # ------------------------------------------------------------------ hosting
-    async def host(self, client: Connection, *, open_before_s: float | None) -> tuple[str, int] | None:
-        """Run the app's request for `client`; returns how that connection ended (see `serve`)."""
+    async def host(
+        self,
+        client: Connection,
+        *,
+        open_before_s: float | None,
+        after_app: Callable[[], Awaitable[None]] | None = None,
+    ) -> tuple[str, int] | None:
+        """Start the app's request for `client` on a task of the engine's, and watch `client`
+        until its connection is let go; returns how it ended (see `serve`), or None.
+
+        `after_app` runs once the app's request is over (its stream concluded), on that task."""
         live = self.services.live
         live[self.stream_id] = self
         self.first = client
@@ -162,13 +221,55 @@ class HostedStream:
                     open_before_s = STATUS_HOLD_S
                 self.core.hold(time.monotonic(), open_before_s)
                 self.arm()
+        except BaseException:
+            self.writer.timer.cancel()
+            live.pop(self.stream_id, None)
+            raise
+        self.services.scheduler.apps.start(lambda: self.run(after_app))
+        return await self.watch_first(client)
+
+    async def run(self, after_app: Callable[[], Awaitable[None]] | None) -> None:
+        """The app's request and what follows it, on the engine's task: each step once."""
+        try:
             await self.run_app()
             await self.writer.finish_first()
             await cancellation.forget(self)
-            return self.writer.outcome
+            delivery = self.delivery
+            if delivery is not None and delivery.after_app is not None:
+                await delivery.after_app()
+            if after_app is not None:
+                await after_app()
         finally:
             self.writer.timer.cancel()
-            live.pop(self.stream_id, None)
+            self.services.live.pop(self.stream_id, None)
+            self.over = True
+            if self.first is not None:
+                self.first.stop_listening()  # its call may be waiting for this
+
+    async def watch_first(self, first: Connection) -> tuple[str, int] | None:
+        """The ASGI call of the request: watch its client until its connection is let go.
+
+        Its answer complete (or passed through whole), its client gone, a resume taken over,
+        or the app's task over: the call returns, with nothing in flight on the connection
+        (a write under way is awaited) and nothing sent on it afterwards."""
+        ended = False
+        try:
+            while not (first.finished or first.released.is_set() or self.over):
+                await first.listen()  # (stopped by whoever lets it go)
+                if first.gone.is_set():
+                    if not first.finished:  # (a client leaving a complete answer changes nothing)
+                        await self.first_gone(first)
+                    break
+            if first.attachment is not None and first.gone.is_set():
+                await first.released.wait()  # its writer was under way: it lets go next
+            await first.idle()
+            ended = True
+        finally:
+            gone = first.gone.is_set()
+            first.close()  # the call is over: nobody to write to, nothing of the server's kept
+            if not ended and not gone and not first.finished:
+                spawn(self.first_gone, first)  # cancelled (the server stops): the client is as good as gone
+        return self.writer.outcome
 
     async def run_app(self) -> None:
         body_sent = False
@@ -180,12 +281,7 @@ class HostedStream:
                 await self.request_taken()
                 return {"type": "http.request", "body": self.body, "more_body": False}
             await self.recorder.before_wait()  # (what the app sent without yielding: written now)
-            first = self.first
-            if first is not None and not self.app_disconnect.is_set():
-                # The app's own disconnect listener is our watcher of its client.
-                await first.listen()
-                if first.gone.is_set():
-                    await self.first_gone(first)
+            # Never the server's `receive`: the request's own call watches its client.
             await self.app_disconnect.wait()
             return {"type": "http.disconnect"}
 
@@ -203,7 +299,8 @@ class HostedStream:
             if self.mode is Mode.STREAM or self.mode is Mode.UPGRADED:
                 logger.exception("app failed while streaming %s", self.stream_id)
             elif not self.app_started:
-                raise  # as unwrapped: the server answers 500
+                # As unwrapped, its client gets a 500 (`app_finished`); the server never sees it.
+                logger.exception("app failed before answering %s", self.stream_id)
             else:
                 logger.exception("app failed after starting its response")
         finally:
@@ -270,9 +367,6 @@ class HostedStream:
     def disconnect_app(self) -> None:
         """Tell the app its request is over (`http.disconnect` on its `receive`)."""
         self.app_disconnect.set()
-        first = self.first
-        if first is not None and first.listening:
-            first.stop_listening()  # the app's listener may be reading its client's `receive`
 
     async def app_finished(self) -> None:
         try:
@@ -349,8 +443,11 @@ class HostedStream:
                 self.passthrough_body.append(body)
                 if not message.get("more_body", False):
                     await self.learn_session(b"".join(self.passthrough_body))
-            if self.first is not None:
-                await self.first.send(message)
+            first = self.first
+            if first is not None:
+                await first.send(message)
+                if first.finished:
+                    first.stop_listening()  # passed through whole: its call may return
 
     async def learn_session(self, body: bytes) -> None:
         if self.session_id is None:
@@ -472,8 +569,9 @@ class HostedStream:
         connection is (it must not take the stream back, and its ASGI call needs an answer)."""
         if await held.open():
             await finish_answer(held, Reason.REPLACED, 0, self.policy)
-        held.released.set()
         self.writer.outcome = (str(Reason.REPLACED), 0)
+        held.released.set()
+        held.stop_listening()  # its call may return
         logger.debug("stream %s: a retry took it over before its first answer opened", self.stream_id)
 
     async def upgrade(self) -> None:

@@ -88,6 +88,8 @@ class Delivery:
     task): a close detaches instead of cancelling. It matters where a close is a cancel
     (2026-07-28, `StreamCore.left`); a layer may set it while the request runs.
     `refusal_recorded`: the app's refusal is recorded as the answer (nobody to pass it to).
+    `after_app()`: run once the request's app call is over and its stream concluded (on the
+    engine's task: the client's call may have returned long before).
     """
 
     deadline_s: float | None = None
@@ -101,6 +103,7 @@ class Delivery:
     """No client waits for the app's status (the middleware issued the request: a task's next
     round): the app's refusal (a 4xx before its answer opened) is the request's answer,
     recorded on its stream like any other, not passed to a client and forgotten."""
+    after_app: Callable[[], Awaitable[None]] | None = None
 
 
 RetryAnswer = Callable[[str, StreamMeta | None, int], Awaitable[bool]]

@@ -4,30 +4,40 @@ Streams need timers - keep-alives, at-will closes, the held head of a first
 answer, stalled writes, the resume window - and most of them never fire: a quick
 call is over long before its keep-alive is due. A task, a poll or a sleep per
 stream would cost every request; an entry in one heap costs a push, and only a
-timer that fires costs more. The driver task runs while the heap holds entries
-(it is started on demand and ends when the heap is empty, so nothing outlives an
-event loop) and calls each due target's callback with the time, which must not block:
-anything slow it starts as a task of its own (`spawn`).
+timer that fires costs more. On asyncio one `call_later` handle stands for the
+earliest entry (moved only when an earlier one comes more than `SLACK_S` before
+it); on trio a driver task runs while the heap holds entries (started on demand,
+ended when the heap is empty, so nothing outlives an event loop). Either calls each
+due target's callback with the time, which must not block: anything slow it starts
+as a task of its own (`spawn`).
 
 Entries are never removed: a target re-arms for its next deadline when it fires,
 and a target whose deadline moved later just finds nothing due.
+
+The app's requests run here too (`AppTasks`): as tasks of the engine's, not of the
+server's request task, so a POST's ASGI call ends when its client is gone while
+the app's work goes on, recorded, until it ends or the lifespan's drain ends it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import heapq
 import itertools
 import logging
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 
 __all__ = [
+    "SLACK_S",
+    "AppTasks",
     "Scheduler",
     "Timer",
     "spawn",
@@ -36,6 +46,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _tasks: set[asyncio.Task[Any]] = set()
+
+#: (asyncio) An entry due this little before the pending wake-up does not move it: it fires
+#: that much late, and a burst of arms costs no handle each.
+SLACK_S = 0.002
 
 
 def spawn(fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
@@ -86,28 +100,181 @@ class Timer:
         self.callback = None
 
 
+class AppTasks:
+    """The app's requests, each a task of the engine's (see the module docstring).
+
+    On asyncio a task of the loop's (`create_task`, held here: the loop keeps only weak
+    references), whether or not the lifespan ran. On trio, in the nursery the middleware
+    opens around the app's lifespan (`lifespan`), else a system task. Either way the
+    task runs in a copy of the context of the request that started it (an outer
+    middleware's context variables reach the app), and its errors are logged, never
+    raised. A task's app call is cancelled by a cancel scope of its own, inside it.
+    """
+
+    __slots__ = ("_idle", "_lifespan", "_nursery", "_tasks", "_warned", "running")
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._nursery: Any = None
+        self._lifespan = False
+        self._warned = False
+        self._idle: anyio.Event | None = None
+        self.running = 0
+        """How many app tasks run now."""
+
+    def start(self, fn: Callable[[], Awaitable[Any]]) -> None:
+        """Run `fn()` as an app task, in a copy of the calling task's context."""
+        if not self._lifespan and not self._warned:
+            self._warned = True
+            logger.warning(
+                "ResumeMiddleware runs outside the server's lifespan (a mounted app? Starlette's Mount "
+                "and FastAPI's mount do not pass it on): the app's requests run as loose tasks, which "
+                "no shutdown waits for. Wrap the outermost app, or pass the lifespan on, to drain them."
+            )
+        trio = sys.modules.get("trio")
+        if trio is not None and _in_trio(trio):
+            if self._nursery is not None:
+                self._nursery.start_soon(self._run_counted, fn)  # (trio copies the caller's context)
+            else:
+                trio.lowlevel.spawn_system_task(self._run_counted, fn, context=contextvars.copy_context())
+            self.running += 1
+            return
+        task = asyncio.get_running_loop().create_task(self._run(fn), context=contextvars.copy_context())
+        self.running += 1
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)  # (also for a task cancelled before it ran)
+
+    @staticmethod
+    async def _run(fn: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            await fn()
+        except Exception:
+            logger.exception("the app's request task failed")
+
+    async def _run_counted(self, fn: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            await self._run(fn)
+        finally:
+            self._ended()
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        self._ended()
+
+    def _ended(self) -> None:
+        self.running -= 1
+        if not self.running and self._idle is not None:
+            self._idle.set()
+            self._idle = None
+
+    async def idle(self) -> None:
+        """Return once no app task runs."""
+        while self.running:
+            if self._idle is None:
+                self._idle = anyio.Event()
+            await self._idle.wait()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """Around the app's lifespan: app tasks started meanwhile belong to it (trio: to a
+        nursery of its own), and are not loose."""
+        self._lifespan = True
+        try:
+            trio = sys.modules.get("trio")
+            if trio is None or not _in_trio(trio):
+                yield
+                return
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                try:
+                    yield
+                finally:
+                    self._nursery = None
+                    nursery.cancel_scope.cancel()  # (after the drain: what is left is stopped)
+        finally:
+            self._lifespan = False
+
+
 class Scheduler:
     """The engine's timers (see the module docstring). Times are `time.monotonic()`."""
 
     def __init__(self) -> None:
+        self.apps = AppTasks()
+        """The app's requests, run as tasks of the engine's."""
         self._heap: list[tuple[float, int, Timer]] = []
         self._counter = itertools.count()
+        # asyncio: one `call_later` handle for the earliest entry
+        self._handle: asyncio.TimerHandle | None = None
+        self._handle_at = float("inf")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # trio: a driver task while the heap holds entries
         self._running = False
         self._wake: anyio.Event | None = None
         self._sleep_until = float("inf")
 
     def arm(self, target: Timer, when: float | None) -> None:
-        """Make sure `target.callback` runs at `when` (or earlier)."""
+        """Make sure `target.callback` runs at `when` (or earlier, or up to `SLACK_S` later)."""
         if when is None or when >= target.armed_at or target.callback is None:
             return
         target.armed_at = when
         heapq.heappush(self._heap, (when, next(self._counter), target))
-        if not self._running:
+        loop = asyncio._get_running_loop()  # (None under trio; no exception raised to learn it)
+        if loop is not None:
+            if loop is not self._loop or when < self._handle_at - SLACK_S:
+                self._call_at(loop, when)
+        elif self._running:
+            if when < self._sleep_until and self._wake is not None:
+                self._wake.set()
+        else:
             self._running = True
             spawn(self._drive)
-        elif when < self._sleep_until and self._wake is not None:
-            self._wake.set()
 
+    # ------------------------------------------------------------------ asyncio: one handle
+    def _call_at(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._loop = loop
+        self._handle_at = when
+        self._handle = loop.call_later(max(when - time.monotonic(), 0.0), self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        self._handle_at = float("inf")
+        for target, now in self._due():
+            self.arm(target, self._call(target, now))
+        heap = self._heap
+        while heap and heap[0][2].callback is None:
+            heapq.heappop(heap)  # a finished target's entry: no need to wake for it
+        if heap and heap[0][0] < self._handle_at - SLACK_S and self._loop is not None:
+            # (what the callbacks armed may be later than what was waiting already; one due
+            # again at once fires on the loop's next round: what fired acts first)
+            self._call_at(self._loop, heap[0][0])
+
+    # ------------------------------------------------------------------ both
+    def _due(self) -> list[tuple[Timer, float]]:
+        """Pop the entries due now (stale ones are dropped): their targets, with the time."""
+        now = time.monotonic()
+        heap = self._heap
+        due = []
+        while heap and heap[0][0] <= now:
+            entry = heapq.heappop(heap)
+            if entry[2].armed_at == entry[0]:  # else stale: the target was armed earlier and fired since
+                entry[2].armed_at = float("inf")
+                due.append((entry[2], now))
+        return due
+
+    @staticmethod
+    def _call(target: Timer, now: float) -> float | None:
+        callback = target.callback
+        if callback is None:
+            return None
+        try:
+            return callback(now)
+        except Exception:
+            logger.exception("a stream timer failed")
+            return None
+
+    # ------------------------------------------------------------------ trio: a driver task
     async def _drive(self) -> None:
         try:
             heap = self._heap
@@ -126,24 +293,8 @@ class Scheduler:
                     self._wake = None
                     self._sleep_until = float("inf")
                     continue
-                due = []
-                while self._heap and self._heap[0][0] <= now:
-                    entry = heapq.heappop(self._heap)
-                    if (
-                        entry[2].armed_at == entry[0]
-                    ):  # else stale: the target was armed earlier and fired since
-                        entry[2].armed_at = float("inf")
-                        due.append(entry[2])
-                for target in due:
-                    callback = target.callback
-                    if callback is None:
-                        continue
-                    try:
-                        following = callback(now)
-                    except Exception:
-                        logger.exception("a stream timer failed")
-                        continue
-                    self.arm(target, following)
+                for target, at in self._due():
+                    self.arm(target, self._call(target, at))
                 await anyio.lowlevel.checkpoint()  # what fired may be due again at once: let it act first
         finally:
             self._running = False

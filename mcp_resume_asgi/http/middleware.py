@@ -15,12 +15,18 @@ a well-formed `Idempotency-Key`), offered to the feature layers in front
 claims the key first); anything else goes to the app as it was sent. A store outage
 met before anything was sent hands the request to the app without the store
 (`outage.py`). A resumed GET is `resume.py`.
+
+The app's requests run on tasks of the engine's, inside the app's lifespan when
+it reaches us: its shutdown first waits for them (`drain_s`), then stops what is
+left, and only then is the app told (its requests may need what its shutdown
+closes).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import secrets
 from collections.abc import Sequence
 from typing import Any
@@ -55,11 +61,13 @@ from mcp_resume_asgi.wire.replies import send_bytes, send_jsonrpc_error
 from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY, RELAYED_FROM, STREAM_SEGMENT
 from mcp_resume_asgi.wire.tokens import TokenSigner, new_stream_id
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "ResumeMiddleware"]
+__all__ = ["DEFAULT_DRAIN_S", "DEFAULT_MAX_BODY_BYTES", "ResumeMiddleware"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+#: How long a lifespan shutdown waits for the app's running requests before stopping them.
+DEFAULT_DRAIN_S = 30.0
 
 
 class ResumeMiddleware:
@@ -83,13 +91,19 @@ class ResumeMiddleware:
         session_ttl_s: float = 24 * 3600,
         node_timeout_s: float = 5.0,
         telemetry: TelemetrySetting = True,
+        drain_s: float = DEFAULT_DRAIN_S,
     ) -> None:
+        """`drain_s`: how long the lifespan's shutdown waits for the app's running requests
+        before it stops them (each stream then ends with an error event its client can read)."""
         check_asgi_app(app, wrapper="ResumeMiddleware")
         paths = [path] if isinstance(path, str) else list(path)
         if not paths or not all(isinstance(x, str) and x.startswith("/") for x in paths):
             raise ValueError("path must be one or more absolute paths such as '/mcp'")
         if max_body_bytes <= 0:
             raise ValueError("max_body_bytes must be positive")
+        if isinstance(drain_s, bool) or not isinstance(drain_s, int | float) or not 0 <= drain_s < math.inf:
+            raise ValueError("drain_s must be a non-negative finite number of seconds")
+        self.drain_s = float(drain_s)
         # A relayed request is served as its caller; the app's auth may not name another.
         app = CallerGuard(app, principal)
         self.app = app
@@ -167,8 +181,8 @@ class ResumeMiddleware:
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan" and self.node is not None:
-            await self._lifespan_with_node(scope, receive, send)
+        if scope["type"] == "lifespan":
+            await self._lifespan(scope, receive, send)
             return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
@@ -232,7 +246,24 @@ class ResumeMiddleware:
         else:
             await self.app(scope, receive, send)
 
-    # ------------------------------------------------------------------ cluster
+    # ------------------------------------------------------------------ lifespan, cluster
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The app's lifespan, around which the app's requests run (`AppTasks.lifespan`); its
+        shutdown drains them before the app hears of it (`Engine.drain`)."""
+        engine = self.engine
+
+        async def receive_draining() -> Message:
+            message = await receive()
+            if message["type"] == "lifespan.shutdown":
+                await engine.drain(self.drain_s)
+            return message
+
+        async with engine.services.scheduler.apps.lifespan():
+            if self.node is None:
+                await self.app(scope, receive_draining, send)
+            else:
+                await self._lifespan_with_node(scope, receive_draining, send)
+
     async def _lifespan_with_node(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The app's lifespan, with this node's heartbeat and inbox running alongside."""
         assert self.node is not None

@@ -254,15 +254,20 @@ class TasksMiddleware(FeatureMiddleware):
             task_id=lambda record: self.task_id(port, record),
             relay=self.requests.relayed,
         )
+
+        async def app_over() -> None:
+            # The app is done (its request ran on an engine task, which runs this) and its stream
+            # is concluded; its client's call may have returned long before.
+            if not created:
+                # Answered with its plain result: kept no longer than any other request's stream.
+                await port.store.update_stream(stream_id, ttl_s=policy.retain_completed_s)
+                return
+            await _round_ended(port, stream_id, stream_id, created[0])
+
+        delivery.after_app = app_over
         await self._forward(
             ctx, receive, send, delivery=delivery, policy=hosted_policy, on_retry=retried.answer
         )
-        # Here the app is done (its request ran on this call) and its client was let go.
-        if not created:
-            # Answered with its plain result: kept no longer than any other request's stream.
-            await port.store.update_stream(stream_id, ttl_s=policy.retain_completed_s)
-            return
-        await _round_ended(port, stream_id, stream_id, created[0])
 
     async def _next_round(self, ctx: RequestContext, delivery: Delivery, origin: str) -> None:
         """Host the call issued again for a task's next round (`update.py`) on this ASGI call,
@@ -273,8 +278,12 @@ class TasksMiddleware(FeatureMiddleware):
             retain_completed_s=max(ctx.policy.retain_completed_s, ttl_s),
         )
         receive, send = no_client()
+
+        async def app_over() -> None:  # (on the engine's task, once the round's app is done)
+            await _round_ended(ctx.port, origin, ctx.stream_id, None)
+
+        delivery.after_app = app_over
         await self._forward(ctx, receive, send, delivery=delivery, policy=hosted_policy)
-        await _round_ended(ctx.port, origin, ctx.stream_id, None)
 
 
 async def declaration_known(ctx: RequestContext) -> bool:

@@ -1,0 +1,111 @@
+"""The engine's one clock (`engine/scheduler.py`), on asyncio (one `call_later` handle) and trio
+(a driver task): timers fire in deadline order, an earlier deadline moves the wake-up, a
+cancelled timer never fires, a callback's next deadline is honoured, and nothing is left
+behind once the heap is empty. Deadlines are a few milliseconds off, so only order and
+outcome are asserted, never durations."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import pytest
+
+from mcp_resume_asgi.engine.scheduler import Scheduler, Timer
+from tests.support.timing import scaled
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    backend: str = request.param
+    return backend
+
+
+class Recorder:
+    """Timers that note their name when they fire, and a way to wait for a number of firings."""
+
+    def __init__(self) -> None:
+        self.fired: list[str] = []
+        self.changed = anyio.Event()
+
+    def timer(self, name: str, again: list[float] | None = None) -> Timer:
+        def callback(now: float) -> float | None:
+            self.fired.append(name)
+            self.changed.set()
+            return again.pop(0) if again else None
+
+        return Timer(callback)
+
+    async def wait_for(self, count: int) -> None:
+        with anyio.fail_after(scaled(5)):
+            while len(self.fired) < count:
+                self.changed = anyio.Event()
+                await self.changed.wait()
+
+
+async def test_timers_fire_in_deadline_order_and_an_earlier_one_moves_the_wake_up() -> None:
+    scheduler, seen = Scheduler(), Recorder()
+    now = time.monotonic()
+    scheduler.arm(seen.timer("late"), now + 0.06)
+    scheduler.arm(seen.timer("middle"), now + 0.04)
+    scheduler.arm(seen.timer("early"), now + 0.01)  # armed last, due first
+    await seen.wait_for(3)
+    assert seen.fired == ["early", "middle", "late"]
+
+
+async def test_a_cancelled_timer_never_fires() -> None:
+    scheduler, seen = Scheduler(), Recorder()
+    now = time.monotonic()
+    dropped = seen.timer("dropped")
+    scheduler.arm(dropped, now + 0.01)
+    scheduler.arm(seen.timer("kept"), now + 0.03)
+    dropped.cancel()
+    await seen.wait_for(1)
+    await anyio.sleep(0.02)
+    assert seen.fired == ["kept"]
+
+
+async def test_a_callback_re_arms_for_its_next_deadline_and_a_later_arm_changes_nothing() -> None:
+    scheduler, seen = Scheduler(), Recorder()
+    now = time.monotonic()
+    ticking = seen.timer("tick", again=[now + 0.02, now + 0.03])
+    scheduler.arm(ticking, now + 0.01)
+    scheduler.arm(ticking, now + 0.5)  # later than armed: the earlier entry stands
+    await seen.wait_for(3)
+    assert seen.fired == ["tick", "tick", "tick"]
+
+
+async def test_a_failing_callback_is_logged_and_the_others_still_fire(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    scheduler, seen = Scheduler(), Recorder()
+
+    def fail(now: float) -> float | None:
+        raise RuntimeError("boom")
+
+    now = time.monotonic()
+    scheduler.arm(Timer(fail), now + 0.005)
+    scheduler.arm(seen.timer("after"), now + 0.01)
+    await seen.wait_for(1)
+    assert seen.fired == ["after"]
+    assert any("a stream timer failed" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_due_deadline_fires_at_once_and_the_heap_empties() -> None:
+    scheduler, seen = Scheduler(), Recorder()
+    scheduler.arm(seen.timer("now"), time.monotonic() - 1)
+    await seen.wait_for(1)
+    await anyio.sleep(0.01)
+    assert seen.fired == ["now"]
+    assert not scheduler._heap, "nothing is left behind"
+
+
+async def test_a_far_deadline_armed_by_a_callback_does_not_hide_a_nearer_one_waiting() -> None:
+    scheduler, seen = Scheduler(), Recorder()
+    now = time.monotonic()
+    scheduler.arm(seen.timer("first", again=[now + 3600]), now + 0.005)  # fires, then re-arms for an hour
+    scheduler.arm(seen.timer("second"), now + 0.03)  # waiting meanwhile: still fires on time
+    await seen.wait_for(2)
+    assert seen.fired == ["first", "second"]
