@@ -68,14 +68,19 @@ async def follow(
     if priming and prefix is not None:
         conn.head = priming_frame(prefix + str(after_seq).encode(), policy.retry_ms)
     reason = Reason.GONE
+    waiting = _Waiting(core, att)
+    if services.draining is not None:
+        core.drain(att)  # this node drains: the answer opens, then closes at will
+    services.followers.add(waiting.drain)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch, conn, tg.cancel_scope)
             if await conn.open():
                 replay = _Replay(meta.last_seq, after_seq, now)
-                reason = await _loop(services, conn, core, att, meta, prefix, replay)
+                reason = await _loop(services, conn, core, att, meta, prefix, replay, waiting)
             tg.cancel_scope.cancel()
     finally:
+        services.followers.discard(waiting.drain)
         with anyio.CancelScope(shield=True):
             await _end(services, conn, meta.stream_id, att, reason, policy)
     return str(reason), att.cursor
@@ -97,6 +102,22 @@ class _Replay:
             services.telemetry.replayed(time.monotonic() - self.started, max(cursor - self.after, 0))
 
 
+class _Waiting:
+    """A follower's wait on the store, which a drain interrupts (never a write: a drain closes on
+    an event boundary)."""
+
+    __slots__ = ("att", "core", "scope")
+
+    def __init__(self, core: StreamCore, att: Attachment) -> None:
+        self.core = core
+        self.att = att
+        self.scope: anyio.CancelScope | None = None
+
+    def drain(self) -> None:
+        if self.core.drain(self.att) and self.scope is not None:
+            self.scope.cancel()
+
+
 async def _watch(conn: Connection, serving: anyio.CancelScope) -> None:
     await conn.listen()
     if conn.gone.is_set():
@@ -111,6 +132,7 @@ async def _loop(
     meta: StreamMeta,
     prefix: bytes | None,
     replay: _Replay,
+    waiting: _Waiting,
 ) -> Reason:
     store = services.store
     node = services.node
@@ -166,7 +188,11 @@ async def _loop(
                 return Reason.GONE
         deadline = core.next_deadline()
         timeout = math.inf if deadline is None else deadline - now
-        await store.wait(stream_id, att.cursor, within_s=max(timeout, 0.001), version=meta.version)
+        if att.closing is not None:  # (a drain, meanwhile)
+            return att.closing
+        with anyio.CancelScope() as waiting.scope:
+            await store.wait(stream_id, att.cursor, within_s=max(timeout, 0.001), version=meta.version)
+        waiting.scope = None
 
 
 async def _end(
