@@ -128,7 +128,7 @@ class _ReleaseWhenDraining(logging.Handler):
         self.draining = False
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.getMessage().startswith("shutdown: waiting"):
+        if record.getMessage().startswith("drain: attached connections closed"):
             self.draining = True
             self.state.release()
 
@@ -179,7 +179,7 @@ async def test_lifespan_shutdown_stops_a_tool_still_running_after_drain_s() -> N
     parsed = middleware_of(app).engine.signer.parse_event_id(first.last_id)
     assert parsed is not None
     events = await store.read(parsed[0], 0, 100)
-    assert b'"error"' in events[-1][1] and b"without a response" in events[-1][1], (
+    assert b'"error"' in events[-1][1] and b"the server shut down" in events[-1][1], (
         "the stream ends with an error event its client can read"
     )
 

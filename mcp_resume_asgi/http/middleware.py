@@ -45,7 +45,7 @@ from mcp_resume_asgi.http.outage import TrackedSend, send_unavailable, without_s
 from mcp_resume_asgi.http.post_sorting import INVALID_KEY, Post, idempotency_key, sort_post
 from mcp_resume_asgi.http.resume import Resumes
 from mcp_resume_asgi.http.retried_posts import RetriedPosts
-from mcp_resume_asgi.http.signals import on_shutdown_signal
+from mcp_resume_asgi.http.signals import hold_app_streams, on_shutdown_signal
 from mcp_resume_asgi.policy import Policy, RoutesSpec, RouteTable
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
@@ -261,6 +261,7 @@ class ResumeMiddleware:
             return message
 
         undo = on_shutdown_signal(self.drain)  # (the server's signal comes long before its shutdown)
+        release = hold_app_streams()  # (the drain ends the app's streams, not the SSE library)
         try:
             async with engine.services.scheduler.apps.lifespan():
                 if self.node is None:
@@ -268,6 +269,7 @@ class ResumeMiddleware:
                 else:
                     await self._lifespan_with_node(scope, receive_draining, send)
         finally:
+            release()
             undo()
 
     async def drain(self) -> Drained:

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from types import FrameType
 from typing import Any
 
-__all__ = ["on_shutdown_signal"]
+__all__ = ["hold_app_streams", "on_shutdown_signal"]
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +104,27 @@ def _scheduler(drain: Callable[[], Awaitable[Any]]) -> Callable[[], None] | None
         loop.call_soon_threadsafe(start)
 
     return schedule
+
+
+def hold_app_streams() -> Callable[[], None]:
+    """Keep sse-starlette (the MCP SDK's SSE responses) from ending the app's streams on the
+    server's signal; returns how to let go (at the lifespan's end).
+
+    sse-starlette ends every `EventSourceResponse` as soon as uvicorn's `handle_exit` runs
+    (it patches it, and polls the server's `should_exit`): an MCP SDK app's tool would lose
+    its stream mid-call, and its client get "ended without a response". Under the engine the
+    app's responses go to the engine, not to the network, and the drain ends them itself (at
+    `drain_s`), so its automatic drain is switched off while the middleware's lifespan runs."""
+    status: Any = getattr(sys.modules.get("sse_starlette.sse"), "AppStatus", None)
+    if status is None or not getattr(status, "enable_automatic_graceful_drain", False):
+        return _nothing
+    status.enable_automatic_graceful_drain = False
+    logger.debug("sse-starlette's automatic drain is off: the middleware drains the app's streams")
+
+    def release() -> None:
+        status.enable_automatic_graceful_drain = True
+
+    return release
 
 
 def _nothing() -> None:
