@@ -107,7 +107,9 @@ async def test_sigterm_drains_20_streaming_calls_to_the_other_node(prefix: str, 
                     )
                 else:
                     http = await stack.enter_async_context(helper_http_client(recorder))
-                    session = await stack.enter_async_context(ResumableSession(proxy.mcp_url, http_client=http))
+                    session = await stack.enter_async_context(
+                        ResumableSession(proxy.mcp_url, http_client=http)
+                    )
                 assert owner_of(recorder) == pid_of(a)
                 if client == "stock":
                     # (the stock client lists the tools after a call's result when it has not yet:
@@ -130,3 +132,129 @@ async def test_sigterm_drains_20_streaming_calls_to_the_other_node(prefix: str, 
     resumes_on_b = [e for e in recorder.where(method="GET", resume=True) if e.node == pid_of(b)]
     assert len(resumes_on_b) >= CALLS, "every call's stream was resumed on B"
     assert all(e.status == 200 for e in resumes_on_b), [e.status for e in resumes_on_b]
+
+
+# ----------------------------------------------------------------------------- tasks (2026-07-28)
+
+TASKS_TARGET = "tests.apps.multinode_tasks_app:create_app"
+TASKS = 10
+TASK_POLICY = {"retry_ms": 20, "task_after_s": 0, "task_ttl_s": 60, "task_poll_interval_ms": 50}
+
+
+@contextlib.asynccontextmanager
+async def task_nodes(prefix: str) -> AsyncIterator[tuple[list[SubprocessServer], CutProxy]]:
+    from tests.test_multinode import SECRET
+
+    require_redis()
+    env = {
+        "MCP_RESUME_PREFIX": prefix,
+        "MCP_RESUME_SECRET": SECRET,
+        "MCP_RESUME_POLICY_JSON": json.dumps(TASK_POLICY),
+        "MCP_RESUME_OPTIONS_JSON": json.dumps({"drain_s": DRAIN_S}),
+    }
+    servers = [SubprocessServer(TASKS_TARGET, env=env, graceful_shutdown=0.5) for _ in range(2)]
+    try:
+        async with anyio.create_task_group() as tg:
+            for server in servers:
+                tg.start_soon(anyio.to_thread.run_sync, server.start)
+        async with CutProxy([port_of(s) for s in servers]) as proxy:
+            yield servers, proxy
+    finally:
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as tg:
+                for server in servers:
+                    tg.start_soon(anyio.to_thread.run_sync, server.stop)
+            for server in servers:
+                server.kill()
+
+
+async def test_sigterm_leaves_10_tasks_running_polled_to_completion_through_the_other_node(
+    prefix: str,
+) -> None:
+    """10 tasks of ~4 s created on A; SIGTERM to A after 1 s: A's app finishes them (the drain
+    waits), each polled through B only, all `completed`; A exits within `drain_s`."""
+    from tests.test_multinode_tasks import Raw
+
+    async with task_nodes(prefix) as ((a, b), proxy):
+        raw = Raw(proxy)
+        async with raw.client:
+            task_ids = []
+            for i in range(TASKS):
+                answer, node = await raw.rpc(
+                    "tools/call",
+                    {"name": "slow", "arguments": {"seconds": SECONDS, "tag": f"t{i}"}},
+                    "slow",
+                    a,
+                )
+                assert node == pid_of(a) and answer["result"]["resultType"] == "task", answer
+                task_ids.append(answer["result"]["taskId"])
+            await anyio.sleep(SIGTERM_AFTER_S)
+            a.signal(signal.SIGTERM)
+            proxy.backend_ports = [port_of(b)]
+            tasks: dict[str, dict[str, Any]] = {}
+            with anyio.fail_after(scaled(60)):
+                for task_id in task_ids:
+                    while True:
+                        task, node = await raw.get(task_id, b)
+                        assert node == pid_of(b)
+                        if task["status"] != "working":
+                            tasks[task_id] = task
+                            break
+                        await anyio.sleep(task["pollIntervalMs"] / 1000)
+            code, exit_s = await _exit_of(a, scaled(DRAIN_S + 15))
+    print(f"\ntasks: A exited {exit_s:.2f}s after the last task was seen done (status {code})")
+    statuses = {task_id: task["status"] for task_id, task in tasks.items()}
+    assert statuses == dict.fromkeys(task_ids, "completed"), tasks
+    texts = [tasks[task_id]["result"]["content"][0]["text"] for task_id in task_ids]
+    assert texts == [f"slept t{i}" for i in range(TASKS)]
+    assert code in (0, -signal.SIGTERM), code
+
+
+# ----------------------------------------------------------------------------- one node, other servers
+
+
+@pytest.mark.parametrize("server_class", ["hypercorn", "granian", "uvicorn"])
+async def test_sigterm_on_one_node_with_the_memory_store(server_class: str, tmp_path: Any) -> None:
+    """One node, memory store, a call streaming progress; SIGTERM after 1 s: its connection ends
+    with `retry:` (no result: the client would resume elsewhere), the app's work finishes
+    (the drain's summary says so) and the process exits, within `drain_s`."""
+    from tests.support.raw import RawSession
+    from tests.support.server import GranianServer, HypercornServer
+
+    cls = {"hypercorn": HypercornServer, "granian": GranianServer, "uvicorn": SubprocessServer}[server_class]
+    log_path = tmp_path / "engine.log"
+    server = cls(
+        "tests.apps.drain_app:create_app",
+        factory_kwargs={"log_path": str(log_path), "drain_s": DRAIN_S},
+        graceful_shutdown=DRAIN_S,  # (granian kills its worker after this: at least drain_s)
+    )
+    try:
+        info = await anyio.to_thread.run_sync(server.start)
+        async with httpx.AsyncClient(base_url=info.base_url, timeout=scaled(30)) as client:
+            raw = RawSession(client)
+            init = await raw.initialize()
+            assert init.status == 200
+            await raw.notify("notifications/initialized")
+            call = raw.tool_call("slow_progress", {"seconds": SECONDS, "steps": STEPS}, progress=True)
+            events = []
+            with anyio.fail_after(scaled(DRAIN_S)):
+                async with raw.open("POST", "/mcp", call) as (response, reader):
+                    assert response.status_code == 200
+                    signalled = False
+                    async for event in reader:
+                        events.append(event)
+                        if not signalled and sum(1 for e in events if e.data) >= 5:
+                            signalled = True
+                            server.signal(signal.SIGTERM)
+            code, exit_s = await _exit_of(server, scaled(DRAIN_S + 15))
+    finally:
+        await anyio.to_thread.run_sync(server.kill)
+    messages = [e.message for e in events if e.data]
+    assert not any("result" in m or "error" in m for m in messages if isinstance(m, dict)), messages[-3:]
+    assert events[-1].retry is not None, "the connection was closed after a retry: field"
+    progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
+    assert 5 <= len(progress) < STEPS and progress == [float(i) for i in range(1, len(progress) + 1)]
+    summary = log_path.read_text()
+    print(f"\n{server_class}: exited {exit_s:.2f}s after the close (status {code})\n{summary}")
+    assert "drain over in" in summary and "1 request(s) finished, 0 ended at the budget" in summary, summary
+    assert exit_s < DRAIN_S

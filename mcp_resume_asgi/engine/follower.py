@@ -33,6 +33,7 @@ from mcp_resume_asgi.wire.sse import KEEPALIVE, encode_payload, frame_events, pr
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine.services import StreamServices
+    from mcp_resume_asgi.store.base import Store
 
 __all__ = ["follow"]
 
@@ -169,6 +170,7 @@ async def _loop(
             and meta.owner != services.node_id
             and att.cursor >= meta.last_seq
             and not await node.alive(meta.owner)
+            and not await _recorded_since(store, stream_id, att.cursor)
         ):
             # Everything the dead owner recorded was delivered; nothing more will come.
             logger.warning("stream %s: its owner %s stopped", stream_id, meta.owner)
@@ -193,6 +195,14 @@ async def _loop(
         with anyio.CancelScope() as waiting.scope:
             await store.wait(stream_id, att.cursor, within_s=max(timeout, 0.001), version=meta.version)
         waiting.scope = None
+
+
+async def _recorded_since(store: Store, stream_id: str, cursor: int) -> bool:
+    """Whether the stream's record holds more than `cursor`, or its end, now: an owner that
+    stopped gracefully (a drain) recorded its last events just before it left, maybe after
+    this follower's last read."""
+    meta = await store.get_stream(stream_id)
+    return meta is not None and (meta.last_seq > cursor or meta.final_seq is not None)
 
 
 async def _end(

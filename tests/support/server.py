@@ -657,6 +657,12 @@ class GranianServer(SubprocessServer):
     OWN_SESSION = True
 
 
+class HypercornServer(SubprocessServer):
+    """hypercorn (asyncio, its own signal handlers) serving ``module:factory`` in a child process."""
+
+    RUNNER = "tests.support._hypercorn_main"
+
+
 @contextlib.asynccontextmanager
 async def serve_granian(
     target: str,
