@@ -198,8 +198,6 @@ class Writer:
         old, self.conn = self.conn, conn
         conn.attachment = self.core.conn
         conn.head = opening
-        if self.services.draining is not None and conn.attachment is not None:
-            self.core.drain(conn.attachment)  # (this node drains: its answer opens, then closes at will)
         self.arm()
         return old if old is not conn else None
 
@@ -313,6 +311,8 @@ class Writer:
             if not written:
                 return True
             core.wrote(att, last, time.monotonic())
+            if self.services.draining is not None:
+                core.drain(att)  # (a connection attached during a drain: closed after an event, not at once)
         return True
 
     async def _open(self, conn: Connection, att: Attachment) -> bool:

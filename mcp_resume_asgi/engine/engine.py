@@ -384,7 +384,8 @@ class Engine:
         another node, which serves it from a shared store while the app here goes on recording.
         A 2026-07-28 request whose close cancels it keeps its connection and is left to finish.
         A session's GET stream is told to end (it has no end of its own to wait for). Requests
-        that arrive meanwhile are served as usual (a connection attaching is closed the same way).
+        that arrive meanwhile are served as usual, but a connection attached since is closed the same
+        way after an event it is written (a final answer first: a quick call completes).
         At `drain_s`, what still runs is cancelled: its stream ends with an error event that says
         the server shut down (`SHUT_DOWN`; a task is `failed` with it), never a record left running.
 

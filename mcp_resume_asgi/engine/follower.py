@@ -70,8 +70,6 @@ async def follow(
         conn.head = priming_frame(prefix + str(after_seq).encode(), policy.retry_ms)
     reason = Reason.GONE
     waiting = _Waiting(core, att)
-    if services.draining is not None:
-        core.drain(att)  # this node drains: the answer opens, then closes at will
     services.followers.add(waiting.drain)
     try:
         async with anyio.create_task_group() as tg:
@@ -157,6 +155,8 @@ async def _loop(
             if not await conn.write(frame_events(prefix, events, transform)):
                 return Reason.GONE
             core.wrote(att, events[-1][0], time.monotonic())
+            if services.draining is not None:
+                core.drain(att)  # (attached during a drain: closed after an event, not at once)
         replay.caught_up(services, att.cursor)
         outcome = core.followed(att, None if meta_now is None else meta.attach_gen)
         if outcome is not None:
