@@ -24,6 +24,7 @@ import time
 from collections.abc import MutableMapping
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import metrics, propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.propagators.textmap import Getter
@@ -87,6 +88,14 @@ def _header(scope: MutableMapping[str, Any], name: bytes) -> str | None:
 
 
 def _meta_of(params: Any) -> dict[str, Any] | None:
+    if isinstance(params, bytes):  # a request's raw body: parsed only when it may carry a trace
+        if b"traceparent" not in params:
+            return None
+        try:
+            message = json.loads(params)
+        except ValueError:
+            return None
+        params = message.get("params") if isinstance(message, dict) else None
     if not isinstance(params, dict):
         return None
     meta = params.get("_meta")
@@ -418,6 +427,13 @@ class OtelTelemetry(Telemetry):
     def trace_of(self, scope: MutableMapping[str, Any], params: Any = None) -> str | None:
         span = _Incoming(scope, params).span
         return None if span is None else format_traceparent(span)
+
+    def join(self, scope: MutableMapping[str, Any], params: Any = None) -> None:
+        if trace.get_current_span().get_span_context().is_valid:
+            return  # (an outer span, current around the request: the app's spans are its children)
+        parent = _Incoming(scope, params).parent
+        if parent is not None:
+            otel_context.attach(parent)  # (never detached: this context is the app task's own copy)
 
     def created(
         self,
