@@ -425,3 +425,94 @@ async def test_an_at_will_close_of_a_resumed_stream_is_counted_by_reason() -> No
     assert otel.count(n.RESUMES, mcp_resume__resume__outcome="replayed") == 1
     [size] = otel.points(n.REPLAY_SIZE)
     assert size.count == 1 and size.sum == 0  # (nothing was recorded before it)
+
+
+# ---------------------------------------------------------------------- the engine (part 2)
+def executing(otel: Otel, app: ASGIApp) -> ASGIApp:
+    """The app, its execution a span of the test's tracer (as an instrumented app's own spans):
+    its parent is whatever context the app's request runs in."""
+    tracer = otel.tracer_provider.get_tracer("the-app")
+
+    async def traced(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        with tracer.start_as_current_span("execute"):
+            await app(scope, receive, send)
+
+    return traced
+
+
+def _span_id(traceparent: str) -> int:
+    return int(traceparent.split("-")[2], 16)
+
+
+def _trace_id(traceparent: str) -> int:
+    return int(traceparent.split("-")[1], 16)
+
+
+async def test_a_task_detached_and_its_execution_are_reported_and_in_the_callers_trace(
+    store_kind: str,
+) -> None:
+    from tests.apps.tasks_app import open_gate
+
+    otel = Otel()
+    tag = f"traced-{store_kind}"
+    async with tasks_stack(store_kind, otel, lambda: executing(otel, create_app())) as h:
+        task_id = created(await h.call("gated", {"tag": tag}, traceparent=CLIENT_TRACE))
+        await h.get(task_id)
+        # The call became a task: its client was let go, its app runs on with nobody attached.
+        assert otel.count(n.STREAMS_ATTACHED) == 0
+        assert otel.count(n.STREAMS_DETACHED) == 1
+        recorded = otel.count(n.EVENTS_RECORDED)
+        open_gate(tag)
+        final = await h.until_terminal(task_id)
+        assert final["status"] == "completed"
+        with anyio.fail_after(10):
+            while otel.count(n.STREAMS_DETACHED) != 0:  # (the app's end is noted after its answer)
+                await anyio.sleep(0.01)
+        assert otel.count(n.EVENTS_RECORDED) > recorded >= 0
+        assert otel.count(n.STREAMS_ATTACHED) == 0
+    [creation] = otel.finished("create_task gated")
+    executions = [
+        s for s in otel.finished("execute") if s.parent and s.parent.span_id == _span_id(CLIENT_TRACE)
+    ]
+    assert len(executions) == 1, "the app's execution is a child of the request that created the task"
+    [execution] = executions
+    assert execution.context.trace_id == creation.context.trace_id == _trace_id(CLIENT_TRACE)
+    gets = otel.finished("tasks/get")
+    assert gets and all(span.context.trace_id == _trace_id(CLIENT_TRACE) for span in gets), "one trace"
+
+
+async def test_the_apps_execution_is_a_child_of_an_outer_asgi_span_even_after_its_request_returned() -> None:
+    from tests.apps.tasks_app import open_gate
+
+    otel = Otel()
+    tracer = otel.tracer_provider.get_tracer("outer-asgi")
+    inner = resumable(
+        executing(otel, create_app()), policy=AT_ONCE, store=MemoryStore(), tasks=True, telemetry=otel.setting
+    )
+
+    async def outer(
+        scope: Scope, receive: Receive, send: Send
+    ) -> None:  # (as OpenTelemetry's ASGI middleware)
+        if scope["type"] != "http":
+            await inner(scope, receive, send)
+            return
+        with tracer.start_as_current_span(f"{scope['method']} {scope['path']}"):
+            await inner(scope, receive, send)
+
+    async with serve(outer) as info, httpx.AsyncClient(base_url=info.base_url, timeout=15) as client:
+        h = Harness(client, MemoryStore(), inner)
+        task_id = created(await h.call("gated", {"tag": "outer"}))
+        open_gate("outer")
+        assert (await h.until_terminal(task_id))["status"] == "completed"
+    [creation] = otel.finished("create_task gated")
+    [post] = [s for s in otel.finished("POST /mcp") if s.context.trace_id == creation.context.trace_id]
+    [execution] = [s for s in otel.finished("execute") if s.context.trace_id == post.context.trace_id]
+    assert execution.parent is not None and execution.parent.span_id == post.context.span_id
+    assert post.end_time is not None and execution.end_time is not None
+    assert execution.end_time > post.end_time, "the request returned (a task) while its app ran on"
+    gets = otel.finished("tasks/get")
+    assert gets, "polls: each in its own request's trace (the outer span), linked to the task's creation"
+    assert all([link.context.span_id for link in span.links] == [creation.context.span_id] for span in gets)
