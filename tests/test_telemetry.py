@@ -516,3 +516,31 @@ async def test_the_apps_execution_is_a_child_of_an_outer_asgi_span_even_after_it
     gets = otel.finished("tasks/get")
     assert gets, "polls: each in its own request's trace (the outer span), linked to the task's creation"
     assert all([link.context.span_id for link in span.links] == [creation.context.span_id] for span in gets)
+
+
+async def test_a_rest_get_of_a_running_call_is_linked_to_its_tasks_creation() -> None:
+    from tests.apps.rest_app import create_app as rest_app
+
+    otel = Otel()
+    policy = Policy(task_poll_interval_ms=100, task_ttl_s=120)
+    app = resumable(rest_app(), policy=policy, store=MemoryStore(), rest=True, telemetry=otel.setting)
+    async with serve_in_loop(app) as info, httpx.AsyncClient(base_url=info.base_url, timeout=20) as client:
+        url = "/mcp/tools/slow/calls/traced-1"
+        put = await client.put(
+            url,
+            json={"steps": 40, "tag": "rest-traced", "step_s": 0.25},
+            headers={"idempotency-key": "k-traced", "traceparent": CLIENT_TRACE},
+        )
+        assert put.status_code == 201 and put.json()["status"] == "running", put.text
+        got = await client.get(url)
+        assert got.status_code == 200 and got.json()["status"] == "running", got.text
+        cancelled = await client.post(f"{url}/cancel")
+        assert cancelled.status_code == 200, cancelled.text
+    [creation] = [s for s in otel.finished() if s.name.startswith("create_task")]
+    assert creation.context.trace_id == _trace_id(CLIENT_TRACE)
+    [get] = [s for s in otel.finished("tasks/get slow") if (s.attributes or {}).get("http.route")]
+    assert [link.context.span_id for link in get.links] == [creation.context.span_id]
+    assert get.context.trace_id == _trace_id(CLIENT_TRACE), (
+        "a REST poll joins the trace of the call's creation"
+    )
+    assert (get.attributes or {}).get(n.ATTR_TASK_ID) is not None

@@ -17,11 +17,13 @@ attributes, and a link is only made once the caller was admitted to the record.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import time
 from collections.abc import MutableMapping
+from contextvars import ContextVar, Token
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -44,6 +46,9 @@ _SESSIONLESS = "2026-07-28"
 STORE_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 #: Events per replay.
 REPLAY_SIZE_BUCKETS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000)
+_ENCLOSING: ContextVar[OtelOperation | None] = ContextVar("mcp_resume_operation", default=None)
+"""The outermost operation of this request (a REST route's): an operation within it (the MCP
+request the route makes, `tasks/get`) hands it the record's creator it was admitted to."""
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 _ROOT = Context()
 
@@ -155,10 +160,12 @@ class OtelOperation(Operation):
         "_incoming",
         "_json",
         "_message",
+        "_outer",
         "_sniffed",
         "_start_ns",
         "_status",
         "_telemetry",
+        "_token",
         "_tool",
         "method",
     )
@@ -188,6 +195,10 @@ class OtelOperation(Operation):
         self._error: str | None = None
         self._message: str | None = None
         self._ended = False
+        self._outer = _ENCLOSING.get()
+        self._token: Token[OtelOperation | None] | None = None
+        if self._outer is None:
+            self._token = _ENCLOSING.set(self)
         version = version or _header(scope, b"mcp-protocol-version")
         attributes: dict[str, AttributeValue] = {"mcp.method.name": method}
         if request_id is not None and not isinstance(request_id, bool):
@@ -253,6 +264,9 @@ class OtelOperation(Operation):
         self, trace: str | None, *, stream_id: str | None = None, task_id: str | None = None
     ) -> None:
         self._creator = parse_traceparent(trace)
+        outer = self._outer
+        if outer is not None and outer._creator is None and not outer._ended:
+            outer.created_by(trace, stream_id=stream_id, task_id=task_id)  # (the same caller's)
         if stream_id is not None:
             self._attributes[n.ATTR_STREAM_ID] = stream_id
         if task_id is not None:
@@ -266,6 +280,10 @@ class OtelOperation(Operation):
         if self._ended:
             return
         self._ended = True
+        if self._token is not None:
+            with contextlib.suppress(ValueError):  # (ended in another context: it ends with it)
+                _ENCLOSING.reset(self._token)
+            self._token = None
         end_ns = time.time_ns()
         attributes = self._attributes
         status = self._status
