@@ -544,3 +544,32 @@ async def test_a_rest_get_of_a_running_call_is_linked_to_its_tasks_creation() ->
         "a REST poll joins the trace of the call's creation"
     )
     assert (get.attributes or {}).get(n.ATTR_TASK_ID) is not None
+
+
+async def test_a_call_closed_at_will_and_resumed_where_it_runs_is_counted_and_replayed() -> None:
+    from tests.apps.lowlevel_app import create_app as lowlevel_app
+    from tests.support.raw import RawSession
+
+    otel = Otel()
+    policy = Policy(retry_ms=100, max_connection_s=0.3)
+    app = resumable(lowlevel_app(), store=MemoryStore(), policy=policy, telemetry=otel.setting)
+    async with serve(app) as info, httpx.AsyncClient(base_url=info.base_url, timeout=15) as client:
+        session = RawSession(client)
+        await session.initialize()
+        await session.notify("notifications/initialized")
+        call = session.tool_call("slow_progress", {"seconds": 1.2, "steps": 6}, progress=True)
+        reply = await session.exchange("POST", "/mcp", call)
+        resumes = 0
+        with anyio.fail_after(20):
+            while not any('"result"' in (event.data or "") for event in reply.events):
+                last = reply.last_id
+                assert last is not None, reply.raw
+                reply = await session.exchange("GET", "/mcp", headers=session.headers(last_event_id=last))
+                resumes += 1
+            while otel.count(n.STREAMS_ATTACHED) or otel.count(n.STREAMS_DETACHED):
+                await anyio.sleep(0.01)  # (the last connection is noted let go after its answer)
+    assert resumes >= 1, "closed at will at least once before the answer (1.2 s against 0.3 s)"
+    assert otel.count(n.STREAM_CLOSES, mcp_resume__close__reason="max_connection") >= resumes
+    assert otel.count(n.RESUMES, mcp_resume__resume__outcome="replayed") == resumes
+    assert otel.count(n.REPLAY_DURATION) == resumes, "each resume of the stream hosted here caught up"
+    assert otel.count(n.EVENTS_RECORDED) >= 7  # six progress notifications and the result
