@@ -71,6 +71,7 @@ async def follow(
     reason = Reason.GONE
     waiting = _Waiting(core, att)
     services.followers.add(waiting.drain)
+    services.telemetry.streams_attached(1)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch, conn, tg.cancel_scope)
@@ -80,6 +81,7 @@ async def follow(
             tg.cancel_scope.cancel()
     finally:
         services.followers.discard(waiting.drain)
+        services.telemetry.streams_attached(-1)
         with anyio.CancelScope(shield=True):
             await _end(services, conn, meta.stream_id, att, reason, policy)
     return str(reason), att.cursor

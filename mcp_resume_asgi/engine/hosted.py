@@ -273,6 +273,7 @@ class HostedStream:
         return self.writer.outcome
 
     async def run_app(self) -> None:
+        self.services.telemetry.join(self.scope, self.body)  # (this task's context: a copy of its request's)
         body_sent = False
 
         async def app_receive() -> Message:
