@@ -414,7 +414,8 @@ class Engine:
         for close in list(services.followers):
             close()
         running = apps.running
-        logger.info(
+        logger.log(
+            logging.INFO if running else logging.DEBUG,
             "drain: attached connections closed with retry:, waiting up to %ss for %d running request(s)",
             drain_s,
             running,
@@ -437,7 +438,8 @@ class Engine:
             stopped=len(left),
         )
         services.telemetry.drained(drained.seconds, "stopped" if left else "finished")
-        logger.info(
+        logger.log(
+            logging.INFO if running else logging.DEBUG,
             "drain over in %.2fs: %d request(s) finished, %d ended at the budget",
             drained.seconds,
             drained.finished,
