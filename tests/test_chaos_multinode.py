@@ -1,0 +1,288 @@
+"""Chaos on two nodes: connections cut at random moments while calls stream, on one Redis and on
+a Redis Cluster, and a cluster primary SIGKILLed in the middle of it.
+
+Two uvicorn nodes (`tests.apps.multinode_app`) share one store behind `CutProxy`, which hands
+each new TCP connection to the next node in turn and cuts every connection 0.2-1.2 s after it
+was accepted (drawn from a seeded `random.Random`; the seed is printed, and
+``MCP_RESUME_CHAOS_SEED`` sets it). Clients of the package's client helper (`ResumableSession`
+over `ResumableTransport`, one TCP connection per request) call a streaming tool; every cut
+makes them resume - on whichever node the balancer picks next - or retry a POST under its
+`Idempotency-Key`. What must hold: every call completes, and each one saw its progress events
+exactly once and in order (0 lost, duplicated or reordered).
+
+The primary-kill test runs the same chaos on a Redis Cluster of its own (the session's cluster
+is shared by other tests) and SIGKILLs the primary holding most partitions' slots part-way:
+the cluster promotes its replica after `cluster-node-timeout`. Replication is asynchronous, so
+what that primary acknowledged but had not yet passed on is lost; a call then ends in a result
+or a clear error, never a hang past `node_timeout_s` plus the failover, and later calls on the
+same (never restarted) nodes succeed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from mcp_resume_asgi.client import McpError, ResumableSession, ResumableTransport
+from tests import test_multinode as one_redis
+from tests.support import stores
+from tests.support.proxy import CutProxy
+from tests.support.redis_server import RedisClusterServers, RedisServerMissing
+from tests.support.timing import scaled
+from tests.test_redis_cluster_multinode import _wait_for_links
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120), pytest.mark.slow]
+
+CLIENTS = 4
+CALLS = 4
+STEPS = 20
+SECONDS = 2.0
+CUTS = (0.2, 1.2)
+NODE_TIMEOUT_S = 2.0
+POLICY = {"retry_ms": 20}
+OPTIONS = {"node_timeout_s": NODE_TIMEOUT_S}
+
+
+def _seed() -> int:
+    chosen = os.environ.get("MCP_RESUME_CHAOS_SEED")
+    return int(chosen) if chosen else random.SystemRandom().randrange(1 << 30)
+
+
+def _text(result: dict[str, Any]) -> str:
+    return "".join(block.get("text", "") for block in result.get("content", []))
+
+
+@dataclass
+class Outcome:
+    """One call as its client saw it."""
+
+    client: int
+    call: int
+    progress: list[float] = field(default_factory=list)
+    result: str | None = None
+    error: str | None = None
+    took: float = 0.0
+
+
+def _http() -> httpx.AsyncClient:
+    """The client helper's httpx client over new-connection-per-request (each cut is one request's)."""
+    inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
+    return httpx.AsyncClient(
+        transport=ResumableTransport(inner, max_attempts=20), timeout=httpx.Timeout(30, read=300)
+    )
+
+
+async def _client(url: str, number: int, calls: int, outcomes: list[Outcome]) -> None:
+    """One client: a session, then `calls` calls of `slow_progress` one after the other."""
+    async with _http() as http, ResumableSession(url, http_client=http) as session:
+        for call in range(calls):
+            outcome = Outcome(number, call)
+            outcomes.append(outcome)
+
+            async def on_progress(
+                p: float, total: float | None, message: str | None, into: Outcome = outcome
+            ) -> None:
+                into.progress.append(p)
+
+            started = time.monotonic()
+            try:
+                answer = await session.call_tool(
+                    "slow_progress", {"seconds": SECONDS, "steps": STEPS}, on_progress=on_progress
+                )
+                outcome.result = _text(answer)
+            except McpError as exc:
+                outcome.error = f"{exc.code}: {exc.message}"
+            finally:
+                outcome.took = time.monotonic() - started
+
+
+def _summary(seed: int, proxy: CutProxy, outcomes: list[Outcome], took: float) -> str:
+    bad = [o for o in outcomes if o.result != f"done {STEPS}" or o.progress != _expected()]
+    return (
+        f"\nchaos seed={seed} (MCP_RESUME_CHAOS_SEED): {len(outcomes)} calls in {took:.1f}s, "
+        f"cuts={proxy.stats.cuts} connections={proxy.stats.connections} "
+        f"refused={proxy.stats.backend_failures}; not clean: {bad[:6]}"
+    )
+
+
+def _expected() -> list[float]:
+    return [float(i) for i in range(1, STEPS + 1)]
+
+
+@contextlib.asynccontextmanager
+async def _chaos(prefix: str, seed: int, *, linked_on: str | None = None) -> AsyncIterator[CutProxy]:
+    """Two nodes behind a proxy cutting every connection 0.2-1.2 s after it was accepted."""
+    async with one_redis.cluster(2, prefix, policy=POLICY, options=OPTIONS) as (a, b):
+        if linked_on is not None:
+            await _wait_for_links(linked_on, prefix, 2)
+        ports = [one_redis.port_of(a), one_redis.port_of(b)]
+        async with CutProxy(ports, cut_after_delay=CUTS, seed=seed) as proxy:
+            yield proxy
+
+
+async def _run_clients(url: str, clients: int, calls: int) -> list[Outcome]:
+    outcomes: list[Outcome] = []
+    async with anyio.create_task_group() as tg:
+        for number in range(clients):
+            tg.start_soon(_client, url, number, calls, outcomes)
+    return outcomes
+
+
+def _assert_clean(outcomes: list[Outcome], clients: int, calls: int, summary: str) -> None:
+    assert len(outcomes) == clients * calls, summary
+    for outcome in outcomes:
+        assert outcome.error is None, summary
+        assert outcome.result == f"done {STEPS}", summary
+        assert outcome.progress == _expected(), f"lost, duplicated or reordered: {outcome}{summary}"
+
+
+# ----------------------------------------------------------------------------- cuts only
+
+
+async def _cuts_only(prefix: str, *, linked_on: str | None = None) -> None:
+    seed = _seed()
+    print(f"\nchaos seed={seed}")
+    started = time.monotonic()
+    async with _chaos(prefix, seed, linked_on=linked_on) as proxy:
+        with anyio.fail_after(scaled(60)):
+            outcomes = await _run_clients(proxy.mcp_url, CLIENTS, CALLS)
+    summary = _summary(seed, proxy, outcomes, time.monotonic() - started)
+    print(summary)
+    _assert_clean(outcomes, CLIENTS, CALLS, summary)
+    assert proxy.stats.cuts >= CLIENTS * CALLS, summary
+
+
+@pytest.fixture
+async def prefix() -> AsyncIterator[str]:
+    """A key prefix of the test's own on the suite's Redis; deleted afterwards."""
+    value = stores.redis_prefix("test-chaos")
+    try:
+        yield value
+    finally:
+        if stores.redis_unavailable() is None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(scaled(10)):
+                await anyio.to_thread.run_sync(stores.delete_prefix_sync, stores.redis_url(), value)
+
+
+async def test_chaos_cuts_on_one_redis(prefix: str) -> None:
+    """4 clients x 4 calls of a 2 s streaming tool, every connection cut 0.2-1.2 s in: all clean."""
+    stores.require_redis()
+    await _cuts_only(prefix)
+
+
+@pytest.fixture
+async def cluster_prefix(redis_cluster_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
+    """A prefix of the test's own, the nodes started now pointed at the session's cluster."""
+    monkeypatch.setenv(stores.SUITE_URL_ENV, redis_cluster_url)
+    value = stores.redis_prefix("test-chaos-cluster")
+    try:
+        yield value
+    finally:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(scaled(10)):
+            await _delete_prefix(redis_cluster_url, value)
+
+
+async def _delete_prefix(url: str, prefix: str) -> None:
+    from redis.asyncio.cluster import RedisCluster
+
+    client = RedisCluster.from_url(url)
+    try:
+        await client.initialize()
+        found = [key async for key in client.scan_iter(match=stores.escape_glob(prefix) + "*")]
+        for key in found:
+            await client.unlink(key)
+    finally:
+        await client.aclose()
+
+
+async def test_chaos_cuts_on_a_redis_cluster(cluster_prefix: str, redis_cluster_url: str) -> None:
+    """The same chaos, the store on the 3-primary cluster (partitions over its slots): all clean."""
+    await _cuts_only(cluster_prefix, linked_on=redis_cluster_url)
+
+
+# ----------------------------------------------------------------------------- a primary killed
+
+
+@pytest.fixture
+def own_cluster() -> AsyncIterator[RedisClusterServers] | Any:
+    """A 3-primary cluster of this test's own: it loses a primary."""
+    try:
+        servers = RedisClusterServers(name="chaos-kill")
+        servers.start()
+    except RedisServerMissing as exc:
+        if stores.IN_CI:
+            pytest.fail(f"CI=true but {exc}")
+        pytest.skip(str(exc))
+    try:
+        yield servers
+    finally:
+        servers.stop()
+
+
+def _primaries(servers: RedisClusterServers) -> list[int]:
+    """Indexes (in `servers.nodes`) of the nodes that are primaries now."""
+    by_port = {node.port: i for i, node in enumerate(servers.nodes)}
+    view = servers._ask(servers.nodes[0], "cluster", "nodes").decode().splitlines()
+    found = []
+    for line in view:
+        fields = line.split()
+        if len(fields) > 2 and "master" in fields[2] and "fail" not in fields[2]:
+            port = int(fields[1].split("@")[0].rsplit(":", 1)[1])
+            found.append(by_port[port])
+    return sorted(found)
+
+
+async def test_chaos_with_a_cluster_primary_killed(
+    own_cluster: RedisClusterServers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kill a primary (SIGKILL) 2 s into the chaos run: every call ends (result or clear error)
+    in bounded time, and calls started after the failover succeed on the same nodes."""
+    url = own_cluster.url
+    monkeypatch.setenv(stores.SUITE_URL_ENV, url)
+    prefix = stores.redis_prefix("test-chaos-kill")
+    seed = _seed()
+    print(f"\nchaos seed={seed}")
+    primaries = _primaries(own_cluster)
+    victim = next(i for i in primaries if i != 0)  # not the node the apps were pointed at
+    failover_s = 2 * 2.0 + 3.0  # cluster-node-timeout x2 (fail report, then election) + promotion
+    bound = NODE_TIMEOUT_S + failover_s
+    started = time.monotonic()
+    killed_at = 0.0
+    async with _chaos(prefix, seed, linked_on=url) as proxy:
+        with anyio.fail_after(scaled(90)):
+            outcomes: list[Outcome] = []
+            async with anyio.create_task_group() as tg:
+                for number in range(CLIENTS):
+                    tg.start_soon(_client, proxy.mcp_url, number, CALLS, outcomes)
+                await anyio.sleep(2.0)
+                own_cluster.nodes[victim].kill()
+                killed_at = time.monotonic()
+            after_kill = time.monotonic() - killed_at
+            # The service recovers without restarting the app nodes: new clients, clean calls.
+            later = await _run_clients(proxy.mcp_url, 2, 2)
+    summary = _summary(seed, proxy, outcomes, time.monotonic() - started)
+    print(f"{summary}\nkilled node {victim} (a primary); the first clients ended {after_kill:.1f}s later")
+    for outcome in outcomes:
+        print(
+            f"  client {outcome.client} call {outcome.call}: {outcome.result or outcome.error} "
+            f"({len(outcome.progress)} progress, {outcome.took:.1f}s)"
+        )
+    assert len(outcomes) == CLIENTS * CALLS, summary
+    for outcome in outcomes:
+        assert outcome.took <= scaled(bound + SECONDS + 10), f"a call hung: {outcome}{summary}"
+        if outcome.error is None:
+            assert outcome.result == f"done {STEPS}", summary
+            assert outcome.progress == _expected(), f"{outcome}{summary}"
+        else:
+            # A clear error; what it saw before is in order and never duplicated.
+            assert outcome.progress == sorted(set(outcome.progress)), f"{outcome}{summary}"
+    _assert_clean(later, 2, 2, _summary(seed, proxy, later, 0))
