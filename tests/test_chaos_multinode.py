@@ -82,26 +82,38 @@ def _http() -> httpx.AsyncClient:
 
 
 async def _client(url: str, number: int, calls: int, outcomes: list[Outcome]) -> None:
-    """One client: a session, then `calls` calls of `slow_progress` one after the other."""
-    async with _http() as http, ResumableSession(url, http_client=http) as session:
-        for call in range(calls):
-            outcome = Outcome(number, call)
-            outcomes.append(outcome)
+    """One client: a session, then `calls` calls of `slow_progress` one after the other.
 
-            async def on_progress(
-                p: float, total: float | None, message: str | None, into: Outcome = outcome
-            ) -> None:
-                into.progress.append(p)
+    Whatever the client helper raises ends the call with that error (its type and message
+    recorded: the chaos tests judge it), and a session that cannot be opened ends every call."""
+    mine = [Outcome(number, call) for call in range(calls)]
+    outcomes.extend(mine)
+    started = time.monotonic()
+    try:
+        async with _http() as http, ResumableSession(url, http_client=http) as session:
+            for outcome in mine:
+                started = time.monotonic()
 
-            started = time.monotonic()
-            try:
-                answer = await session.call_tool(
-                    "slow_progress", {"seconds": SECONDS, "steps": STEPS}, on_progress=on_progress
-                )
-                outcome.result = _text(answer)
-            except McpError as exc:
-                outcome.error = f"{exc.code}: {exc.message}"
-            finally:
+                async def on_progress(
+                    p: float, total: float | None, message: str | None, into: Outcome = outcome
+                ) -> None:
+                    into.progress.append(p)
+
+                try:
+                    answer = await session.call_tool(
+                        "slow_progress", {"seconds": SECONDS, "steps": STEPS}, on_progress=on_progress
+                    )
+                    outcome.result = _text(answer)
+                except McpError as exc:
+                    outcome.error = f"McpError {exc.code}: {exc.message}"
+                except Exception as exc:
+                    outcome.error = f"{type(exc).__name__}: {exc}"
+                finally:
+                    outcome.took = time.monotonic() - started
+    except Exception as exc:
+        for outcome in mine:
+            if outcome.result is None and outcome.error is None:
+                outcome.error = f"session: {type(exc).__name__}: {exc}"
                 outcome.took = time.monotonic() - started
 
 
