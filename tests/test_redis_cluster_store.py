@@ -194,3 +194,25 @@ async def test_a_command_that_timed_out_is_not_sent_again(
     finally:
         await cluster_client.delete(counter)
         await store.aclose()
+
+
+async def test_writes_refused_for_want_of_replicas_are_an_outage() -> None:
+    """`min-replicas-to-write` with its replica gone: the primary answers `NOREPLICAS` to every
+    write, which the store reports as an outage (served unresumable meanwhile), not as a refusal."""
+    from redis.exceptions import ResponseError
+
+    from tests.support.redis_server import RedisServer, require_binary
+
+    require_binary()
+    server = RedisServer(name="noreplicas", extra_args=("--min-replicas-to-write", "1"))
+    server.start()
+    store = RedisStore(server.url, prefix=redis_prefix("noreplicas"))
+    try:
+        with pytest.raises(ResponseError) as refused:
+            await store.create_stream(meta("s1"), ttl_s=60)
+        assert "NOREPLICAS" in str(refused.value)
+        assert store.is_unavailable_error(refused.value)
+        assert not store.is_unavailable_error(ResponseError("ERR something else"))
+    finally:
+        await store.aclose()
+        server.stop()

@@ -121,6 +121,10 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
     write_behind = True
 
     def is_unavailable_error(self, exc: BaseException) -> bool:
+        """Down, slow, or refusing writes it could lose: a primary with `min-replicas-to-write`
+        and too few replicas in reach answers `NOREPLICAS` - an outage, until they are back."""
+        if isinstance(exc, ResponseError) and str(exc).startswith("NOREPLICAS"):
+            return True
         return isinstance(
             exc, RedisConnectionError | RedisTimeoutError | OSError | ClusterDownError | RedisClusterException
         )
