@@ -45,6 +45,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import secrets
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -510,10 +511,12 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
     async def _put_value(
         self, kind: str, part: str, id_: str, value: str, ttl_s: float, bound: int, nx: str
     ) -> Any:
-        """`PUT` of a session (`kind` 'sess') or a key ('k') in partition `part`."""
+        """`PUT` of a session (`kind` 'sess') or a key ('k') in partition `part`; `nx` '1'
+        with a nonce of its own, so that the script sent again finds its first run hers."""
         index = f"{part}g:sess" if kind == "sess" else f"{part}g:keys"
-        args: list[Any] = [part, kind, id_, value, _ms(ttl_s), self._layout_share(bound), nx]
-        return await self._put(keys=[f"{part}{kind}:{id_}", index], args=args)
+        nonce = secrets.token_hex(8) if nx == "1" else ""
+        args: list[Any] = [part, kind, id_, value, _ms(ttl_s), self._layout_share(bound), nx, nonce]
+        return await self._put(keys=[f"{part}{kind}:{id_}", index, f"{part}{kind}n:{id_}"], args=args)
 
     async def put_session(self, info: SessionInfo, ttl_s: float) -> None:
         _on_asyncio()
@@ -562,7 +565,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
 
     async def delete_key(self, key: str, value: str | None = None) -> bool:
         part = (await self._ready()).of_key(key)
-        keys = [f"{part}k:{key}", f"{part}g:keys"]
+        keys = [f"{part}k:{key}", f"{part}g:keys", f"{part}kn:{key}"]
         args = [part, key, value or "", "0" if value is None else "1"]
         return bool(await self._delete_key(keys=keys, args=args))
 
