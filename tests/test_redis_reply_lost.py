@@ -64,3 +64,22 @@ async def test_a_lost_reply_to_add_key_is_not_taken_for_someone_elses_key() -> N
         finally:
             await store.clear()
             await store.aclose()
+
+
+async def test_a_lost_reply_to_replace_key_is_not_taken_for_a_lost_race() -> None:
+    """`replace_key` sent again finds the key holding its value under its nonce: True again
+    (False would have its caller read its own write, recompute and apply its change twice)."""
+    require_redis()
+    async with _proxy() as proxy:
+        store = RedisStore(f"redis://127.0.0.1:{proxy.port}/0", prefix=redis_prefix("reply-lost"))
+        try:
+            assert await store.replace_key("record", None, "v1", 60)
+            assert proxy.cut_next_reply() >= 1
+            assert await store.replace_key("record", "v1", "v2", 60)
+            assert proxy.stats.cuts == 1, "the reply was not lost"
+            assert await store.get_key("record") == "v2"
+            assert not await store.replace_key("record", "v1", "v3", 60)  # a stale caller still loses
+            assert not await store.replace_key("record", None, "v2", 60)  # and so does a copycat
+        finally:
+            await store.clear()
+            await store.aclose()
