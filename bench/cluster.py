@@ -3,6 +3,7 @@
     python -m bench.cluster               # ~2 min: writes its section of BENCHMARKS.md
     python -m bench.cluster --quick       # smoke run (~40 s), publishes nothing
     python -m bench.cluster --replicas 1  # the cluster's primaries with a replica each
+    python -m bench.cluster --profile     # the app processes under cProfile: self time by package
 
 Issue 24's bar: throughput on the cluster with 4 processes higher than on one instance with 4
 processes, in the same run. The run starts its own Redis servers on free loopback ports (one
@@ -98,7 +99,7 @@ def build_app(redis_url: str, prefix: str) -> Any:
     )
 
 
-async def _serve(redis_url: str, prefix: str) -> None:
+async def _serve(redis_url: str, prefix: str, profile: str) -> None:
     import uvicorn
 
     sock = socket.socket(
@@ -126,9 +127,23 @@ async def _serve(redis_url: str, prefix: str) -> None:
         sys.stdout.flush()
 
     task = asyncio.create_task(announce())
+    profiler = None
+    if profile:
+        import cProfile
+
+        # uvicorn raises SIGTERM again once it has shut down, which would end the process
+        # before the profile is written: stop it here instead.
+        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, setattr, server, "should_exit", True)
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     try:
         await server.serve(sockets=[sock])
     finally:
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(f"{profile}-{os.getpid()}.prof")
         task.cancel()
         sock.close()
 
@@ -225,12 +240,23 @@ class Fleet:
         return [n.proc.pid for n in self.redis if n.proc is not None]
 
 
-def start_fleet(name: str, redis: list[RedisProcess], prefix: str) -> Fleet:
+def start_fleet(name: str, redis: list[RedisProcess], prefix: str, profile_dir: str = "") -> Fleet:
     url = f"redis://{HOST}:{redis[0].port}/0"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    profile = ["--profile-to", f"{profile_dir}/{name}"] if profile_dir else []
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "bench.cluster", "serve", "--redis-url", url, "--prefix", prefix],
+            [
+                sys.executable,
+                "-m",
+                "bench.cluster",
+                "serve",
+                "--redis-url",
+                url,
+                "--prefix",
+                prefix,
+                *profile,
+            ],
             stdout=subprocess.PIPE,
             text=True,
             env=env,
@@ -540,6 +566,63 @@ def render(figures: Figures, loads: list[float], args: argparse.Namespace, commi
     return "\n".join(lines) + "\n"
 
 
+#: Where a function's self time is counted, by the path of its file (first match wins).
+BUCKETS = (
+    ("mcp_resume_asgi/store", "mcp_resume_asgi.store"),
+    ("mcp_resume_asgi", "mcp_resume_asgi (rest)"),
+    ("/redis/", "redis-py"),
+    ("/mcp/", "mcp SDK"),
+    ("/pydantic", "pydantic"),
+    ("/starlette/", "starlette"),
+    ("/uvicorn/", "uvicorn"),
+    ("/h11/", "uvicorn"),
+    ("/httptools/", "uvicorn"),
+    ("asyncio", "asyncio"),
+    ("/anyio/", "anyio"),
+)
+
+
+def profile_summary(profile_dir: str) -> str:
+    """Self time by package over each fleet's app processes (cProfile, `--profile`)."""
+    import pstats
+
+    rows: dict[str, dict[str, float]] = {}
+    for path in sorted(Path(profile_dir).glob("*.prof")):
+        fleet = path.name.split("-", 1)[0]
+        stats = pstats.Stats(str(path))
+        totals = rows.setdefault(fleet, {})
+        for (filename, _line, name), (_cc, _nc, tottime, _ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+            if "poll' of 'select" in name:
+                continue  # the event loop waiting: idle, not work
+            bucket = next((b for needle, b in BUCKETS if needle in filename), "")
+            if not bucket:
+                # builtins: by what they are (sockets, json, ...)
+                bucket = "builtins: " + (name.strip("{}").split(" of ")[0].replace("method ", "")[:40])
+            totals[bucket] = totals.get(bucket, 0.0) + tottime
+    for totals in rows.values():  # small builtins together
+        for bucket in [
+            b for b, t in totals.items() if b.startswith("builtins: ") and t < 0.02 * sum(totals.values())
+        ]:
+            totals["builtins (each < 2%)"] = totals.get("builtins (each < 2%)", 0.0) + totals.pop(bucket)
+    names = sorted(
+        {b for t in rows.values() for b in t}, key=lambda b: -sum(t.get(b, 0) for t in rows.values())
+    )
+    fleets = sorted(rows)
+    lines = [
+        "| self time (cProfile) | " + " | ".join(fleets) + " |",
+        "|---|" + "---|" * len(fleets),
+    ]
+    for bucket in names:
+        cells = []
+        for fleet in fleets:
+            total = sum(rows[fleet].values()) or 1.0
+            cells.append(
+                f"{rows[fleet].get(bucket, 0.0):.1f} s ({100 * rows[fleet].get(bucket, 0.0) / total:.0f}%)"
+            )
+        lines.append(f"| {bucket} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def publish(section: str) -> None:
     path = ROOT / "BENCHMARKS.md"
     text = path.read_text()
@@ -578,20 +661,28 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--replicas", type=int, default=0)
     parser.add_argument("--publish", action=argparse.BooleanOptionalAction, default=None)
+    parser.add_argument(
+        "--profile", action="store_true", help="cProfile the app processes; publishes nothing"
+    )
+    parser.add_argument("--profile-to", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.mode == "serve":
         _die_with_parent()
-        asyncio.run(_serve(args.redis_url, args.prefix))
+        asyncio.run(_serve(args.redis_url, args.prefix, args.profile_to))
         return
     if args.quick:
         args.rounds, args.seconds = 1, 1.5
-    publishing = (not args.quick) if args.publish is None else args.publish
+    publishing = (not args.quick and not args.profile) if args.publish is None else args.publish
+    profile_dir = tempfile.mkdtemp(prefix="bench-cluster-prof-") if args.profile else ""
     prefix = f"bench-cluster:{secrets.token_hex(4)}:"
     with (
         redis_servers(cluster=False) as single,
         redis_servers(cluster=True, replicas=args.replicas) as cluster,
     ):
-        fleets = [start_fleet("single", single, prefix), start_fleet("cluster", cluster, prefix)]
+        fleets = [
+            start_fleet("single", single, prefix, profile_dir),
+            start_fleet("cluster", cluster, prefix, profile_dir),
+        ]
         try:
             figures, loads = asyncio.run(measure(fleets, args.rounds, args.seconds))
         finally:
@@ -599,6 +690,9 @@ def main() -> None:
                 stop_fleet(fleet)
     section = render(figures, loads, args, _commit())
     print(section)
+    if profile_dir:
+        print(profile_summary(profile_dir))
+        shutil.rmtree(profile_dir, ignore_errors=True)
     results = ROOT / "bench" / "results"
     results.mkdir(exist_ok=True)
     raw = {
