@@ -133,7 +133,7 @@ async def _serve(redis_url: str, prefix: str, profile: str) -> None:
 
         # uvicorn raises SIGTERM again once it has shut down, which would end the process
         # before the profile is written: stop it here instead.
-        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, setattr, server, "should_exit", True)
 
         profiler = cProfile.Profile()

@@ -24,7 +24,7 @@ import contextlib
 import os
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -226,7 +226,7 @@ async def test_chaos_cuts_on_a_redis_cluster(cluster_prefix: str, redis_cluster_
 
 
 @pytest.fixture
-def own_cluster() -> AsyncIterator[RedisClusterServers] | Any:
+def own_cluster() -> Iterator[RedisClusterServers]:
     """A 3-primary cluster of this test's own: it loses a primary."""
     try:
         servers = RedisClusterServers(name="chaos-kill")
