@@ -216,3 +216,50 @@ async def test_writes_refused_for_want_of_replicas_are_an_outage() -> None:
     finally:
         await store.aclose()
         server.stop()
+
+
+@pytest.mark.slow
+async def test_a_subscription_comes_back_after_its_shards_primary_failed_over() -> None:
+    """The primary of a channel's shard SIGKILLed, its replica promoted: subscribing again works
+    (redis-py refreshes its slot map after a failed command, not after a failed subscribe - a
+    node's cluster link would dial the dead primary for good)."""
+    from tests.support.redis_server import require_binary
+    from tests.support.timing import scaled
+
+    require_binary()
+    servers = RedisClusterServers(name="sub-failover")
+    servers.start()
+    prefix = redis_prefix("sub-failover")
+    store = RedisStore(servers.url, prefix=prefix)
+    probe = RedisCluster.from_url(servers.url)
+    try:
+        await probe.initialize()
+        by_port = {node.port: i for i, node in enumerate(servers.nodes)}
+        owners = {
+            channel: by_port[probe.get_node_from_key(f"{prefix}ch:{channel}").port]
+            for channel in (f"relay{i}" for i in range(40))
+        }
+        channel, victim = next((c, i) for c, i in owners.items() if i != 0)  # not the URL's node
+        async with store.subscribe(channel) as inbox:
+            await store.publish(channel, b"before")
+            assert await anext(inbox) == b"before"
+        servers.nodes[victim].kill()
+        await anyio.to_thread.run_sync(servers.wait_failed_over, victim, scaled(30))
+        failures: list[str] = []
+        with anyio.fail_after(scaled(20)):
+            while True:
+                try:
+                    async with store.subscribe(channel) as inbox:
+                        await store.publish(channel, b"after")
+                        assert await anext(inbox) == b"after"
+                        break
+                except Exception as exc:
+                    if not store.is_unavailable_error(exc):
+                        raise
+                    failures.append(type(exc).__name__)
+                    await anyio.sleep(0.1)
+        assert len(failures) <= 2, failures
+    finally:
+        await probe.aclose()
+        await store.aclose()
+        servers.stop()

@@ -615,11 +615,19 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         """`SSUBSCRIBE` on the shard that owns the channel's slot (Redis >= 7)."""
         pubsub: ClusterPubSub = cluster.pubsub()
         try:
-            await pubsub.ssubscribe(name)
-            while True:  # the subscription is live once Redis confirmed it
-                message = await pubsub.get_sharded_message(timeout=_LISTEN_S)
-                if message is not None and message["type"] in ("ssubscribe", b"ssubscribe"):
-                    break
+            try:
+                await pubsub.ssubscribe(name)
+                while True:  # the subscription is live once Redis confirmed it
+                    message = await pubsub.get_sharded_message(timeout=_LISTEN_S)
+                    if message is not None and message["type"] in ("ssubscribe", b"ssubscribe"):
+                        break
+            except (RedisConnectionError, RedisTimeoutError):
+                # The shard's primary is gone (a failover): redis-py refreshes its slot map
+                # only after a failed command, never after a failed subscribe, so without
+                # this every retry would dial the dead primary again, for good.
+                with contextlib.suppress(Exception):
+                    await cluster.nodes_manager.initialize()
+                raise
 
             async def sharded() -> AsyncIterator[bytes]:
                 while True:
