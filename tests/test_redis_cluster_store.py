@@ -213,6 +213,10 @@ async def test_writes_refused_for_want_of_replicas_are_an_outage() -> None:
         assert "NOREPLICAS" in str(refused.value)
         assert store.is_unavailable_error(refused.value)
         assert not store.is_unavailable_error(ResponseError("ERR something else"))
+        # redis-py 8.1's cluster client handing out a connection torn down under it (a failover)
+        torn = AttributeError("'NoneType' object has no attribute 'writelines'")
+        assert store.is_unavailable_error(torn)
+        assert not store.is_unavailable_error(AttributeError("'NoneType' object has no attribute 'x'"))
     finally:
         await store.aclose()
         server.stop()

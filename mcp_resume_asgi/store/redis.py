@@ -126,6 +126,12 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         and too few replicas in reach answers `NOREPLICAS` - an outage, until they are back."""
         if isinstance(exc, ResponseError) and str(exc).startswith("NOREPLICAS"):
             return True
+        if isinstance(exc, AttributeError) and "writelines" in str(exc):
+            # redis-py 8.1's asyncio cluster client re-initialising after a failover, under
+            # concurrent commands, can hand one a connection a concurrent disconnect has just
+            # torn down ('NoneType' object has no attribute 'writelines'): the failover's
+            # outage, not a bug of ours to answer with a 500.
+            return True
         return isinstance(
             exc, RedisConnectionError | RedisTimeoutError | OSError | ClusterDownError | RedisClusterException
         )
