@@ -1,5 +1,5 @@
-"""`core.resume`: what a client coming back for a stream is answered (400, 204, 410, the gap
-event, or the stream), on the stream's record alone. No event loop, no store: records are
+"""`core.resume`: what a client coming back for a stream is answered (204, 410, the gap
+event, the events the store lost, or the stream), on the stream's record alone. No event loop, no store: records are
 `StreamMeta` values built here."""
 
 from __future__ import annotations
@@ -35,10 +35,19 @@ def test_the_record_values_the_core_compares_are_the_stores() -> None:
 
 
 @pytest.mark.parametrize("via_link", [False, True])
-def test_a_position_past_the_end_is_a_client_error(via_link: bool) -> None:
-    assert resume.answer(record(), 6, via_link=via_link) == ResumeAnswer(Resume.AHEAD, 6)
-    assert resume.answer(record(delivered_seq=9), None, via_link=via_link).kind is Resume.AHEAD
+def test_a_position_past_the_end_means_the_store_lost_events_the_client_got(via_link: bool) -> None:
+    """Events are stored before they are sent: a position past `last_seq` is the store going
+    back (a failover), told as lost events - not a 400 blaming the client."""
+    assert resume.answer(record(), 6, via_link=via_link) == ResumeAnswer(Resume.LOST, 6)
+    assert resume.answer(record(delivered_seq=9), None, via_link=via_link).kind is Resume.LOST
     assert resume.answer(record(), 5, via_link=via_link) == ResumeAnswer(Resume.SERVE, 5)
+    standalone = record(kind=StreamKind.STANDALONE)
+    assert resume.answer(standalone, 6, via_link=via_link) == ResumeAnswer(Resume.GONE, 6)
+
+
+def test_the_lost_events_are_named_to_the_client() -> None:
+    text = resume.lost_text(record(last_seq=4), 9)
+    assert "lost events 5..9" in text and "failed over" in text
 
 
 def test_no_position_means_where_the_stream_was_last_delivered() -> None:
@@ -80,7 +89,8 @@ def test_a_position_before_the_kept_events_is_a_gap_or_gone() -> None:
 
 
 def test_the_answers_carry_their_http_status() -> None:
-    assert [r.value for r in (Resume.AHEAD, Resume.NOTHING, Resume.GONE, Resume.GAP)] == [400, 204, 410, 200]
+    assert [r.value for r in (Resume.NOTHING, Resume.GONE, Resume.GAP)] == [204, 410, 200]
+    assert Resume.LOST.value not in (204, 410, 200, 400)
 
 
 @given(
@@ -119,7 +129,7 @@ def test_the_answer_agrees_with_the_rules_it_was_moved_from(
     position = delivered if after is None else after
     assert got.after_seq == position
     if position > last:
-        assert got.kind is Resume.AHEAD
+        assert got.kind is (Resume.GONE if kind is StreamKind.STANDALONE else Resume.LOST)
         return
     over = (
         (final is not None and position >= final)

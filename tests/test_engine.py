@@ -300,7 +300,6 @@ async def test_hostile_resume_inputs_get_clear_4xx_and_never_foreign_events() ->
             ("GET", first.link, mallory.headers(), 404),
             ("GET", "/mcp", alice.headers(last_event_id="garbage"), 400),
             ("GET", "/mcp", alice.headers(last_event_id=first.last_id.replace(".", ".x", 1)), 400),  # forged
-            ("GET", "/mcp", alice.headers(last_event_id=first.last_id[:-1] + "9999999"), 400),  # ahead
             ("GET", "/mcp", alice.headers(last_event_id="x" * 10_000), 400),
             ("GET", "/mcp/streams/not-a-token", alice.headers(), 404),
             ("GET", first.link + "x", alice.headers(), 404),
@@ -313,6 +312,12 @@ async def test_hostile_resume_inputs_get_clear_4xx_and_never_foreign_events() ->
             )
             assert response.status_code == status, (method, url, response.status_code, response.text)
             assert alice.session_id not in response.text
+        # A seq past the stream's end (the store lost events, or the client made it up): one
+        # error event saying the events are lost, for alice's own stream only.
+        ahead = await client.get("/mcp", headers=alice.headers(last_event_id=first.last_id[:-1] + "9999999"))
+        assert ahead.status_code == 200, ahead.text
+        assert "lost events" in ahead.text and '"error"' in ahead.text, ahead.text
+        assert ahead.headers["content-type"].startswith("text/event-stream")
         bad_bodies = [b"not json", b"[]", b'[{"jsonrpc":"2.0","id":1}]', b'{"a":1}', b"[" * 100_000]
         for body in bad_bodies:
             response = await client.post(first.link, content=body, headers=alice.headers())
@@ -373,6 +378,12 @@ async def test_standalone_stream_is_resumable_and_a_second_get_is_not_409() -> N
             "GET", "/mcp", headers=s.headers(last_event_id=second.last_id), stop_after=0, timeout=2
         )
         assert resumed.status == 200 and resumed.events[0].id == second.last_id
+        # A seq past its end (the store lost events it had sent): 410, its client starts over.
+        ahead = second.last_id.rpartition(":")[0] + ":9999999"
+        lost = await s.exchange(
+            "GET", "/mcp", headers=s.headers(last_event_id=ahead), stop_after=0, timeout=2
+        )
+        assert lost.status == 410
 
 
 @pytest.mark.slow

@@ -213,3 +213,76 @@ async def test_more_concurrent_calls_than_connections_wait_their_turn(
         await store.clear()
         await store.aclose()
     assert await _keys(cluster_client, prefix) == []
+
+
+async def test_writes_refused_for_want_of_replicas_are_an_outage() -> None:
+    """`min-replicas-to-write` with its replica gone: the primary answers `NOREPLICAS` to every
+    write, which the store reports as an outage (served unresumable meanwhile), not as a refusal."""
+    from redis.exceptions import ResponseError
+
+    from tests.support.redis_server import RedisServer, require_binary
+
+    require_binary()
+    server = RedisServer(name="noreplicas", extra_args=("--min-replicas-to-write", "1"))
+    server.start()
+    store = RedisStore(server.url, prefix=redis_prefix("noreplicas"))
+    try:
+        with pytest.raises(ResponseError) as refused:
+            await store.create_stream(meta("s1"), ttl_s=60)
+        assert "NOREPLICAS" in str(refused.value)
+        assert store.is_unavailable_error(refused.value)
+        assert not store.is_unavailable_error(ResponseError("ERR something else"))
+        # redis-py 8.1's cluster client handing out a connection torn down under it (a failover)
+        torn = AttributeError("'NoneType' object has no attribute 'writelines'")
+        assert store.is_unavailable_error(torn)
+        assert not store.is_unavailable_error(AttributeError("'NoneType' object has no attribute 'x'"))
+    finally:
+        await store.aclose()
+        server.stop()
+
+
+@pytest.mark.slow
+async def test_a_subscription_comes_back_after_its_shards_primary_failed_over() -> None:
+    """The primary of a channel's shard SIGKILLed, its replica promoted: subscribing again works
+    (redis-py refreshes its slot map after a failed command, not after a failed subscribe - a
+    node's cluster link would dial the dead primary for good)."""
+    from tests.support.redis_server import require_binary
+    from tests.support.timing import scaled
+
+    require_binary()
+    servers = RedisClusterServers(name="sub-failover")
+    servers.start()
+    prefix = redis_prefix("sub-failover")
+    store = RedisStore(servers.url, prefix=prefix)
+    probe = RedisCluster.from_url(servers.url)
+    try:
+        await probe.initialize()
+        by_port = {node.port: i for i, node in enumerate(servers.nodes)}
+        owners = {
+            channel: by_port[probe.get_node_from_key(f"{prefix}ch:{channel}").port]
+            for channel in (f"relay{i}" for i in range(40))
+        }
+        channel, victim = next((c, i) for c, i in owners.items() if i != 0)  # not the URL's node
+        async with store.subscribe(channel) as inbox:
+            await store.publish(channel, b"before")
+            assert await anext(inbox) == b"before"
+        servers.nodes[victim].kill()
+        await anyio.to_thread.run_sync(servers.wait_failed_over, victim, scaled(30))
+        failures: list[str] = []
+        with anyio.fail_after(scaled(20)):
+            while True:
+                try:
+                    async with store.subscribe(channel) as inbox:
+                        await store.publish(channel, b"after")
+                        assert await anext(inbox) == b"after"
+                        break
+                except Exception as exc:
+                    if not store.is_unavailable_error(exc):
+                        raise
+                    failures.append(type(exc).__name__)
+                    await anyio.sleep(0.1)
+        assert len(failures) <= 2, failures
+    finally:
+        await probe.aclose()
+        await store.aclose()
+        servers.stop()

@@ -3,7 +3,12 @@
 A resume names a stream and the last event its client has (`Last-Event-ID`, or
 the `Link` URL's position; none: where the stream was last delivered). Before a
 connection is attached the record decides whether there is anything to serve:
-a position past the stream's end is the client's error (400); a stream that is
+a position past the stream's end means the store lost events its client already
+got - an event is stored before it is delivered, so the store went back (a Redis
+primary failing over loses what it acknowledged but had not replicated yet), or the
+client made the position up (an id's stream is signed, its seq is not; it only ends
+its own resume) - told as a gap like the one below, not as the client's error; a
+stream that is
 over for this client, or waits for its input (SEP-1335), has nothing to send
 (204); a position before the events the store still holds is a gap, told as an
 error event on a request's stream, as 410 on a standalone one (its client can
@@ -27,6 +32,7 @@ __all__ = [
     "StreamRecord",
     "answer",
     "from_cursor",
+    "lost_text",
     "nothing_to_send",
 ]
 
@@ -58,8 +64,9 @@ class StreamRecord(Protocol):
 class Resume(enum.Enum):
     """The answer to a resume (see the module docstring)."""
 
-    AHEAD = 400
-    """The position is past the stream's end: a client error."""
+    LOST = 1
+    """The position is past the stream's end: the store lost events the client got (not an HTTP
+    status: one error event saying so on a request's stream; a standalone one is `GONE`)."""
     NOTHING = 204
     """Nothing to send: the stream is over for this client, or waits for its input."""
     GONE = 410
@@ -103,9 +110,19 @@ def answer(record: StreamRecord, after_seq: int | None, *, via_link: bool) -> Re
     after an error response)."""
     position = record.delivered_seq if after_seq is None else after_seq
     if position > record.last_seq:
-        return ResumeAnswer(Resume.AHEAD, position)
+        lost = Resume.GONE if record.kind == STANDALONE else Resume.LOST
+        return ResumeAnswer(lost, position)
     if via_link and nothing_to_send(record, position):
         return ResumeAnswer(Resume.NOTHING, position)
     if record.final_seq is not None and position >= record.final_seq:
         return ResumeAnswer(Resume.NOTHING, position)
     return ResumeAnswer(from_cursor(record, position), position)
+
+
+def lost_text(record: StreamRecord, after_seq: int) -> str:
+    """The error a client gets when the store no longer has events it was sent (`Resume.LOST`)."""
+    return (
+        f"cannot resume: the server's store lost events {record.last_seq + 1}..{after_seq} of this "
+        "stream after they were sent (its Redis failed over before they were replicated?); "
+        "what followed them is lost too"
+    )

@@ -15,14 +15,16 @@ from typing import Any
 from mcp_resume_asgi.core import resume
 from mcp_resume_asgi.core.resume import Resume
 from mcp_resume_asgi.engine.port import EnginePort
+from mcp_resume_asgi.engine.services import SSE_HEADERS
 from mcp_resume_asgi.store import keys
-from mcp_resume_asgi.store.base import Store
+from mcp_resume_asgi.store.base import Store, StreamMeta
 from mcp_resume_asgi.telemetry import NO_OPERATION, Operation
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import Receive, Scope, Send
 from mcp_resume_asgi.wire.replies import send_bytes, send_json
+from mcp_resume_asgi.wire.sse import encode_payload
 
-__all__ = ["ClientAnswers", "note_answered"]
+__all__ = ["ClientAnswers", "note_answered", "send_lost"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,10 +79,8 @@ class ClientAnswers:
             await send_json(send, 404, p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream"))
             return
         said = resume.answer(updated, after_seq, via_link=True)
-        if said.kind is Resume.AHEAD:
-            await send_json(
-                send, 400, p.error_message(None, p.INVALID_REQUEST, "Last-Event-ID is ahead of the stream")
-            )
+        if said.kind is Resume.LOST:
+            await send_lost(send, updated, said.after_seq)
         elif said.kind is Resume.NOTHING:
             await send_bytes(send, 204)
         else:
@@ -89,6 +89,17 @@ class ClientAnswers:
     async def answered(self, session_id: str | None, message_id: Any, stream_id: str | None = None) -> None:
         """Note that a server-to-client request was answered (by any route)."""
         await note_answered(self.store, session_id, message_id, stream_id)
+
+
+async def send_lost(send: Send, meta: StreamMeta, after_seq: int) -> None:
+    """`Resume.LOST`: one error event on the request's stream, as for a gap, then its end - the
+    client learns that events are missing instead of a 400 blaming its `Last-Event-ID`."""
+    headers = list(SSE_HEADERS)
+    if meta.session_id is not None:
+        headers.append((b"mcp-session-id", meta.session_id.encode()))
+    text = resume.lost_text(meta, after_seq)
+    frame = encode_payload(p.dumps(p.error_message(meta.request_id, p.STREAM_ERROR, text)), b"message")
+    await send_bytes(send, 200, frame, headers)
 
 
 async def note_answered(

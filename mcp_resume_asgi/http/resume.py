@@ -3,8 +3,8 @@
 A client that lost an answer comes back either with a GET carrying the `Last-Event-ID` of
 the last event it got, or on `<mcp>/streams/<token>`, the `Link rel="stream"` URL of every
 SSE answer (SEP-1335) - from its start, or after a `Last-Event-ID` of that same stream - on
-whichever node it lands. What it is answered (400 ahead, 204 nothing more, 410 dropped, a
-gap, or the stream) is decided in `core/resume.py`; the stream itself is served by the
+whichever node it lands. What it is answered (204 nothing more, 410 dropped, a
+gap, the events the store lost, or the stream) is decided in `core/resume.py`; the stream itself is served by the
 engine (`EnginePort.serve`). A `POST` to the stream URL carries the client's answers to the
 server's requests on that stream (`client_answers.py`); on a cluster it goes to the node
 running the stream. Ids and tokens are signed: a forged or foreign one is refused before
@@ -22,7 +22,7 @@ from mcp_resume_asgi.core.resume import Resume
 from mcp_resume_asgi.engine.cluster import Node
 from mcp_resume_asgi.engine.port import EnginePort
 from mcp_resume_asgi.http.bodies import read_body_or_refuse
-from mcp_resume_asgi.http.client_answers import ClientAnswers
+from mcp_resume_asgi.http.client_answers import ClientAnswers, send_lost
 from mcp_resume_asgi.store.base import Store
 from mcp_resume_asgi.telemetry import Operation
 from mcp_resume_asgi.telemetry.names import ResumeOutcome
@@ -106,10 +106,15 @@ class Resumes:
         # Its own stream (admitted): the span may name it and link to the request that made it.
         op.created_by(meta.trace, stream_id=stream_id)
         said = resume.answer(meta, after_seq, via_link=via_link)
-        if said.kind is Resume.AHEAD:
-            telemetry.resumed(ResumeOutcome.REFUSED)
+        if said.kind is Resume.LOST:
+            telemetry.resumed(ResumeOutcome.GAP)
+            await send_lost(send, meta, said.after_seq)
+        elif said.kind is Resume.GONE:
+            telemetry.resumed(ResumeOutcome.GAP)
             await send_json(
-                send, 400, p.error_message(None, p.INVALID_REQUEST, "Last-Event-ID is ahead of the stream")
+                send,
+                410,
+                p.error_message(None, p.STREAM_ERROR, "cannot resume: events after Last-Event-ID were lost"),
             )
         elif said.kind is Resume.NOTHING:
             telemetry.resumed(ResumeOutcome.NOTHING)

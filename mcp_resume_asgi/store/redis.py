@@ -45,6 +45,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import secrets
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -121,6 +122,16 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
     write_behind = True
 
     def is_unavailable_error(self, exc: BaseException) -> bool:
+        """Down, slow, or refusing writes it could lose: a primary with `min-replicas-to-write`
+        and too few replicas in reach answers `NOREPLICAS` - an outage, until they are back."""
+        if isinstance(exc, ResponseError) and str(exc).startswith("NOREPLICAS"):
+            return True
+        if isinstance(exc, AttributeError) and "writelines" in str(exc):
+            # redis-py 8.1's asyncio cluster client re-initialising after a failover, under
+            # concurrent commands, can hand one a connection a concurrent disconnect has just
+            # torn down ('NoneType' object has no attribute 'writelines'): the failover's
+            # outage, not a bug of ours to answer with a 500.
+            return True
         return isinstance(
             exc, RedisConnectionError | RedisTimeoutError | OSError | ClusterDownError | RedisClusterException
         )
@@ -506,10 +517,12 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
     async def _put_value(
         self, kind: str, part: str, id_: str, value: str, ttl_s: float, bound: int, nx: str
     ) -> Any:
-        """`PUT` of a session (`kind` 'sess') or a key ('k') in partition `part`."""
+        """`PUT` of a session (`kind` 'sess') or a key ('k') in partition `part`; `nx` '1'
+        with a nonce of its own, so that the script sent again finds its first run hers."""
         index = f"{part}g:sess" if kind == "sess" else f"{part}g:keys"
-        args: list[Any] = [part, kind, id_, value, _ms(ttl_s), self._layout_share(bound), nx]
-        return await self._put(keys=[f"{part}{kind}:{id_}", index], args=args)
+        nonce = secrets.token_hex(8) if nx == "1" else ""
+        args: list[Any] = [part, kind, id_, value, _ms(ttl_s), self._layout_share(bound), nx, nonce]
+        return await self._put(keys=[f"{part}{kind}:{id_}", index, f"{part}{kind}n:{id_}"], args=args)
 
     async def put_session(self, info: SessionInfo, ttl_s: float) -> None:
         _on_asyncio()
@@ -558,7 +571,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
 
     async def delete_key(self, key: str, value: str | None = None) -> bool:
         part = (await self._ready()).of_key(key)
-        keys = [f"{part}k:{key}", f"{part}g:keys"]
+        keys = [f"{part}k:{key}", f"{part}g:keys", f"{part}kn:{key}"]
         args = [part, key, value or "", "0" if value is None else "1"]
         return bool(await self._delete_key(keys=keys, args=args))
 
@@ -608,11 +621,19 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         """`SSUBSCRIBE` on the shard that owns the channel's slot (Redis >= 7)."""
         pubsub: ClusterPubSub = cluster.pubsub()
         try:
-            await pubsub.ssubscribe(name)
-            while True:  # the subscription is live once Redis confirmed it
-                message = await pubsub.get_sharded_message(timeout=_LISTEN_S)
-                if message is not None and message["type"] in ("ssubscribe", b"ssubscribe"):
-                    break
+            try:
+                await pubsub.ssubscribe(name)
+                while True:  # the subscription is live once Redis confirmed it
+                    message = await pubsub.get_sharded_message(timeout=_LISTEN_S)
+                    if message is not None and message["type"] in ("ssubscribe", b"ssubscribe"):
+                        break
+            except (RedisConnectionError, RedisTimeoutError):
+                # The shard's primary is gone (a failover): redis-py refreshes its slot map
+                # only after a failed command, never after a failed subscribe, so without
+                # this every retry would dial the dead primary again, for good.
+                with contextlib.suppress(Exception):
+                    await cluster.nodes_manager.initialize()
+                raise
 
             async def sharded() -> AsyncIterator[bytes]:
                 while True:

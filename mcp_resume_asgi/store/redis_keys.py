@@ -19,6 +19,7 @@ keep `redis.py` to the stream operations.
 from __future__ import annotations
 
 import math
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -29,17 +30,21 @@ from mcp_resume_asgi.store.redis_layout import RedisLayout
 
 __all__ = ["RedisKeys"]
 
-# ARGV: P, key, has_expected ('1' | '0'), expected, value, ttl_ms, max_keys. Returns 1 (set) / 0.
+# ARGV: P, key, has_expected ('1' | '0'), expected, value, ttl_ms, max_keys, nonce. Returns 1 (set) / 0.
+# Like `PUT`'s only-if-absent, it notes the call's nonce beside the key (`P kn:<key>`): the same
+# call sent again after its reply was lost finds the key holding its value under its nonce,
+# and answers 1 again instead of 0 (which would have its caller apply its change twice).
 _REPLACE = r"""
 local id, value, ttl, max = ARGV[2], ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
 local keyprefix = P .. 'k:'
+local noncekey = P .. 'kn:' .. id
 local cur = redis.call('GET', keyprefix .. id)
-if ARGV[3] == '1' then
-  if cur ~= ARGV[4] then return 0 end
-elseif cur then
+if (ARGV[3] == '1' and cur ~= ARGV[4]) or (ARGV[3] ~= '1' and cur) then
+  if cur == value and redis.call('GET', noncekey) == ARGV[8] then return 1 end
   return 0
 end
 redis.call('SET', keyprefix .. id, value, 'PX', ttl)
+redis.call('SET', noncekey, ARGV[8], 'PX', ttl)
 local now = now_ms()
 bound(P .. 'g:keys', keyprefix, id, now + ttl, now, max)
 return 1
@@ -80,8 +85,10 @@ class RedisKeys:
         layout = await self._ready()
         part = layout.of_key(key)
         bound = layout.share(self.max_keys)
-        args: list[str | int] = [part, key, has_expected, expected or "", value, ttl_ms, bound]
-        return bool(await self._replace_key(keys=[f"{part}k:{key}", f"{part}g:keys"], args=args))
+        nonce = secrets.token_hex(8)
+        args: list[str | int] = [part, key, has_expected, expected or "", value, ttl_ms, bound, nonce]
+        keys = [f"{part}k:{key}", f"{part}g:keys", f"{part}kn:{key}"]
+        return bool(await self._replace_key(keys=keys, args=args))
 
     async def read_key_and_stream(self, key: str, stream_id: str) -> KeyAndStream:
         layout = await self._ready()

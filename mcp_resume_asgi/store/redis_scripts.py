@@ -446,17 +446,25 @@ sweep(now_ms(), 1000)
 return {redis.call('ZCARD', EXP), total()}
 """
 
-# ARGV: P, kind ('sess' | 'k'), id, value, ttl_ms, max, only_if_absent ('1' | '0')
+# ARGV: P, kind ('sess' | 'k'), id, value, ttl_ms, max, only_if_absent ('1' | '0'), nonce
 # Returns the value already there when only_if_absent and the key exists, else nil.
+# only_if_absent notes the call's `nonce` beside the key (`P <kind>n:<id>`, same TTL): the
+# same call sent again after its reply was lost (a dropped connection, a failover) finds
+# its own nonce there and succeeds again instead of reporting its own value as taken.
 PUT = r"""
 local kind, id, value, ttl, max = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local keyprefix = P .. kind .. ':'
 local key = keyprefix .. id
+local noncekey = P .. kind .. 'n:' .. id
 if ARGV[7] == '1' then
   local cur = redis.call('GET', key)
-  if cur then return cur end
+  if cur then
+    if ARGV[8] ~= '' and redis.call('GET', noncekey) == ARGV[8] then return false end
+    return cur
+  end
 end
 redis.call('SET', key, value, 'PX', ttl)
+if ARGV[7] == '1' and ARGV[8] ~= '' then redis.call('SET', noncekey, ARGV[8], 'PX', ttl) end
 local index = P .. 'g:keys'
 if kind == 'sess' then index = P .. 'g:sess' end
 local now = now_ms()
@@ -469,6 +477,7 @@ DELETE_KEY = r"""
 local key = P .. 'k:' .. ARGV[2]
 if ARGV[4] == '1' and redis.call('GET', key) ~= ARGV[3] then return 0 end
 redis.call('ZREM', P .. 'g:keys', ARGV[2])
+redis.call('DEL', P .. 'kn:' .. ARGV[2])
 return redis.call('DEL', key)
 """
 

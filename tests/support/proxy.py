@@ -12,6 +12,8 @@ server's), then:
 * ``cut_after_delay=(lo, hi)``: every connection is cut ``uniform(lo, hi)``
   seconds after it was accepted (if still open).
 * ``await proxy.cut_all()``: cut every open connection now.
+* ``proxy.cut_next_reply()``: cut every open connection when its server next sends
+  something, forwarding none of it (a request that went through and lost its answer).
 
 ``max_cuts`` caps the automatic cuts (``cut_all`` ignores it); the modes and
 ``max_cuts`` are plain attributes read when a connection is accepted, so a
@@ -83,10 +85,12 @@ class ConnectionRecord:
     bytes_down: int = 0
     cut: bool = False
     cut_reason: str | None = None
-    """``"bytes"``, ``"delay"`` or ``"cut_all"``."""
+    """``"bytes"``, ``"delay"``, ``"cut_all"`` or ``"reply"``."""
     finished: bool = False
     method: bytes | None = None
     """The method of the first HTTP request on the connection, once seen."""
+    cut_on_reply: bool = False
+    """Cut the connection when the server next sends something, forwarding none of it."""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope, repr=False)
 
 
@@ -206,6 +210,13 @@ class CutProxy:
             await anyio.lowlevel.checkpoint()
         return cut
 
+    def cut_next_reply(self) -> int:
+        """Every open connection is cut when its server next sends something, forwarding none
+        of it (the request went through; its answer is lost). Returns how many were marked."""
+        for record in self._open:
+            record.cut_on_reply = True
+        return len(self._open)
+
     async def wait_for_connections(self, count: int) -> None:
         """Wait until ``count`` connections were accepted in total (bound it with fail_after)."""
         while self.stats.connections < count:
@@ -286,6 +297,8 @@ class CutProxy:
     ) -> None:
         try:
             async for chunk in backend:
+                if record.cut_on_reply and self._cut(record, "reply", forced=True):
+                    return
                 if (
                     limit is not None
                     and self.cut_methods is not None

@@ -340,6 +340,34 @@ class RedisClusterServers:
             linked += b"master_link_status:up" in self._ask(node, "info", "replication")
         return linked == replicas
 
+    def primaries_now(self) -> list[int]:
+        """Indexes (in `nodes`) of the running nodes that are primaries now, as the first
+        running node sees the cluster."""
+        by_port = {node.port: i for i, node in enumerate(self.nodes)}
+        running = [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]
+        found = []
+        for line in self._ask(running[0], "cluster", "nodes").decode().splitlines():
+            fields = line.split()
+            if len(fields) > 2 and "master" in fields[2] and "fail" not in fields[2]:
+                port = int(fields[1].split("@")[0].rsplit(":", 1)[1])
+                found.append(by_port[port])
+        return sorted(found)
+
+    def wait_failed_over(self, killed: int, timeout: float) -> float:
+        """After the primary `nodes[killed]` was killed: wait until every running node sees
+        `cluster_state:ok` again with `primaries` primaries serving, that one no longer among
+        them (its replica promoted); returns the seconds waited. RuntimeError past `timeout`."""
+        started = time.monotonic()
+        running = [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]
+        while True:
+            ok = all(b"cluster_state:ok" in self._ask(n, "cluster", "info") for n in running)
+            serving = self.primaries_now()
+            if ok and killed not in serving and len(serving) == self.primaries:
+                return time.monotonic() - started
+            if time.monotonic() - started > timeout:
+                raise RuntimeError("the Redis Cluster did not fail over")
+            time.sleep(0.05)
+
     def stop(self) -> None:
         """Kill every node and remove their directories. Idempotent."""
         for node in self.nodes:
