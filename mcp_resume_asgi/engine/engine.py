@@ -264,7 +264,7 @@ class Engine:
             open_before = 0.0  # the stream must exist before the client can lose its answer
         if options.first_messages:
             open_before = 0.0
-            hosted.first_messages = list(options.first_messages)
+            hosted.first_messages = tuple(options.first_messages)
         if options.delivery is not None:
             open_before = 0.0
             hosted.delivery = options.delivery
@@ -379,7 +379,7 @@ class Engine:
         left = [hosted for hosted in self.live.values() if not hosted.done.is_set()]
         logger.warning("shutdown: stopping %d request(s) still running after %ss", len(left), drain_s)
         for hosted in left:
-            hosted.app_scope.cancel()  # (not expired: its client may still come back for the error)
+            hosted.stop_app()  # (not expired: its client may still come back for the error)
         with anyio.move_on_after(DRAIN_END_S):
             await apps.idle()
 

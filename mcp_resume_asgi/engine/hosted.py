@@ -41,7 +41,7 @@ from starlette.types import Message, Scope
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, content_type, session_id, stream_headers
 from mcp_resume_asgi.core.stream import FirstGone, Reason, StreamCore
 from mcp_resume_asgi.engine import cancellation
-from mcp_resume_asgi.engine.connection import Connection, Flag
+from mcp_resume_asgi.engine.connection import Connection, Flag, Interruptible
 from mcp_resume_asgi.engine.delivery import Writer, finish_answer
 from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.engine.recorder import Recorder
@@ -73,10 +73,12 @@ class HostedStream:
     # Slots, not a dict: a detached stream lives on for its resume window, thousands at a time.
     __slots__ = (
         "__weakref__",
+        "app_call",
         "app_disconnect",
-        "app_scope",
         "app_started",
+        "app_stopped",
         "body",
+        "body_taken",
         "core",
         "delivery",
         "done",
@@ -169,11 +171,14 @@ class HostedStream:
         self.held: Connection | None = None
         """The first connection while its answer waits for the app's decision (UPGRADED)."""
         self.delivery: Delivery | None = None
-        self.first_messages: list[dict[str, Any]] = []
+        self.first_messages: tuple[dict[str, Any], ...] = ()
         self.idempotency_key: str | None = None
         self.app_started = False
         self.app_disconnect = Flag()
-        self.app_scope = anyio.CancelScope()
+        self.app_call = Interruptible()
+        """The app's call, which `stop_app` stops (on asyncio a task cancel: no cancel scope)."""
+        self.app_stopped = False
+        self.body_taken = False
         self.over = False
         """The app's task is over (its request, and what follows it, are done)."""
         self.done = Flag()
@@ -182,12 +187,14 @@ class HostedStream:
         self.expired = False
         self.left_early = False
         """The client left before the app decided how to answer."""
-        self.parser = SSEParser(policy.max_event_bytes)
+        # Made when first needed (most streams never need them: an idle one keeps what it made).
+        self.parser: SSEParser | None = None
+        """Made for the first chunk that is not one whole event (`single_event_frame`)."""
         self.json_status = 200
         self.upgraded_sse = False
-        self.json_chunks: list[bytes] = []
+        self.json_chunks: list[bytes] | None = None
         self.json_size = 0
-        self.passthrough_body: list[bytes] = []
+        self.passthrough_body: list[bytes] | None = None
 
     # ------------------------------------------------------------------ hosting
     async def host(
@@ -267,34 +274,41 @@ class HostedStream:
         finally:
             gone = first.gone.is_set()
             first.close()  # the call is over: nobody to write to, nothing of the server's kept
+            if self.first is first:
+                self.first = None  # (nor kept by a detached stream: its buffers, headers, flags)
             if not ended and not gone and not first.finished:
                 spawn(self.first_gone, first)  # cancelled (the server stops): the client is as good as gone
         return self.writer.outcome
 
+    async def app_receive(self) -> Message:
+        """The app's `receive` (a bound method: no closure held for as long as the app runs)."""
+        if not self.body_taken:
+            self.body_taken = True
+            body, self.body = self.body, b""  # (the app holds it now, or dropped it)
+            await self.request_taken()
+            return {"type": "http.request", "body": body, "more_body": False}
+        await self.recorder.before_wait()  # (what the app sent without yielding: written now)
+        # Never the server's `receive`: the request's own call watches its client.
+        await self.app_disconnect.wait()
+        return {"type": "http.disconnect"}
+
+    async def app_send(self, message: Message) -> None:
+        """The app's `send`."""
+        await self.on_app_send(message)
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            # What a server tells an app whose response is complete: its disconnect
+            # listener ends normally instead of being cancelled.
+            self.disconnect_app()
+
+    def stop_app(self) -> None:
+        """Stop the app's call (a cancel it ignored, or the server's drain ran out)."""
+        self.app_stopped = True
+        self.app_call.interrupt()
+
     async def run_app(self) -> None:
-        body_sent = False
-
-        async def app_receive() -> Message:
-            nonlocal body_sent
-            if not body_sent:
-                body_sent = True
-                await self.request_taken()
-                return {"type": "http.request", "body": self.body, "more_body": False}
-            await self.recorder.before_wait()  # (what the app sent without yielding: written now)
-            # Never the server's `receive`: the request's own call watches its client.
-            await self.app_disconnect.wait()
-            return {"type": "http.disconnect"}
-
-        async def app_send(message: Message) -> None:
-            await self.on_app_send(message)
-            if message["type"] == "http.response.body" and not message.get("more_body", False):
-                # What a server tells an app whose response is complete: its disconnect
-                # listener ends normally instead of being cancelled.
-                self.disconnect_app()
-
         try:
-            with self.app_scope:
-                await self.services.app(self.scope, app_receive, app_send)
+            if not self.app_stopped:
+                await self.app_call.run(self.services.app(self.scope, self.app_receive, self.app_send))
         except Exception:
             if self.mode is Mode.STREAM or self.mode is Mode.UPGRADED:
                 logger.exception("app failed while streaming %s", self.stream_id)
@@ -374,7 +388,7 @@ class HostedStream:
             if self.mode is Mode.UPGRADED and not self.core.final_seq:
                 await self.recorder.record_json_answer()
             if (self.mode is Mode.STREAM or self.mode is Mode.UPGRADED) and self.meta_created:
-                if self.parser.pending.strip():
+                if self.parser is not None and self.parser.pending.strip():
                     with contextlib.suppress(SSEError):
                         await self.recorder.record_events(self.parser.feed(b"\n\n"))
                 # Each write of the app's end is in the store (and the core knows its answer) before
@@ -415,13 +429,16 @@ class HostedStream:
         body: bytes = message.get("body", b"")
         mode = self.mode
         if mode is Mode.STREAM or (mode is Mode.UPGRADED and self.upgraded_sse):
-            frame = None if self.parser.pending else single_event_frame(body)
+            parser = self.parser
+            frame = None if parser is not None and parser.pending else single_event_frame(body)
             if frame is not None:  # the usual shape, one whole event per chunk: no parsing, no copy
                 if not self.recorder.queue(frame):  # (queued: a burst's, written when the app yields)
                     await self.recorder.record_frames([frame])
                 return
             try:
-                events = self.parser.feed(body) if body else []
+                if parser is None:
+                    parser = self.parser = SSEParser(self.policy.max_event_bytes)
+                events = parser.feed(body) if body else []
             except SSEError:
                 logger.error("stream %s: the app sent an oversized event; ending the stream", self.stream_id)
                 await self.recorder.record_error(
@@ -434,15 +451,20 @@ class HostedStream:
         elif mode is Mode.UPGRADED:
             self.json_size += len(body)
             if self.json_size <= self.policy.max_event_bytes:
+                if self.json_chunks is None:
+                    self.json_chunks = []
                 self.json_chunks.append(body)
             if not message.get("more_body", False):
                 await self.recorder.record_json_answer()
         elif mode is Mode.PASSTHROUGH:
             if self.method == "initialize" and self.json_size < 65536:
                 self.json_size += len(body)
-                self.passthrough_body.append(body)
+                chunks = self.passthrough_body
+                if chunks is None:
+                    chunks = self.passthrough_body = []
+                chunks.append(body)
                 if not message.get("more_body", False):
-                    await self.learn_session(b"".join(self.passthrough_body))
+                    await self.learn_session(b"".join(chunks))
             first = self.first
             if first is not None:
                 await first.send(message)
