@@ -63,6 +63,24 @@ class Flag:
                 if not waiter.done():
                     waiter.set_result(None)
 
+    def future(self) -> asyncio.Future[None] | None:
+        """What `wait` awaits on asyncio, to be awaited as is (None when set, or on another loop:
+        use `wait`). An idle waiter then holds no coroutine of `wait`'s; a cancelled one's future
+        is dropped by the next waiter or when the flag is set."""
+        if self._set:
+            return None
+        loop = asyncio._get_running_loop()
+        if loop is None:
+            return None
+        waiter: asyncio.Future[None] = loop.create_future()
+        waiters = self._waiters
+        if waiters is None:
+            self._waiters = [waiter]
+        else:
+            waiters[:] = [w for w in waiters if not w.done()]
+            waiters.append(waiter)
+        return waiter
+
     async def wait(self) -> None:
         if self._set:
             return

@@ -28,9 +28,11 @@ Protocols (`RecordedStream`, `WriterHost`, `cancellation.CancellableStream`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -41,7 +43,7 @@ from starlette.types import Message, Scope
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, content_type, session_id, stream_headers
 from mcp_resume_asgi.core.stream import FirstGone, Reason, StreamCore
 from mcp_resume_asgi.engine import cancellation
-from mcp_resume_asgi.engine.connection import Connection, Flag, Interruptible
+from mcp_resume_asgi.engine.connection import Connection, Flag, current_asyncio_task
 from mcp_resume_asgi.engine.delivery import Writer, finish_answer
 from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.engine.recorder import Recorder
@@ -141,11 +143,12 @@ class HostedStream:
         self.body = body
         self.route = route
         self.policy = policy
-        self.version = version
+        # Interned: a stream outlives its request's parsed headers and JSON, whose copies go then.
+        self.version = version = sys.intern(version)
         self.session_id = session_id
         self.principal = services.principal(scope)
         self.request_id = request_id
-        self.method = method
+        self.method = sys.intern(method) if method is not None else None
         self.path: str = scope["path"]
         self.stream_id = stream_id or new_stream_id()
         self.opted_in = opted_in
@@ -175,8 +178,8 @@ class HostedStream:
         self.idempotency_key: str | None = None
         self.app_started = False
         self.app_disconnect = Flag()
-        self.app_call = Interruptible()
-        """The app's call, which `stop_app` stops (on asyncio a task cancel: no cancel scope)."""
+        self.app_call: asyncio.Task[Any] | anyio.CancelScope | None = None
+        """What `stop_app` cancels while the app's call runs (`call_app`)."""
         self.app_stopped = False
         self.body_taken = False
         self.over = False
@@ -232,13 +235,43 @@ class HostedStream:
             self.writer.timer.cancel()
             live.pop(self.stream_id, None)
             raise
-        self.services.scheduler.apps.start(lambda: self.run(after_app))
+        self.services.scheduler.apps.start(self.run, after_app)
         return await self.watch_first(client)
 
     async def run(self, after_app: Callable[[], Awaitable[None]] | None) -> None:
-        """The app's request and what follows it, on the engine's task: each step once."""
+        """The app's request and what follows it, on the engine's task: each step once.
+
+        One frame for all of it (an idle stream holds this frame for as long as its app runs)."""
         try:
-            await self.run_app()
+            try:
+                if not self.app_stopped:
+                    # Stopped (`stop_app`) on asyncio by cancelling this task, whose cancel is then
+                    # taken back (`Connection.listener`'s way: no cancel scope, no frame of ours
+                    # held while the app idles); elsewhere by a cancel scope.
+                    app = self.services.app(self.scope, self.app_receive, self.app_send)
+                    task = current_asyncio_task()
+                    if task is None:
+                        await self._call_scoped(app)
+                    else:
+                        self.app_call = task
+                        try:
+                            await app
+                        except asyncio.CancelledError:
+                            if self.app_call is not None or task.uncancel() > 0:
+                                raise  # not (only) ours
+                        finally:
+                            self.app_call = None
+            except Exception:
+                if self.mode is Mode.STREAM or self.mode is Mode.UPGRADED:
+                    logger.exception("app failed while streaming %s", self.stream_id)
+                elif not self.app_started:
+                    # As unwrapped, its client gets a 500 (`app_finished`); the server never sees it.
+                    logger.exception("app failed before answering %s", self.stream_id)
+                else:
+                    logger.exception("app failed after starting its response")
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self.app_finished()
             await self.writer.finish_first()
             await cancellation.forget(self)
             delivery = self.delivery
@@ -288,8 +321,10 @@ class HostedStream:
             await self.request_taken()
             return {"type": "http.request", "body": body, "more_body": False}
         await self.recorder.before_wait()  # (what the app sent without yielding: written now)
-        # Never the server's `receive`: the request's own call watches its client.
-        await self.app_disconnect.wait()
+        # Never the server's `receive`: the request's own call watches its client. On asyncio the
+        # flag's future itself is awaited: no coroutine of `Flag.wait` held while the app idles.
+        waiter = self.app_disconnect.future()
+        await (self.app_disconnect.wait() if waiter is None else waiter)
         return {"type": "http.disconnect"}
 
     async def app_send(self, message: Message) -> None:
@@ -303,23 +338,18 @@ class HostedStream:
     def stop_app(self) -> None:
         """Stop the app's call (a cancel it ignored, or the server's drain ran out)."""
         self.app_stopped = True
-        self.app_call.interrupt()
+        call, self.app_call = self.app_call, None
+        if call is not None:
+            call.cancel()
 
-    async def run_app(self) -> None:
-        try:
-            if not self.app_stopped:
-                await self.app_call.run(self.services.app(self.scope, self.app_receive, self.app_send))
-        except Exception:
-            if self.mode is Mode.STREAM or self.mode is Mode.UPGRADED:
-                logger.exception("app failed while streaming %s", self.stream_id)
-            elif not self.app_started:
-                # As unwrapped, its client gets a 500 (`app_finished`); the server never sees it.
-                logger.exception("app failed before answering %s", self.stream_id)
-            else:
-                logger.exception("app failed after starting its response")
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self.app_finished()
+    async def _call_scoped(self, app: Awaitable[None]) -> None:
+        """The app's call under a cancel scope (trio), which `stop_app` cancels."""
+        with anyio.CancelScope() as scope:
+            self.app_call = scope
+            try:
+                await app
+            finally:
+                self.app_call = None
 
     async def first_gone(self, first: Connection) -> None:
         """The first connection's client left: what that means is the core's (`first_gone`)."""
@@ -591,7 +621,7 @@ class HostedStream:
         connection is (it must not take the stream back, and its ASGI call needs an answer)."""
         if await held.open():
             await finish_answer(held, Reason.REPLACED, 0, self.policy)
-        self.writer.outcome = (str(Reason.REPLACED), 0)
+        self.writer.outcome = (Reason.REPLACED, 0)
         held.released.set()
         held.stop_listening()  # its call may return
         logger.debug("stream %s: a retry took it over before its first answer opened", self.stream_id)
