@@ -113,6 +113,7 @@ class Writer:
         "answering",
         "conn",
         "core",
+        "detached",
         "host",
         "outcome",
         "policy",
@@ -153,6 +154,8 @@ class Writer:
         decide what the request is - a feature layer's deadline frame makes it a task - so the
         request is not concluded while one is under way (`answers_settled`)."""
         self._settled: anyio.Event | None = None
+        self.detached = False
+        """Its app runs with no connection attached (counted in `streams_detached`)."""
 
     # ------------------------------------------------------------------ answers under way
     def answer_begins(self) -> None:
@@ -199,15 +202,31 @@ class Writer:
         conn.attachment = self.core.conn
         conn.head = opening
         self.arm()
+        if old is None:
+            self._count_attached(1)
         return old if old is not conn else None
+
+    def _count_attached(self, delta: int) -> None:
+        """The stream got (+1) or lost (-1) its connection: `streams_attached`, and
+        `streams_detached` while its app runs without one."""
+        telemetry = self.services.telemetry
+        if not telemetry.enabled:
+            return
+        telemetry.streams_attached(delta)
+        detached = delta < 0 and not self.core.app_done
+        if detached is not self.detached:
+            self.detached = detached
+            telemetry.streams_detached(1 if detached else -1)
 
     async def serve(self, conn: Connection, *, gen: int, after_seq: int, priming: bool) -> tuple[str, int]:
         """Serve a resuming connection from this stream (its own ASGI call waits here)."""
         opening = self.priming(after_seq) if priming else b""
+        started = time.monotonic()
         old = self.attach(conn, gen=gen, cursor=after_seq, hold_head=False, opening=opening)
         att = conn.attachment
         assert att is not None
         await self.open_and_pump(conn, replaced=old)
+        self.services.telemetry.replayed(time.monotonic() - started, max(att.cursor - after_seq, 0))
         if conn.attachment is att:
             await conn.listen()  # its own call watches it, until it leaves or is let go
         if conn.attachment is att and not conn.busy:
@@ -391,8 +410,11 @@ class Writer:
         reason, cancels = self.core.release(
             att, time.monotonic(), gone=conn.gone.is_set(), survives_close=survives
         )
+        if reason in AT_WILL:
+            self.services.telemetry.closed_at_will(str(reason))
         if self.conn is conn:
             self.conn = None
+            self._count_attached(-1)
             if cancels:
                 spawn(self.host.closed_by_client)
             self.arm()
@@ -450,6 +472,9 @@ class Writer:
             self.core.settle(conn.attachment)
             if conn.own_writer:
                 conn.signal()
+        if self.detached:
+            self.detached = False
+            self.services.telemetry.streams_detached(-1)
         self.arm()
 
     async def finish_first(self) -> None:

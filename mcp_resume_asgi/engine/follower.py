@@ -68,6 +68,7 @@ async def follow(
     if priming and prefix is not None:
         conn.head = priming_frame(prefix + str(after_seq).encode(), policy.retry_ms)
     reason = Reason.GONE
+    services.telemetry.streams_attached(1)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch, conn, tg.cancel_scope)
@@ -76,6 +77,7 @@ async def follow(
                 reason = await _loop(services, conn, core, att, meta, prefix, replay)
             tg.cancel_scope.cancel()
     finally:
+        services.telemetry.streams_attached(-1)
         with anyio.CancelScope(shield=True):
             await _end(services, conn, meta.stream_id, att, reason, policy)
     return str(reason), att.cursor

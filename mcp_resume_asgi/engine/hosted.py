@@ -244,6 +244,9 @@ class HostedStream:
         One frame for all of it (an idle stream holds this frame for as long as its app runs)."""
         try:
             try:
+                self.services.telemetry.join(
+                    self.scope, self.body
+                )  # (this task's context: a copy of its request's)
                 if not self.app_stopped:
                     # Stopped (`stop_app`) on asyncio by cancelling this task, whose cancel is then
                     # taken back (`Connection.listener`'s way: no cancel scope, no frame of ours
