@@ -200,43 +200,63 @@ class HostedStream:
         self.passthrough_body: list[bytes] | None = None
 
     # ------------------------------------------------------------------ hosting
-    async def host(
+    def host(
         self,
         client: Connection,
         *,
         open_before_s: float | None,
         after_app: Callable[[], Awaitable[None]] | None = None,
-    ) -> tuple[str, int] | None:
+    ) -> Awaitable[tuple[str, int] | None]:
         """Start the app's request for `client` on a task of the engine's, and watch `client`
         until its connection is let go; returns how it ended (see `serve`), or None.
 
-        `after_app` runs once the app's request is over (its stream concluded), on that task."""
-        live = self.services.live
-        live[self.stream_id] = self
+        `after_app` runs once the app's request is over (its stream concluded), on that task.
+        Not a coroutine unless the stream opens ahead: the call's frame is then `watch_first`'s
+        alone (every request in flight holds it, and a burst of them all at once)."""
+        self.services.live[self.stream_id] = self
         self.first = client
+        if open_before_s == 0:
+            return self._host_opened_ahead(client, after_app)
         try:
             if self.delivery is not None and self.delivery.deadline_s is not None:
                 self.core.answer_within(self.delivery.deadline_s)
             if open_before_s is not None:
                 self.held = client
-                if open_before_s == 0:
-                    self.core.open_ahead()
-                    # Open the stream's record before the app runs (a retry or a resume can find it
-                    # at once), but not the client's answer: that waits for the app's status.
-                    await self.upgrade()
-                    if self.first_messages:
-                        await self.recorder.record_events(
-                            [SSEEvent(data=p.dumps(m), event=b"message") for m in self.first_messages]
-                        )
-                    open_before_s = STATUS_HOLD_S
                 self.core.hold(time.monotonic(), open_before_s)
                 self.arm()
         except BaseException:
-            self.writer.timer.cancel()
-            live.pop(self.stream_id, None)
+            self._unhost()
+            raise
+        self.services.scheduler.apps.start(self.run, after_app)
+        return self.watch_first(client)
+
+    async def _host_opened_ahead(
+        self, client: Connection, after_app: Callable[[], Awaitable[None]] | None
+    ) -> tuple[str, int] | None:
+        try:
+            if self.delivery is not None and self.delivery.deadline_s is not None:
+                self.core.answer_within(self.delivery.deadline_s)
+            self.held = client
+            self.core.open_ahead()
+            # Open the stream's record before the app runs (a retry or a resume can find it
+            # at once), but not the client's answer: that waits for the app's status.
+            await self.upgrade()
+            if self.first_messages:
+                await self.recorder.record_events(
+                    [SSEEvent(data=p.dumps(m), event=b"message") for m in self.first_messages]
+                )
+            self.core.hold(time.monotonic(), STATUS_HOLD_S)
+            self.arm()
+        except BaseException:
+            self._unhost()
             raise
         self.services.scheduler.apps.start(self.run, after_app)
         return await self.watch_first(client)
+
+    def _unhost(self) -> None:
+        """Hosting failed before the app started."""
+        self.writer.timer.cancel()
+        self.services.live.pop(self.stream_id, None)
 
     async def run(self, after_app: Callable[[], Awaitable[None]] | None) -> None:
         """The app's request and what follows it, on the engine's task: each step once.
@@ -320,9 +340,9 @@ class HostedStream:
         """The app's `receive` (a bound method: no closure held for as long as the app runs)."""
         if not self.body_taken:
             self.body_taken = True
-            body, self.body = self.body, b""  # (the app holds it now, or dropped it)
             await self.request_taken()
-            return {"type": "http.request", "body": body, "more_body": False}
+            # (kept: the record's trace and a session's `initialize` read it later)
+            return {"type": "http.request", "body": self.body, "more_body": False}
         await self.recorder.before_wait()  # (what the app sent without yielding: written now)
         # Never the server's `receive`: the request's own call watches its client. On asyncio the
         # flag's future itself is awaited: no coroutine of `Flag.wait` held while the app idles.
