@@ -58,7 +58,10 @@ VARIANT_NAMES = {
     "wrapped": "wrapped",
     "wrapped_redis": "wrapped, Redis",
     "sdk_es": "SDK event store",
+    "wrapped_otel": "wrapped, OpenTelemetry SDK on",
 }
+#: Issue 23's bar: the OpenTelemetry SDK configured (`wrapped_otel`) costs at most this share of req/s.
+OTEL_BAR = 0.95
 
 
 def _table(head: list[str], rows: list[list[str]], align: str) -> list[str]:
@@ -149,6 +152,25 @@ def bar_rows(results: dict[str, Any]) -> list[list[str]]:
             met = sum(bool(b[met_key]) for b in cells)
             rows.append(
                 [f"{text}, every cell", f"{per_tool(key)} ({clients} clients)", _verdict(met, len(cells))]
+            )
+        otel = [
+            (tool, c, http_row(results, "wrapped_otel", c, tool)["rps"] / wrapped["rps"])
+            for tool, c in tool_cells(results)
+            if any(r["variant"] == "wrapped_otel" for r in results["http"]["rows"])
+            and (wrapped := http_row(results, "wrapped", c, tool))["rps"]
+        ]
+        if otel:
+            tools = dict.fromkeys(tool for tool, _, _ in otel)
+            text = ", ".join(
+                f"{tool} " + " / ".join(f"{r:.2f}" for t, _, r in otel if t == tool) + "x" for tool in tools
+            )
+            met = sum(r >= OTEL_BAR for _, _, r in otel)
+            rows.append(
+                [
+                    f"(issue 23) OpenTelemetry SDK on / wrapped req/s ≥ {OTEL_BAR:.2f}x, every cell",
+                    f"{text} ({clients} clients)",
+                    _verdict(met, len(otel)),
+                ]
             )
     if "memory" in results:
         pairs = memory_pairs(results)

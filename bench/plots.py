@@ -33,9 +33,16 @@ LABELS = {
     "wrapped": "wrapped, memory store",
     "wrapped_redis": "wrapped, Redis store",
     "sdk_es": "SDK's own event store",
+    "wrapped_otel": "wrapped, OpenTelemetry SDK on",
 }
-COLORS = {"bare": "#444444", "wrapped": "#1f77b4", "wrapped_redis": "#d62728", "sdk_es": "#2ca02c"}
-MARKERS = {"bare": "o", "wrapped": "s", "wrapped_redis": "D", "sdk_es": "^"}
+COLORS = {
+    "bare": "#444444",
+    "wrapped": "#1f77b4",
+    "wrapped_redis": "#d62728",
+    "sdk_es": "#2ca02c",
+    "wrapped_otel": "#9467bd",
+}
+MARKERS = {"bare": "o", "wrapped": "s", "wrapped_redis": "D", "sdk_es": "^", "wrapped_otel": "v"}
 TOOL_TITLES = {
     "echo": "echo: one event per answer",
     "progress": "progress: 2 notifications + the result",

@@ -330,6 +330,8 @@ class Writer:
             if not written:
                 return True
             core.wrote(att, last, time.monotonic())
+            if self.services.draining is not None:
+                core.drain(att)  # (a connection attached during a drain: closed after an event, not at once)
         return True
 
     async def _open(self, conn: Connection, att: Attachment) -> bool:
@@ -436,6 +438,21 @@ class Writer:
             conn.stop_listening()  # its own call watches it: it may return now
             self.answer_ends()
         logger.debug("stream %s: connection let go (%s) at %s", self.stream_id, reason, att.cursor)
+
+    def drain(self) -> None:
+        """This node drains: close the attached connection at will, on an event boundary, with
+        `retry:` (`StreamCore.drain`); the app's work goes on and is recorded. A connection being
+        written now is let go by its writer once the write is over."""
+        conn = self.conn
+        att = conn.attachment if conn is not None else None
+        if conn is None or att is None or not self.core.drain(att):
+            return
+        if conn.own_writer:
+            conn.signal()
+        elif not conn.busy:
+            self.answer_begins()
+            spawn(self._timed_service, conn)
+        self.arm()
 
     # ------------------------------------------------------------------ time
     def on_timer(self, now: float) -> float | None:
