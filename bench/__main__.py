@@ -399,7 +399,8 @@ def run_memory(stream_counts: list[int], traced_streams: int, repeats: int) -> d
         )
     log(
         f"  memory traced ({traced_streams} streams): detached "
-        f"{traced['detached']['traced_delta_per_stream']:,.0f} B/stream"
+        f"{traced['detached']['traced_delta_per_stream']:,.0f} B/stream live, "
+        f"{traced['detached']['traced_peak_per_stream']:,.0f} at the peak (what RSS follows)"
     )
     return {"rows": rows, "traced": traced}
 

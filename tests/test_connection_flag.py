@@ -46,3 +46,21 @@ async def test_a_set_flag_is_not_waited_on() -> None:
     with anyio.fail_after(scaled(5)):
         await flag.wait()
     assert flag.is_set()
+
+
+async def test_future_is_set_with_the_flag_and_a_cancelled_one_is_dropped(anyio_backend: str) -> None:
+    """`Flag.future`: on asyncio the future `wait` would await (set with the flag; one cancelled
+    by its waiter is dropped by the next one), None on trio or once set (`wait` then)."""
+    flag = Flag()
+    first = flag.future()
+    if anyio_backend == "trio":
+        assert first is None
+        return
+    assert first is not None
+    first.cancel()  # its waiter was cancelled
+    second = flag.future()
+    assert second is not None and not second.done()
+    assert flag._waiters == [second]  # the cancelled one is not kept for the flag's lifetime
+    flag.set()
+    assert second.done() and not second.cancelled()
+    assert flag.future() is None

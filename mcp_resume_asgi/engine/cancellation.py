@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 class CancellableStream(HostedRequest, Protocol):
     """What cancelling needs of a hosted stream (a `HostedStream`): who the request is, its
-    record, and the two levers on its app (`disconnect_app`, `app_scope`)."""
+    record, and the two levers on its app (`disconnect_app`, `stop_app`)."""
 
     expired: bool
     """Set here: the stream is being cancelled or has expired (nobody may resume it)."""
@@ -53,11 +53,10 @@ class CancellableStream(HostedRequest, Protocol):
     def delivery(self) -> Delivery | None: ...
     @property
     def done(self) -> Flag: ...
-    @property
-    def app_scope(self) -> anyio.CancelScope: ...
 
     def arm(self) -> None: ...
     def disconnect_app(self) -> None: ...
+    def stop_app(self) -> None: ...
 
 
 async def check(hosted: CancellableStream) -> None:
@@ -162,4 +161,4 @@ async def cancel_app(hosted: CancellableStream, reason: str) -> None:
             hosted.disconnect_app()
         elif step is Step.HARD and not hosted.done.is_set():
             logger.warning("stream %s: the app ignored the cancellation; stopping it", hosted.stream_id)
-            hosted.app_scope.cancel()
+            hosted.stop_app()

@@ -421,7 +421,7 @@ class Writer:
                 spawn(self.host.closed_by_client)
             self.arm()
         if conn is self.host.first:
-            self.outcome = (str(reason), att.cursor)
+            self.outcome = (reason, att.cursor)  # (a str already: no copy)
         self.answer_begins()
         try:
             if not conn.gone.is_set():

@@ -279,7 +279,7 @@ class Engine:
             open_before = 0.0  # the stream must exist before the client can lose its answer
         if options.first_messages:
             open_before = 0.0
-            hosted.first_messages = list(options.first_messages)
+            hosted.first_messages = tuple(options.first_messages)
         if options.delivery is not None:
             open_before = 0.0
             hosted.delivery = options.delivery
@@ -427,7 +427,7 @@ class Engine:
             services.draining = "stopping"
             logger.warning("drain: ending %d request(s) still running after %ss", len(left), drain_s)
             for hosted in left:
-                hosted.app_scope.cancel()  # (not expired: its client may still come back for the error)
+                hosted.stop_app()  # (not expired: its client may still come back for the error)
         if apps.running:
             with anyio.move_on_after(DRAIN_END_S):
                 await apps.idle()

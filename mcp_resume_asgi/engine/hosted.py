@@ -28,9 +28,11 @@ Protocols (`RecordedStream`, `WriterHost`, `cancellation.CancellableStream`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -41,7 +43,7 @@ from starlette.types import Message, Scope
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, content_type, session_id, stream_headers
 from mcp_resume_asgi.core.stream import FirstGone, Reason, StreamCore
 from mcp_resume_asgi.engine import cancellation
-from mcp_resume_asgi.engine.connection import Connection, Flag
+from mcp_resume_asgi.engine.connection import Connection, Flag, current_asyncio_task
 from mcp_resume_asgi.engine.delivery import Writer, finish_answer
 from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.engine.recorder import Recorder
@@ -74,10 +76,12 @@ class HostedStream:
     # Slots, not a dict: a detached stream lives on for its resume window, thousands at a time.
     __slots__ = (
         "__weakref__",
+        "app_call",
         "app_disconnect",
-        "app_scope",
         "app_started",
+        "app_stopped",
         "body",
+        "body_taken",
         "core",
         "delivery",
         "done",
@@ -140,11 +144,12 @@ class HostedStream:
         self.body = body
         self.route = route
         self.policy = policy
-        self.version = version
+        # Interned: a stream outlives its request's parsed headers and JSON, whose copies go then.
+        self.version = version = sys.intern(version)
         self.session_id = session_id
         self.principal = services.principal(scope)
         self.request_id = request_id
-        self.method = method
+        self.method = sys.intern(method) if method is not None else None
         self.path: str = scope["path"]
         self.stream_id = stream_id or new_stream_id()
         self.opted_in = opted_in
@@ -170,11 +175,14 @@ class HostedStream:
         self.held: Connection | None = None
         """The first connection while its answer waits for the app's decision (UPGRADED)."""
         self.delivery: Delivery | None = None
-        self.first_messages: list[dict[str, Any]] = []
+        self.first_messages: tuple[dict[str, Any], ...] = ()
         self.idempotency_key: str | None = None
         self.app_started = False
         self.app_disconnect = Flag()
-        self.app_scope = anyio.CancelScope()
+        self.app_call: asyncio.Task[Any] | anyio.CancelScope | None = None
+        """What `stop_app` cancels while the app's call runs (`call_app`)."""
+        self.app_stopped = False
+        self.body_taken = False
         self.over = False
         """The app's task is over (its request, and what follows it, are done)."""
         self.done = Flag()
@@ -183,56 +191,111 @@ class HostedStream:
         self.expired = False
         self.left_early = False
         """The client left before the app decided how to answer."""
-        self.parser = SSEParser(policy.max_event_bytes)
+        # Made when first needed (most streams never need them: an idle one keeps what it made).
+        self.parser: SSEParser | None = None
+        """Made for the first chunk that is not one whole event (`single_event_frame`)."""
         self.json_status = 200
         self.upgraded_sse = False
-        self.json_chunks: list[bytes] = []
+        self.json_chunks: list[bytes] | None = None
         self.json_size = 0
-        self.passthrough_body: list[bytes] = []
+        self.passthrough_body: list[bytes] | None = None
 
     # ------------------------------------------------------------------ hosting
-    async def host(
+    def host(
         self,
         client: Connection,
         *,
         open_before_s: float | None,
         after_app: Callable[[], Awaitable[None]] | None = None,
-    ) -> tuple[str, int] | None:
+    ) -> Awaitable[tuple[str, int] | None]:
         """Start the app's request for `client` on a task of the engine's, and watch `client`
         until its connection is let go; returns how it ended (see `serve`), or None.
 
-        `after_app` runs once the app's request is over (its stream concluded), on that task."""
-        live = self.services.live
-        live[self.stream_id] = self
+        `after_app` runs once the app's request is over (its stream concluded), on that task.
+        Not a coroutine unless the stream opens ahead: the call's frame is then `watch_first`'s
+        alone (every request in flight holds it, and a burst of them all at once)."""
+        self.services.live[self.stream_id] = self
         self.first = client
+        if open_before_s == 0:
+            return self._host_opened_ahead(client, after_app)
         try:
             if self.delivery is not None and self.delivery.deadline_s is not None:
                 self.core.answer_within(self.delivery.deadline_s)
             if open_before_s is not None:
                 self.held = client
-                if open_before_s == 0:
-                    self.core.open_ahead()
-                    # Open the stream's record before the app runs (a retry or a resume can find it
-                    # at once), but not the client's answer: that waits for the app's status.
-                    await self.upgrade()
-                    if self.first_messages:
-                        await self.recorder.record_events(
-                            [SSEEvent(data=p.dumps(m), event=b"message") for m in self.first_messages]
-                        )
-                    open_before_s = STATUS_HOLD_S
                 self.core.hold(time.monotonic(), open_before_s)
                 self.arm()
         except BaseException:
-            self.writer.timer.cancel()
-            live.pop(self.stream_id, None)
+            self._unhost()
             raise
-        self.services.scheduler.apps.start(lambda: self.run(after_app))
+        self.services.scheduler.apps.start(self.run, after_app)
+        return self.watch_first(client)
+
+    async def _host_opened_ahead(
+        self, client: Connection, after_app: Callable[[], Awaitable[None]] | None
+    ) -> tuple[str, int] | None:
+        try:
+            if self.delivery is not None and self.delivery.deadline_s is not None:
+                self.core.answer_within(self.delivery.deadline_s)
+            self.held = client
+            self.core.open_ahead()
+            # Open the stream's record before the app runs (a retry or a resume can find it
+            # at once), but not the client's answer: that waits for the app's status.
+            await self.upgrade()
+            if self.first_messages:
+                await self.recorder.record_events(
+                    [SSEEvent(data=p.dumps(m), event=b"message") for m in self.first_messages]
+                )
+            self.core.hold(time.monotonic(), STATUS_HOLD_S)
+            self.arm()
+        except BaseException:
+            self._unhost()
+            raise
+        self.services.scheduler.apps.start(self.run, after_app)
         return await self.watch_first(client)
 
+    def _unhost(self) -> None:
+        """Hosting failed before the app started."""
+        self.writer.timer.cancel()
+        self.services.live.pop(self.stream_id, None)
+
     async def run(self, after_app: Callable[[], Awaitable[None]] | None) -> None:
-        """The app's request and what follows it, on the engine's task: each step once."""
+        """The app's request and what follows it, on the engine's task: each step once.
+
+        One frame for all of it (an idle stream holds this frame for as long as its app runs)."""
         try:
-            await self.run_app()
+            try:
+                self.services.telemetry.join(
+                    self.scope, self.body
+                )  # (this task's context: a copy of its request's)
+                if not self.app_stopped:
+                    # Stopped (`stop_app`) on asyncio by cancelling this task, whose cancel is then
+                    # taken back (`Connection.listener`'s way: no cancel scope, no frame of ours
+                    # held while the app idles); elsewhere by a cancel scope.
+                    app = self.services.app(self.scope, self.app_receive, self.app_send)
+                    task = current_asyncio_task()
+                    if task is None:
+                        await self._call_scoped(app)
+                    else:
+                        self.app_call = task
+                        try:
+                            await app
+                        except asyncio.CancelledError:
+                            if self.app_call is not None or task.uncancel() > 0:
+                                raise  # not (only) ours
+                        finally:
+                            self.app_call = None
+            except Exception:
+                if self.mode is Mode.STREAM or self.mode is Mode.UPGRADED:
+                    logger.exception("app failed while streaming %s", self.stream_id)
+                elif not self.app_started:
+                    # As unwrapped, its client gets a 500 (`app_finished`); the server never sees it.
+                    logger.exception("app failed before answering %s", self.stream_id)
+                else:
+                    logger.exception("app failed after starting its response")
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self.app_finished()
             await self.writer.finish_first()
             await cancellation.forget(self)
             delivery = self.delivery
@@ -268,46 +331,49 @@ class HostedStream:
         finally:
             gone = first.gone.is_set()
             first.close()  # the call is over: nobody to write to, nothing of the server's kept
+            if self.first is first:
+                self.first = None  # (nor kept by a detached stream: its buffers, headers, flags)
             if not ended and not gone and not first.finished:
                 spawn(self.first_gone, first)  # cancelled (the server stops): the client is as good as gone
         return self.writer.outcome
 
-    async def run_app(self) -> None:
-        self.services.telemetry.join(self.scope, self.body)  # (this task's context: a copy of its request's)
-        body_sent = False
+    async def app_receive(self) -> Message:
+        """The app's `receive` (a bound method: no closure held for as long as the app runs)."""
+        if not self.body_taken:
+            self.body_taken = True
+            await self.request_taken()
+            # (kept: the record's trace and a session's `initialize` read it later)
+            return {"type": "http.request", "body": self.body, "more_body": False}
+        await self.recorder.before_wait()  # (what the app sent without yielding: written now)
+        # Never the server's `receive`: the request's own call watches its client. On asyncio the
+        # flag's future itself is awaited: no coroutine of `Flag.wait` held while the app idles.
+        waiter = self.app_disconnect.future()
+        await (self.app_disconnect.wait() if waiter is None else waiter)
+        return {"type": "http.disconnect"}
 
-        async def app_receive() -> Message:
-            nonlocal body_sent
-            if not body_sent:
-                body_sent = True
-                await self.request_taken()
-                return {"type": "http.request", "body": self.body, "more_body": False}
-            await self.recorder.before_wait()  # (what the app sent without yielding: written now)
-            # Never the server's `receive`: the request's own call watches its client.
-            await self.app_disconnect.wait()
-            return {"type": "http.disconnect"}
+    async def app_send(self, message: Message) -> None:
+        """The app's `send`."""
+        await self.on_app_send(message)
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            # What a server tells an app whose response is complete: its disconnect
+            # listener ends normally instead of being cancelled.
+            self.disconnect_app()
 
-        async def app_send(message: Message) -> None:
-            await self.on_app_send(message)
-            if message["type"] == "http.response.body" and not message.get("more_body", False):
-                # What a server tells an app whose response is complete: its disconnect
-                # listener ends normally instead of being cancelled.
-                self.disconnect_app()
+    def stop_app(self) -> None:
+        """Stop the app's call (a cancel it ignored, or the server's drain ran out)."""
+        self.app_stopped = True
+        call, self.app_call = self.app_call, None
+        if call is not None:
+            call.cancel()
 
-        try:
-            with self.app_scope:
-                await self.services.app(self.scope, app_receive, app_send)
-        except Exception:
-            if self.mode is Mode.STREAM or self.mode is Mode.UPGRADED:
-                logger.exception("app failed while streaming %s", self.stream_id)
-            elif not self.app_started:
-                # As unwrapped, its client gets a 500 (`app_finished`); the server never sees it.
-                logger.exception("app failed before answering %s", self.stream_id)
-            else:
-                logger.exception("app failed after starting its response")
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self.app_finished()
+    async def _call_scoped(self, app: Awaitable[None]) -> None:
+        """The app's call under a cancel scope (trio), which `stop_app` cancels."""
+        with anyio.CancelScope() as scope:
+            self.app_call = scope
+            try:
+                await app
+            finally:
+                self.app_call = None
 
     async def first_gone(self, first: Connection) -> None:
         """The first connection's client left: what that means is the core's (`first_gone`)."""
@@ -376,7 +442,7 @@ class HostedStream:
             if self.mode is Mode.UPGRADED and not self.core.final_seq:
                 await self.recorder.record_json_answer()
             if (self.mode is Mode.STREAM or self.mode is Mode.UPGRADED) and self.meta_created:
-                if self.parser.pending.strip():
+                if self.parser is not None and self.parser.pending.strip():
                     with contextlib.suppress(SSEError):
                         await self.recorder.record_events(self.parser.feed(b"\n\n"))
                 # Each write of the app's end is in the store (and the core knows its answer) before
@@ -418,13 +484,16 @@ class HostedStream:
         body: bytes = message.get("body", b"")
         mode = self.mode
         if mode is Mode.STREAM or (mode is Mode.UPGRADED and self.upgraded_sse):
-            frame = None if self.parser.pending else single_event_frame(body)
+            parser = self.parser
+            frame = None if parser is not None and parser.pending else single_event_frame(body)
             if frame is not None:  # the usual shape, one whole event per chunk: no parsing, no copy
                 if not self.recorder.queue(frame):  # (queued: a burst's, written when the app yields)
                     await self.recorder.record_frames([frame])
                 return
             try:
-                events = self.parser.feed(body) if body else []
+                if parser is None:
+                    parser = self.parser = SSEParser(self.policy.max_event_bytes)
+                events = parser.feed(body) if body else []
             except SSEError:
                 logger.error("stream %s: the app sent an oversized event; ending the stream", self.stream_id)
                 await self.recorder.record_error(
@@ -437,15 +506,20 @@ class HostedStream:
         elif mode is Mode.UPGRADED:
             self.json_size += len(body)
             if self.json_size <= self.policy.max_event_bytes:
+                if self.json_chunks is None:
+                    self.json_chunks = []
                 self.json_chunks.append(body)
             if not message.get("more_body", False):
                 await self.recorder.record_json_answer()
         elif mode is Mode.PASSTHROUGH:
             if self.method == "initialize" and self.json_size < 65536:
                 self.json_size += len(body)
-                self.passthrough_body.append(body)
+                chunks = self.passthrough_body
+                if chunks is None:
+                    chunks = self.passthrough_body = []
+                chunks.append(body)
                 if not message.get("more_body", False):
-                    await self.learn_session(b"".join(self.passthrough_body))
+                    await self.learn_session(b"".join(chunks))
             first = self.first
             if first is not None:
                 await first.send(message)
@@ -572,7 +646,7 @@ class HostedStream:
         connection is (it must not take the stream back, and its ASGI call needs an answer)."""
         if await held.open():
             await finish_answer(held, Reason.REPLACED, 0, self.policy)
-        self.writer.outcome = (str(Reason.REPLACED), 0)
+        self.writer.outcome = (Reason.REPLACED, 0)
         held.released.set()
         held.stop_listening()  # its call may return
         logger.debug("stream %s: a retry took it over before its first answer opened", self.stream_id)

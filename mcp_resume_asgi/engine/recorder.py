@@ -91,7 +91,7 @@ class RecordedStream(HostedRequest, Protocol):
     prefix: bytes | None
     meta_created: bool
     principal: str | None
-    json_chunks: list[bytes]
+    json_chunks: list[bytes] | None
 
     @property
     def body(self) -> bytes: ...
@@ -587,8 +587,8 @@ class Recorder:
     async def record_json_answer(self) -> None:
         """An UPGRADED stream's one event: the app's JSON answer (or an error saying what it was)."""
         hosted = self.hosted
-        body = b"".join(hosted.json_chunks)
-        hosted.json_chunks = []
+        body = b"".join(hosted.json_chunks or ())
+        hosted.json_chunks = None
         try:
             answer = json.loads(body) if body else None
         except ValueError:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -237,11 +238,15 @@ class CallerGuard:
         self.app = app
         self.principal_of = principal_of
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        """The app's own call when the request was not relayed (no frame of ours, no closures,
+        held for as long as the app runs: an idle stream's app runs for its resume window)."""
         caller = scope.get(RELAYED_CALLER) if scope["type"] == "http" else None
         if not isinstance(caller, RelayedCaller) or caller.principal is None:
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
+        return self._guarded(caller, scope, receive, send)
+
+    async def _guarded(self, caller: RelayedCaller, scope: Scope, receive: Receive, send: Send) -> None:
         refused = False
         started = False
 

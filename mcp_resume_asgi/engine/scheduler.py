@@ -29,7 +29,7 @@ import itertools
 import logging
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -108,7 +108,7 @@ class AppTasks:
     opens around the app's lifespan (`lifespan`), else a system task. Either way the
     task runs in a copy of the context of the request that started it (an outer
     middleware's context variables reach the app), and its errors are logged, never
-    raised. A task's app call is cancelled by a cancel scope of its own, inside it.
+    raised. A task's app call is stopped from inside it (`HostedStream.stop_app`).
     """
 
     __slots__ = ("_idle", "_lifespan", "_nursery", "_tasks", "_warned", "running")
@@ -122,8 +122,11 @@ class AppTasks:
         self.running = 0
         """How many app tasks run now."""
 
-    def start(self, fn: Callable[[], Awaitable[Any]]) -> None:
-        """Run `fn()` as an app task, in a copy of the calling task's context."""
+    def start(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Run `fn(*args)` as an app task, in a copy of the calling task's context.
+
+        On asyncio the task runs `fn`'s coroutine itself (no wrapper frame, no closure: an idle
+        stream's task holds them for as long as its app runs); its error is logged when it ends."""
         if not self._lifespan and not self._warned:
             self._warned = True
             logger.warning(
@@ -134,31 +137,32 @@ class AppTasks:
         trio = sys.modules.get("trio")
         if trio is not None and _in_trio(trio):
             if self._nursery is not None:
-                self._nursery.start_soon(self._run_counted, fn)  # (trio copies the caller's context)
+                self._nursery.start_soon(self._run_counted, fn, *args)  # (trio copies the caller's context)
             else:
-                trio.lowlevel.spawn_system_task(self._run_counted, fn, context=contextvars.copy_context())
+                trio.lowlevel.spawn_system_task(
+                    self._run_counted, fn, *args, context=contextvars.copy_context()
+                )
             self.running += 1
             return
-        task = asyncio.get_running_loop().create_task(self._run(fn), context=contextvars.copy_context())
+        task = asyncio.get_running_loop().create_task(fn(*args), context=contextvars.copy_context())
         self.running += 1
         self._tasks.add(task)
         task.add_done_callback(self._finished)  # (also for a task cancelled before it ran)
 
-    @staticmethod
-    async def _run(fn: Callable[[], Awaitable[Any]]) -> None:
+    async def _run_counted(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
         try:
-            await fn()
+            await fn(*args)
         except Exception:
             logger.exception("the app's request task failed")
-
-    async def _run_counted(self, fn: Callable[[], Awaitable[Any]]) -> None:
-        try:
-            await self._run(fn)
         finally:
             self._ended()
 
     def _finished(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
+        if not task.cancelled():
+            exc = task.exception()
+            if isinstance(exc, Exception):
+                logger.error("the app's request task failed", exc_info=exc)
         self._ended()
 
     def _ended(self) -> None:
