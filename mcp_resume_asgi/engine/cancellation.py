@@ -24,7 +24,7 @@ from mcp_resume_asgi.store.base import StreamKind, StreamState
 from mcp_resume_asgi.wire import jsonrpc as p
 
 if TYPE_CHECKING:
-    from mcp_resume_asgi.engine.connection import Flag
+    from mcp_resume_asgi.engine.connection import AppScope, Flag
     from mcp_resume_asgi.engine.port import Delivery
 
 __all__ = [
@@ -54,7 +54,7 @@ class CancellableStream(HostedRequest, Protocol):
     @property
     def done(self) -> Flag: ...
     @property
-    def app_scope(self) -> anyio.CancelScope: ...
+    def app_scope(self) -> AppScope: ...
 
     def arm(self) -> None: ...
     def disconnect_app(self) -> None: ...

@@ -12,6 +12,7 @@ nothing is sent on a connection after its call returned.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 from collections.abc import Awaitable
@@ -26,7 +27,7 @@ from mcp_resume_asgi.wire.asgi import Message, Receive, Send
 if TYPE_CHECKING:
     from mcp_resume_asgi.core.stream import Attachment
 
-__all__ = ["Connection", "Delivery", "Flag", "Interruptible"]
+__all__ = ["AppScope", "Connection", "Delivery", "Flag", "Interruptible"]
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +138,65 @@ class Interruptible:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
+
+
+class AppScope:
+    """The lever that stops the app's call (`cancel`), made for every request and pulled by few.
+
+    On asyncio the app's task itself is cancelled, and that cancellation is taken back when
+    the call ends (`Task.uncancel`): no cancel scope per request (its enter and exit cost more
+    than the rest of what a request's end does). A `cancel` before the call starts stops it at
+    its first await; one that comes after the call ended does nothing. Other backends (trio)
+    use a cancel scope.
+    """
+
+    __slots__ = ("_scope", "_task", "cancel_called", "on_asyncio")
+
+    def __init__(self) -> None:
+        self._scope: anyio.CancelScope | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self.cancel_called = False
+        self.on_asyncio = False
+        """The call ran on an asyncio task (what follows it needs no shield from this scope)."""
+
+    def cancel(self) -> None:
+        if self.cancel_called:
+            return
+        self.cancel_called = True
+        if self._scope is not None:
+            self._scope.cancel()
+        elif self._task is not None:
+            self._task.cancel()
+
+    async def run(self, awaitable: Awaitable[Any]) -> None:
+        """Await `awaitable` (the app's call); returns early, without error, if cancelled."""
+        task = current_asyncio_task()
+        if task is None:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if self.cancel_called:
+                    scope.cancel()
+                await awaitable
+            return
+        self.on_asyncio = True
+        self._task = task
+        if self.cancel_called:
+            task.cancel()
+        try:
+            await awaitable
+        except asyncio.CancelledError:
+            if not self.cancel_called or task.uncancel() > 0:
+                raise  # not (only) ours
+            return
+        finally:
+            self._task = None
+        if self.cancel_called:
+            # Ours came as the call ended (or the app swallowed it): taken back here, not
+            # left pending for the next await of whatever follows.
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0)
+            if task.uncancel() > 0:
+                raise asyncio.CancelledError
 
 
 class Connection:

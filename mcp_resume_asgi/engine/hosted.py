@@ -41,7 +41,7 @@ from starlette.types import Message, Scope
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, content_type, session_id, stream_headers
 from mcp_resume_asgi.core.stream import FirstGone, Reason, StreamCore
 from mcp_resume_asgi.engine import cancellation
-from mcp_resume_asgi.engine.connection import Connection, Flag
+from mcp_resume_asgi.engine.connection import AppScope, Connection, Flag
 from mcp_resume_asgi.engine.delivery import Writer, finish_answer
 from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.engine.recorder import Recorder
@@ -173,7 +173,7 @@ class HostedStream:
         self.idempotency_key: str | None = None
         self.app_started = False
         self.app_disconnect = Flag()
-        self.app_scope = anyio.CancelScope()
+        self.app_scope = AppScope()
         self.over = False
         """The app's task is over (its request, and what follows it, are done)."""
         self.done = Flag()
@@ -293,8 +293,7 @@ class HostedStream:
                 self.disconnect_app()
 
         try:
-            with self.app_scope:
-                await self.services.app(self.scope, app_receive, app_send)
+            await self.app_scope.run(self.services.app(self.scope, app_receive, app_send))
         except Exception:
             if self.mode is Mode.STREAM or self.mode is Mode.UPGRADED:
                 logger.exception("app failed while streaming %s", self.stream_id)
@@ -304,8 +303,11 @@ class HostedStream:
             else:
                 logger.exception("app failed after starting its response")
         finally:
-            with anyio.CancelScope(shield=True):
-                await self.app_finished()
+            if self.app_scope.on_asyncio:
+                await self.app_finished()  # (a task of the loop's: no scope around it to shield from)
+            else:
+                with anyio.CancelScope(shield=True):
+                    await self.app_finished()
 
     async def first_gone(self, first: Connection) -> None:
         """The first connection's client left: what that means is the core's (`first_gone`)."""
