@@ -285,12 +285,17 @@ class HostedStream:
             await self.app_disconnect.wait()
             return {"type": "http.disconnect"}
 
-        async def app_send(message: Message) -> None:
+        async def last_send(message: Message) -> None:
             await self.on_app_send(message)
+            # What a server tells an app whose response is complete: its disconnect
+            # listener ends normally instead of being cancelled.
+            self.disconnect_app()
+
+        def app_send(message: Message) -> Awaitable[None]:
+            # (`on_app_send` awaited in its place, but for the response's end: a coroutine fewer)
             if message["type"] == "http.response.body" and not message.get("more_body", False):
-                # What a server tells an app whose response is complete: its disconnect
-                # listener ends normally instead of being cancelled.
-                self.disconnect_app()
+                return last_send(message)
+            return self.on_app_send(message)
 
         try:
             await self.app_scope.run(self.services.app(self.scope, app_receive, app_send))
