@@ -194,3 +194,22 @@ async def test_a_command_that_timed_out_is_not_sent_again(
     finally:
         await cluster_client.delete(counter)
         await store.aclose()
+
+
+async def test_more_concurrent_calls_than_connections_wait_their_turn(
+    redis_cluster_url: str, cluster_client: RedisCluster
+) -> None:
+    """redis-py's cluster client refuses a command beyond a node's `max_connections`
+    (`MaxConnectionsError`); the store's own client queues it, as the blocking pool of one
+    instance does, so a burst of requests is slower, never refused."""
+    prefix = redis_prefix("cluster-turns")
+    store = RedisStore(redis_cluster_url, prefix=prefix, max_connections=2)
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(60):
+                tg.start_soon(store.set_key, f"k{i}", "v", 60)
+        assert [await store.get_key(f"k{i}") for i in range(60)] == ["v"] * 60
+    finally:
+        await store.clear()
+        await store.aclose()
+    assert await _keys(cluster_client, prefix) == []

@@ -9,8 +9,10 @@ connection after a restart; a store given a `client` uses it and checks it.
 
 A `url` may name a node of a Redis Cluster: `is_cluster_node` finds out (on the store's
 first use), and `open_cluster_clients` opens the two clients again as `RedisCluster`s,
-each with up to that many connections per node (redis-py's cluster client refuses a
-command beyond them rather than queueing it).
+each with up to that many connections per node. redis-py's cluster client refuses a
+command beyond them (`MaxConnectionsError`) rather than queueing it, as a single
+instance's blocking pool does: so a store's cluster client lets at most that many
+commands run at once and queues the others, the same back-pressure on both.
 """
 
 from __future__ import annotations
@@ -103,9 +105,21 @@ class _StoreCluster(RedisCluster):
     """redis-py's cluster client, sending a command again on the errors `_RECONNECT` does
     (a lost connection; and a slot moving or the cluster down during a failover), but not
     after a timeout, which redis-py's own list (`ERRORS_ALLOW_RETRY`) includes: a script
-    that timed out may still run, and running it twice is not harmless (`add_key`)."""
+    that timed out may still run, and running it twice is not harmless (`add_key`).
+
+    At most `max_connections` of its commands run at once; the others wait their turn (the
+    module docstring: redis-py would refuse them). One command uses one connection of one
+    node, so no node's pool is ever asked for more than it has."""
 
     ERRORS_ALLOW_RETRY = (RedisConnectionError, ClusterDownError, SlotNotCoveredError)  # type: ignore[assignment]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._turns = asyncio.Semaphore(int(kwargs.get("max_connections", 100)))
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        async with self._turns:
+            return await super().execute_command(*args, **kwargs)
 
 
 def open_cluster_clients(
