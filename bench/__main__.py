@@ -1,8 +1,8 @@
 """`python -m bench`: the standard benchmarks of mcp-resume-asgi, side by side, in one run.
 
 1. HTTP overhead on a real app: a stock `MCPServer` (SSE answers) under uvicorn, one
-   process per variant - bare, wrapped (memory store), wrapped on a Redis store, and the
-   SDK's own event store - each pinned to CPU 1; the load generator runs here, pinned to
+   process per variant - bare, wrapped (memory store), wrapped on a Redis store, the
+   SDK's own event store, and wrapped with the OpenTelemetry SDK exporting in memory - each pinned to CPU 1; the load generator runs here, pinned to
    CPU 0, calling the `echo` tool (one event per answer) or the `progress` tool (two
    progress notifications, then the result) with 1, 4 and 32 clients. Windows are
    interleaved (every repetition visits every clients count, tool and variant), figures
@@ -55,7 +55,7 @@ PLOTS = ROOT / "bench" / "plots"
 PUBLISHED = RESULTS / "benchmarks.json"
 #: As in bench.apps, which this process does not import (it imports mcp_resume_asgi,
 #: which with `--at` only the child processes may load).
-VARIANTS = ("bare", "wrapped", "wrapped_redis", "sdk_es")
+VARIANTS = ("bare", "wrapped", "wrapped_redis", "sdk_es", "wrapped_otel")
 REDIS_VARIANTS = frozenset({"wrapped_redis"})
 HTTP_CONCURRENCIES = [1, 4, 32]
 ENGINE_EVENTS = [1_000, 10_000]
@@ -334,6 +334,18 @@ def run_http(
     }
 
 
+def log_otel_cost(http: dict[str, Any]) -> None:
+    """Issue 23's bar: the SDK configured (`wrapped_otel`) costs <= 5% req/s against `wrapped`."""
+    by = {(r["tool"], r["variant"], r["concurrency"]): r for r in http["rows"]}
+    for (tool, variant, c), row in sorted(by.items()):
+        base = by.get((tool, "wrapped", c))
+        if variant == "wrapped_otel" and base is not None and base["rps"]:
+            ratio = row["rps"] / base["rps"]
+            log(
+                f"  otel c={c:<3} {tool:<8} wrapped_otel/wrapped req/s {ratio:.3f} ({'ok' if ratio >= 0.95 else 'OVER 5%'})"
+            )
+
+
 # --------------------------------------------------------------------------- 3, 4: engine
 def engine(*args: str) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "bench.engine", *args, "--cpu", str(SERVER_CPU)]
@@ -481,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
             results["http"] = run_http(
                 HTTP_CONCURRENCIES, runs, warmup_s=0.5, duration_s=duration, variants=variants, redis=redis
             )
+            log_otel_cost(results["http"])
         if "engine" in only:
             replay_counts = QUICK_REPLAY_EVENTS if args.quick else REPLAY_EVENTS
             results["engine"] = run_engine(ENGINE_EVENTS, 3 if args.quick else 7, replay_counts, redis)

@@ -12,13 +12,20 @@ Variants:
 * ``wrapped`` - the same app inside ``resumable(app, policy=Policy())`` (default ``MemoryStore``);
 * ``wrapped_redis`` - the same, on a ``RedisStore`` (what a fleet of nodes shares), under a
   key prefix of the caller's (the benchmark deletes it afterwards);
-* ``sdk_es``  - the SDK's own resumability: an in-memory ``EventStore`` and ``retry_interval``.
+* ``sdk_es``  - the SDK's own resumability: an in-memory ``EventStore`` and ``retry_interval``;
+* ``wrapped_otel`` - ``wrapped`` with the OpenTelemetry SDK configured for the middleware: every
+  span to an in-memory exporter (batched, as a real exporter is), metrics to an in-memory
+  reader (issue 23's bar: <= 5% req/s against ``wrapped``, which reports through the API with no
+  SDK - the default when ``opentelemetry-api`` is installed);
+* ``wrapped_off`` - ``wrapped`` with ``telemetry=False`` (for ``bench.inprocess``: what the
+  hooks cost with no SDK).
 
 Each factory builds a fresh server, so the three never share state.
 """
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 from uuid import uuid4
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -27,8 +34,9 @@ from mcp_types import JSONRPCMessage
 from starlette.types import ASGIApp
 
 from mcp_resume_asgi import Policy, resumable
+from mcp_resume_asgi.telemetry import OpenTelemetry
 
-VARIANTS = ("bare", "wrapped", "wrapped_redis", "sdk_es")
+VARIANTS = ("bare", "wrapped", "wrapped_redis", "sdk_es", "wrapped_otel", "wrapped_off")
 TOOLS = ("echo", "progress")
 RETRY_INTERVAL_MS = 1000
 #: A store shared by several processes needs a shared secret; any fixed one serves a benchmark.
@@ -120,8 +128,34 @@ def create_app(variant: str = "bare", *, redis_url: str = "", redis_prefix: str 
             store=RedisStore(redis_url, prefix=redis_prefix),
             secret=REDIS_SECRET,
         )
+    if variant == "wrapped_otel":
+        return resumable(server.streamable_http_app(host="127.0.0.1"), policy=Policy(), telemetry=_otel())
+    if variant == "wrapped_off":
+        return resumable(server.streamable_http_app(host="127.0.0.1"), policy=Policy(), telemetry=False)
     if variant == "sdk_es":
         return server.streamable_http_app(
             host="127.0.0.1", event_store=InMemoryEventStore(), retry_interval=RETRY_INTERVAL_MS
         )
     raise ValueError(f"unknown variant {variant!r}; one of {VARIANTS}")
+
+
+def _otel() -> OpenTelemetry:
+    """Providers of the SDK for the middleware alone (the app's own spans stay off, as in
+    `wrapped`): spans batched to an in-memory exporter that forgets what it holds past a
+    bound (a long run would fill the memory), metrics read in memory."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    class BoundedExporter(InMemorySpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            if len(self._finished_spans) > 10_000:
+                self.clear()
+            return super().export(spans)
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(BoundedExporter()))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    return OpenTelemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)

@@ -20,7 +20,7 @@ from typing import Any
 from bench.apps import create_app
 from bench.callcounts import _call, starlette_app
 
-VARIANTS = ("bare", "wrapped", "sdk_es")
+VARIANTS = ("bare", "wrapped", "sdk_es", "wrapped_off", "wrapped_otel")
 INIT = (
     b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
     b'"capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}'
@@ -67,6 +67,9 @@ def main(argv: list[str] | None = None) -> None:
         "wrapped_minus_bare_us": round(medians["wrapped"] - medians["bare"], 1),
         "wrapped_over_bare": round(medians["wrapped"] / medians["bare"], 3),
         "wrapped_over_sdk_es": round(medians["wrapped"] / medians["sdk_es"], 3),
+        # Telemetry: on through the API with no SDK (`wrapped`, the default) and with the SDK.
+        "wrapped_minus_telemetry_off_us": round(medians["wrapped"] - medians["wrapped_off"], 1),
+        "otel_sdk_over_wrapped": round(medians["wrapped_otel"] / medians["wrapped"], 3),
     }
     json.dump(result, sys.stdout, indent=1)
     sys.stdout.write("\n")

@@ -40,11 +40,14 @@ def resumable(
     `tasks=True` adds the Tasks extension (`TasksMiddleware`; which calls become tasks
     is each route's `Policy.task_after_s`); `rest=True` (or a dict of `RestMiddleware`
     options) adds the REST face (SEP-1597) outermost, and the Tasks layer it needs.
+
+    The result has `drain()` (`ResumeMiddleware.drain`): a host that handles SIGTERM itself
+    awaits it before stopping its server; under uvicorn, hypercorn and granian the server's
+    own signal starts it.
     """
     check_asgi_app(app)
-    wrapped: ASGIApp = ResumeMiddleware(
-        app, policy=policy, routes=routes, store=store, secret=secret, **options
-    )
+    middleware = ResumeMiddleware(app, policy=policy, routes=routes, store=store, secret=secret, **options)
+    wrapped: ASGIApp = middleware
     if resumable_requests:
         from mcp_resume_asgi.features.resumable_requests import ResumableRequestsMiddleware
 
@@ -66,4 +69,7 @@ def resumable(
         path = options.get("path", "/mcp")
         rest_options.setdefault("path", path if isinstance(path, str) else next(iter(path), "/mcp"))
         wrapped = RestMiddleware(wrapped, **rest_options)  # its calls are tasks: it sends them inward
+    if wrapped is not middleware:
+        # `await app.drain()` for a host that handles its signals itself (`ResumeMiddleware.drain`)
+        setattr(wrapped, "drain", middleware.drain)  # noqa: B010
     return wrapped

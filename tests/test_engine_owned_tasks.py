@@ -128,7 +128,7 @@ class _ReleaseWhenDraining(logging.Handler):
         self.draining = False
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.getMessage().startswith("shutdown: waiting"):
+        if record.getMessage().startswith("drain: attached connections closed"):
             self.draining = True
             self.state.release()
 
@@ -179,7 +179,7 @@ async def test_lifespan_shutdown_stops_a_tool_still_running_after_drain_s() -> N
     parsed = middleware_of(app).engine.signer.parse_event_id(first.last_id)
     assert parsed is not None
     events = await store.read(parsed[0], 0, 100)
-    assert b'"error"' in events[-1][1] and b"without a response" in events[-1][1], (
+    assert b'"error"' in events[-1][1] and b"the server shut down" in events[-1][1], (
         "the stream ends with an error event its client can read"
     )
 
@@ -299,3 +299,43 @@ async def test_granian_a_post_whose_client_left_returns_while_its_tool_goes_on()
         assert first.last_id is not None
         assert await resumed_result(s, first.last_id) == "released"
         assert await tool_sees(s, "granian-value") == "granian-value"
+
+
+# ---------------------------------------------------------------------------------- drain() (issue 22)
+async def test_an_explicit_drain_closes_the_stream_with_retry_and_the_tool_finishes() -> None:
+    """`await middleware.drain()`: the attached connection ends after `retry:` with no result, the
+    tool goes on and finishes within `drain_s`, its result is resumable; a request arriving
+    meanwhile is served (a quick one completes on its own connection)."""
+    state = State()
+    app = create_app(state=state, policy=FAST, drain_s=scaled(30))
+    middleware = middleware_of(app)
+    async with (
+        serve_in_loop(app) as info,
+        httpx.AsyncClient(base_url=info.base_url, timeout=10) as client,
+    ):
+        s = RawSession(client)
+        call = s.tool_call("wait", {"tag": "a"}, progress=True)
+        drained: list[Any] = []
+
+        async def drain() -> None:
+            drained.append(await middleware.drain())
+
+        async with anyio.create_task_group() as tg:
+            async with s.open("POST", "/mcp", call, s.headers(x_tag="a")) as (response, reader):
+                assert response.status_code == 200
+                events = []
+                with anyio.fail_after(scaled(10)):
+                    async for event in reader:
+                        events.append(event)
+                        if len(events) == 2:  # (the priming event, the first progress)
+                            tg.start_soon(drain)
+            assert events[-1].retry is not None, "closed after a retry: field"
+            assert not any("result" in m for m in (e.message for e in events if e.data)), events
+            assert state.running == ["a"] and not state.finished, "the tool goes on during the drain"
+            assert await tool_sees(s, "during-the-drain") == "during-the-drain", "a new request is served"
+            state.release()
+        assert drained and drained[0].finished == 1 and drained[0].stopped == 0, drained
+        assert state.finished == ["a"]
+        last_id = next(e.id for e in reversed(events) if e.id)
+        assert await resumed_result(s, last_id) == "released"
+        assert (await middleware.drain()) is drained[0], "a second drain is the first's"

@@ -1066,3 +1066,28 @@ StreamLife.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 test_stream_life = pytest.mark.slow(StreamLife.TestCase)
+
+
+# ---------------------------------------------------------------------- drain (issue 22)
+
+
+def test_a_drain_closes_a_resumable_connection_at_will_and_leaves_one_whose_close_cancels() -> None:
+    core = make()
+    att = attached(core)
+    assert core.drain(att) and att.closing is Reason.DRAIN and Reason.DRAIN in AT_WILL
+    assert not core.owed(att), "nothing more is written to it: it closes on this event boundary"
+    assert core.release(att, 1.0, gone=False) == (Reason.DRAIN, False), "a drain never cancels the work"
+    modern = make(version=SINGLE)
+    kept = attached(modern)
+    assert not modern.drain(kept) and kept.closing is None, "2026-07-28 without the opt-in: left to finish"
+    opted = make(version=SINGLE, opted_in=True)
+    assert opted.drain(attached(opted)), "2026-07-28 with the resumable-streams opt-in: closed"
+
+
+def test_a_drain_does_not_replace_a_close_already_decided_nor_touch_a_replaced_connection() -> None:
+    core = make()
+    old = attached(core, gen=1)
+    new = attached(core, gen=2)
+    assert old.closing is Reason.REPLACED and not core.drain(old) and old.closing is Reason.REPLACED
+    core.close(new, Reason.IDLE)
+    assert not core.drain(new) and new.closing is Reason.IDLE

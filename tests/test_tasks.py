@@ -367,3 +367,20 @@ async def test_task_after_s_counts_from_the_requests_arrival(legacy: bool) -> No
         assert (await h.task("tasks/cancel", task_id)).status_code == 200
         plain, _ = await _first_answer_after(h, legacy, "slow", {"seconds": 0, "tag": "in-time"})
         assert plain["result"]["content"][0]["text"] == "slept in-time", "a tool done in time: no task"
+
+
+async def test_a_task_still_running_at_the_drain_budget_is_failed_saying_the_server_shut_down() -> None:
+    """Issue 22: `drain()` lets a task run on up to `drain_s`, then ends it: `failed`, with a
+    message that says the server shut down (never a record left `working`)."""
+    from mcp_resume_asgi.engine.services import SHUT_DOWN
+
+    store = MemoryStore()
+    app = resumable(create_app(), policy=AT_ONCE, store=store, tasks=True, drain_s=0.2)
+    async with serve(app) as info, httpx.AsyncClient(base_url=info.base_url, timeout=15) as client:
+        h = Harness(client, store, app)
+        task_id = created(await h.call("slow", {"seconds": 30.0, "tag": "at-the-budget"}))
+        drained = await app.drain()  # type: ignore[attr-defined]
+        assert drained.running == 1 and drained.stopped == 1 and drained.finished == 0, drained
+        task = await h.until_terminal(task_id)
+    assert task["status"] == "failed", task
+    assert task["statusMessage"] == SHUT_DOWN and task["error"]["message"] == SHUT_DOWN, task

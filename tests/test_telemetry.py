@@ -425,3 +425,151 @@ async def test_an_at_will_close_of_a_resumed_stream_is_counted_by_reason() -> No
     assert otel.count(n.RESUMES, mcp_resume__resume__outcome="replayed") == 1
     [size] = otel.points(n.REPLAY_SIZE)
     assert size.count == 1 and size.sum == 0  # (nothing was recorded before it)
+
+
+# ---------------------------------------------------------------------- the engine (part 2)
+def executing(otel: Otel, app: ASGIApp) -> ASGIApp:
+    """The app, its execution a span of the test's tracer (as an instrumented app's own spans):
+    its parent is whatever context the app's request runs in."""
+    tracer = otel.tracer_provider.get_tracer("the-app")
+
+    async def traced(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        with tracer.start_as_current_span("execute"):
+            await app(scope, receive, send)
+
+    return traced
+
+
+def _span_id(traceparent: str) -> int:
+    return int(traceparent.split("-")[2], 16)
+
+
+def _trace_id(traceparent: str) -> int:
+    return int(traceparent.split("-")[1], 16)
+
+
+async def test_a_task_detached_and_its_execution_are_reported_and_in_the_callers_trace(
+    store_kind: str,
+) -> None:
+    from tests.apps.tasks_app import open_gate
+
+    otel = Otel()
+    tag = f"traced-{store_kind}"
+    async with tasks_stack(store_kind, otel, lambda: executing(otel, create_app())) as h:
+        task_id = created(await h.call("gated", {"tag": tag}, traceparent=CLIENT_TRACE))
+        await h.get(task_id)
+        # The call became a task: its client was let go, its app runs on with nobody attached.
+        assert otel.count(n.STREAMS_ATTACHED) == 0
+        assert otel.count(n.STREAMS_DETACHED) == 1
+        recorded = otel.count(n.EVENTS_RECORDED)
+        open_gate(tag)
+        final = await h.until_terminal(task_id)
+        assert final["status"] == "completed"
+        with anyio.fail_after(10):
+            while otel.count(n.STREAMS_DETACHED) != 0:  # (the app's end is noted after its answer)
+                await anyio.sleep(0.01)
+        assert otel.count(n.EVENTS_RECORDED) > recorded >= 0
+        assert otel.count(n.STREAMS_ATTACHED) == 0
+    [creation] = otel.finished("create_task gated")
+    executions = [
+        s for s in otel.finished("execute") if s.parent and s.parent.span_id == _span_id(CLIENT_TRACE)
+    ]
+    assert len(executions) == 1, "the app's execution is a child of the request that created the task"
+    [execution] = executions
+    assert execution.context.trace_id == creation.context.trace_id == _trace_id(CLIENT_TRACE)
+    gets = otel.finished("tasks/get")
+    assert gets and all(span.context.trace_id == _trace_id(CLIENT_TRACE) for span in gets), "one trace"
+
+
+async def test_the_apps_execution_is_a_child_of_an_outer_asgi_span_even_after_its_request_returned() -> None:
+    from tests.apps.tasks_app import open_gate
+
+    otel = Otel()
+    tracer = otel.tracer_provider.get_tracer("outer-asgi")
+    inner = resumable(
+        executing(otel, create_app()), policy=AT_ONCE, store=MemoryStore(), tasks=True, telemetry=otel.setting
+    )
+
+    async def outer(
+        scope: Scope, receive: Receive, send: Send
+    ) -> None:  # (as OpenTelemetry's ASGI middleware)
+        if scope["type"] != "http":
+            await inner(scope, receive, send)
+            return
+        with tracer.start_as_current_span(f"{scope['method']} {scope['path']}"):
+            await inner(scope, receive, send)
+
+    async with serve(outer) as info, httpx.AsyncClient(base_url=info.base_url, timeout=15) as client:
+        h = Harness(client, MemoryStore(), inner)
+        task_id = created(await h.call("gated", {"tag": "outer"}))
+        open_gate("outer")
+        assert (await h.until_terminal(task_id))["status"] == "completed"
+    [creation] = otel.finished("create_task gated")
+    [post] = [s for s in otel.finished("POST /mcp") if s.context.trace_id == creation.context.trace_id]
+    [execution] = [s for s in otel.finished("execute") if s.context.trace_id == post.context.trace_id]
+    assert execution.parent is not None and execution.parent.span_id == post.context.span_id
+    assert post.end_time is not None and execution.end_time is not None
+    assert execution.end_time > post.end_time, "the request returned (a task) while its app ran on"
+    gets = otel.finished("tasks/get")
+    assert gets, "polls: each in its own request's trace (the outer span), linked to the task's creation"
+    assert all([link.context.span_id for link in span.links] == [creation.context.span_id] for span in gets)
+
+
+async def test_a_rest_get_of_a_running_call_is_linked_to_its_tasks_creation() -> None:
+    from tests.apps.rest_app import create_app as rest_app
+
+    otel = Otel()
+    policy = Policy(task_poll_interval_ms=100, task_ttl_s=120)
+    app = resumable(rest_app(), policy=policy, store=MemoryStore(), rest=True, telemetry=otel.setting)
+    async with serve_in_loop(app) as info, httpx.AsyncClient(base_url=info.base_url, timeout=20) as client:
+        url = "/mcp/tools/slow/calls/traced-1"
+        put = await client.put(
+            url,
+            json={"steps": 40, "tag": "rest-traced", "step_s": 0.25},
+            headers={"idempotency-key": "k-traced", "traceparent": CLIENT_TRACE},
+        )
+        assert put.status_code == 201 and put.json()["status"] == "running", put.text
+        got = await client.get(url)
+        assert got.status_code == 200 and got.json()["status"] == "running", got.text
+        cancelled = await client.post(f"{url}/cancel")
+        assert cancelled.status_code == 200, cancelled.text
+    [creation] = [s for s in otel.finished() if s.name.startswith("create_task")]
+    assert creation.context.trace_id == _trace_id(CLIENT_TRACE)
+    [get] = [s for s in otel.finished("tasks/get slow") if (s.attributes or {}).get("http.route")]
+    assert [link.context.span_id for link in get.links] == [creation.context.span_id]
+    assert get.context.trace_id == _trace_id(CLIENT_TRACE), (
+        "a REST poll joins the trace of the call's creation"
+    )
+    assert (get.attributes or {}).get(n.ATTR_TASK_ID) is not None
+
+
+async def test_a_call_closed_at_will_and_resumed_where_it_runs_is_counted_and_replayed() -> None:
+    from tests.apps.lowlevel_app import create_app as lowlevel_app
+    from tests.support.raw import RawSession
+
+    otel = Otel()
+    policy = Policy(retry_ms=100, max_connection_s=0.3)
+    app = resumable(lowlevel_app(), store=MemoryStore(), policy=policy, telemetry=otel.setting)
+    async with serve(app) as info, httpx.AsyncClient(base_url=info.base_url, timeout=15) as client:
+        session = RawSession(client)
+        await session.initialize()
+        await session.notify("notifications/initialized")
+        call = session.tool_call("slow_progress", {"seconds": 1.2, "steps": 6}, progress=True)
+        reply = await session.exchange("POST", "/mcp", call)
+        resumes = 0
+        with anyio.fail_after(20):
+            while not any('"result"' in (event.data or "") for event in reply.events):
+                last = reply.last_id
+                assert last is not None, reply.raw
+                reply = await session.exchange("GET", "/mcp", headers=session.headers(last_event_id=last))
+                resumes += 1
+            while otel.count(n.STREAMS_ATTACHED) or otel.count(n.STREAMS_DETACHED):
+                await anyio.sleep(0.01)  # (the last connection is noted let go after its answer)
+    assert resumes >= 1, "closed at will at least once before the answer (1.2 s against 0.3 s)"
+    assert otel.count(n.STREAM_CLOSES, mcp_resume__close__reason="max_connection") >= resumes
+    assert otel.count(n.RESUMES, mcp_resume__resume__outcome="replayed") == resumes
+    assert otel.count(n.REPLAY_DURATION) == resumes, "each resume of the stream hosted here caught up"
+    assert otel.count(n.EVENTS_RECORDED) >= 7  # six progress notifications and the result

@@ -124,10 +124,12 @@ class Reason(enum.StrEnum):
     GAP = "gap"
     DELETED = "deleted"
     OWNER_DEAD = "owner_dead"
+    DRAIN = "drain"
+    """This node is shutting down: its client resumes elsewhere (a shared store serves it)."""
 
 
 #: Closes made on purpose: the client is told (`retry:`) when to come back.
-AT_WILL = frozenset({Reason.MAX_CONNECTION, Reason.IDLE, Reason.INPUT, Reason.REPLACED})
+AT_WILL = frozenset({Reason.MAX_CONNECTION, Reason.IDLE, Reason.INPUT, Reason.REPLACED, Reason.DRAIN})
 
 
 def close_cancels(version: str, opted_in: bool) -> bool:
@@ -745,6 +747,16 @@ class StreamCore:
 
     def head_sent(self, conn: Attachment) -> None:
         conn.head_due = None
+
+    def drain(self, conn: Attachment) -> bool:
+        """This node drains: close `conn` at will, on the next event boundary, if its client may
+        be closed at will (it resumes on another node); True when it is to be closed. A client
+        whose close cancels (2026-07-28 without the opt-in) keeps its connection: its request
+        is left to finish."""
+        if conn is not self.conn or conn.closing is not None or not conn.at_will:
+            return False
+        conn.closing = Reason.DRAIN
+        return True
 
     def close(self, conn: Attachment, reason: Reason) -> None:
         if conn.closing is None:

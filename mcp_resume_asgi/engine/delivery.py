@@ -113,6 +113,7 @@ class Writer:
         "answering",
         "conn",
         "core",
+        "detached",
         "host",
         "outcome",
         "policy",
@@ -153,6 +154,8 @@ class Writer:
         decide what the request is - a feature layer's deadline frame makes it a task - so the
         request is not concluded while one is under way (`answers_settled`)."""
         self._settled: anyio.Event | None = None
+        self.detached = False
+        """Its app runs with no connection attached (counted in `streams_detached`)."""
 
     # ------------------------------------------------------------------ answers under way
     def answer_begins(self) -> None:
@@ -199,15 +202,31 @@ class Writer:
         conn.attachment = self.core.conn
         conn.head = opening
         self.arm()
+        if old is None:
+            self._count_attached(1)
         return old if old is not conn else None
+
+    def _count_attached(self, delta: int) -> None:
+        """The stream got (+1) or lost (-1) its connection: `streams_attached`, and
+        `streams_detached` while its app runs without one."""
+        telemetry = self.services.telemetry
+        if not telemetry.enabled:
+            return
+        telemetry.streams_attached(delta)
+        detached = delta < 0 and not self.core.app_done
+        if detached is not self.detached:
+            self.detached = detached
+            telemetry.streams_detached(1 if detached else -1)
 
     async def serve(self, conn: Connection, *, gen: int, after_seq: int, priming: bool) -> tuple[str, int]:
         """Serve a resuming connection from this stream (its own ASGI call waits here)."""
         opening = self.priming(after_seq) if priming else b""
+        started = time.monotonic()
         old = self.attach(conn, gen=gen, cursor=after_seq, hold_head=False, opening=opening)
         att = conn.attachment
         assert att is not None
         await self.open_and_pump(conn, replaced=old)
+        self.services.telemetry.replayed(time.monotonic() - started, max(att.cursor - after_seq, 0))
         if conn.attachment is att:
             await conn.listen()  # its own call watches it, until it leaves or is let go
         if conn.attachment is att and not conn.busy:
@@ -311,6 +330,8 @@ class Writer:
             if not written:
                 return True
             core.wrote(att, last, time.monotonic())
+            if self.services.draining is not None:
+                core.drain(att)  # (a connection attached during a drain: closed after an event, not at once)
         return True
 
     async def _open(self, conn: Connection, att: Attachment) -> bool:
@@ -391,8 +412,11 @@ class Writer:
         reason, cancels = self.core.release(
             att, time.monotonic(), gone=conn.gone.is_set(), survives_close=survives
         )
+        if reason in AT_WILL:
+            self.services.telemetry.closed_at_will(str(reason))
         if self.conn is conn:
             self.conn = None
+            self._count_attached(-1)
             if cancels:
                 spawn(self.host.closed_by_client)
             self.arm()
@@ -414,6 +438,21 @@ class Writer:
             conn.stop_listening()  # its own call watches it: it may return now
             self.answer_ends()
         logger.debug("stream %s: connection let go (%s) at %s", self.stream_id, reason, att.cursor)
+
+    def drain(self) -> None:
+        """This node drains: close the attached connection at will, on an event boundary, with
+        `retry:` (`StreamCore.drain`); the app's work goes on and is recorded. A connection being
+        written now is let go by its writer once the write is over."""
+        conn = self.conn
+        att = conn.attachment if conn is not None else None
+        if conn is None or att is None or not self.core.drain(att):
+            return
+        if conn.own_writer:
+            conn.signal()
+        elif not conn.busy:
+            self.answer_begins()
+            spawn(self._timed_service, conn)
+        self.arm()
 
     # ------------------------------------------------------------------ time
     def on_timer(self, now: float) -> float | None:
@@ -450,6 +489,9 @@ class Writer:
             self.core.settle(conn.attachment)
             if conn.own_writer:
                 conn.signal()
+        if self.detached:
+            self.detached = False
+            self.services.telemetry.streams_detached(-1)
         self.arm()
 
     async def finish_first(self) -> None:

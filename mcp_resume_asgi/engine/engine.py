@@ -21,6 +21,7 @@ engine; what the layers in front may ask of it is its `EnginePort` (`port.py`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -60,12 +61,23 @@ from mcp_resume_asgi.wire.principal import PrincipalOf
 from mcp_resume_asgi.wire.replies import send_bytes, send_json
 from mcp_resume_asgi.wire.tokens import TokenSigner
 
-__all__ = ["DRAIN_END_S", "Engine"]
+__all__ = ["DRAIN_END_S", "Drained", "Engine"]
 
 logger = logging.getLogger(__name__)
 
 #: How long a drain waits for the requests it stopped to conclude (their stream's end recorded).
 DRAIN_END_S = 5.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Drained:
+    """What a drain did (`Engine.drain`): how long it took, how many app tasks ran at its start,
+    how many of them finished within the budget and how many it ended at the budget."""
+
+    seconds: float
+    running: int
+    finished: int
+    stopped: int
 
 
 class Engine:
@@ -115,6 +127,9 @@ class Engine:
         self.node = node
         self.live = services.live
         self.recovery = services.recovery
+        self._drain_done: anyio.Event | None = None
+        self.drained: Drained | None = None
+        """What this node's drain did, once it is over (`drain`)."""
         self.known_features: Any = ()
         """The feature layers in front of this engine, as last seen (relayed requests get them too)."""
         self.admission = Admission(app, principal=principal, store=store, node=node)
@@ -359,29 +374,78 @@ class Engine:
         await hosted.host(Connection(send, receive), open_before_s=None, after_app=forget_key)
 
     # ------------------------------------------------------------------ shutdown
-    async def drain(self, drain_s: float) -> None:
-        """Wait up to `drain_s` for the app's requests running here to end (a session's GET
-        stream is told to end at once: it has no end of its own to wait for), then stop those
-        left (each stream ends as a hard cancel ends it: with its error event) and wait for
-        them to conclude. The lifespan's shutdown does this before the app hears of it: the
-        app's work may need what its shutdown closes."""
-        apps = self.services.scheduler.apps
+    async def drain(self, drain_s: float) -> Drained:
+        """This node stops: close every attached connection a client may resume elsewhere, let
+        the app's work run on (recorded) for up to `drain_s`, then end what is left cleanly.
+
+        At once: each connection of a stream hosted here, and each served from the store, whose
+        client may be closed at will (2025-era, or 2026-07-28 with the resumable-streams opt-in)
+        is closed on an event boundary after `retry:` (`Reason.DRAIN`); its client resumes on
+        another node, which serves it from a shared store while the app here goes on recording.
+        A 2026-07-28 request whose close cancels it keeps its connection and is left to finish.
+        A session's GET stream is told to end (it has no end of its own to wait for). Requests
+        that arrive meanwhile are served as usual, but a connection attached since is closed the same
+        way after an event it is written (a final answer first: a quick call completes).
+        At `drain_s`, what still runs is cancelled: its stream ends with an error event that says
+        the server shut down (`SHUT_DOWN`; a task is `failed` with it), never a record left running.
+
+        Called on the server's shutdown signal (`http/middleware.py`), by the lifespan's shutdown,
+        or by a host that handles its own signals; a second call waits for the first's end."""
+        if self._drain_done is not None:
+            await self._drain_done.wait()
+            assert self.drained is not None
+            return self.drained
+        self._drain_done = anyio.Event()
+        try:
+            self.drained = await self._drain(drain_s)
+        finally:
+            self._drain_done.set()
+        return self.drained
+
+    async def _drain(self, drain_s: float) -> Drained:
+        services = self.services
+        apps = services.scheduler.apps
+        started = time.monotonic()
+        services.draining = "closing"
         for hosted in list(self.live.values()):
+            hosted.writer.drain()
             if hosted.kind is StreamKind.STANDALONE:
                 hosted.disconnect_app()  # a session's GET stream has no end to wait for
-        if not apps.running:
-            return
-        logger.info("shutdown: waiting up to %ss for %d running request(s)", drain_s, apps.running)
-        with anyio.move_on_after(drain_s):
+        for close in list(services.followers):
+            close()
+        running = apps.running
+        logger.log(
+            logging.INFO if running else logging.DEBUG,
+            "drain: attached connections closed with retry:, waiting up to %ss for %d running request(s)",
+            drain_s,
+            running,
+        )
+        with anyio.move_on_after(max(drain_s - (time.monotonic() - started), 0.0)):
             await apps.idle()
-        if not apps.running:
-            return
-        left = [hosted for hosted in self.live.values() if not hosted.done.is_set()]
-        logger.warning("shutdown: stopping %d request(s) still running after %ss", len(left), drain_s)
-        for hosted in left:
-            hosted.app_scope.cancel()  # (not expired: its client may still come back for the error)
-        with anyio.move_on_after(DRAIN_END_S):
-            await apps.idle()
+        left = [hosted for hosted in self.live.values() if not hosted.done.is_set()] if apps.running else []
+        if left:
+            services.draining = "stopping"
+            logger.warning("drain: ending %d request(s) still running after %ss", len(left), drain_s)
+            for hosted in left:
+                hosted.app_scope.cancel()  # (not expired: its client may still come back for the error)
+        if apps.running:
+            with anyio.move_on_after(DRAIN_END_S):
+                await apps.idle()
+        drained = Drained(
+            seconds=time.monotonic() - started,
+            running=running,
+            finished=max(running - len(left), 0),
+            stopped=len(left),
+        )
+        services.telemetry.drained(drained.seconds, "stopped" if left else "finished")
+        logger.log(
+            logging.INFO if running else logging.DEBUG,
+            "drain over in %.2fs: %d request(s) finished, %d ended at the budget",
+            drained.seconds,
+            drained.finished,
+            drained.stopped,
+        )
+        return drained
 
     # ------------------------------------------------------------------ sessions and shared helpers
     async def end_session(self, session_id: str) -> None:

@@ -33,6 +33,7 @@ from mcp_resume_asgi.wire.sse import KEEPALIVE, encode_payload, frame_events, pr
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine.services import StreamServices
+    from mcp_resume_asgi.store.base import Store
 
 __all__ = ["follow"]
 
@@ -68,14 +69,19 @@ async def follow(
     if priming and prefix is not None:
         conn.head = priming_frame(prefix + str(after_seq).encode(), policy.retry_ms)
     reason = Reason.GONE
+    waiting = _Waiting(core, att)
+    services.followers.add(waiting.drain)
+    services.telemetry.streams_attached(1)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch, conn, tg.cancel_scope)
             if await conn.open():
                 replay = _Replay(meta.last_seq, after_seq, now)
-                reason = await _loop(services, conn, core, att, meta, prefix, replay)
+                reason = await _loop(services, conn, core, att, meta, prefix, replay, waiting)
             tg.cancel_scope.cancel()
     finally:
+        services.followers.discard(waiting.drain)
+        services.telemetry.streams_attached(-1)
         with anyio.CancelScope(shield=True):
             await _end(services, conn, meta.stream_id, att, reason, policy)
     return str(reason), att.cursor
@@ -97,6 +103,22 @@ class _Replay:
             services.telemetry.replayed(time.monotonic() - self.started, max(cursor - self.after, 0))
 
 
+class _Waiting:
+    """A follower's wait on the store, which a drain interrupts (never a write: a drain closes on
+    an event boundary)."""
+
+    __slots__ = ("att", "core", "scope")
+
+    def __init__(self, core: StreamCore, att: Attachment) -> None:
+        self.core = core
+        self.att = att
+        self.scope: anyio.CancelScope | None = None
+
+    def drain(self) -> None:
+        if self.core.drain(self.att) and self.scope is not None:
+            self.scope.cancel()
+
+
 async def _watch(conn: Connection, serving: anyio.CancelScope) -> None:
     await conn.listen()
     if conn.gone.is_set():
@@ -111,6 +133,7 @@ async def _loop(
     meta: StreamMeta,
     prefix: bytes | None,
     replay: _Replay,
+    waiting: _Waiting,
 ) -> Reason:
     store = services.store
     node = services.node
@@ -134,6 +157,8 @@ async def _loop(
             if not await conn.write(frame_events(prefix, events, transform)):
                 return Reason.GONE
             core.wrote(att, events[-1][0], time.monotonic())
+            if services.draining is not None:
+                core.drain(att)  # (attached during a drain: closed after an event, not at once)
         replay.caught_up(services, att.cursor)
         outcome = core.followed(att, None if meta_now is None else meta.attach_gen)
         if outcome is not None:
@@ -147,6 +172,7 @@ async def _loop(
             and meta.owner != services.node_id
             and att.cursor >= meta.last_seq
             and not await node.alive(meta.owner)
+            and not await _recorded_since(store, stream_id, att.cursor)
         ):
             # Everything the dead owner recorded was delivered; nothing more will come.
             logger.warning("stream %s: its owner %s stopped", stream_id, meta.owner)
@@ -166,7 +192,19 @@ async def _loop(
                 return Reason.GONE
         deadline = core.next_deadline()
         timeout = math.inf if deadline is None else deadline - now
-        await store.wait(stream_id, att.cursor, within_s=max(timeout, 0.001), version=meta.version)
+        if att.closing is not None:  # (a drain, meanwhile)
+            return att.closing
+        with anyio.CancelScope() as waiting.scope:
+            await store.wait(stream_id, att.cursor, within_s=max(timeout, 0.001), version=meta.version)
+        waiting.scope = None
+
+
+async def _recorded_since(store: Store, stream_id: str, cursor: int) -> bool:
+    """Whether the stream's record holds more than `cursor`, or its end, now: an owner that
+    stopped gracefully (a drain) recorded its last events just before it left, maybe after
+    this follower's last read."""
+    meta = await store.get_stream(stream_id)
+    return meta is not None and (meta.last_seq > cursor or meta.final_seq is not None)
 
 
 async def _end(

@@ -46,6 +46,7 @@ from mcp_resume_asgi.engine.delivery import Writer, finish_answer
 from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.engine.recorder import Recorder
 from mcp_resume_asgi.engine.scheduler import spawn
+from mcp_resume_asgi.engine.services import ENDED_WITHOUT_RESPONSE, SHUT_DOWN
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.store.base import StreamKind
 from mcp_resume_asgi.wire import jsonrpc as p
@@ -272,6 +273,7 @@ class HostedStream:
         return self.writer.outcome
 
     async def run_app(self) -> None:
+        self.services.telemetry.join(self.scope, self.body)  # (this task's context: a copy of its request's)
         body_sent = False
 
         async def app_receive() -> Message:
@@ -389,7 +391,8 @@ class HostedStream:
                 # write-behind, a write still under way would land after the request is over.
                 await self.recorder.flush()
                 if self.kind is StreamKind.REQUEST and self.core.final_seq is None and not self.expired:
-                    await self.recorder.record_error("the server ended the stream without a response")
+                    shut_down = self.services.draining == "stopping"
+                    await self.recorder.record_error(SHUT_DOWN if shut_down else ENDED_WITHOUT_RESPONSE)
                     await self.recorder.flush()
                 if self.expired:
                     await self.store.delete_stream(self.stream_id)  # nobody is coming back for it

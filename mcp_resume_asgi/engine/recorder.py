@@ -37,7 +37,7 @@ from mcp_resume_asgi.core.held_writes import Batch, HeldWrites
 from mcp_resume_asgi.core.stream import Phase
 from mcp_resume_asgi.engine.connection import current_asyncio_task
 from mcp_resume_asgi.engine.scheduler import spawn
-from mcp_resume_asgi.engine.services import HostedRequest
+from mcp_resume_asgi.engine.services import SHUT_DOWN, HostedRequest
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import StoreFullError, StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.wire import jsonrpc as p
@@ -366,6 +366,7 @@ class Recorder:
         recorded = hosted.core.record(frames)
         if recorded is None:
             return
+        hosted.services.telemetry.events_recorded(len(recorded.batch))
         if self.held is not None:
             self._add_held(recorded)
             return
@@ -598,6 +599,8 @@ class Recorder:
         elif isinstance(answer, dict) and "error" in answer:
             fixed = dict(answer, id=hosted.request_id)
             await self.record_events([SSEEvent(data=p.dumps(fixed), event=b"message")])
+        elif hosted.services.draining == "stopping":
+            await self.record_error(SHUT_DOWN)  # (the drain's budget cut the app's answer short)
         else:
             await self.record_error(f"the server answered with HTTP {hosted.json_status}")
 
@@ -646,4 +649,5 @@ class Recorder:
             attached=attached,
             attach_gen=1 if attached else 0,
             last_contact=time.time(),
+            trace=hosted.services.telemetry.trace_of(hosted.scope, hosted.body),
         )

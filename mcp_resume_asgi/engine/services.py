@@ -38,7 +38,21 @@ if TYPE_CHECKING:
     from mcp_resume_asgi.core.stream import StreamCore
     from mcp_resume_asgi.store.base import StreamKind
 
-__all__ = ["SSE_HEADERS", "HostedRequest", "OutageReporter", "StreamServices"]
+__all__ = [
+    "ENDED_WITHOUT_RESPONSE",
+    "SHUT_DOWN",
+    "SSE_HEADERS",
+    "HostedRequest",
+    "OutageReporter",
+    "StreamServices",
+]
+
+#: The error a request's stream ends with when its app ended it without a response.
+ENDED_WITHOUT_RESPONSE = "the server ended the stream without a response"
+#: The error a request's stream (and a task: `failed`) ends with when this node's drain budget
+#: ended its work (`Engine.drain`). A re-run on another node (issue 22 item 2) would start from
+#: such a record: the request is in the store, its end says why it did not finish here.
+SHUT_DOWN = "the server shut down before the request finished"
 
 #: The headers of an SSE answer the engine opens itself (the stream's Link and session id added).
 SSE_HEADERS: Headers = [
@@ -78,6 +92,8 @@ class StreamServices(Generic[S]):
     __slots__ = (
         "app",
         "cancel_bindings",
+        "draining",
+        "followers",
         "live",
         "node",
         "node_id",
@@ -116,6 +132,13 @@ class StreamServices(Generic[S]):
         self.scheduler = Scheduler()
         self.live: dict[str, S] = {}
         """The streams whose app runs on this node now, by stream id."""
+        self.followers: set[Callable[[], None]] = set()
+        """How to close each connection served from the store here now, at will (`follower.py`):
+        what a drain calls."""
+        self.draining: str | None = None
+        """None, else how far this node's drain is: "closing" (attached connections are closed
+        at will, the app's work goes on), "stopping" (the budget is spent: what still runs is
+        ended, with `SHUT_DOWN` as its error)."""
         self.store_outage = OutageReporter(store, on_store_outage)
         self.recovery = StoreRecovery(self.store_outage)
         """Writes the store failed, held until it answers again (one waiter, only meanwhile)."""

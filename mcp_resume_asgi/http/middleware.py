@@ -34,7 +34,7 @@ from typing import Any
 import anyio
 
 from mcp_resume_asgi.engine.cluster import Node
-from mcp_resume_asgi.engine.engine import Engine
+from mcp_resume_asgi.engine.engine import Drained, Engine
 from mcp_resume_asgi.engine.port import Delivery, Feature, HostRequest, RequestContext, ServeOptions
 from mcp_resume_asgi.engine.relayed_caller import CallerGuard, principal_with_relays
 from mcp_resume_asgi.http.bodies import read_body_or_refuse, replay_receive
@@ -45,6 +45,7 @@ from mcp_resume_asgi.http.outage import TrackedSend, send_unavailable, without_s
 from mcp_resume_asgi.http.post_sorting import INVALID_KEY, Post, idempotency_key, sort_post
 from mcp_resume_asgi.http.resume import Resumes
 from mcp_resume_asgi.http.retried_posts import RetriedPosts
+from mcp_resume_asgi.http.signals import hold_app_streams, on_shutdown_signal
 from mcp_resume_asgi.policy import Policy, RoutesSpec, RouteTable
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
@@ -93,8 +94,9 @@ class ResumeMiddleware:
         telemetry: TelemetrySetting = True,
         drain_s: float = DEFAULT_DRAIN_S,
     ) -> None:
-        """`drain_s`: how long the lifespan's shutdown waits for the app's running requests
-        before it stops them (each stream then ends with an error event its client can read)."""
+        """`drain_s`: the drain's budget (`drain`): how long the app's running requests go on
+        once the server's shutdown began before they are ended (each stream then ends with an
+        error event its client can read, a task is `failed`)."""
         check_asgi_app(app, wrapper="ResumeMiddleware")
         paths = [path] if isinstance(path, str) else list(path)
         if not paths or not all(isinstance(x, str) and x.startswith("/") for x in paths):
@@ -255,14 +257,28 @@ class ResumeMiddleware:
         async def receive_draining() -> Message:
             message = await receive()
             if message["type"] == "lifespan.shutdown":
-                await engine.drain(self.drain_s)
+                await self.drain()
             return message
 
-        async with engine.services.scheduler.apps.lifespan():
-            if self.node is None:
-                await self.app(scope, receive_draining, send)
-            else:
-                await self._lifespan_with_node(scope, receive_draining, send)
+        undo = on_shutdown_signal(self.drain)  # (the server's signal comes long before its shutdown)
+        release = hold_app_streams()  # (the drain ends the app's streams, not the SSE library)
+        try:
+            async with engine.services.scheduler.apps.lifespan():
+                if self.node is None:
+                    await self.app(scope, receive_draining, send)
+                else:
+                    await self._lifespan_with_node(scope, receive_draining, send)
+        finally:
+            release()
+            undo()
+
+    async def drain(self) -> Drained:
+        """Drain this node now (`Engine.drain`): every connection a client may resume elsewhere
+        is closed at once after `retry:`, the app's work goes on for up to `drain_s`, then what is
+        left ends with an error that says the server shut down. The server's SIGTERM/SIGINT
+        starts it, and the lifespan's shutdown waits for it; a host that handles signals itself
+        awaits this. Calls after the first wait for its end."""
+        return await self.engine.drain(self.drain_s)
 
     async def _lifespan_with_node(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The app's lifespan, with this node's heartbeat and inbox running alongside."""

@@ -53,6 +53,7 @@ from mcp_resume_asgi.rest.routes import READ_OPS, TEMPLATES, BadRoute, Op, Route
 from mcp_resume_asgi.rest.tool_calls import ToolCalls, Validator
 from mcp_resume_asgi.tasks.operations import stream_of_task
 from mcp_resume_asgi.tasks.update import view_of
+from mcp_resume_asgi.telemetry import Operation
 from mcp_resume_asgi.telemetry.names import ATTR_REST_OPERATION as REST_OPERATION
 from mcp_resume_asgi.wire.headers import header, media_types
 from mcp_resume_asgi.wire.replies import UNAVAILABLE_HEADER
@@ -126,12 +127,19 @@ class RestMiddleware(FeatureMiddleware):
                 status.append(message["status"])
             await send(message)
 
+        port = self._port
+        op = None
+        if port is not None and port.telemetry.enabled and not isinstance(route, BadRoute):
+            # Opened first: a task the route reads (`tasks/get` within it) links it to its creation.
+            op = port.telemetry.operation(scope, TEMPLATES[route.op][1], tool=route.tool, start_ns=started)
         try:
             await self._route(route, scope, receive, watched)
         finally:
-            self._report(route, scope, started, status[0] if status else 500)
+            self._report(route, scope, started, status[0] if status else 500, op)
 
-    def _report(self, route: Route | BadRoute, scope: Scope, started: int, status: int) -> None:
+    def _report(
+        self, route: Route | BadRoute, scope: Scope, started: int, status: int, op: Operation | None
+    ) -> None:
         """The route's span and count (once the port is known: the face's first request)."""
         port = self._port
         if port is None or not port.telemetry.enabled:
@@ -143,7 +151,8 @@ class RestMiddleware(FeatureMiddleware):
         template, method = TEMPLATES[route.op]
         template = self.path.rstrip("/") + template
         telemetry.rest_call(template, status)
-        op = telemetry.operation(scope, method, tool=route.tool, start_ns=started)
+        if op is None:
+            op = telemetry.operation(scope, method, tool=route.tool, start_ns=started)
         op.set("http.route", template)
         op.set(REST_OPERATION, route.op.value)
         op.set("http.response.status_code", status)

@@ -95,8 +95,13 @@ class Telemetry:
 
     def trace_of(self, scope: MutableMapping[str, Any], params: Any = None) -> str | None:
         """The trace context to store with a record this request creates (a `traceparent`),
-        so that a resume or a poll on any node links to it; None when there is none."""
+        so that a resume or a poll on any node links to it; None when there is none.
+        `params` may be the request's raw body (read only if it names a `traceparent`)."""
         return None
+
+    def join(self, scope: MutableMapping[str, Any], params: Any = None) -> None:
+        """Called first on the app's task (a copy of its request's context): the app's own spans
+        join the trace the request brought (`trace_of`'s), where no span is current already."""
 
     def created(
         self,

@@ -17,13 +17,16 @@ attributes, and a link is only made once the caller was admitted to the record.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import time
 from collections.abc import MutableMapping
+from contextvars import ContextVar, Token
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import metrics, propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.propagators.textmap import Getter
@@ -43,6 +46,9 @@ _SESSIONLESS = "2026-07-28"
 STORE_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 #: Events per replay.
 REPLAY_SIZE_BUCKETS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000)
+_ENCLOSING: ContextVar[OtelOperation | None] = ContextVar("mcp_resume_operation", default=None)
+"""The outermost operation of this request (a REST route's): an operation within it (the MCP
+request the route makes, `tasks/get`) hands it the record's creator it was admitted to."""
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 _ROOT = Context()
 
@@ -87,6 +93,14 @@ def _header(scope: MutableMapping[str, Any], name: bytes) -> str | None:
 
 
 def _meta_of(params: Any) -> dict[str, Any] | None:
+    if isinstance(params, bytes):  # a request's raw body: parsed only when it may carry a trace
+        if b"traceparent" not in params:
+            return None
+        try:
+            message = json.loads(params)
+        except ValueError:
+            return None
+        params = message.get("params") if isinstance(message, dict) else None
     if not isinstance(params, dict):
         return None
     meta = params.get("_meta")
@@ -146,10 +160,12 @@ class OtelOperation(Operation):
         "_incoming",
         "_json",
         "_message",
+        "_outer",
         "_sniffed",
         "_start_ns",
         "_status",
         "_telemetry",
+        "_token",
         "_tool",
         "method",
     )
@@ -179,6 +195,10 @@ class OtelOperation(Operation):
         self._error: str | None = None
         self._message: str | None = None
         self._ended = False
+        self._outer = _ENCLOSING.get()
+        self._token: Token[OtelOperation | None] | None = None
+        if self._outer is None:
+            self._token = _ENCLOSING.set(self)
         version = version or _header(scope, b"mcp-protocol-version")
         attributes: dict[str, AttributeValue] = {"mcp.method.name": method}
         if request_id is not None and not isinstance(request_id, bool):
@@ -244,6 +264,9 @@ class OtelOperation(Operation):
         self, trace: str | None, *, stream_id: str | None = None, task_id: str | None = None
     ) -> None:
         self._creator = parse_traceparent(trace)
+        outer = self._outer
+        if outer is not None and outer._creator is None and not outer._ended:
+            outer.created_by(trace, stream_id=stream_id, task_id=task_id)  # (the same caller's)
         if stream_id is not None:
             self._attributes[n.ATTR_STREAM_ID] = stream_id
         if task_id is not None:
@@ -257,6 +280,10 @@ class OtelOperation(Operation):
         if self._ended:
             return
         self._ended = True
+        if self._token is not None:
+            with contextlib.suppress(ValueError):  # (ended in another context: it ends with it)
+                _ENCLOSING.reset(self._token)
+            self._token = None
         end_ns = time.time_ns()
         attributes = self._attributes
         status = self._status
@@ -418,6 +445,13 @@ class OtelTelemetry(Telemetry):
     def trace_of(self, scope: MutableMapping[str, Any], params: Any = None) -> str | None:
         span = _Incoming(scope, params).span
         return None if span is None else format_traceparent(span)
+
+    def join(self, scope: MutableMapping[str, Any], params: Any = None) -> None:
+        if trace.get_current_span().get_span_context().is_valid:
+            return  # (an outer span, current around the request: the app's spans are its children)
+        parent = _Incoming(scope, params).parent
+        if parent is not None:
+            otel_context.attach(parent)  # (never detached: this context is the app task's own copy)
 
     def created(
         self,

@@ -10,7 +10,9 @@ Run several of these (``tests.apps.multinode_app:create_app`` in
 * ``MCP_RESUME_OPTIONS_JSON`` (optional): further keyword arguments of `resumable`
   (e.g. ``{"node_timeout_s": 2}``, ``{"resumable_requests": true}``);
 * ``MCP_RESUME_APP`` (optional): ``auth`` for `tests.apps.auth_app` (two users of one
-  OAuth client) instead of the low-level app.
+  OAuth client) instead of the low-level app;
+* ``MCP_RESUME_SPANS_FILE`` (optional): the OpenTelemetry SDK as the global tracer provider,
+  each finished span (the middleware's and the app's) a JSON line appended to this file.
 
 The outermost layer, :class:`NodeTag`, adds ``x-node: <pid>`` to every HTTP
 response, so a test can tell which process answered a connection, and counts
@@ -98,8 +100,41 @@ def _json_env(name: str) -> dict[str, Any]:
     return value
 
 
+def _export_spans(path: str) -> None:
+    """Every span this process finishes, a JSON line in `path` (the test reads each node's)."""
+    from collections.abc import Sequence
+
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    class FileExporter(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            with open(path, "a") as out:
+                for span in spans:
+                    line = {
+                        "pid": os.getpid(),
+                        "name": span.name,
+                        "kind": span.kind.name,
+                        "trace_id": f"{span.context.trace_id:032x}",
+                        "span_id": f"{span.context.span_id:016x}",
+                        "parent_id": f"{span.parent.span_id:016x}" if span.parent is not None else None,
+                        "links": [f"{link.context.span_id:016x}" for link in span.links],
+                        "attributes": {k: str(v) for k, v in (span.attributes or {}).items()},
+                    }
+                    out.write(json.dumps(line) + "\n")
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(FileExporter()))
+    trace.set_tracer_provider(provider)
+
+
 def create_app() -> NodeTag:
     """The low-level test app, wrapped with a `RedisStore` shared through the environment (see above)."""
+    spans = os.environ.get("MCP_RESUME_SPANS_FILE")
+    if spans:
+        _export_spans(spans)
     prefix = os.environ["MCP_RESUME_PREFIX"]
     secret = os.environ["MCP_RESUME_SECRET"]
     url = os.environ.get("MCP_RESUME_REDIS_URL") or redis_url()

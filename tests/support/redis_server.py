@@ -62,6 +62,10 @@ def free_port() -> int:
         return port
 
 
+#: How many times a server's first start picks its ports again when one was taken meanwhile.
+PORT_ATTEMPTS = 4
+
+
 def _ping(port: int) -> bool:
     try:
         with socket.create_connection((HOST, port), timeout=0.5) as sock:
@@ -88,6 +92,8 @@ class RedisServer:
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix=f"mcp-resume-test-{name}-"))
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started = False
+        """It ran once: a restart (after `kill`) keeps its ports."""
         self.die_with_parent = False
         """SIGKILL the server when the thread that started it ends (the suite's Redis, started on
         the main thread): a test run killed hard leaves no server behind."""
@@ -119,7 +125,30 @@ class RedisServer:
         ]
 
     def start(self) -> None:
-        """Start it (again, on the same port); returns once it answers PING."""
+        """Start it (again, on the same port); returns once it answers PING.
+
+        Its ports were free when picked; another process on the machine may have taken one
+        since. On its first start, a port found taken is picked again (a few times)."""
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                self._start()
+            except RuntimeError as exc:
+                if self.started or "Address already in use" not in str(exc) or attempt == PORT_ATTEMPTS - 1:
+                    raise
+                self._pick_ports()
+            else:
+                self.started = True
+                return
+
+    def _pick_ports(self) -> None:
+        self.port = free_port()
+        args = list(self.extra_args)
+        for i, arg in enumerate(args[:-1]):
+            if arg == "--cluster-port":
+                args[i + 1] = str(free_port())
+        self.extra_args = tuple(args)
+
+    def _start(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             raise RuntimeError(f"redis-server on port {self.port} is already running")
         self.proc = subprocess.Popen(

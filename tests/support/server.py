@@ -528,6 +528,16 @@ class SubprocessServer:
             proc.wait(scaled(STOP_MARGIN))
         self._close_pipes()
 
+    def signal(self, sig: int) -> None:
+        """Send `sig` to the child (a server's own shutdown signal: SIGTERM, SIGINT)."""
+        assert self._proc is not None
+        self._proc.send_signal(sig)
+
+    def wait(self, timeout: float) -> int:
+        """The child's exit status, once it exited (raises `subprocess.TimeoutExpired` after `timeout`)."""
+        assert self._proc is not None
+        return self._proc.wait(timeout)
+
     def kill(self) -> None:
         """SIGKILL the child immediately (simulates a crash). Idempotent."""
         proc = self._proc
@@ -645,6 +655,12 @@ class GranianServer(SubprocessServer):
 
     RUNNER = "tests.support._granian_main"
     OWN_SESSION = True
+
+
+class HypercornServer(SubprocessServer):
+    """hypercorn (asyncio, its own signal handlers) serving ``module:factory`` in a child process."""
+
+    RUNNER = "tests.support._hypercorn_main"
 
 
 @contextlib.asynccontextmanager

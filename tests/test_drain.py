@@ -1,0 +1,275 @@
+"""Rolling deploys lose nothing (issue 22, part 1): the drain on a real server's SIGTERM.
+
+Two uvicorn nodes on Redis behind the round-robin proxy (`tests.test_multinode`'s
+harness): every call is started on node A, A gets SIGTERM one second in, and the
+balancer drops A (as its readiness check would). A closes every attached connection
+after `retry:`; each client resumes on B, which serves the stream from Redis while
+A's app goes on recording; A exits once its calls are over, within `drain_s`.
+Single nodes of hypercorn and granian with the memory store get the same signal:
+their connections end with `retry:`, the work finishes, the process exits.
+
+Nothing here is timed to pass only on a quiet machine: every wait is bounded by
+`scaled(...)` far above what a loaded machine needs, and what is asserted is what
+the clients got (every event once, in order) and how the node ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from mcp_resume_asgi.client import McpError, ResumableSession
+from tests.support.mcp_client import result_text, stock_session
+from tests.support.proxy import CutProxy
+from tests.support.server import SubprocessServer
+from tests.support.stores import require_redis
+from tests.support.timing import scaled
+from tests.test_multinode import (
+    Recorder,
+    cluster,
+    helper_http_client,
+    owner_of,
+    pid_of,
+    port_of,
+    prefix,
+    text,
+)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120), pytest.mark.slow]
+
+__all__ = ["prefix"]  # the fixture, used by name
+
+CALLS = 20
+STEPS = 40
+SECONDS = 4.0
+DRAIN_S = 30.0
+SIGTERM_AFTER_S = 1.0
+BUDGET_S = 1.0
+"""A budget shorter than what is left of the call (about 3.5 s of sleeps)."""
+
+
+async def _exit_of(server: SubprocessServer, within_s: float) -> tuple[int, float]:
+    """Wait for the node to exit: its status, and how long that took from now."""
+    started = time.monotonic()
+    try:
+        code = await anyio.to_thread.run_sync(server.wait, within_s)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the node did not exit within {within_s:.0f}s of its SIGTERM") from None
+    return code, time.monotonic() - started
+
+
+@pytest.mark.parametrize("client", ["stock", "helper"])
+async def test_sigterm_drains_20_streaming_calls_to_the_other_node(prefix: str, client: str) -> None:
+    """20 calls streaming progress for ~4 s on A; SIGTERM to A after 1 s: all complete at the
+    client, every progress event once and in order, resumed on B; A exits within `drain_s`."""
+    require_redis()
+    policy = {"retry_ms": 50}
+    options = {"drain_s": DRAIN_S}
+    recorder = Recorder()
+    progress: dict[int, list[float]] = {i: [] for i in range(CALLS)}
+    outcomes: dict[int, str] = {}
+
+    async def run_call(session: Any, i: int) -> None:
+        async def on_progress(p: float, total: float | None = None, message: str | None = None) -> None:
+            progress[i].append(p)
+
+        args = {"seconds": SECONDS, "steps": STEPS}
+        try:
+            if client == "stock":
+                result = await session.call_tool(
+                    "slow_progress", args, progress_callback=on_progress, read_timeout_seconds=scaled(60)
+                )
+                outcomes[i] = result_text(result)
+            else:
+                answer = await session.call_tool("slow_progress", args, on_progress=on_progress)
+                outcomes[i] = text(answer)
+        except (MCPError, McpError) as exc:
+            outcomes[i] = f"error: {exc}"
+        except Exception as exc:
+            outcomes[i] = f"{type(exc).__name__}: {exc}"
+
+    async with cluster(2, prefix, policy=policy, options=options) as (a, b), CutProxy([port_of(a)]) as proxy:
+        with anyio.fail_after(scaled(90)):
+            async with contextlib.AsyncExitStack() as stack:
+                session: Any
+                if client == "stock":
+                    http2 = await stack.enter_async_context(recorder.httpx2_client())
+                    session = await stack.enter_async_context(
+                        stock_session(proxy.mcp_url, http_client=http2, terminate_on_close=False)
+                    )
+                else:
+                    http = await stack.enter_async_context(helper_http_client(recorder))
+                    session = await stack.enter_async_context(
+                        ResumableSession(proxy.mcp_url, http_client=http)
+                    )
+                assert owner_of(recorder) == pid_of(a)
+                if client == "stock":
+                    # (the stock client lists the tools after a call's result when it has not yet:
+                    # a request of A's session, which needs A; a client lists them first)
+                    await session.list_tools()
+                async with anyio.create_task_group() as tg:
+                    for i in range(CALLS):
+                        tg.start_soon(run_call, session, i)
+                    await anyio.sleep(SIGTERM_AFTER_S)
+                    assert all(not progress[i] or len(progress[i]) < STEPS for i in progress)
+                    a.signal(signal.SIGTERM)
+                    proxy.backend_ports = [port_of(b)]  # A is not ready any more: the balancer drops it
+                    code, exit_s = await _exit_of(a, scaled(DRAIN_S + 15))
+    print(f"\n{client}: A exited {exit_s:.2f}s after its SIGTERM (status {code})\n{recorder.summary()}")
+    assert outcomes == {i: f"done {STEPS}" for i in range(CALLS)}, outcomes
+    for i in range(CALLS):
+        assert progress[i] == [float(n) for n in range(1, STEPS + 1)], (i, progress[i])
+    assert code in (0, -signal.SIGTERM), code
+    assert exit_s < DRAIN_S, f"A took {exit_s:.1f}s to exit, more than drain_s"
+    resumes_on_b = [e for e in recorder.where(method="GET", resume=True) if e.node == pid_of(b)]
+    assert len(resumes_on_b) >= CALLS, "every call's stream was resumed on B"
+    assert all(e.status == 200 for e in resumes_on_b), [e.status for e in resumes_on_b]
+
+
+# ----------------------------------------------------------------------------- tasks (2026-07-28)
+
+TASKS_TARGET = "tests.apps.multinode_tasks_app:create_app"
+TASKS = 10
+TASK_POLICY = {"retry_ms": 20, "task_after_s": 0, "task_ttl_s": 60, "task_poll_interval_ms": 50}
+
+
+@contextlib.asynccontextmanager
+async def task_nodes(prefix: str) -> AsyncIterator[tuple[list[SubprocessServer], CutProxy]]:
+    from tests.test_multinode import SECRET
+
+    require_redis()
+    env = {
+        "MCP_RESUME_PREFIX": prefix,
+        "MCP_RESUME_SECRET": SECRET,
+        "MCP_RESUME_POLICY_JSON": json.dumps(TASK_POLICY),
+        "MCP_RESUME_OPTIONS_JSON": json.dumps({"drain_s": DRAIN_S}),
+    }
+    servers = [SubprocessServer(TASKS_TARGET, env=env, graceful_shutdown=0.5) for _ in range(2)]
+    try:
+        async with anyio.create_task_group() as tg:
+            for server in servers:
+                tg.start_soon(anyio.to_thread.run_sync, server.start)
+        async with CutProxy([port_of(s) for s in servers]) as proxy:
+            yield servers, proxy
+    finally:
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as tg:
+                for server in servers:
+                    tg.start_soon(anyio.to_thread.run_sync, server.stop)
+            for server in servers:
+                server.kill()
+
+
+async def test_sigterm_leaves_10_tasks_running_polled_to_completion_through_the_other_node(
+    prefix: str,
+) -> None:
+    """10 tasks of ~4 s created on A; SIGTERM to A after 1 s: A's app finishes them (the drain
+    waits), each polled through B only, all `completed`; A exits within `drain_s`."""
+    from tests.test_multinode_tasks import Raw
+
+    async with task_nodes(prefix) as ((a, b), proxy):
+        raw = Raw(proxy)
+        async with raw.client:
+            task_ids = []
+            for i in range(TASKS):
+                answer, node = await raw.rpc(
+                    "tools/call",
+                    {"name": "slow", "arguments": {"seconds": SECONDS, "tag": f"t{i}"}},
+                    "slow",
+                    a,
+                )
+                assert node == pid_of(a) and answer["result"]["resultType"] == "task", answer
+                task_ids.append(answer["result"]["taskId"])
+            await anyio.sleep(SIGTERM_AFTER_S)
+            a.signal(signal.SIGTERM)
+            proxy.backend_ports = [port_of(b)]
+            tasks: dict[str, dict[str, Any]] = {}
+            with anyio.fail_after(scaled(60)):
+                for task_id in task_ids:
+                    while True:
+                        task, node = await raw.get(task_id, b)
+                        assert node == pid_of(b)
+                        if task["status"] != "working":
+                            tasks[task_id] = task
+                            break
+                        await anyio.sleep(task["pollIntervalMs"] / 1000)
+            code, exit_s = await _exit_of(a, scaled(DRAIN_S + 15))
+    print(f"\ntasks: A exited {exit_s:.2f}s after the last task was seen done (status {code})")
+    statuses = {task_id: task["status"] for task_id, task in tasks.items()}
+    assert statuses == dict.fromkeys(task_ids, "completed"), tasks
+    texts = [tasks[task_id]["result"]["content"][0]["text"] for task_id in task_ids]
+    assert texts == [f"slept t{i}" for i in range(TASKS)]
+    assert code in (0, -signal.SIGTERM), code
+
+
+# ----------------------------------------------------------------------------- one node, other servers
+
+
+@pytest.mark.parametrize(
+    ("server_class", "drain_s"),
+    [("hypercorn", DRAIN_S), ("granian", DRAIN_S), ("uvicorn", DRAIN_S), ("uvicorn", BUDGET_S)],
+    ids=["hypercorn", "granian", "uvicorn", "uvicorn-budget"],
+)
+async def test_sigterm_on_one_node_with_the_memory_store(
+    server_class: str, drain_s: float, tmp_path: Any
+) -> None:
+    """One node, memory store, a call streaming progress; SIGTERM after 5 events: its connection
+    ends with `retry:` (no result: the client would resume elsewhere), the app's work finishes
+    (the drain's summary says so) and the process exits, within `drain_s`. With a budget
+    shorter than the call, the drain ends it at the budget instead."""
+    from tests.support.raw import RawSession
+    from tests.support.server import GranianServer, HypercornServer
+
+    cls = {"hypercorn": HypercornServer, "granian": GranianServer, "uvicorn": SubprocessServer}[server_class]
+    log_path = tmp_path / "engine.log"
+    server = cls(
+        "tests.apps.drain_app:create_app",
+        factory_kwargs={"log_path": str(log_path), "drain_s": drain_s},
+        graceful_shutdown=DRAIN_S,  # (granian kills its worker after this: at least drain_s)
+    )
+    try:
+        info = await anyio.to_thread.run_sync(server.start)
+        async with httpx.AsyncClient(base_url=info.base_url, timeout=scaled(30)) as client:
+            raw = RawSession(client)
+            init = await raw.initialize()
+            assert init.status == 200
+            await raw.notify("notifications/initialized")
+            call = raw.tool_call("slow_progress", {"seconds": SECONDS, "steps": STEPS}, progress=True)
+            events = []
+            with anyio.fail_after(scaled(DRAIN_S)):
+                async with raw.open("POST", "/mcp", call) as (response, reader):
+                    assert response.status_code == 200
+                    signalled = False
+                    async for event in reader:
+                        events.append(event)
+                        if not signalled and sum(1 for e in events if e.data) >= 5:
+                            signalled = True
+                            server.signal(signal.SIGTERM)
+            code, exit_s = await _exit_of(server, scaled(DRAIN_S + 15))
+    finally:
+        await anyio.to_thread.run_sync(server.kill)
+    messages = [e.message for e in events if e.data]
+    assert not any("result" in m or "error" in m for m in messages if isinstance(m, dict)), messages[-3:]
+    assert events[-1].retry is not None, "the connection was closed after a retry: field"
+    progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
+    assert 5 <= len(progress) < STEPS and progress == [float(i) for i in range(1, len(progress) + 1)]
+    summary = log_path.read_text()
+    print(f"\n{server_class}: exited {exit_s:.2f}s after the close (status {code})\n{summary}")
+    if drain_s == DRAIN_S:
+        assert "drain over in" in summary and "1 request(s) finished, 0 ended at the budget" in summary, (
+            summary
+        )
+        assert exit_s < DRAIN_S
+    else:
+        assert "0 request(s) finished, 1 ended at the budget" in summary, summary
+        assert exit_s < DRAIN_S, "the budget ended the call: the node did not wait for it"
