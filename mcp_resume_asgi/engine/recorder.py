@@ -382,7 +382,8 @@ class Recorder:
                     final_seq=recorded.final_seq,
                     retain_s=policy.retain_completed_s,
                 )
-                await self._answered(completed, recorded.final_seq, recorded.final_data)
+                if not completed or hosted.method == "initialize":  # (else nothing to do: no coroutine)
+                    await self._answered(completed, recorded.final_seq, recorded.final_data)
             else:
                 await hosted.store.append(
                     hosted.stream_id,

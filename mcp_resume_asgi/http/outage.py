@@ -10,6 +10,8 @@ Whether the store is skipped, and that log, are plain state: `store/health.py`.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_resume_asgi.engine.port import Feature
@@ -46,10 +48,11 @@ class TrackedSend:
         self.send = send
         self.started = False
 
-    async def __call__(self, message: Message) -> None:
+    def __call__(self, message: Message) -> Awaitable[None]:
+        # The server's own `send` awaited in its place: no coroutine of ours per message.
         if message["type"] == "http.response.start":
             self.started = True
-        await self.send(message)
+        return self.send(message)
 
 
 async def without_store(

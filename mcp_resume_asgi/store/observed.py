@@ -11,7 +11,7 @@ Any other attribute (a store's own settings) is the wrapped store's.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
@@ -54,6 +54,7 @@ class ObservedStore(Store):
         return getattr(self.inner, name)
 
     async def _timed(self, operation: str, call: Awaitable[T]) -> T:
+        # (Its callers return this coroutine, not one of their own around it: one per store call.)
         start = time.perf_counter()
         try:
             result = await call
@@ -72,40 +73,40 @@ class ObservedStore(Store):
     def is_unavailable_error(self, exc: BaseException) -> bool:
         return self.inner.is_unavailable_error(exc)
 
-    async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None:
-        await self._timed("create_stream", self.inner.create_stream(meta, ttl_s))
+    def create_stream(self, meta: StreamMeta, ttl_s: float) -> Coroutine[Any, Any, None]:
+        return self._timed("create_stream", self.inner.create_stream(meta, ttl_s))
 
-    async def get_stream(self, stream_id: str) -> StreamMeta | None:
-        return await self._timed("get_stream", self.inner.get_stream(stream_id))
+    def get_stream(self, stream_id: str) -> Coroutine[Any, Any, StreamMeta | None]:
+        return self._timed("get_stream", self.inner.get_stream(stream_id))
 
-    async def update_stream(
+    def update_stream(
         self, stream_id: str, ttl_s: float | None = None, *, returning: bool = False, **changes: Any
-    ) -> StreamMeta | None:
-        return await self._timed(
+    ) -> Coroutine[Any, Any, StreamMeta | None]:
+        return self._timed(
             "update_stream", self.inner.update_stream(stream_id, ttl_s, returning=returning, **changes)
         )
 
-    async def update_stream_if(
+    def update_stream_if(
         self, stream_id: str, expect: Mapping[str, Any], ttl_s: float | None = None, **changes: Any
-    ) -> tuple[bool, StreamMeta | None]:
-        return await self._timed(
+    ) -> Coroutine[Any, Any, tuple[bool, StreamMeta | None]]:
+        return self._timed(
             "update_stream_if", self.inner.update_stream_if(stream_id, expect, ttl_s, **changes)
         )
 
-    async def attach(self, stream_id: str, now: float) -> StreamMeta | None:
-        return await self._timed("attach", self.inner.attach(stream_id, now))
+    def attach(self, stream_id: str, now: float) -> Coroutine[Any, Any, StreamMeta | None]:
+        return self._timed("attach", self.inner.attach(stream_id, now))
 
-    async def delete_stream(self, stream_id: str) -> None:
-        await self._timed("delete_stream", self.inner.delete_stream(stream_id))
+    def delete_stream(self, stream_id: str) -> Coroutine[Any, Any, None]:
+        return self._timed("delete_stream", self.inner.delete_stream(stream_id))
 
-    async def append(
+    def append(
         self, stream_id: str, events: Sequence[tuple[int, bytes]], *, max_events: int, max_bytes: int
-    ) -> None:
-        await self._timed(
+    ) -> Coroutine[Any, Any, None]:
+        return self._timed(
             "append", self.inner.append(stream_id, events, max_events=max_events, max_bytes=max_bytes)
         )
 
-    async def open_with(
+    def open_with(
         self,
         meta: StreamMeta,
         ttl_s: float,
@@ -115,8 +116,8 @@ class ObservedStore(Store):
         max_bytes: int,
         final_seq: int | None = None,
         retain_s: float | None = None,
-    ) -> None:
-        await self._timed(
+    ) -> Coroutine[Any, Any, None]:
+        return self._timed(
             "open_with",
             self.inner.open_with(
                 meta,
@@ -129,7 +130,7 @@ class ObservedStore(Store):
             ),
         )
 
-    async def append_final(
+    def append_final(
         self,
         stream_id: str,
         events: Sequence[tuple[int, bytes]],
@@ -138,8 +139,8 @@ class ObservedStore(Store):
         max_bytes: int,
         final_seq: int,
         retain_s: float | None = None,
-    ) -> bool:
-        return await self._timed(
+    ) -> Coroutine[Any, Any, bool]:
+        return self._timed(
             "append_final",
             self.inner.append_final(
                 stream_id,
@@ -151,68 +152,72 @@ class ObservedStore(Store):
             ),
         )
 
-    async def read(self, stream_id: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
-        return await self._timed("read", self.inner.read(stream_id, after_seq, limit))
-
-    async def read_with_meta(
+    def read(
         self, stream_id: str, after_seq: int, limit: int = 1000
-    ) -> tuple[list[tuple[int, bytes]], StreamMeta | None]:
-        return await self._timed("read_with_meta", self.inner.read_with_meta(stream_id, after_seq, limit))
+    ) -> Coroutine[Any, Any, list[tuple[int, bytes]]]:
+        return self._timed("read", self.inner.read(stream_id, after_seq, limit))
 
-    async def read_key_and_stream(self, key: str, stream_id: str) -> KeyAndStream:
-        return await self._timed("read_key_and_stream", self.inner.read_key_and_stream(key, stream_id))
+    def read_with_meta(
+        self, stream_id: str, after_seq: int, limit: int = 1000
+    ) -> Coroutine[Any, Any, tuple[list[tuple[int, bytes]], StreamMeta | None]]:
+        return self._timed("read_with_meta", self.inner.read_with_meta(stream_id, after_seq, limit))
+
+    def read_key_and_stream(self, key: str, stream_id: str) -> Coroutine[Any, Any, KeyAndStream]:
+        return self._timed("read_key_and_stream", self.inner.read_key_and_stream(key, stream_id))
 
     async def wait(
         self, stream_id: str, after_seq: int, within_s: float, *, version: int | None = None
     ) -> None:
         await self.inner.wait(stream_id, after_seq, within_s, version=version)
 
-    async def put_session(self, info: SessionInfo, ttl_s: float) -> None:
-        await self._timed("put_session", self.inner.put_session(info, ttl_s))
+    def put_session(self, info: SessionInfo, ttl_s: float) -> Coroutine[Any, Any, None]:
+        return self._timed("put_session", self.inner.put_session(info, ttl_s))
 
-    async def get_session(self, session_id: str) -> SessionInfo | None:
-        return await self._timed("get_session", self.inner.get_session(session_id))
+    def get_session(self, session_id: str) -> Coroutine[Any, Any, SessionInfo | None]:
+        return self._timed("get_session", self.inner.get_session(session_id))
 
-    async def delete_session(self, session_id: str) -> list[str]:
-        return await self._timed("delete_session", self.inner.delete_session(session_id))
+    def delete_session(self, session_id: str) -> Coroutine[Any, Any, list[str]]:
+        return self._timed("delete_session", self.inner.delete_session(session_id))
 
-    async def set_key(self, key: str, value: str, ttl_s: float) -> None:
-        await self._timed("set_key", self.inner.set_key(key, value, ttl_s))
+    def set_key(self, key: str, value: str, ttl_s: float) -> Coroutine[Any, Any, None]:
+        return self._timed("set_key", self.inner.set_key(key, value, ttl_s))
 
-    async def get_key(self, key: str) -> str | None:
-        return await self._timed("get_key", self.inner.get_key(key))
+    def get_key(self, key: str) -> Coroutine[Any, Any, str | None]:
+        return self._timed("get_key", self.inner.get_key(key))
 
-    async def delete_key(self, key: str, value: str | None = None) -> bool:
-        return await self._timed("delete_key", self.inner.delete_key(key, value))
+    def delete_key(self, key: str, value: str | None = None) -> Coroutine[Any, Any, bool]:
+        return self._timed("delete_key", self.inner.delete_key(key, value))
 
-    async def publish(self, channel: str, message: bytes) -> int:
-        return await self._timed("publish", self.inner.publish(channel, message))
+    def publish(self, channel: str, message: bytes) -> Coroutine[Any, Any, int]:
+        return self._timed("publish", self.inner.publish(channel, message))
 
     def subscribe(self, channel: str) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
         return self.inner.subscribe(channel)
 
-    async def usage(self) -> StoreUsage:
-        return await self._timed("usage", self.inner.usage())
+    def usage(self) -> Coroutine[Any, Any, StoreUsage]:
+        return self._timed("usage", self.inner.usage())
 
-    async def add_key(self, key: str, value: str, ttl_s: float) -> str | None:
-        return await self._timed("add_key", self.inner.add_key(key, value, ttl_s))
+    def add_key(self, key: str, value: str, ttl_s: float) -> Coroutine[Any, Any, str | None]:
+        return self._timed("add_key", self.inner.add_key(key, value, ttl_s))
 
-    async def replace_key(self, key: str, expected: str | None, value: str, ttl_s: float) -> bool:
-        return await self._timed("replace_key", self.inner.replace_key(key, expected, value, ttl_s))
+    def replace_key(
+        self, key: str, expected: str | None, value: str, ttl_s: float
+    ) -> Coroutine[Any, Any, bool]:
+        return self._timed("replace_key", self.inner.replace_key(key, expected, value, ttl_s))
 
-    async def index_add(self, index: str, member: str, expires_at: float, *, cap: int) -> bool:
-        return await self._timed("index_add", self.inner.index_add(index, member, expires_at, cap=cap))
+    def index_add(self, index: str, member: str, expires_at: float, *, cap: int) -> Coroutine[Any, Any, bool]:
+        return self._timed("index_add", self.inner.index_add(index, member, expires_at, cap=cap))
 
-    async def index_remove(self, index: str, member: str) -> None:
-        await self._timed("index_remove", self.inner.index_remove(index, member))
+    def index_remove(self, index: str, member: str) -> Coroutine[Any, Any, None]:
+        return self._timed("index_remove", self.inner.index_remove(index, member))
 
-    async def index_page(
+    def index_page(
         self, index: str, *, after: tuple[float, str] | None = None, limit: int = 100
-    ) -> list[tuple[str, float]]:
-        return await self._timed("index_page", self.inner.index_page(index, after=after, limit=limit))
+    ) -> Coroutine[Any, Any, list[tuple[str, float]]]:
+        return self._timed("index_page", self.inner.index_page(index, after=after, limit=limit))
 
-    async def index_count(self, index: str) -> int:
-        return await self._timed("index_count", self.inner.index_count(index))
+    def index_count(self, index: str) -> Coroutine[Any, Any, int]:
+        return self._timed("index_count", self.inner.index_count(index))
 
     async def aclose(self) -> None:
         await self.inner.aclose()
