@@ -18,6 +18,7 @@ from mcp_resume_asgi.store import RedisStore, StoreFullError
 from mcp_resume_asgi.store.redis_layout import RedisLayout
 from tests.support.redis_server import RedisClusterServers
 from tests.support.stores import redis_prefix, redis_url, require_redis
+from tests.support.timing import scaled
 from tests.test_store_contract import append, events, meta
 
 pytestmark = pytest.mark.anyio
