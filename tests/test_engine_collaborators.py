@@ -135,6 +135,7 @@ async def test_the_hosted_stream_is_one_class_that_owns_its_parts() -> None:
         policy=Policy(),
         version="2025-06-18",
         session_id=None,
+        principal=None,
     )
     assert stream.writer.core is stream.core and stream.writer.host.first is None
     for path in PARTS:

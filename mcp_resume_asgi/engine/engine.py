@@ -268,6 +268,7 @@ class Engine:
             policy=policy,
             version=ctx.version,
             session_id=ctx.session_id,
+            principal=ctx.principal,
             request_id=message["id"],
             method=method,
             stream_id=ctx.stream_id,
@@ -365,6 +366,7 @@ class Engine:
             policy=policy,
             version=version,
             session_id=session_id,
+            principal=self.principal(app_scope),
         )
 
         async def forget_key() -> None:  # once the app's stream is over, not when its client left

@@ -131,11 +131,14 @@ class HostedStream:
         policy: Policy,
         version: str,
         session_id: str | None,
+        principal: str | None,
         request_id: Any = None,
         method: str | None = None,
         stream_id: str | None = None,
         opted_in: bool = False,
     ) -> None:
+        """`principal`: who sends the request, as read from `scope` before the app ran (the
+        front reads it once per request; the app's own auth may name someone later)."""
         self.services = services
         """The engine's services to its streams."""
         self.store = services.store
@@ -147,7 +150,7 @@ class HostedStream:
         # Interned: a stream outlives its request's parsed headers and JSON, whose copies go then.
         self.version = version = sys.intern(version)
         self.session_id = session_id
-        self.principal = services.principal(scope)
+        self.principal = principal
         self.request_id = request_id
         self.method = sys.intern(method) if method is not None else None
         self.path: str = scope["path"]

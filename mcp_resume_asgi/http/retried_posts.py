@@ -78,7 +78,7 @@ class RetriedPosts:
         if key is not None and ctx.method != "initialize":
             services = self.services
             scope = ctx.scope
-            claimed = keys.idempotency(ctx.session_id, services.principal(scope), key)
+            claimed = keys.idempotency(ctx.session_id, ctx.principal, key)
             digest = hashlib.sha256(p.body_for_app(ctx.body, ctx.message)).hexdigest()
             policy = options.policy or ctx.policy
             existing = await services.store.add_key(claimed, f"{ctx.stream_id} {digest}", running_ttl(policy))
