@@ -573,3 +573,26 @@ async def test_a_call_closed_at_will_and_resumed_where_it_runs_is_counted_and_re
     assert otel.count(n.RESUMES, mcp_resume__resume__outcome="replayed") == resumes
     assert otel.count(n.REPLAY_DURATION) == resumes, "each resume of the stream hosted here caught up"
     assert otel.count(n.EVENTS_RECORDED) >= 7  # six progress notifications and the result
+
+
+def test_counters_of_two_stacks_on_one_provider_add_up() -> None:
+    """Counters are tallied in process and read when the SDK collects; the SDK keeps the first
+    callback of an instrument's name per provider, so every stack on a provider shares them."""
+    otel = Otel()
+    first, second = telemetry_from(otel.setting), telemetry_from(otel.setting)
+    other = Otel()
+    third = telemetry_from(other.setting)
+    first.events_recorded(3)
+    second.events_recorded(2)
+    third.events_recorded(7)
+    first.streams_attached(1)
+    second.streams_attached(1)
+    first.streams_attached(-1)
+    second.resumed("gap")
+    first.rest_call("/mcp/tools", 200)
+    assert otel.count(n.EVENTS_RECORDED) == 5 and other.count(n.EVENTS_RECORDED) == 7
+    assert otel.count(n.STREAMS_ATTACHED) == 1
+    assert otel.count(n.RESUMES, mcp_resume__resume__outcome="gap") == 1
+    assert otel.count(n.REST_CALLS, http__route="/mcp/tools", http__response__status_code=200) == 1
+    first.events_recorded(1)
+    assert otel.count(n.EVENTS_RECORDED) == 6, "cumulative, read again at each collection"

@@ -21,14 +21,17 @@ import contextlib
 import json
 import logging
 import re
+import threading
 import time
-from collections.abc import MutableMapping
+import weakref
+from collections.abc import Callable, Iterable, MutableMapping
 from contextvars import ContextVar, Token
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, propagate, trace
 from opentelemetry.context import Context
+from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.propagators.textmap import Getter
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
@@ -123,10 +126,13 @@ class _Incoming:
 
     __slots__ = ("ambient", "parent")
 
-    def __init__(self, scope: MutableMapping[str, Any], params: Any) -> None:
+    def __init__(
+        self, scope: MutableMapping[str, Any], params: Any, current: SpanContext | None = None
+    ) -> None:
         self.parent: Context | None = None
         self.ambient: SpanContext | None = None
-        current = trace.get_current_span().get_span_context()
+        if current is None:  # (the span current around the middleware, unless the caller looked)
+            current = trace.get_current_span().get_span_context()
         ambient: Context | None = None
         if current.is_valid:
             ambient = trace.set_span_in_context(NonRecordingSpan(current))
@@ -336,25 +342,113 @@ _METRIC_ATTRIBUTES = frozenset(
 )
 
 
-class OtelTelemetry(Telemetry):
-    """Reports through OpenTelemetry (see the module docstring)."""
+class _Tally:
+    """A counter kept in process, which the SDK reads when it collects (the callback of an
+    asynchronous instrument): counting is an integer add under a lock, where a synchronous
+    instrument's `add` is a measurement the SDK processes there and then (several µs, and a
+    call counts several things). Its values by attribute set, keyed by the attributes' values."""
+
+    __slots__ = ("_keys", "_lock", "_values")
+
+    def __init__(self, *keys: str) -> None:
+        self._keys = keys
+        self._lock = threading.Lock()  # (a stack may run on more than one thread's loop)
+        self._values: dict[tuple[AttributeValue, ...], int] = {}
+
+    def add(self, delta: int, *values: AttributeValue) -> None:
+        with self._lock:
+            self._values[values] = self._values.get(values, 0) + delta
+
+    def observe(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            values = list(self._values.items())
+        keys = self._keys
+        return [
+            Observation(value, dict(zip(keys, key, strict=True)) if keys else None) for key, value in values
+        ]
+
+
+class _Tallies:
+    """The counters and up-down counters of the table, as `_Tally`s: one set per meter provider
+    (the SDK keeps one asynchronous instrument of a name per meter and drops the callbacks of a
+    second one, so every `OtelTelemetry` on a provider counts into the same tallies)."""
 
     __slots__ = (
+        "attached",
         "closes",
-        "drain_count",
-        "drain_duration",
+        "detached",
+        "drains",
         "events",
+        "outages",
+        "rest_calls",
+        "resumes",
+        "tasks",
+    )
+
+    def __init__(self, meter: Any) -> None:
+        def tally(make: Callable[..., Any], name: str, unit: str, description: str, *keys: str) -> _Tally:
+            made = _Tally(*keys)
+            make(name, callbacks=[made.observe], unit=unit, description=description)
+            return made
+
+        counter, up_down = meter.create_observable_counter, meter.create_observable_up_down_counter
+        self.attached = tally(
+            up_down, n.STREAMS_ATTACHED, "{stream}", "Streams with a client connection attached"
+        )
+        self.detached = tally(
+            up_down, n.STREAMS_DETACHED, "{stream}", "Streams whose work runs with no client attached"
+        )
+        self.events = tally(counter, n.EVENTS_RECORDED, "{event}", "Events recorded")
+        self.resumes = tally(counter, n.RESUMES, "{resume}", "Resumes, by outcome", n.ATTR_RESUME_OUTCOME)
+        self.closes = tally(
+            counter, n.STREAM_CLOSES, "{close}", "Connections closed at will, by reason", n.ATTR_CLOSE_REASON
+        )
+        self.tasks = tally(counter, n.TASKS, "{task}", "Tasks entering a status", n.ATTR_TASK_STATUS)
+        self.rest_calls = tally(
+            counter,
+            n.REST_CALLS,
+            "{call}",
+            "REST face calls, by route and status",
+            "http.route",
+            "http.response.status_code",
+        )
+        self.outages = tally(counter, n.STORE_OUTAGES, "{outage}", "Store outages begun", n.ATTR_STORE_NAME)
+        self.drains = tally(counter, n.DRAIN_COUNT, "{drain}", "Drains, by outcome", n.ATTR_DRAIN_OUTCOME)
+
+
+_TALLIES: weakref.WeakKeyDictionary[Any, _Tallies] = weakref.WeakKeyDictionary()
+_GLOBAL_TALLIES: list[_Tallies] = []
+_TALLIES_LOCK = threading.Lock()
+
+
+def _tallies_of(meter_provider: Any, meter: Any) -> _Tallies:
+    """The tallies of `meter_provider` (None: the global one), made on `meter` the first time."""
+    with _TALLIES_LOCK:
+        if meter_provider is None:
+            if not _GLOBAL_TALLIES:
+                _GLOBAL_TALLIES.append(_Tallies(meter))
+            return _GLOBAL_TALLIES[0]
+        try:
+            found = _TALLIES.get(meter_provider)
+        except TypeError:  # (a provider that cannot be weakly referenced: its own tallies)
+            return _Tallies(meter)
+        if found is None:
+            found = _TALLIES[meter_provider] = _Tallies(meter)
+        return found
+
+
+class OtelTelemetry(Telemetry):
+    """Reports through OpenTelemetry (see the module docstring). Counters and up-down counters
+    are asynchronous instruments (`_Tally`); histograms and spans are the SDK's own calls."""
+
+    __slots__ = (
+        "counts",
+        "drain_duration",
         "operation_duration",
         "replay_duration",
         "replay_size",
-        "rest_calls",
-        "resumes",
         "store_attributes",
         "store_duration",
-        "store_outages",
-        "streams_attached_now",
-        "streams_detached_now",
-        "tasks",
         "tracer",
     )
 
@@ -370,14 +464,6 @@ class OtelTelemetry(Telemetry):
             description="Duration of an MCP request the middleware answered itself",
             explicit_bucket_boundaries_advisory=n.DURATION_BUCKETS,
         )
-        self.streams_attached_now = meter.create_up_down_counter(
-            n.STREAMS_ATTACHED, unit="{stream}", description="Streams with a client connection attached"
-        )
-        self.streams_detached_now = meter.create_up_down_counter(
-            n.STREAMS_DETACHED, unit="{stream}", description="Streams whose work runs with no client attached"
-        )
-        self.events = meter.create_counter(n.EVENTS_RECORDED, unit="{event}", description="Events recorded")
-        self.resumes = meter.create_counter(n.RESUMES, unit="{resume}", description="Resumes, by outcome")
         self.replay_duration = meter.create_histogram(
             n.REPLAY_DURATION,
             unit="s",
@@ -390,13 +476,6 @@ class OtelTelemetry(Telemetry):
             description="Events a resume replayed to catch up",
             explicit_bucket_boundaries_advisory=REPLAY_SIZE_BUCKETS,
         )
-        self.closes = meter.create_counter(
-            n.STREAM_CLOSES, unit="{close}", description="Connections closed at will, by reason"
-        )
-        self.tasks = meter.create_counter(n.TASKS, unit="{task}", description="Tasks entering a status")
-        self.rest_calls = meter.create_counter(
-            n.REST_CALLS, unit="{call}", description="REST face calls, by route and status"
-        )
         self.store_duration = meter.create_histogram(
             n.STORE_OPERATION_DURATION,
             unit="s",
@@ -404,18 +483,13 @@ class OtelTelemetry(Telemetry):
             explicit_bucket_boundaries_advisory=STORE_BUCKETS,
         )
         self.store_attributes: dict[tuple[str, str, str | None], dict[str, str]] = {}
-        self.store_outages = meter.create_counter(
-            n.STORE_OUTAGES, unit="{outage}", description="Store outages begun"
-        )
         self.drain_duration = meter.create_histogram(
             n.DRAIN_DURATION,
             unit="s",
             description="Duration of a drain at shutdown",
             explicit_bucket_boundaries_advisory=n.DURATION_BUCKETS,
         )
-        self.drain_count = meter.create_counter(
-            n.DRAIN_COUNT, unit="{drain}", description="Drains, by outcome"
-        )
+        self.counts = _tallies_of(meter_provider, meter)
 
     # ---------------------------------------------------------------- spans
     def operation(
@@ -447,9 +521,10 @@ class OtelTelemetry(Telemetry):
         return None if span is None else format_traceparent(span)
 
     def join(self, scope: MutableMapping[str, Any], params: Any = None) -> None:
-        if trace.get_current_span().get_span_context().is_valid:
+        current = trace.get_current_span().get_span_context()
+        if current.is_valid:
             return  # (an outer span, current around the request: the app's spans are its children)
-        parent = _Incoming(scope, params).parent
+        parent = _Incoming(scope, params, current).parent
         if parent is not None:
             otel_context.attach(parent)  # (never detached: this context is the app task's own copy)
 
@@ -491,35 +566,34 @@ class OtelTelemetry(Telemetry):
 
     # ---------------------------------------------------------------- streams
     def streams_attached(self, delta: int) -> None:
-        self.streams_attached_now.add(delta)
+        self.counts.attached.add(delta)
 
     def streams_detached(self, delta: int) -> None:
-        self.streams_detached_now.add(delta)
+        self.counts.detached.add(delta)
 
     def events_recorded(self, count: int) -> None:
-        self.events.add(count)
+        self.counts.events.add(count)
 
     def resumed(self, outcome: str) -> None:
-        self.resumes.add(1, {n.ATTR_RESUME_OUTCOME: outcome})
+        self.counts.resumes.add(1, outcome)
 
     def replayed(self, duration_s: float, events: int) -> None:
         self.replay_duration.record(duration_s)
         self.replay_size.record(events)
 
     def closed_at_will(self, reason: str) -> None:
-        self.closes.add(1, {n.ATTR_CLOSE_REASON: reason})
+        self.counts.closes.add(1, reason)
 
     def drained(self, duration_s: float, outcome: str) -> None:
-        attributes = {n.ATTR_DRAIN_OUTCOME: outcome}
-        self.drain_duration.record(duration_s, attributes)
-        self.drain_count.add(1, attributes)
+        self.drain_duration.record(duration_s, {n.ATTR_DRAIN_OUTCOME: outcome})
+        self.counts.drains.add(1, outcome)
 
     # ---------------------------------------------------------------- faces, store
     def task_status(self, status: str) -> None:
-        self.tasks.add(1, {n.ATTR_TASK_STATUS: status})
+        self.counts.tasks.add(1, status)
 
     def rest_call(self, route: str, status: int) -> None:
-        self.rest_calls.add(1, {"http.route": route, "http.response.status_code": status})
+        self.counts.rest_calls.add(1, route, status)
 
     def store_operation(self, store: str, operation: str, duration_s: float, error_type: str | None) -> None:
         key = (store, operation, error_type)
@@ -532,7 +606,7 @@ class OtelTelemetry(Telemetry):
         self.store_duration.record(duration_s, attributes)
 
     def store_outage(self, store: str) -> None:
-        self.store_outages.add(1, {n.ATTR_STORE_NAME: store})
+        self.counts.outages.add(1, store)
 
 
 def _version(package: str) -> str | None:
