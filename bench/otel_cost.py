@@ -1,6 +1,6 @@
 """What the OpenTelemetry SDK costs per `tools/call`, in instructions (issue 23's 5% bar).
 
-`python -m bench.otel_cost [--requests 300] [--tools echo,progress]` runs the benchmark's
+`python -m bench.otel_cost [--requests 500] [--tools echo,progress]` runs the benchmark's
 app in process (plain ASGI calls, no sockets: `bench.inprocess`'s driver), `wrapped` and
 `wrapped_otel`, each under `valgrind --tool=callgrind` twice - with a few requests and with
 `--requests` more - and reports the difference of the two instruction counts per request:
@@ -107,7 +107,7 @@ def _instructions(variant: str, tool: str, count: int) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.otel_cost")
-    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--requests", type=int, default=500)
     parser.add_argument("--tools", default="echo,progress")
     parser.add_argument("--one", choices=(*VARIANTS, "wrapped_off"))
     parser.add_argument("--tool", default="echo")
