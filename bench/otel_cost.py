@@ -4,8 +4,9 @@
 app in process (plain ASGI calls, no sockets: `bench.inprocess`'s driver), `wrapped` and
 `wrapped_otel`, each under `valgrind --tool=callgrind` twice - with a few requests and with
 `--requests` more - and reports the difference of the two instruction counts per request:
-what one more call costs, start-up and warm-up cancelled out. Instruction counts do not
-depend on what else the machine runs (wall-clock req/s on a shared machine does), so the
+what one more call costs, start-up and warm-up cancelled out. Instruction counts depend
+little on what else the machine runs (timers fire by wall time: repeats spread about ±1.5
+points; wall-clock req/s on a shared machine moves far more), so the
 ratio `wrapped_otel / wrapped` is the quick check of the bar; the HTTP benchmark
 (`python -m bench`) is still the bar itself (its requests cost more, through uvicorn and a
 socket, so the same absolute overhead is a smaller share there).
