@@ -7,11 +7,17 @@
    was never ended (uvicorn: "ASGI callable returned without completing response"). Now the
    answer ends cleanly, with `retry:`, and the client resumes once the store is back.
 
+2. While the store is down, a POST with an `Idempotency-Key` went to the app as any other
+   (served without resumability): its key was never claimed, so a retry - on another node,
+   or once the store is back - ran the call a second time. Now it is a 503 with `Retry-After`
+   and a JSON-RPC error (its client retries); a POST without a key is still served.
+
 Each test runs a `redis-server` of its own (`own_redis`), killed by the test.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -23,9 +29,10 @@ from starlette.types import Receive, Scope, Send
 from mcp_resume_asgi import Policy, resumable
 from mcp_resume_asgi.store import RedisStore
 from mcp_resume_asgi.wire import jsonrpc as p
+from tests.apps.mcpserver_app import create_app
 from tests.support.raw import RawSession
 from tests.support.redis_server import own_redis
-from tests.support.server import serve_in_loop
+from tests.support.server import serve, serve_in_loop
 from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60), pytest.mark.slow]
@@ -136,3 +143,30 @@ async def test_redis_dying_while_a_request_finishes_ends_its_answer_cleanly(
     ]
     assert failures == [], failures
     assert answers[0]["result"]["content"][0]["text"] == "ok", answers
+
+
+async def test_a_post_with_an_idempotency_key_is_a_503_while_the_store_is_down() -> None:
+    with own_redis() as server:
+        store = RedisStore(server.url, prefix="key-down:")
+        app = resumable(create_app(), policy=Policy(retry_ms=20), store=store, secret=SECRET)
+        try:
+            async with serve(app) as info, httpx.AsyncClient(base_url=info.base_url, timeout=15) as client:
+                session = RawSession(client)
+                await session.initialize()
+                server.kill()
+                # The first meets the outage, the next ones skip the store (`STORE_RETRY_S`): both refused.
+                for round_ in range(3):
+                    call = session.tool_call("echo", {"text": f"once {round_}"})
+                    key = {"idempotency_key": f"k-{round_}"}
+                    reply = await session.exchange("POST", "/mcp", call, headers=session.headers(**key))
+                    assert reply.status == 503, (round_, reply.status, reply.raw)
+                    assert reply.headers.get("retry-after") == "1"
+                    assert reply.headers.get("mcp-resume") == "unavailable"
+                    error = json.loads(reply.raw)["error"]
+                    assert error["code"] == p.STREAM_ERROR and "retry" in error["message"], error
+                    # Without a key, served as unwrapped (no resumability), as before.
+                    plain = await session.exchange("POST", "/mcp", session.tool_call("echo", {"text": "hi"}))
+                    assert plain.status == 200, (round_, plain.status, plain.raw)
+                    assert plain.messages()[-1]["result"]["content"][0]["text"] == "hi"
+        finally:
+            await store.aclose()
