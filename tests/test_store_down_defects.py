@@ -12,6 +12,10 @@
    or once the store is back - ran the call a second time. Now it is a 503 with `Retry-After`
    and a JSON-RPC error (its client retries); a POST without a key is still served.
 
+3. A node served requests before its cluster link (`Node.run`: heartbeat, inbox) was up: the
+   lifespan's startup completed at once. Now it completes once the node runs, waiting up to
+   `node_timeout_s`, then goes on with a warning (Redis down at startup).
+
 Each test runs a `redis-server` of its own (`own_redis`), killed by the test.
 """
 
@@ -19,6 +23,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 from typing import Any
 
 import anyio
@@ -27,6 +33,7 @@ import pytest
 from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi import Policy, resumable
+from mcp_resume_asgi.engine.cluster import Node
 from mcp_resume_asgi.store import RedisStore
 from mcp_resume_asgi.wire import jsonrpc as p
 from tests.apps.mcpserver_app import create_app
@@ -168,5 +175,72 @@ async def test_a_post_with_an_idempotency_key_is_a_503_while_the_store_is_down()
                     plain = await session.exchange("POST", "/mcp", session.tool_call("echo", {"text": "hi"}))
                     assert plain.status == 200, (round_, plain.status, plain.raw)
                     assert plain.messages()[-1]["result"]["content"][0]["text"] == "hi"
+        finally:
+            await store.aclose()
+
+
+def node_of(app: Any) -> Node:
+    layer = app
+    while not isinstance(getattr(layer, "node", None), Node):
+        layer = layer.app
+    node: Node = layer.node
+    return node
+
+
+async def test_the_startup_waits_for_the_cluster_link(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="mcp_resume_asgi")
+    with own_redis() as server:
+        assert server.proc is not None
+        store = RedisStore(server.url, prefix="node-up:")
+        app = resumable(create_app(), store=store, secret=SECRET, node_timeout_s=scaled(30))
+        node = node_of(app)
+        try:
+            async with anyio.create_task_group() as tg:
+                # Redis stalls (SIGSTOP) through the start of the server: the link cannot be up.
+                os.kill(server.proc.pid, signal.SIGSTOP)
+                continued = anyio.Event()
+
+                async def wake() -> None:
+                    await anyio.sleep(0.5)
+                    assert server.proc is not None
+                    os.kill(server.proc.pid, signal.SIGCONT)
+                    continued.set()
+
+                tg.start_soon(wake)
+                try:
+                    async with serve_in_loop(app) as info:
+                        assert continued.is_set() and node.running, "served before the cluster link was up"
+                        async with httpx.AsyncClient(base_url=info.base_url, timeout=15) as client:
+                            init = await RawSession(client).initialize()
+                            assert init.status == 200 and init.headers.get("mcp-resume") is None
+                finally:
+                    os.kill(server.proc.pid, signal.SIGCONT)
+        finally:
+            await store.aclose()
+    assert [r for r in caplog.records if "cluster link is not up" in r.getMessage()] == []
+
+
+async def test_the_startup_goes_on_without_the_cluster_link_after_node_timeout_s(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="mcp_resume_asgi")
+    with own_redis() as server:
+        server.kill()  # down from the start
+        store = RedisStore(server.url, prefix="node-down:")
+        app = resumable(create_app(), store=store, secret=SECRET, node_timeout_s=0.5)
+        node = node_of(app)
+        try:
+            async with (
+                serve_in_loop(app) as info,
+                httpx.AsyncClient(base_url=info.base_url, timeout=15) as client,
+            ):
+                assert not node.running
+                warned = [
+                    r.getMessage() for r in caplog.records if "cluster link is not up" in r.getMessage()
+                ]
+                assert len(warned) == 1 and node.node_id in warned[0], warned
+                # Served without resumability meanwhile, as while the store is down.
+                init = await RawSession(client).initialize()
+                assert init.status == 200 and init.headers.get("mcp-resume") == "unavailable"
         finally:
             await store.aclose()
