@@ -126,10 +126,14 @@ class Reason(enum.StrEnum):
     OWNER_DEAD = "owner_dead"
     DRAIN = "drain"
     """This node is shutting down: its client resumes elsewhere (a shared store serves it)."""
+    STORE_DOWN = "store_down"
+    """What it is owed is in the store, which cannot be read now: its client resumes later."""
 
 
 #: Closes made on purpose: the client is told (`retry:`) when to come back.
-AT_WILL = frozenset({Reason.MAX_CONNECTION, Reason.IDLE, Reason.INPUT, Reason.REPLACED, Reason.DRAIN})
+AT_WILL = frozenset(
+    {Reason.MAX_CONNECTION, Reason.IDLE, Reason.INPUT, Reason.REPLACED, Reason.DRAIN, Reason.STORE_DOWN}
+)
 
 
 def close_cancels(version: str, opted_in: bool) -> bool:

@@ -318,6 +318,13 @@ class Writer:
                         await self.write(conn, att, self.services.gap_frame(self.request_id, gap))
                     core.close(att, Reason.GAP)
                     return True
+                except Exception as exc:
+                    if not self.services.store_outage(exc):
+                        raise
+                    # What it is owed is in the store alone (written, or held until it answers
+                    # again): its answer ends here, with `retry:`, and its client resumes.
+                    self._store_down(att)
+                    return True
                 if not events:
                     return True
             batch = None
@@ -345,6 +352,15 @@ class Writer:
             if self.services.draining is not None:
                 core.drain(att)  # (a connection attached during a drain: closed after an event, not at once)
         return True
+
+    def _store_down(self, att: Attachment) -> None:
+        if att.closing is None:
+            logger.debug(
+                "stream %s: the store cannot be read; its connection is let go at %s, to resume later",
+                self.stream_id,
+                att.cursor,
+            )
+        self.core.close(att, Reason.STORE_DOWN)
 
     async def _open(self, conn: Connection, att: Attachment) -> bool:
         if not conn.started:

@@ -281,9 +281,22 @@ class ResumeMiddleware:
         return await self.engine.drain(self.drain_s)
 
     async def _lifespan_with_node(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """The app's lifespan, with this node's heartbeat and inbox running alongside."""
+        """The app's lifespan, with this node's heartbeat and inbox running alongside. Its startup
+        is complete once the node runs too (a node serving before it could not relay a session's
+        request to the node that holds it, nor be relayed to), waiting up to `node_timeout_s`."""
         assert self.node is not None
         node = self.node
+
+        async def send_once_running(message: Message) -> None:
+            if message["type"] == "lifespan.startup.complete" and not await node.wait_running(node.timeout_s):
+                logger.warning(
+                    "node %s: the cluster link is not up %.1f s into the startup; serving without it "
+                    "meanwhile (a session held by another node is not relayed there until it is)",
+                    node.node_id,
+                    node.timeout_s,
+                )
+            await send(message)
+
         async with anyio.create_task_group() as tg:
 
             async def run_node() -> None:
@@ -292,7 +305,7 @@ class ResumeMiddleware:
 
             tg.start_soon(run_node)
             try:
-                await self.app(scope, receive, send)
+                await self.app(scope, receive, send_once_running)
             finally:
                 tg.cancel_scope.cancel()
 
