@@ -144,10 +144,12 @@ class AppTasks:
                 )
             self.running += 1
             return
-        task = asyncio.get_running_loop().create_task(fn(*args), context=contextvars.copy_context())
+        context = contextvars.copy_context()
+        task = asyncio.get_running_loop().create_task(fn(*args), context=context)
         self.running += 1
         self._tasks.add(task)
-        task.add_done_callback(self._finished)  # (also for a task cancelled before it ran)
+        # (also for a task cancelled before it ran; in the task's context, not a copy of its own)
+        task.add_done_callback(self._finished, context=context)
 
     async def _run_counted(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
         try:
