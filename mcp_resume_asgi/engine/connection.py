@@ -365,8 +365,10 @@ class Connection:
             await self.send({"type": "http.response.body", "body": data, "more_body": False})
 
     async def start(self) -> bool:
-        """Send the answer's headers (`headers`, status 200)."""
-        return await self.send({"type": "http.response.start", "status": 200, "headers": self.headers})
+        """Send the answer's headers (`headers`, status 200), let go of once handed to the server
+        (an attached connection holds no copy of them for as long as it stays)."""
+        headers, self.headers = self.headers, []
+        return await self.send({"type": "http.response.start", "status": 200, "headers": headers})
 
     async def open(self) -> bool:
         """Send the headers and the held head (priming event), if not sent yet."""
