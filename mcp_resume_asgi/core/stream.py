@@ -261,6 +261,11 @@ def mirror_heartbeat_s(policy: Policy) -> float:
     return min(max(policy.max_wait_s / 3, 0.05), 10.0)
 
 
+#: Every core's `input_seqs` until its first input (never appended to: a stream that asks its
+#: client nothing, nearly all of them, holds no list of its own).
+_NO_INPUTS: list[int] = []
+
+
 class StreamCore:
     """One stream's state and decisions (see the module docstring)."""
 
@@ -313,7 +318,7 @@ class StreamCore:
         self.request_id = request_id
         self.seq = 0
         self.final_seq: int | None = None
-        self.input_seqs: list[int] = []
+        self.input_seqs: list[int] = _NO_INPUTS  # (a list of its own from its first input)
         self.conn: Attachment | None = None
         self.contact_at = now
         """Last moment a client was known to be in contact (the resume window counts from it)."""
@@ -385,6 +390,8 @@ class StreamCore:
             kind, message_id = p.classify(data)
             if kind is p.Kind.SERVER_REQUEST and p.valid_id(message_id):
                 recorded.inputs.append([message_id, self.seq])
+                if self.input_seqs is _NO_INPUTS:
+                    self.input_seqs = []
                 self.input_seqs.append(self.seq)
             elif kind is p.Kind.RESPONSE and self.is_request and message_id == self.request_id:
                 self.final_seq = recorded.final_seq = self.seq

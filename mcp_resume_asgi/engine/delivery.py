@@ -145,7 +145,7 @@ class Writer:
         self.request_id = request_id
         self.conn: Connection | None = None
         """The connection attached now."""
-        self.timer = Timer(self.on_timer)
+        self.timer = Timer(self)  # (called as `on_timer`: no bound method held per stream)
         self.outcome: tuple[str, int] | None = None
         """How the first connection was let go, and where."""
         self.answering = 0
@@ -504,6 +504,9 @@ class Writer:
                     self.answer_begins()  # (a close it writes may be the deadline frame)
                     spawn(self._timed_service, conn)
         return self.core.next_deadline()
+
+    __call__ = on_timer
+    """The writer is its own `Timer` callback (`on_timer`)."""
 
     async def _timed_service(self, conn: Connection) -> None:
         try:

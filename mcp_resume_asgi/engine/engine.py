@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -241,20 +241,22 @@ class Engine:
         return p.valid_version(header(scope, b"mcp-protocol-version")) or p.DEFAULT_VERSION
 
     # ------------------------------------------------------------------ requests (POST)
-    async def handle_request(
+    def handle_request(
         self,
         ctx: RequestContext,
         receive: Receive,
         send: Send,
         options: ServeOptions,
         claimed_key: str | None = None,
-    ) -> tuple[str, int] | None:
+    ) -> Awaitable[tuple[str, int] | None]:
         """Host a JSON-RPC request of the app, detached from `send`'s connection.
 
-        Returns how the first client connection was let go (why, and the seq of the
+        Returns (awaitable) how the first client connection was let go (why, and the seq of the
         last event it got), None when it was not served from the stream (a JSON
         answer passed through). `claimed_key`: the store key of the request's
         `Idempotency-Key`, claimed for the request's stream by the front (freed if the app refuses).
+        Not a coroutine: its frame, its `ctx` and the request's parsed JSON are not held while
+        the request's call watches its client (`HostedStream.host`).
         """
         message = ctx.message
         method = ctx.method
@@ -284,7 +286,7 @@ class Engine:
         if options.delivery is not None:
             open_before = 0.0
             hosted.delivery = options.delivery
-        return await hosted.host(Connection(send, receive), open_before_s=open_before)
+        return hosted.host(Connection(send, receive), open_before_s=open_before)
 
     # ------------------------------------------------------------------ serving a client
     async def serve_stream(

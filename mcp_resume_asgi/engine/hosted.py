@@ -34,7 +34,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -68,6 +68,63 @@ logger = logging.getLogger(__name__)
 #: holds its client's answer this long for the app's status, so that the app's own
 #: refusal (404, 400) reaches the client as that status.
 STATUS_HOLD_S = 1.0
+
+
+class AppDisconnect(Flag):
+    """Set when the app is to hear `http.disconnect`: its futures resolve to that message
+    (`HostedStream.app_receive` hands one to the app as the awaitable of its `receive`)."""
+
+    __slots__ = ()
+
+    def _result(self) -> Message:
+        return {"type": "http.disconnect"}
+
+
+class _ThenDisconnect:
+    """(asyncio) Awaits `first`, then `flag`'s future: `http.disconnect`. A coroutine by hand, so
+    that an app idle on its `receive` once `first` is over holds this small object, not a frame."""
+
+    __slots__ = ("_flag", "_inner")
+
+    def __init__(self, first: Coroutine[Any, Any, None], flag: AppDisconnect) -> None:
+        self._inner: Generator[Any, Any, Any] | Coroutine[Any, Any, Any] = first
+        self._flag: AppDisconnect | None = flag
+
+    def __await__(self) -> Generator[Any, Any, Message]:
+        return self  # (the generator protocol, by hand)
+
+    def __iter__(self) -> _ThenDisconnect:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+    def send(self, value: Any) -> Any:
+        try:
+            return self._inner.send(value)
+        except StopIteration as stop:
+            return self._then(stop)
+
+    def throw(self, exc: Any, value: Any = None, tb: Any = None) -> Any:
+        try:
+            if value is None and tb is None:
+                return self._inner.throw(exc)
+            return self._inner.throw(exc, value, tb)  # (the legacy form, passed on as it came)
+        except StopIteration as stop:
+            return self._then(stop)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def _then(self, stop: StopIteration) -> Any:
+        flag, self._flag = self._flag, None
+        if flag is None:  # the flag's future is done: its result is the message
+            raise stop
+        waiter = flag.future()
+        if waiter is None:  # (set meanwhile)
+            raise StopIteration(flag._result())
+        self._inner = waiter.__await__()
+        return self.send(None)
 
 
 class HostedStream:
@@ -181,7 +238,7 @@ class HostedStream:
         self.first_messages: tuple[dict[str, Any], ...] = ()
         self.idempotency_key: str | None = None
         self.app_started = False
-        self.app_disconnect = Flag()
+        self.app_disconnect = AppDisconnect()
         self.app_call: asyncio.Task[Any] | anyio.CancelScope | None = None
         """What `stop_app` cancels while the app's call runs (`call_app`)."""
         self.app_stopped = False
@@ -340,8 +397,21 @@ class HostedStream:
                 spawn(self.first_gone, first)  # cancelled (the server stops): the client is as good as gone
         return self.writer.outcome
 
-    async def app_receive(self) -> Message:
-        """The app's `receive` (a bound method: no closure held for as long as the app runs)."""
+    def app_receive(self) -> Awaitable[Message]:
+        """The app's `receive` (a bound method: no closure held for as long as the app runs).
+
+        Once the app has read its request and has nothing left to write, on asyncio, it is the
+        flag's future itself, which resolves to `http.disconnect`: an idle app awaits it with no
+        coroutine of ours held (every idle detached stream's app waits here)."""
+        if self.body_taken and asyncio._get_running_loop() is not None:
+            if self.recorder.due_before_wait():  # (its burst is written first)
+                return _ThenDisconnect(self.recorder.before_wait(), self.app_disconnect)
+            waiter = self.app_disconnect.future()
+            if waiter is not None:
+                return waiter
+        return self._receive()
+
+    async def _receive(self) -> Message:
         if not self.body_taken:
             self.body_taken = True
             await self.request_taken()

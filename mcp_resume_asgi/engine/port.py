@@ -151,25 +151,28 @@ class OwnerGone(Protocol):
 class HostRequest(Protocol):
     """Host a JSON-RPC request of the app, detached from `send`'s connection: how the first
     client connection was let go (why, and the seq of the last event it got), or None when
-    it was not served from the stream (a JSON answer passed through, or a retried POST)."""
+    it was not served from the stream (a JSON answer passed through, or a retried POST).
 
-    async def __call__(
+    An awaitable, not necessarily a coroutine: the front awaits it from its outermost frame,
+    whatever prepared the request returned first (a burst of requests in flight holds less)."""
+
+    def __call__(
         self, ctx: RequestContext, receive: Receive, send: Send, options: ServeOptions = ...
-    ) -> tuple[str, int] | None: ...
+    ) -> Awaitable[tuple[str, int] | None]: ...
 
 
 class EngineHost(Protocol):
     """`Engine.handle_request`: what the front's `HostRequest` hands a request on to, once its
     `Idempotency-Key` (if any) is claimed for the stream (`claimed_key`: its store key)."""
 
-    async def __call__(
+    def __call__(
         self,
         ctx: RequestContext,
         receive: Receive,
         send: Send,
         options: ServeOptions,
         claimed_key: str | None = None,
-    ) -> tuple[str, int] | None: ...
+    ) -> Awaitable[tuple[str, int] | None]: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -279,11 +279,15 @@ class Recorder:
             self.writing = True
             spawn(self._write_behind)
 
+    def due_before_wait(self) -> bool:
+        """Whether `before_wait` has a burst to write (else the app may wait without it)."""
+        return self.burst and bool(self.backlog) and not self.writing
+
     async def before_wait(self) -> None:
         """The app waits on its `receive`: its burst is written now, from its own task (a task
         started for it when the app yields is memory held at once by every stream that bursts
         at once)."""
-        if self.burst and self.backlog and not self.writing:
+        if self.due_before_wait():
             self._caught = True
             self.writing = True
             await self._write_behind()
