@@ -390,7 +390,7 @@ class Writer:
         if att.closing is None:
             conn.busy = True
             try:
-                if not conn.started and self.host.record_due and not await self._open_record(conn):
+                if not conn.started and not self.host.meta_created and not await self._open_record(conn):
                     self.core.head_sent(att)  # (not now: it goes out with the first event)
                 elif not conn.started:
                     self.core.head_sent(att)

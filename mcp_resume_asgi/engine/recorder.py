@@ -362,7 +362,11 @@ class Recorder:
         if self.refused is not None and not self.refusal_recorded:
             self.refusal_recorded = True
             hosted = self.hosted
-            if hosted.kind is StreamKind.REQUEST and hosted.core.final_seq is None and hosted.meta_created:
+            if (
+                hosted.kind is StreamKind.REQUEST
+                and hosted.core.final_seq is None
+                and (hosted.meta_created or hosted.record_due)  # (due: created holding the error)
+            ):
                 error = p.dumps(p.error_message(hosted.request_id, p.STREAM_ERROR, REFUSED_TEXT))
                 try:
                     await self.write([(encode_payload(error, b"message"), error)])
