@@ -138,3 +138,39 @@ async def test_a_store_down_at_the_first_event_passes_the_answer_through_marked_
     assert b"".join(m.get("body", b"") for m in client.sent).count(b'"result"') == 1
     assert not client.sent[-1].get("more_body", False), "its answer is ended"
     assert b"id: " not in b"".join(m.get("body", b"") for m in client.sent), "no ids: nothing to resume"
+
+
+class Leaving(Watching):
+    """A client that leaves `after_s` after sending its request (before any event reached it)."""
+
+    def __init__(self, store: CountingStore, after_s: float) -> None:
+        super().__init__(store)
+        self.after_s = after_s
+
+    async def receive(self) -> Message:
+        if not hasattr(self, "_asked"):
+            return await super().receive()
+        await anyio.sleep(self.after_s)
+        return {"type": "http.disconnect"}
+
+
+async def test_a_client_leaving_before_the_first_event_has_the_record_created_detached(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcp_resume_asgi.core import stream as core_stream
+
+    monkeypatch.setattr(core_stream, "HOLD_HEAD_S", 30.0)  # (no head timer: the leaving creates it)
+    store = CountingStore()
+    app = Answering(after_s=0.3)
+    middleware = ResumeMiddleware(app, policy=Policy(keepalive_s=None), store=store)
+    client = Leaving(store, after_s=0.1)
+    with anyio.fail_after(10):
+        await middleware(_scope(), client.receive, client.send)
+        assert store.calls == ["open_with"], store.calls  # created as let go: nothing more to note
+        while "append_final" not in store.calls:  # the app goes on, detached, and is recorded
+            await anyio.sleep(0.05)
+    assert store.stream_id is not None
+    meta = await store.get_stream(store.stream_id)
+    assert meta is not None and not meta.attached and meta.attach_gen == 1 and meta.delivered_seq == 0
+    assert meta.state is StreamState.COMPLETED and meta.final_seq == 1
+    assert await store.read(store.stream_id, 0) != [], "its answer waits for its client to resume"
