@@ -523,6 +523,20 @@ class StreamCore:
         if self.phase is Phase.OPEN:
             self.phase = Phase.PASSTHROUGH
 
+    def record_unavailable_after_all(self) -> None:
+        """The record of a stream opened without one (created with its first events) could not
+        be created (the store is down) before anything of it was stored or delivered: what its
+        events were given is taken back, its connection dropped, and its answer passes through
+        (as `record_unavailable`)."""
+        if self.phase not in (Phase.OPEN, Phase.ANSWERED, Phase.CANCELLING):
+            self._refuse("record_unavailable_after_all")
+        self.seq = 0
+        self.final_seq = None
+        self.input_seqs = []
+        self.conn = None
+        if self.phase is not Phase.CANCELLING:
+            self.phase = Phase.PASSTHROUGH
+
     def decided(self) -> bool:
         """The held answer opens now (DECIDE fell due, the app answered, or the app finished):
         True when that opened it, False when it was no longer held (opened already, refused,

@@ -69,6 +69,14 @@ class WriterHost(Protocol):
         """The stream's record exists in the store."""
 
     @property
+    def record_due(self) -> bool:
+        """The stream's record is to be created with its first events (none yet)."""
+
+    async def open_now(self, *, attached: bool, gen: int = 1) -> bool:
+        """Create the due record now, before anything of the stream leaves the node; True:
+        created here, as `attached` says."""
+
+    @property
     def prefix(self) -> bytes | None:
         """The stream's event-id prefix (None: its events get no ids)."""
 
@@ -411,7 +419,9 @@ class Writer:
         if att.closing is None:
             conn.busy = True
             try:
-                if not conn.started:
+                if not conn.started and not self.host.meta_created and not await self._open_record(conn):
+                    self.core.head_sent(att)  # (not now: it goes out with the first event)
+                elif not conn.started:
                     self.core.head_sent(att)
                     if await conn.start():
                         head, conn.head = conn.head, None
@@ -430,6 +440,30 @@ class Writer:
                     conn.busy = False
             self.arm()
         await self.pump(conn)
+
+    async def _open_record(self, conn: Connection) -> bool:
+        """The head of the stream's answer (its Link, its priming event id) is about to go out:
+        its due record is created first, for a client that has its id may resume it. False:
+        the store could not be reached (the head waits for the first event, which tries again)."""
+        try:
+            await self.host.open_now(attached=True)
+        except Exception as exc:
+            if not self.services.store_outage(exc):
+                raise
+            return False
+        return True
+
+    def withdraw(self, conn: Connection) -> None:
+        """Give up `conn` without answering it: the stream could not be recorded after all and
+        its answer passes through (`HostedStream.unrecorded`; the core dropped it already)."""
+        if self.conn is conn:
+            self.conn = None
+            if self.services.telemetry.enabled:
+                self.services.telemetry.streams_attached(-1)
+        conn.attachment = None
+        conn.head = None
+        conn.headers = []
+        self.arm()
 
     async def release(self, conn: Connection) -> None:
         """Let `conn` go: finish its answer (with `retry:` when closed at will), note where it stopped."""
@@ -453,11 +487,20 @@ class Writer:
             self.outcome = (reason, att.cursor)  # (a str already: no copy)
         self.answer_begins()
         try:
+            noted = False
+            if self.host.record_due or not self.host.meta_created:
+                # The stream goes on without its first connection (or it ends with a head, an id
+                # to resume from): its due record is created now, as let go (`note_detached`).
+                try:
+                    noted = await self.host.open_now(attached=False, gen=att.gen)
+                except Exception as exc:
+                    if not self.services.store_outage(exc):
+                        raise
             if not conn.gone.is_set():
                 if not conn.started:
                     await conn.open()
                 await finish_answer(conn, reason, att.cursor, self.policy)
-            if self.host.meta_created:
+            if self.host.meta_created and not noted:
                 await note_detached(self.store, self.stream_id, att)
         except Exception as exc:
             if not self.services.store_outage(exc):

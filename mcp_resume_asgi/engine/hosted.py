@@ -133,6 +133,7 @@ class HostedStream:
     # Slots, not a dict: a detached stream lives on for its resume window, thousands at a time.
     __slots__ = (
         "__weakref__",
+        "answer_start",
         "app_call",
         "app_disconnect",
         "app_started",
@@ -164,6 +165,7 @@ class HostedStream:
         "policy",
         "prefix",
         "principal",
+        "record_due",
         "recorder",
         "request_id",
         "route",
@@ -229,6 +231,13 @@ class HostedStream:
         """Writes the stream to the connection attached to it, and acts on its timers."""
         self.mode: Mode | None = None
         self.meta_created = False
+        """The stream's record exists in the store."""
+        self.record_due = False
+        """The stream's answer opened without its record, which its first events will create
+        (`Recorder.open_later`): a request answered at once makes one call of the store."""
+        self.answer_start: Message | None = None
+        """The app's response start while the record is due (passed through if it cannot be
+        created: `unrecorded`)."""
         self.prefix: bytes | None = b""
         self.first: Connection | None = None
         """The connection that brought the request (its answer is the app's response)."""
@@ -514,7 +523,9 @@ class HostedStream:
             await self.recorder.flush()
             if self.mode is Mode.UPGRADED and not self.core.final_seq:
                 await self.recorder.record_json_answer()
-            if (self.mode is Mode.STREAM or self.mode is Mode.UPGRADED) and self.meta_created:
+            if (self.mode is Mode.STREAM or self.mode is Mode.UPGRADED) and (
+                self.meta_created or self.record_due
+            ):
                 if self.parser is not None and self.parser.pending.strip():
                     with contextlib.suppress(SSEError):
                         await self.recorder.record_events(self.parser.feed(b"\n\n"))
@@ -527,7 +538,8 @@ class HostedStream:
                     await self.recorder.record_error(SHUT_DOWN if shut_down else ENDED_WITHOUT_RESPONSE)
                     await self.recorder.flush()
                 if self.expired:
-                    await self.store.delete_stream(self.stream_id)  # nobody is coming back for it
+                    if self.meta_created:
+                        await self.store.delete_stream(self.stream_id)  # nobody is coming back for it
                 elif self.core.final_seq is None:  # (a request's answer completed it when recorded)
                     await self.recorder.complete()
             elif self.mode is None and self.first is not None:
@@ -536,7 +548,12 @@ class HostedStream:
                     await send_bytes(
                         first.send_message, 500, b"Internal Server Error", content_type=b"text/plain"
                     )
+            elif self.recorder.unavailable and self.first is not None:
+                first = self.first  # (what `unrecorded` passed through may hold the app's end)
+                if first.started and not first.finished and not first.gone.is_set():
+                    await first.send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
+            self.answer_start = None
             self.core.app_finished()
             self.done.set()
             self.opened.set()
@@ -641,6 +658,14 @@ class HostedStream:
             if self.session_id is None:
                 self.session_id = session_id(headers)
             self.mode = Mode.STREAM
+            if self.kind is StreamKind.REQUEST:
+                # Its record is created with the app's first events, or once something needs it
+                # sooner (the answer's head, its client gone): `Recorder.open_later`.
+                self.recorder.open_later()
+                self.answer_start = message
+                if first is not None:
+                    self.attach_first(first, stream_headers(headers))
+                return
             try:
                 await self.recorder.open_record(attached=first is not None and not first.gone.is_set())
             except Exception as exc:
@@ -662,6 +687,38 @@ class HostedStream:
             self.app_disconnect.set()
         if first is not None:
             await first.send(message)
+
+    @property
+    def first_attached(self) -> bool:
+        return self.writer.conn is not None
+
+    async def open_now(self, *, attached: bool, gen: int = 1) -> bool:
+        """Create the due record now (`Recorder.open_now`)."""
+        return await self.recorder.open_now(attached=attached, gen=gen)
+
+    async def unrecorded(self, batch: list[tuple[int, bytes]]) -> bool:
+        """The due record could not be created with the app's first events `batch` (the store is
+        down). If nothing of the answer has reached its client, it passes through, marked as
+        one whose record could not open at its start is (`on_response_start`): True."""
+        first, start = self.first, self.answer_start
+        if first is None or start is None or first.started or self.writer.conn is not first:
+            return False
+        self.answer_start = None
+        self.core.record_unavailable_after_all()
+        self.writer.withdraw(first)
+        recorder = self.recorder
+        await first.send(dict(start, headers=[*start.get("headers", []), UNAVAILABLE_HEADER]))
+        for _, frame in batch:
+            await first.send({"type": "http.response.body", "body": frame, "more_body": True})
+        # What the app sent meanwhile joined the recorder's backlog (its mode is still STREAM):
+        # it follows, in order, before the app's next sends pass through.
+        while recorder.backlog:
+            for frame, _ in recorder.take_backlog():
+                await first.send({"type": "http.response.body", "body": frame, "more_body": True})
+        self.mode = Mode.PASSTHROUGH
+        self.record_due = False
+        recorder.unavailable = True
+        return True
 
     def attach_first(self, client: Connection, headers: Headers) -> None:
         """Open the SSE answer on the first connection, its head held for the first event; its
