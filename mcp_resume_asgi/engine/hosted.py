@@ -42,7 +42,7 @@ from starlette.types import Message, Scope
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, content_type, session_id, stream_headers
 from mcp_resume_asgi.core.stream import FirstGone, Reason, StreamCore
-from mcp_resume_asgi.engine import cancellation
+from mcp_resume_asgi.engine import cancellation, rerun
 from mcp_resume_asgi.engine.connection import Connection, Flag, current_asyncio_task
 from mcp_resume_asgi.engine.delivery import Writer, finish_answer
 from mcp_resume_asgi.engine.port import Delivery
@@ -76,6 +76,7 @@ class HostedStream:
     # Slots, not a dict: a detached stream lives on for its resume window, thousands at a time.
     __slots__ = (
         "__weakref__",
+        "adopted",
         "app_call",
         "app_disconnect",
         "app_started",
@@ -171,6 +172,8 @@ class HostedStream:
         )
         """Writes the stream to the connection attached to it, and acts on its timers."""
         self.mode: Mode | None = None
+        self.adopted = False
+        """A re-run: it continues the record of a run lost with its node (`adopt`)."""
         self.meta_created = False
         self.prefix: bytes | None = b""
         self.first: Connection | None = None
@@ -204,6 +207,12 @@ class HostedStream:
         self.passthrough_body: list[bytes] | None = None
 
     # ------------------------------------------------------------------ hosting
+    def adopt(self, last_seq: int) -> None:
+        """Run the request again on a record another node began and was lost with (`Engine.rerun`,
+        which took the record over): no record is created, ids go on after `last_seq`."""
+        self.adopted = True
+        self.core.continue_from(last_seq)
+
     def host(
         self,
         client: Connection,
@@ -460,6 +469,8 @@ class HostedStream:
                     await self.store.delete_stream(self.stream_id)  # nobody is coming back for it
                 elif self.core.final_seq is None:  # (a request's answer completed it when recorded)
                     await self.recorder.complete()
+                if self.policy.rerun_on_loss and self.services.node is not None:
+                    await rerun.forget(self.store, self.stream_id)  # answered: never run again
             elif self.mode is None and self.first is not None:
                 first = self.first
                 if not first.started and not first.gone.is_set():
