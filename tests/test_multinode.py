@@ -143,9 +143,12 @@ async def cluster(
     options: dict[str, Any] | None = None,
     redis_url: str | None = None,
     app: str | None = None,
+    target: str = TARGET,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[list[SubprocessServer]]:
-    """``count`` node processes sharing ``prefix`` and the secret, started in parallel, always stopped."""
-    env = {"MCP_RESUME_PREFIX": prefix, "MCP_RESUME_SECRET": SECRET}
+    """``count`` node processes sharing ``prefix`` and the secret, started in parallel, always stopped
+    (``target``: the app each runs, `multinode_app` unless said; ``env``: more of their environment)."""
+    env = {**(env or {}), "MCP_RESUME_PREFIX": prefix, "MCP_RESUME_SECRET": SECRET}
     if app:
         env["MCP_RESUME_APP"] = app
     if policy:
@@ -154,7 +157,7 @@ async def cluster(
         env["MCP_RESUME_OPTIONS_JSON"] = json.dumps(options)
     if redis_url:
         env["MCP_RESUME_REDIS_URL"] = redis_url
-    servers = [SubprocessServer(TARGET, env=env, graceful_shutdown=0.5) for _ in range(count)]
+    servers = [SubprocessServer(target, env=env, graceful_shutdown=0.5) for _ in range(count)]
     try:
         async with anyio.create_task_group() as tg:
             for server in servers:

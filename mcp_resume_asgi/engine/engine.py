@@ -32,6 +32,7 @@ import anyio
 from mcp_resume_asgi.core import resume
 from mcp_resume_asgi.core.resume import Resume
 from mcp_resume_asgi.core.stream import close_cancels, primed
+from mcp_resume_asgi.engine import rerun
 from mcp_resume_asgi.engine.admission import Admission, post_to_app
 from mcp_resume_asgi.engine.cancellation import cancel_app
 from mcp_resume_asgi.engine.cluster import Node
@@ -50,23 +51,34 @@ from mcp_resume_asgi.engine.port import (
 )
 from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.engine.services import StreamServices
-from mcp_resume_asgi.policy import RouteTable
+from mcp_resume_asgi.policy import Policy, RouteTable, running_ttl
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import GapError, Store, StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.telemetry import OFF, Telemetry
 from mcp_resume_asgi.wire import jsonrpc as p
-from mcp_resume_asgi.wire.asgi import ASGIApp, Receive, Scope, Send
+from mcp_resume_asgi.wire.asgi import ASGIApp, Message, Receive, Scope, Send
 from mcp_resume_asgi.wire.headers import header
 from mcp_resume_asgi.wire.principal import PrincipalOf
 from mcp_resume_asgi.wire.replies import send_bytes, send_json
 from mcp_resume_asgi.wire.tokens import TokenSigner
 
-__all__ = ["DRAIN_END_S", "Drained", "Engine"]
+__all__ = ["DRAIN_END_S", "RERUN_TAKEOVER_S", "Drained", "Engine"]
 
 logger = logging.getLogger(__name__)
 
 #: How long a drain waits for the requests it stopped to conclude (their stream's end recorded).
 DRAIN_END_S = 5.0
+#: How long a node that lost the claim of a re-run waits for the winner to take the record over.
+RERUN_TAKEOVER_S = 2.0
+
+
+async def _gone() -> Message:
+    """The `receive` of a re-run's first connection: its client is gone (there is none)."""
+    return {"type": "http.disconnect"}
+
+
+async def _discard(message: Message) -> None:
+    """The `send` of a re-run's first connection: nothing goes to it."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,6 +128,7 @@ class Engine:
             telemetry=telemetry,
         )
         services = self.services
+        services.rerun = self.rerun
         # What the feature layers, Tasks and REST still read of the engine itself, until they
         # reach it only through its port (issue 21, step 7).
         self.app = app
@@ -156,6 +169,7 @@ class Engine:
             store_outage=self.store_outage,
             ask_app=self.ask_app,
             owner_gone=self.owner_gone,
+            rerun=self.rerun,
             request_bound=request_bound,
             telemetry=telemetry,
         )
@@ -374,6 +388,107 @@ class Engine:
                 await self.store.delete_key(key)
 
         await hosted.host(Connection(send, receive), open_before_s=None, after_app=forget_key)
+
+    # ------------------------------------------------------------------ re-running a lost call
+    async def rerun(self, meta: StreamMeta, policy: Policy | None = None) -> bool:
+        """The node running `meta`'s request was lost before its answer: run the request again
+        here if its route allows it (`Policy.rerun_on_loss`) and its stored request is still
+        there (`rerun.py`). True when the call goes on - re-run here, or by another node that
+        took this loss first (its events reach every follower through the store); False when
+        it ends as before (the caller records today's error, or the task fails).
+
+        At most one node re-runs one loss: the claim of its round (`add_key`), then the record
+        taken over from the dead owner with a compare-and-set, which a node that read the record
+        before another's re-run began fails. The re-run continues the record: the first run's
+        events stay, ids go on after them, and its first event is the marker (`rerun.marker`).
+        It runs as a relayed request does (its caller seated, `CallerGuard` applying), with no
+        client connection of its own: its clients follow it through the store. `policy`: the
+        one to run it under, if not its route's (the Tasks layer's, whose work outlives clients)."""
+        route_policy = self.routes.by_index(meta.route)
+        node = self.node
+        if (
+            not route_policy.rerun_on_loss
+            or node is None
+            or meta.kind is not StreamKind.REQUEST
+            or meta.state is not StreamState.RUNNING
+            or meta.final_seq is not None
+            or meta.owner == self.node_id
+        ):
+            return False
+        policy = policy or route_policy
+        stream_id, lost = meta.stream_id, meta.owner
+        stored = await rerun.load(self.store, stream_id)
+        if stored is None:
+            logger.warning(
+                "stream %s: its node %s was lost and its request is not kept (too large, or expired): "
+                "it is not run again",
+                stream_id,
+                lost,
+            )
+            return False
+        ttl = running_ttl(policy)
+        if not await rerun.claim(self.store, self.node_id, stream_id, stored.round, ttl):
+            return await self._rerun_elsewhere(stream_id, lost)
+        applied, taken = await self.store.update_stream_if(
+            stream_id,
+            {"owner": lost, "state": StreamState.RUNNING},
+            ttl_s=ttl,
+            owner=self.node_id,
+            last_contact=time.time(),
+        )
+        if not applied or taken is None or taken.final_seq is not None:
+            # Another node re-ran it after an earlier loss (this node read the record before).
+            return taken is not None and taken.owner != lost and taken.state is StreamState.RUNNING
+        round_ = stored.round + 1
+        await rerun.save(self.store, stream_id, dataclasses.replace(stored, round=round_), ttl)
+        scope = rerun.scope_of(stored)
+        if scope is None:
+            logger.warning("stream %s: its stored caller is malformed; it is not run again", stream_id)
+            return False
+        hosted = HostedStream(
+            self.services,
+            kind=StreamKind.REQUEST,
+            scope=scope,
+            body=stored.body,
+            route=meta.route,
+            policy=policy,
+            version=meta.protocol_version,
+            session_id=meta.session_id,
+            principal=meta.principal,
+            request_id=meta.request_id,
+            method=meta.method,
+            stream_id=stream_id,
+            opted_in=meta.resumable_opt_in,
+        )
+        hosted.adopt(taken.last_seq)
+        hosted.delivery = Delivery(at_will=False, survives_close=True, refusal_recorded=True)
+        hosted.first_messages = (rerun.marker(round_),)
+        logger.warning(
+            "stream %s: its node %s was lost before the answer; its request runs again here (re-run %d)",
+            stream_id,
+            lost,
+            round_,
+        )
+        spawn(self._host_rerun, hosted)
+        return True
+
+    async def _host_rerun(self, hosted: HostedStream) -> None:
+        """Host a re-run: its first connection is a client already gone (nobody sent it; its
+        clients follow the record), so the record is opened ahead and never attached to it."""
+        await hosted.host(Connection(_discard, _gone), open_before_s=0)
+
+    async def _rerun_elsewhere(self, stream_id: str, lost: str) -> bool:
+        """Another node claimed this loss: whether it took the record over (then the call goes on
+        there). Waits a moment for it: the claim comes just before the record changes hands."""
+        with anyio.move_on_after(RERUN_TAKEOVER_S):
+            while True:
+                meta = await self.store.get_stream(stream_id)
+                if meta is None or meta.final_seq is not None:
+                    return meta is not None
+                if meta.owner != lost:
+                    return meta.state is StreamState.RUNNING
+                await self.store.wait(stream_id, meta.last_seq, within_s=0.2, version=meta.version)
+        return False
 
     # ------------------------------------------------------------------ shutdown
     async def drain(self, drain_s: float) -> Drained:
