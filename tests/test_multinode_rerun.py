@@ -6,12 +6,15 @@ affinity), the harness of `tests/test_multinode.py` and `tests/test_multinode_ta
 call runs on node A; one second in, A is killed (SIGKILL) and the balancer drops it.
 
 * With `Policy(rerun_on_loss=True)` on the tool's route, the call completes through node B: a
-  2025 call of the client helper (its resume lands on B, whose follower finds the owner dead and
+  2025 call of the client helper or of the stock `mcp` client (its resume lands on B, whose follower finds the owner dead and
   runs the stored request again: the client gets the first run's events, the marker, then the
   re-run's), and a 2026-07-28 task polled through B (`tasks/get` finds the owner dead and runs
   it again). The tool ran exactly twice: once lost, once re-run.
 * Without it, today's clean end: the helper's call ends with -32000, the task `failed`; the
   tool ran once.
+
+A 2025 call's client resumes with `Last-Event-ID` on B (the stock client too, after the
+priming event's `retry:`): the first run's progress 1..k, the marker, the re-run's 1..40.
 
 The figures (how long after the kill the call completed) are printed for the report.
 """
@@ -24,10 +27,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import mcp.types as types
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from mcp_resume_asgi.client import McpError, ResumableSession
 from tests.apps.rerun_app import runs_key
+from tests.support.mcp_client import result_text, stock_session
 from tests.support.proxy import CutProxy
 from tests.support.server import SubprocessServer
 from tests.support.stores import redis_url, require_redis
@@ -72,9 +78,11 @@ async def runs(prefix: str, tag: str) -> int:
     return int(value or 0)
 
 
+@pytest.mark.parametrize("client", ["helper", "stock"])
 @pytest.mark.parametrize("rerun", [True, False], ids=["rerun", "run-once"])
-async def test_a_call_of_the_client_helper_survives_its_node_killed(prefix: str, rerun: bool) -> None:
-    tag = f"helper-{rerun}"
+async def test_a_call_survives_its_node_killed(prefix: str, rerun: bool, client: str) -> None:
+    """The client helper, and the stock `mcp` client (2025 revision, legacy mode)."""
+    tag = f"{client}-{rerun}"
     recorder = Recorder()
     progress: list[float] = []
     markers: list[Any] = []
@@ -91,12 +99,23 @@ async def test_a_call_of_the_client_helper_survives_its_node_killed(prefix: str,
         if method == "notifications/message" and params.get("logger") == MARKER_LOGGER:
             markers.append(params.get("data"))
 
-    async def run_call(session: ResumableSession) -> None:
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        if params.logger == MARKER_LOGGER:
+            markers.append(params.data)
+
+    async def run_call(session: Any) -> None:
+        arguments = {"seconds": 4, "steps": 40, "tag": tag}
         try:
-            answer = await session.call_tool(
-                "counted", {"seconds": 4, "steps": 40, "tag": tag}, on_progress=on_progress
-            )
-            outcome.append(f"ok: {text(answer)}")
+            if client == "stock":
+                result = await session.call_tool(
+                    "counted", arguments, progress_callback=on_progress, read_timeout_seconds=scaled(30)
+                )
+                outcome.append(f"ok: {result_text(result)}")
+            else:
+                answer = await session.call_tool("counted", arguments, on_progress=on_progress)
+                outcome.append(f"ok: {text(answer)}")
+        except MCPError as exc:
+            outcome.append(f"error {exc.error.code}: {exc.error.message}")
         except McpError as exc:
             outcome.append(f"error {exc.code}: {exc.message}")
         finally:
@@ -105,24 +124,37 @@ async def test_a_call_of_the_client_helper_survives_its_node_killed(prefix: str,
     took = -1.0
     async with two_nodes(prefix, rerun=rerun, policy={"retry_ms": 50}) as (a, b, proxy):
         with anyio.fail_after(scaled(45)):
-            async with (
-                helper_http_client(recorder) as http,
-                ResumableSession(proxy.mcp_url, http_client=http, on_notification=on_notification) as session,
-                anyio.create_task_group() as tg,
-            ):
-                tg.start_soon(run_call, session)
-                with anyio.fail_after(scaled(10)):
-                    await got_some.wait()
-                a.kill()
-                killed_at = time.monotonic()
-                seen_at_kill = len(progress)
-                proxy.backend_ports = [port_of(b)]
-                with anyio.fail_after(scaled(30)):
-                    await finished.wait()
-                took = time.monotonic() - killed_at
+            async with contextlib.AsyncExitStack() as stack:
+                session: Any
+                if client == "stock":
+                    http2 = await stack.enter_async_context(recorder.httpx2_client())
+                    session = await stack.enter_async_context(
+                        stock_session(
+                            proxy.mcp_url,
+                            http_client=http2,
+                            terminate_on_close=False,
+                            logging_callback=on_log,
+                        )
+                    )
+                else:
+                    http = await stack.enter_async_context(helper_http_client(recorder))
+                    session = await stack.enter_async_context(
+                        ResumableSession(proxy.mcp_url, http_client=http, on_notification=on_notification)
+                    )
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(run_call, session)
+                    with anyio.fail_after(scaled(10)):
+                        await got_some.wait()
+                    a.kill()
+                    killed_at = time.monotonic()
+                    seen_at_kill = len(progress)
+                    proxy.backend_ports = [port_of(b)]
+                    with anyio.fail_after(scaled(30)):
+                        await finished.wait()
+                    took = time.monotonic() - killed_at
         ran = await runs(prefix, tag)
     print(
-        f"\nhelper, rerun_on_loss={rerun}: killed A after {seen_at_kill} progress events; the call "
+        f"\n{client}, rerun_on_loss={rerun}: killed A after {seen_at_kill} progress events; the call "
         f"ended {took:.2f}s later with {outcome}; the tool ran {ran} time(s); markers {markers}; "
         f"{len(progress)} progress events\n{recorder.summary()}"
     )
@@ -140,6 +172,7 @@ async def test_a_call_of_the_client_helper_survives_its_node_killed(prefix: str,
         assert len(outcome) == 1 and outcome[0].startswith("error -32000"), outcome
         assert ran == 1
         assert markers == []
+        assert progress == [float(i) for i in range(1, len(progress) + 1)]
     assert took <= NODE_TIMEOUT_S + scaled(12), f"took {took:.1f}s"
 
 
