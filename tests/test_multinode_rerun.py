@@ -22,6 +22,7 @@ The figures (how long after the kill the call completed) are printed for the rep
 from __future__ import annotations
 
 import contextlib
+import signal
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -53,12 +54,12 @@ MARKER_LOGGER = "mcp-resume-asgi"
 
 @contextlib.asynccontextmanager
 async def two_nodes(
-    prefix: str, *, rerun: bool, policy: dict[str, Any]
+    prefix: str, *, rerun: bool, policy: dict[str, Any], drain_s: float = 30.0
 ) -> AsyncIterator[tuple[SubprocessServer, SubprocessServer, CutProxy]]:
     """Nodes A and B of the rerun app; the balancer sends everything to A until the test moves it."""
     require_redis()
     env = {"MCP_RESUME_RERUN": "1" if rerun else "0"}
-    options = {"node_timeout_s": NODE_TIMEOUT_S}
+    options = {"node_timeout_s": NODE_TIMEOUT_S, "drain_s": drain_s}
     async with (
         cluster(2, prefix, policy=policy, options=options, target=TARGET, env=env) as (a, b),
         CutProxy([port_of(a)]) as proxy,
@@ -220,3 +221,58 @@ async def test_a_task_survives_its_node_killed(prefix: str, rerun: bool) -> None
         assert task["status"] == "failed", task
         assert ran == 1
     assert took <= NODE_TIMEOUT_S + scaled(12), f"took {took:.1f}s"
+
+
+async def test_a_call_its_nodes_drain_budget_stopped_is_run_again_on_the_other_node(prefix: str) -> None:
+    """SIGTERM instead of SIGKILL, with a drain budget (1 s) shorter than the call (4 s): at the
+    budget A leaves the call's record to be run again instead of ending it with an error; B,
+    which serves the client's resume, runs it again; the call completes, the tool ran twice."""
+    tag = "drained"
+    recorder = Recorder()
+    progress: list[float] = []
+    markers: list[Any] = []
+    outcome: list[str] = []
+    got_some = anyio.Event()
+
+    async def on_progress(value: float, total: float | None = None, message: str | None = None) -> None:
+        progress.append(value)
+        if len(progress) >= 5:
+            got_some.set()
+
+    async def on_notification(method: str, params: dict[str, Any]) -> None:
+        if method == "notifications/message" and params.get("logger") == MARKER_LOGGER:
+            markers.append(params.get("data"))
+
+    async with two_nodes(prefix, rerun=True, policy={"retry_ms": 50}, drain_s=1.0) as (a, b, proxy):
+        with anyio.fail_after(scaled(45)):
+            async with (
+                helper_http_client(recorder) as http,
+                ResumableSession(proxy.mcp_url, http_client=http, on_notification=on_notification) as session,
+                anyio.create_task_group() as tg,
+            ):
+
+                async def run_call() -> None:
+                    answer = await session.call_tool(
+                        "counted", {"seconds": 4, "steps": 40, "tag": tag}, on_progress=on_progress
+                    )
+                    outcome.append(text(answer))
+
+                tg.start_soon(run_call)
+                with anyio.fail_after(scaled(10)):
+                    await got_some.wait()
+                a.signal(signal.SIGTERM)
+                signalled_at = time.monotonic()
+                proxy.backend_ports = [port_of(b)]
+            took = time.monotonic() - signalled_at
+            code = await anyio.to_thread.run_sync(a.wait, scaled(10))
+        ran = await runs(prefix, tag)
+    print(
+        f"\ndrain budget 1 s: the call completed {took:.2f}s after A's SIGTERM; A exited with {code}; "
+        f"the tool ran {ran} time(s); markers {markers}; {len(progress)} progress events\n{recorder.summary()}"
+    )
+    assert outcome == [f"counted {tag}"]
+    assert ran == 2, "stopped at A's drain budget, run again on node B"
+    assert markers == [{"rerun": 1, "reason": "owner-lost"}]
+    first_run = progress[: progress.index(1.0, 1)]
+    assert first_run == [float(i) for i in range(1, len(first_run) + 1)]
+    assert progress[len(first_run) :] == [float(i) for i in range(1, 41)]

@@ -391,7 +391,8 @@ class Engine:
 
     # ------------------------------------------------------------------ re-running a lost call
     async def rerun(self, meta: StreamMeta, policy: Policy | None = None) -> bool:
-        """The node running `meta`'s request was lost before its answer: run the request again
+        """The node running `meta`'s request was lost (or its drain's budget stopped it, handing
+        it over) before its answer: run the request again
         here if its route allows it (`Policy.rerun_on_loss`) and its stored request is still
         there (`rerun.py`). True when the call goes on - re-run here, or by another node that
         took this loss first (its events reach every follower through the store); False when
@@ -406,6 +407,9 @@ class Engine:
         one to run it under, if not its route's (the Tasks layer's, whose work outlives clients)."""
         route_policy = self.routes.by_index(meta.route)
         node = self.node
+        if self.services.draining is not None:
+            # This node stops: the others run it (its clients resume there); a follower here goes on.
+            return route_policy.rerun_on_loss and meta.kind is StreamKind.REQUEST
         if (
             not route_policy.rerun_on_loss
             or node is None
@@ -504,7 +508,9 @@ class Engine:
         that arrive meanwhile are served as usual, but a connection attached since is closed the same
         way after an event it is written (a final answer first: a quick call completes).
         At `drain_s`, what still runs is cancelled: its stream ends with an error event that says
-        the server shut down (`SHUT_DOWN`; a task is `failed` with it), never a record left running.
+        the server shut down (`SHUT_DOWN`; a task is `failed` with it), never a record left running
+        - except a call on a route with `Policy.rerun_on_loss` (and a shared store), whose record
+        is left running, owned by no live node, for another node to run it again (`rerun`).
 
         Called on the server's shutdown signal (`http/middleware.py`), by the lifespan's shutdown,
         or by a host that handles its own signals; a second call waits for the first's end."""
@@ -544,7 +550,14 @@ class Engine:
             services.draining = "stopping"
             logger.warning("drain: ending %d request(s) still running after %ss", len(left), drain_s)
             for hosted in left:
-                hosted.stop_app()  # (not expired: its client may still come back for the error)
+                if (
+                    self.node is not None
+                    and hosted.kind is StreamKind.REQUEST
+                    and hosted.policy.rerun_on_loss
+                ):
+                    hosted.hand_over()  # run again by another node (`rerun`), not ended with an error
+                else:
+                    hosted.stop_app()  # (not expired: its client may still come back for the error)
         if apps.running:
             with anyio.move_on_after(DRAIN_END_S):
                 await apps.idle()

@@ -89,6 +89,7 @@ class HostedStream:
         "expired",
         "first",
         "first_messages",
+        "handed_over",
         "held",
         "idempotency_key",
         "json_chunks",
@@ -174,6 +175,8 @@ class HostedStream:
         self.mode: Mode | None = None
         self.adopted = False
         """A re-run: it continues the record of a run lost with its node (`adopt`)."""
+        self.handed_over = False
+        """The drain's budget stopped it, to be run again by another node (`hand_over`)."""
         self.meta_created = False
         self.prefix: bytes | None = b""
         self.first: Connection | None = None
@@ -371,6 +374,13 @@ class HostedStream:
             # listener ends normally instead of being cancelled.
             self.disconnect_app()
 
+    def hand_over(self) -> None:
+        """The drain's budget ran out on a call that may run again (`Policy.rerun_on_loss`): stop
+        the app, and leave its record running, owned by no live node, for another node to run it
+        again (`Engine.rerun`) instead of ending it with an error."""
+        self.handed_over = True
+        self.stop_app()
+
     def stop_app(self) -> None:
         """Stop the app's call (a cancel it ignored, or the server's drain ran out)."""
         self.app_stopped = True
@@ -451,7 +461,8 @@ class HostedStream:
     async def app_finished(self) -> None:
         try:
             await self.recorder.flush()
-            if self.mode is Mode.UPGRADED and not self.core.final_seq:
+            handed_over = self.handed_over and self.kind is StreamKind.REQUEST and not self.expired
+            if self.mode is Mode.UPGRADED and not self.core.final_seq and not handed_over:
                 await self.recorder.record_json_answer()
             if (self.mode is Mode.STREAM or self.mode is Mode.UPGRADED) and self.meta_created:
                 if self.parser is not None and self.parser.pending.strip():
@@ -461,15 +472,19 @@ class HostedStream:
                 # the next step reads `final_seq`, and before the stream is concluded: with
                 # write-behind, a write still under way would land after the request is over.
                 await self.recorder.flush()
-                if self.kind is StreamKind.REQUEST and self.core.final_seq is None and not self.expired:
+                handed_over = handed_over and self.core.final_seq is None
+                if handed_over:
+                    # Owned by no live node from now on: the first node to notice runs it again.
+                    await self.store.update_stream(self.stream_id, owner=rerun.drained(self.services.node_id))
+                elif self.kind is StreamKind.REQUEST and self.core.final_seq is None and not self.expired:
                     shut_down = self.services.draining == "stopping"
                     await self.recorder.record_error(SHUT_DOWN if shut_down else ENDED_WITHOUT_RESPONSE)
                     await self.recorder.flush()
                 if self.expired:
                     await self.store.delete_stream(self.stream_id)  # nobody is coming back for it
-                elif self.core.final_seq is None:  # (a request's answer completed it when recorded)
+                elif self.core.final_seq is None and not handed_over:  # (an answer completed it already)
                     await self.recorder.complete()
-                if self.policy.rerun_on_loss and self.services.node is not None:
+                if self.policy.rerun_on_loss and self.services.node is not None and not handed_over:
                     await rerun.forget(self.store, self.stream_id)  # answered: never run again
             elif self.mode is None and self.first is not None:
                 first = self.first

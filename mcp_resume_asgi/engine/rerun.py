@@ -34,6 +34,7 @@ __all__ = [
     "capture",
     "claim",
     "decode",
+    "drained",
     "encode",
     "forget",
     "load",
@@ -189,6 +190,12 @@ def scope_of(request: StoredRequest) -> Scope | None:
         "state": {},
     }
     return scope if seat(scope, request.caller) else None
+
+
+def drained(node_id: str) -> str:
+    """The owner a draining node leaves on the record of a call its budget stopped, to be run
+    again (`HostedStream.hand_over`): the name of no node, so any node finds it dead at once."""
+    return f"{node_id}~drained"
 
 
 def marker(round_: int) -> dict[str, Any]:
