@@ -10,9 +10,12 @@ the call is answered.
 
 from __future__ import annotations
 
+import dataclasses
+
 import anyio
 import pytest
 from starlette.authentication import SimpleUser
+from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi import Policy, resumable
 from mcp_resume_asgi.engine import rerun
@@ -113,7 +116,7 @@ async def test_saved_loaded_and_forgotten(make: Factory) -> None:
     assert await rerun.load(store, "s1") is None
     assert await rerun.save(store, "s1", stored, TTL)
     assert await rerun.load(await make(peer=store), "s1") == stored, "another node reads it as it was"
-    moved = rerun.StoredRequest(**{**_fields(stored), "round": 1})
+    moved = dataclasses.replace(stored, round=1)
     assert await rerun.save(store, "s1", moved, TTL)
     assert await rerun.load(store, "s1") == moved
     await rerun.forget(store, "s1")
@@ -137,10 +140,10 @@ async def test_one_node_claims_each_loss(make: Factory) -> None:
     assert first == [True, False, False]
     assert await store.get_key(keys.rerun_claim("s3", 0)) == "a"
     assert await rerun.claim(other, "b", "s3", 1, TTL), "the next loss is claimed anew"
-
-
-def _fields(stored: rerun.StoredRequest) -> dict[str, object]:
-    return {name: getattr(stored, name) for name in rerun.StoredRequest.__dataclass_fields__}
+    await rerun.release(store, "a", "s3", 1)
+    assert not await rerun.claim(store, "c", "s3", 1, TTL), "only its holder gives a claim back"
+    await rerun.release(other, "b", "s3", 1)
+    assert await rerun.claim(store, "c", "s3", 1, TTL), "given back: free for the loss it names"
 
 
 @pytest.mark.slow
@@ -181,7 +184,7 @@ async def test_the_engine_keeps_a_running_calls_request_only_on_a_rerun_route() 
                     kept[tool] = stored is not None
                     if stored is not None:
                         assert stored.path == "/mcp" and b'"sleep"' in stored.body
-                        assert dict(stored.headers).get(b"mcp-session-id") == s.session_id.encode()
+                        assert dict(stored.headers).get(b"mcp-session-id") == (s.session_id or "").encode()
                     with anyio.fail_after(scaled(10)):
                         while (meta := await store.get_stream(stream_id)) is None or meta.final_seq is None:
                             await anyio.sleep(0.05)
@@ -191,3 +194,93 @@ async def test_the_engine_keeps_a_running_calls_request_only_on_a_rerun_route() 
     finally:
         await store.clear()
         await store.aclose()
+
+
+async def test_two_nodes_noticing_one_loss_run_the_call_once() -> None:
+    """Two engines on one Redis find the same call's node lost at once (`Engine.rerun`): one
+    runs it again, the other sees it taken over; the record goes on after the first run's
+    events (the marker, then the answer); a node that read the record before, asking later,
+    runs nothing (the request is forgotten once answered)."""
+    require_redis()
+    from mcp_resume_asgi.http.middleware import ResumeMiddleware
+    from mcp_resume_asgi.store import RedisStore
+    from mcp_resume_asgi.store.base import StreamKind, StreamMeta
+    from mcp_resume_asgi.wire import jsonrpc as p
+    from mcp_resume_asgi.wire.sse import encode_payload
+
+    ran: list[bytes] = []
+    answer = p.dumps({"jsonrpc": "2.0", "id": 7, "result": {"content": []}})
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        assert scope["type"] == "http"
+        message = await receive()
+        ran.append(message["body"])
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
+        await send({"type": "http.response.body", "body": b"event: message\ndata: " + answer + b"\n\n"})
+
+    prefix = redis_prefix("test-rerun")
+    stores = [RedisStore(redis_url(), prefix=prefix) for _ in range(2)]
+    policy = Policy(rerun_on_loss=True)
+    nodes = [
+        ResumeMiddleware(app, policy=policy, store=s, secret="rerun-tests-shared-secret") for s in stores
+    ]
+    store = stores[0]
+    try:
+        lost = StreamMeta(
+            stream_id="s-lost",
+            kind=StreamKind.REQUEST,
+            session_id=None,
+            principal=None,
+            protocol_version="2025-11-25",
+            path="/mcp",
+            request_id=7,
+            method="tools/call",
+            owner="a-dead-node",
+        )
+        await store.create_stream(lost, ttl_s=TTL)
+        first_run = [(seq, encode_payload(b'{"n":%d}' % seq, b"message")) for seq in (1, 2, 3)]
+        await store.append("s-lost", first_run, max_events=100, max_bytes=1 << 20)
+        body = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}}'
+        stored = rerun.StoredRequest(
+            "POST", "/mcp", b"", "http", [(b"content-type", b"application/json")], body, {"principal": None}
+        )
+        assert await rerun.save(store, "s-lost", stored, TTL)
+        seen = await store.get_stream("s-lost")
+        assert seen is not None and seen.last_seq == 3
+
+        said: list[bool] = []
+
+        async def notice(node: ResumeMiddleware) -> None:
+            said.append(await node.engine.rerun(seen.copy()))
+
+        async with anyio.create_task_group() as tg:
+            for node in nodes:
+                tg.start_soon(notice, node)
+        assert said == [True, True], "the call goes on: here, or on the node that took it over"
+        with anyio.fail_after(scaled(10)):
+            while (meta := await store.get_stream("s-lost")) is None or meta.final_seq is None:
+                await anyio.sleep(0.02)
+        assert ran == [body], "run again once"
+        assert meta.owner in {node.engine.node_id for node in nodes}
+        events = await store.read("s-lost", 0)
+        assert [seq for seq, _ in events] == [1, 2, 3, 4, 5] and meta.final_seq == 5
+        assert events[:3] == first_run, "the first run's events stay as they were"
+        assert b'"rerun":1' in events[3][1] and b'"logger":"mcp-resume-asgi"' in events[3][1]
+        assert answer in events[4][1]
+        with anyio.fail_after(scaled(5)):
+            while await rerun.load(store, "s-lost") is not None:
+                await anyio.sleep(0.02)
+        # A node that read the record before the re-run, asking now: nothing runs; its follower
+        # reads on (the answer is there), it does not end the call with an error.
+        assert await nodes[0].engine.rerun(seen.copy())
+        assert ran == [body], "a stale notice runs nothing"
+    finally:
+        await store.clear()
+        for s in stores:
+            await s.aclose()

@@ -423,6 +423,9 @@ class Engine:
         stream_id, lost = meta.stream_id, meta.owner
         stored = await rerun.load(self.store, stream_id)
         if stored is None:
+            current = await self.store.get_stream(stream_id)
+            if current is not None and (current.owner != lost or current.final_seq is not None):
+                return True  # re-run and answered meanwhile (its request forgotten): read on
             logger.warning(
                 "stream %s: its node %s was lost and its request is not kept (too large, or expired): "
                 "it is not run again",
@@ -441,8 +444,11 @@ class Engine:
             last_contact=time.time(),
         )
         if not applied or taken is None or taken.final_seq is not None:
-            # Another node re-ran it after an earlier loss (this node read the record before).
-            return taken is not None and taken.owner != lost and taken.state is StreamState.RUNNING
+            # Another node took it over first (this node read the record, or the stored request's
+            # round, before): its claim of the next loss is not this node's to hold.
+            if not applied:
+                await rerun.release(self.store, self.node_id, stream_id, stored.round)
+            return taken is not None and (taken.owner != lost or taken.final_seq is not None)
         round_ = stored.round + 1
         await rerun.save(self.store, stream_id, dataclasses.replace(stored, round=round_), ttl)
         scope = rerun.scope_of(stored)
@@ -487,10 +493,8 @@ class Engine:
         with anyio.move_on_after(RERUN_TAKEOVER_S):
             while True:
                 meta = await self.store.get_stream(stream_id)
-                if meta is None or meta.final_seq is not None:
-                    return meta is not None
-                if meta.owner != lost:
-                    return meta.state is StreamState.RUNNING
+                if meta is None or meta.final_seq is not None or meta.owner != lost:
+                    return meta is not None  # taken over (or answered already): followers read on
                 await self.store.wait(stream_id, meta.last_seq, within_s=0.2, version=meta.version)
         return False
 

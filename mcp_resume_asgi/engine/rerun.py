@@ -39,6 +39,7 @@ __all__ = [
     "forget",
     "load",
     "marker",
+    "release",
     "save",
     "scope_of",
 ]
@@ -170,6 +171,12 @@ async def forget(store: Store, stream_id: str) -> None:
 async def claim(store: Store, node_id: str, stream_id: str, round_: int, ttl_s: float) -> bool:
     """Take the re-run of the stream's `round_`-th loss for `node_id`: True for one node only."""
     return await store.add_key(keys.rerun_claim(stream_id, round_), node_id, ttl_s) is None
+
+
+async def release(store: Store, node_id: str, stream_id: str, round_: int) -> None:
+    """Give back a claim `node_id` took but could not use (another node had taken the record over
+    already): the loss it names is still to come, and its claim must be free for it."""
+    await store.delete_key(keys.rerun_claim(stream_id, round_), node_id)
 
 
 def scope_of(request: StoredRequest) -> Scope | None:
