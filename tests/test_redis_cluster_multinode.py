@@ -46,11 +46,7 @@ SCENARIOS: list[Scenario | Any] = [
     one_redis.test_harness_one_node_on_redis_serves_the_stock_client_through_the_proxy,
     one_redis.test_stock_client_calls_with_progress_across_two_nodes,
     one_redis.test_elicitation_with_the_stock_client_across_two_nodes,
-    pytest.param(  # (the same known defect as on one Redis: `RELAYED_ANSWER_HANG`)
-        one_redis.test_elicitation_with_the_client_helper_across_two_nodes,
-        marks=one_redis.RELAYED_ANSWER_HANG,
-        id="elicitation_with_the_client_helper_across_two_nodes",
-    ),
+    one_redis.test_elicitation_with_the_client_helper_across_two_nodes,
     one_redis.test_sep975_resumes_and_status_checks_land_on_any_node,
     one_redis.test_resume_tokens_reissued_on_any_node,
     one_redis.test_another_user_of_the_same_client_is_refused_on_every_node,

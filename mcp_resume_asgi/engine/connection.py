@@ -174,6 +174,7 @@ class Connection:
         "keepalive_due",
         "listener",
         "listening",
+        "missed",
         "own_writer",
         "released",
         "sending",
@@ -198,6 +199,8 @@ class Connection:
         """Held headers' priming event: sent with the first event, or alone when due."""
         self.busy = False
         """A writer holds it: others leave their work to that writer."""
+        self.missed = False
+        """Events were recorded for it while it was busy: its writer looks again (`Writer.pump`)."""
         self.own_writer = False
         """It stalled once: a task of its own writes it from now on (`wake` calls it)."""
         self.wake: anyio.Event | None = None

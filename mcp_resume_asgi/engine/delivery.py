@@ -274,13 +274,25 @@ class Writer:
         return self.pump(conn, batch)
 
     async def pump(self, conn: Connection, batch: list[tuple[int, bytes]] | None = None) -> None:
-        """Write what `conn` is owed; let it go when the core says so."""
+        """Write what `conn` is owed; let it go when the core says so.
+
+        A connection being written by another (`busy`) is left to that writer, told to look
+        again (`missed`): its read of the store may have been answered before these events
+        landed there, and without a second look they would wait for the next keep-alive."""
         att = conn.attachment
-        if att is None or conn.busy:
+        if att is None:
+            return
+        if conn.busy:
+            conn.missed = True
             return
         conn.busy = True
         try:
-            handed_over = not await self._drain(conn, att, batch)
+            while True:
+                conn.missed = False
+                handed_over = not await self._drain(conn, att, batch)
+                if handed_over or not conn.missed:
+                    break
+                batch = None
         finally:
             if not conn.own_writer:
                 conn.busy = False
@@ -366,8 +378,9 @@ class Writer:
                 if conn.keepalive_due:
                     conn.keepalive_due = False
                     await conn.write(KEEPALIVE)
-                if not self.core.owed(att):
-                    await wake.wait()
+                # (Still owed after `_drain`: the store did not have them yet. Their delivery, once
+                # they land, wakes it: reading again now would only spin until then.)
+                await wake.wait()
         finally:
             conn.wake = None
             conn.busy = False

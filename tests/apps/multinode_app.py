@@ -12,7 +12,9 @@ Run several of these (``tests.apps.multinode_app:create_app`` in
 * ``MCP_RESUME_APP`` (optional): ``auth`` for `tests.apps.auth_app` (two users of one
   OAuth client) instead of the low-level app;
 * ``MCP_RESUME_SPANS_FILE`` (optional): the OpenTelemetry SDK as the global tracer provider,
-  each finished span (the middleware's and the app's) a JSON line appended to this file.
+  each finished span (the middleware's and the app's) a JSON line appended to this file;
+* ``MCP_RESUME_NODE_LOG_DIR`` (optional): the library's DEBUG log, to ``node-<pid>.log`` in this
+  folder (a test prints it when it fails: what each node did with a request, in order).
 
 The outermost layer, :class:`NodeTag`, adds ``x-node: <pid>`` to every HTTP
 response, so a test can tell which process answered a connection, and counts
@@ -130,8 +132,24 @@ def _export_spans(path: str) -> None:
     trace.set_tracer_provider(provider)
 
 
+def _debug_log(folder: str) -> None:
+    """The library's DEBUG records (and every WARNING) to `folder`/node-<pid>.log."""
+    import logging
+
+    handler = logging.FileHandler(os.path.join(folder, f"node-{os.getpid()}.log"))
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s", "%H:%M:%S")
+    )
+    logging.getLogger().addHandler(handler)
+    logging.getLogger().setLevel(logging.WARNING)
+    logging.getLogger("mcp_resume_asgi").setLevel(logging.DEBUG)
+
+
 def create_app() -> NodeTag:
     """The low-level test app, wrapped with a `RedisStore` shared through the environment (see above)."""
+    log_dir = os.environ.get("MCP_RESUME_NODE_LOG_DIR")
+    if log_dir:
+        _debug_log(log_dir)
     spans = os.environ.get("MCP_RESUME_SPANS_FILE")
     if spans:
         _export_spans(spans)

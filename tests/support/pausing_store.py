@@ -6,7 +6,9 @@ store, until the test releases it. The writer has done its reads by then, so wha
 test does meanwhile lands between a read-modify-write's read and its write. `hold_attach`
 holds the next `attach` of a stream the same way (a connection's answer on its way to open),
 `hold_append` the next `append` of events to one (its value: their payloads, decoded; an
-`append_final` or `open_with` counts as one).
+`append_final` or `open_with` counts as one), and `hold_read` the answer of the next `read` of
+one: the store has answered (what it held then), and the answer is held on its way back, as a
+reply in flight over the network is while another call lands.
 A key is named exactly, or by a predicate (`startswith("task:")`, say, for an id not known yet).
 
 The app may run in another thread (`tests.support.server.serve` runs uvicorn in one), so
@@ -34,7 +36,7 @@ class Held:
     key: str | Callable[[str], bool]
     matches: Callable[[str], bool]
     operation: str = "write"
-    """`write` (`set_key`, `replace_key`), `attach` or `append`."""
+    """`write` (`set_key`, `replace_key`), `attach`, `append` or `read`."""
     _reached: threading.Event = field(default_factory=threading.Event)
     _released: threading.Event = field(default_factory=threading.Event)
     value: str | None = None
@@ -90,6 +92,16 @@ class PausingStore:
         held = Held(stream_id, matches, operation="append")
         self.holds.append(held)
         return held
+
+    def hold_read(self, stream_id: str | Callable[[str], bool] = lambda stream_id: True) -> Held:
+        held = Held(stream_id, lambda value: True, operation="read")
+        self.holds.append(held)
+        return held
+
+    async def read(self, stream_id: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
+        events = await self.inner.read(stream_id, after_seq, limit)
+        await self._pass("read", stream_id, "")
+        return events
 
     async def _pass(self, operation: str, key: str, value: str) -> None:
         for held in self.holds:

@@ -1,0 +1,120 @@
+"""Delivery races: an event recorded while the connection it is for is being written by another.
+
+One writer at a time per connection (`Connection.busy`): an event the app records while a
+resume is catching the connection up from the store is left to that writer. Its read of the
+store may have been answered before the event landed there (with Redis, a reply in flight
+while the app's append lands and is delivered): the writer must look again, or the event -
+here the request's answer - waits for the next keep-alive, and with keep-alives off forever.
+
+Seen first across two nodes (`test_multinode.py`, the client helper's answers POSTed to the
+Link URL of another node and relayed: the continuation got its headers and nothing more).
+Forced here in one process with a real store and its calls held (`PausingStore`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from starlette.types import Receive, Scope, Send
+
+from mcp_resume_asgi import Policy, resumable
+from mcp_resume_asgi.store import MemoryStore
+from mcp_resume_asgi.wire import jsonrpc as p
+from tests.support.pausing_store import PausingStore
+from tests.support.raw import RawSession
+from tests.support.server import serve_in_loop
+from tests.support.timing import scaled
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # (`serve_in_loop` runs uvicorn in the test's own loop)
+
+
+class ProgressThenAnswer:
+    """An app that answers a request with one progress event, then - once told to - its result."""
+
+    def __init__(self) -> None:
+        self.go = anyio.Event()
+        self.answered = anyio.Event()
+        """Its `send` of the result returned: the result is recorded and was delivered."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        request = p.loads_wire((await receive()).get("body", b""))
+        assert isinstance(request, dict)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
+        progress = {
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": {"progressToken": 1, "progress": 1},
+        }
+        await send({"type": "http.response.body", "body": sse(progress), "more_body": True})
+        await self.go.wait()
+        result = {"jsonrpc": "2.0", "id": request["id"], "result": {"content": [], "isError": False}}
+        await send({"type": "http.response.body", "body": sse(result), "more_body": True})
+        self.answered.set()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def sse(message: dict[str, Any]) -> bytes:
+    return b"event: message\ndata: " + p.dumps(message) + b"\n\n"
+
+
+async def test_a_result_recorded_while_a_resume_reads_the_store_reaches_that_resume() -> None:
+    app = ProgressThenAnswer()
+    store = PausingStore(MemoryStore())
+    # No keep-alive: it would write the connection 15 s later and deliver the result with it.
+    wrapped = resumable(app, store=store, secret="delivery-races-secret", policy=Policy(keepalive_s=None))
+    async with (
+        serve_in_loop(wrapped) as info,
+        httpx.AsyncClient(base_url=info.base_url, timeout=30) as client,
+    ):
+        session = RawSession(client)
+        call = session.tool_call("slow")
+        first = await session.exchange("POST", "/mcp", call, stop_after=1)  # then the client leaves
+        assert first.status == 200 and first.last_id is not None, first.raw
+
+        appended = store.hold_append(matches=lambda payloads: '"result"' in payloads)
+        app.go.set()
+        await appended.reached()  # the result has its seq; the store does not have it yet
+        assert appended.held_key is not None
+        read = store.hold_read(appended.held_key)
+        replies: list[Any] = []
+        async with anyio.create_task_group() as tg:
+
+            async def resume() -> None:
+                replies.append(
+                    await session.exchange(
+                        "GET", "/mcp", headers=session.headers(last_event_id=first.last_id), timeout=20
+                    )
+                )
+
+            tg.start_soon(resume)
+            await read.reached()  # the resume's catch-up read was answered without the result ...
+            appended.release()  # ... which lands now, and is delivered while that read is on its way
+            with anyio.fail_after(scaled(10)):
+                await app.answered.wait()
+            read.release()
+    reply = replies[0]
+    assert reply.status == 200, reply.raw
+    answers = [m for m in reply.messages() if m.get("id") == call["id"]]
+    assert len(answers) == 1 and "result" in answers[0], reply.raw
