@@ -276,3 +276,69 @@ async def test_a_call_its_nodes_drain_budget_stopped_is_run_again_on_the_other_n
     first_run = progress[: progress.index(1.0, 1)]
     assert first_run == [float(i) for i in range(1, len(first_run) + 1)]
     assert progress[len(first_run) :] == [float(i) for i in range(1, 41)]
+
+
+async def test_ten_calls_and_ten_tasks_all_complete_through_the_other_node(prefix: str) -> None:
+    """10 calls of the client helper and 10 tasks (2026-07-28) running on A; SIGKILL to A:
+    every one completes through B, each tool counted exactly twice."""
+    count = 10
+    policy = {"retry_ms": 50, "task_after_s": 0, "task_ttl_s": 60, "task_poll_interval_ms": 100}
+    progress: dict[str, list[float]] = {f"call-{i}": [] for i in range(count)}
+    results: dict[str, str] = {}
+    started = anyio.Event()
+
+    def on_progress_of(tag: str) -> Any:
+        async def on_progress(value: float, total: float | None = None, message: str | None = None) -> None:
+            progress[tag].append(value)
+            if all(len(values) >= 3 for values in progress.values()):
+                started.set()
+
+        return on_progress
+
+    async with two_nodes(prefix, rerun=True, policy=policy) as (a, b, proxy):
+        raw = Raw(proxy)
+        with anyio.fail_after(scaled(60)):
+            async with (
+                raw.client,
+                helper_http_client(Recorder()) as http,
+                ResumableSession(proxy.mcp_url, http_client=http) as session,
+                anyio.create_task_group() as tg,
+            ):
+
+                async def run_call(tag: str) -> None:
+                    arguments = {"seconds": 3, "steps": 30, "tag": tag}
+                    answer = await session.call_tool("counted", arguments, on_progress=on_progress_of(tag))
+                    results[tag] = text(answer)
+
+                for tag in progress:
+                    tg.start_soon(run_call, tag)
+                task_ids = {}
+                for i in range(count):
+                    tag = f"task-{i}"
+                    arguments = {"seconds": 3, "steps": 30, "tag": tag}
+                    answer, _ = await raw.rpc(
+                        "tools/call", {"name": "counted", "arguments": arguments}, "counted"
+                    )
+                    assert answer["result"]["resultType"] == "task", answer
+                    task_ids[tag] = answer["result"]["taskId"]
+                with anyio.fail_after(scaled(15)):
+                    await started.wait()
+                a.kill()
+                killed_at = time.monotonic()
+                proxy.backend_ports = [port_of(b)]
+                working = dict(task_ids)
+                while working:  # each task polled in turn, as a client polling them all does
+                    for tag, task_id in list(working.items()):
+                        task, _ = await raw.get(task_id, b)
+                        if task["status"] != "working":
+                            assert task["status"] == "completed", task
+                            results[tag] = task["result"]["content"][0]["text"]
+                            del working[tag]
+                    await anyio.sleep(0.1)
+            took = time.monotonic() - killed_at
+        ran = {tag: await runs(prefix, tag) for tag in results}
+    print(
+        f"\n{count} calls and {count} tasks: all done {took:.2f}s after the kill; runs {sorted(set(ran.values()))}"
+    )
+    assert results == {tag: f"counted {tag}" for tag in [*progress, *(f"task-{i}" for i in range(count))]}
+    assert ran == dict.fromkeys(results, 2), "each once lost with node A, once re-run on node B"
