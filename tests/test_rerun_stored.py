@@ -284,3 +284,63 @@ async def test_two_nodes_noticing_one_loss_run_the_call_once() -> None:
         await store.clear()
         for s in stores:
             await s.aclose()
+
+
+def test_a_core_continues_a_lost_runs_ids() -> None:
+    from mcp_resume_asgi.core.stream import IllegalTransition, StreamCore
+
+    core = StreamCore(Policy(), version="2025-11-25", is_request=True, request_id=7)
+    core.continue_from(12)
+    core.open_ahead()
+    recorded = core.record([(b"event: message\ndata: {}\n\n", b"{}")])
+    assert recorded is not None and [seq for seq, _ in recorded.batch] == [13]
+    with pytest.raises(IllegalTransition):
+        core.continue_from(20)  # only before anything is recorded
+
+
+async def test_a_lost_call_is_not_run_again_without_the_flag_or_its_stored_request() -> None:
+    """`Engine.rerun` refuses (the follower then ends the call with today's error): on a route
+    without `rerun_on_loss`, and when the stored request is gone (too large, expired)."""
+    require_redis()
+    from mcp_resume_asgi.http.middleware import ResumeMiddleware
+    from mcp_resume_asgi.store import RedisStore
+    from mcp_resume_asgi.store.base import StreamKind, StreamMeta
+
+    ran: list[Scope] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        ran.append(scope)
+
+    store = RedisStore(redis_url(), prefix=redis_prefix("test-rerun"))
+    node = ResumeMiddleware(
+        app,
+        policy=Policy(),
+        routes={"tool:again": Policy(rerun_on_loss=True)},
+        store=store,
+        secret="rerun-tests-shared-secret",
+    )
+    stored = rerun.StoredRequest("POST", "/mcp", b"", "http", [], b"{}", {"principal": None})
+    try:
+        for stream_id, route, keep in (("s-no-flag", -1, True), ("s-not-kept", 0, False)):
+            meta = StreamMeta(
+                stream_id=stream_id,
+                kind=StreamKind.REQUEST,
+                session_id=None,
+                principal=None,
+                protocol_version="2025-11-25",
+                path="/mcp",
+                request_id=7,
+                method="tools/call",
+                owner="a-dead-node",
+                route=route,
+            )
+            await store.create_stream(meta, ttl_s=TTL)
+            if keep:
+                assert await rerun.save(store, stream_id, stored, TTL)
+            assert not await node.engine.rerun(meta.copy()), stream_id
+            after = await store.get_stream(stream_id)
+            assert after is not None and after.owner == "a-dead-node", "left as it was"
+        assert ran == []
+    finally:
+        await store.clear()
+        await store.aclose()
