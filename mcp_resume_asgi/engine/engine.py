@@ -392,9 +392,8 @@ class Engine:
     # ------------------------------------------------------------------ re-running a lost call
     async def rerun(self, meta: StreamMeta, policy: Policy | None = None) -> bool:
         """The node running `meta`'s request was lost (or its drain's budget stopped it, handing
-        it over) before its answer: run the request again
-        here if its route allows it (`Policy.rerun_on_loss`) and its stored request is still
-        there (`rerun.py`). True when the call goes on - re-run here, or by another node that
+        it over) before its answer: run the request again here if its route allows it
+        (`Policy.rerun_on_loss`) and its stored request is still there (`rerun.py`). True when the call goes on - re-run here, or by another node that
         took this loss first (its events reach every follower through the store); False when
         it ends as before (the caller records today's error, or the task fails).
 
@@ -433,6 +432,10 @@ class Engine:
                 lost,
             )
             return False
+        scope = rerun.scope_of(stored)
+        if scope is None:
+            logger.warning("stream %s: its stored caller is malformed; it is not run again", stream_id)
+            return False
         ttl = running_ttl(policy)
         if not await rerun.claim(self.store, self.node_id, stream_id, stored.round, ttl):
             return await self._rerun_elsewhere(stream_id, lost)
@@ -451,10 +454,6 @@ class Engine:
             return taken is not None and (taken.owner != lost or taken.final_seq is not None)
         round_ = stored.round + 1
         await rerun.save(self.store, stream_id, dataclasses.replace(stored, round=round_), ttl)
-        scope = rerun.scope_of(stored)
-        if scope is None:
-            logger.warning("stream %s: its stored caller is malformed; it is not run again", stream_id)
-            return False
         hosted = HostedStream(
             self.services,
             kind=StreamKind.REQUEST,
