@@ -368,6 +368,13 @@ class StreamCore:
     def _refuse(self, event: str) -> NoReturn:
         raise IllegalTransition(self.phase, event)
 
+    def continue_from(self, last_seq: int) -> None:
+        """The stream continues a record another node began and lost (a re-run, issue 22): the
+        ids of what it records go on after `last_seq`. Only before anything is recorded."""
+        if self.phase is not Phase.NEW or self.seq or last_seq < 0:
+            self._refuse("continue_from")
+        self.seq = last_seq
+
     # ------------------------------------------------------------------ the app's events
     def record(self, frames: list[tuple[bytes, bytes]]) -> Recorded | None:
         """Give the app's `(frame without id, data)` pairs their seqs; None if nothing to keep.

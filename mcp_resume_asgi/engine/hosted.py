@@ -42,7 +42,7 @@ from starlette.types import Message, Scope
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, content_type, session_id, stream_headers
 from mcp_resume_asgi.core.stream import FirstGone, Reason, StreamCore
-from mcp_resume_asgi.engine import cancellation
+from mcp_resume_asgi.engine import cancellation, rerun
 from mcp_resume_asgi.engine.connection import Connection, Flag, current_asyncio_task
 from mcp_resume_asgi.engine.delivery import Writer, finish_answer
 from mcp_resume_asgi.engine.port import Delivery
@@ -133,6 +133,7 @@ class HostedStream:
     # Slots, not a dict: a detached stream lives on for its resume window, thousands at a time.
     __slots__ = (
         "__weakref__",
+        "adopted",
         "answer_start",
         "app_call",
         "app_disconnect",
@@ -146,6 +147,7 @@ class HostedStream:
         "expired",
         "first",
         "first_messages",
+        "handed_over",
         "held",
         "idempotency_key",
         "json_chunks",
@@ -230,6 +232,10 @@ class HostedStream:
         )
         """Writes the stream to the connection attached to it, and acts on its timers."""
         self.mode: Mode | None = None
+        self.adopted = False
+        """A re-run: it continues the record of a run lost with its node (`adopt`)."""
+        self.handed_over = False
+        """The drain's budget stopped it, to be run again by another node (`hand_over`)."""
         self.meta_created = False
         """The stream's record exists in the store."""
         self.record_due = False
@@ -270,6 +276,12 @@ class HostedStream:
         self.passthrough_body: list[bytes] | None = None
 
     # ------------------------------------------------------------------ hosting
+    def adopt(self, last_seq: int) -> None:
+        """Run the request again on a record another node began and was lost with (`Engine.rerun`,
+        which took the record over): no record is created, ids go on after `last_seq`."""
+        self.adopted = True
+        self.core.continue_from(last_seq)
+
     def host(
         self,
         client: Connection,
@@ -441,6 +453,13 @@ class HostedStream:
             # listener ends normally instead of being cancelled.
             self.disconnect_app()
 
+    def hand_over(self) -> None:
+        """The drain's budget ran out on a call that may run again (`Policy.rerun_on_loss`): stop
+        the app, and leave its record running, owned by no live node, for another node to run it
+        again (`Engine.rerun`) instead of ending it with an error."""
+        self.handed_over = True
+        self.stop_app()
+
     def stop_app(self) -> None:
         """Stop the app's call (a cancel it ignored, or the server's drain ran out)."""
         self.app_stopped = True
@@ -521,7 +540,8 @@ class HostedStream:
     async def app_finished(self) -> None:
         try:
             await self.recorder.flush()
-            if self.mode is Mode.UPGRADED and not self.core.final_seq:
+            handed_over = self.handed_over and self.kind is StreamKind.REQUEST and not self.expired
+            if self.mode is Mode.UPGRADED and not self.core.final_seq and not handed_over:
                 await self.recorder.record_json_answer()
             if (self.mode is Mode.STREAM or self.mode is Mode.UPGRADED) and (
                 self.meta_created or self.record_due
@@ -533,15 +553,21 @@ class HostedStream:
                 # the next step reads `final_seq`, and before the stream is concluded: with
                 # write-behind, a write still under way would land after the request is over.
                 await self.recorder.flush()
-                if self.kind is StreamKind.REQUEST and self.core.final_seq is None and not self.expired:
+                handed_over = handed_over and self.core.final_seq is None
+                if handed_over:
+                    # Owned by no live node from now on: the first node to notice runs it again.
+                    await self.store.update_stream(self.stream_id, owner=rerun.drained(self.services.node_id))
+                elif self.kind is StreamKind.REQUEST and self.core.final_seq is None and not self.expired:
                     shut_down = self.services.draining == "stopping"
                     await self.recorder.record_error(SHUT_DOWN if shut_down else ENDED_WITHOUT_RESPONSE)
                     await self.recorder.flush()
                 if self.expired:
                     if self.meta_created:
                         await self.store.delete_stream(self.stream_id)  # nobody is coming back for it
-                elif self.core.final_seq is None:  # (a request's answer completed it when recorded)
+                elif self.core.final_seq is None and not handed_over:  # (an answer completed it already)
                     await self.recorder.complete()
+                if self.policy.rerun_on_loss and self.services.node is not None and not handed_over:
+                    await rerun.forget(self.store, self.stream_id)  # answered: never run again
             elif self.mode is None and self.first is not None:
                 first = self.first
                 if not first.started and not first.gone.is_set():
@@ -658,9 +684,11 @@ class HostedStream:
             if self.session_id is None:
                 self.session_id = session_id(headers)
             self.mode = Mode.STREAM
-            if self.kind is StreamKind.REQUEST:
+            if self.kind is StreamKind.REQUEST and not self.adopted and not self.policy.rerun_on_loss:
                 # Its record is created with the app's first events, or once something needs it
-                # sooner (the answer's head, its client gone): `Recorder.open_later`.
+                # sooner (the answer's head, its client gone): `Recorder.open_later`. (Not a
+                # re-run, whose record exists, nor a re-runnable call, whose request is stored
+                # with its record: `Recorder.open_record`.)
                 self.recorder.open_later()
                 self.answer_start = message
                 if first is not None:

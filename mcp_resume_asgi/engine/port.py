@@ -49,6 +49,7 @@ __all__ = [
     "OwnerGone",
     "Refusal",
     "RequestContext",
+    "Rerun",
     "RetryAnswer",
     "ServeOptions",
     "ServeStream",
@@ -145,6 +146,14 @@ class OwnerGone(Protocol):
     this node, and while the cluster is not running."""
 
     async def __call__(self, owner: str) -> bool: ...
+
+
+class Rerun(Protocol):
+    """The node running the stream's request was lost before its answer: run it again here if
+    its route allows it (`Policy.rerun_on_loss`, `Engine.rerun`). True when the call goes on
+    (here, or on another node that took the loss first); `policy`: the one to run it under."""
+
+    async def __call__(self, meta: StreamMeta, policy: Policy | None = None) -> bool: ...
 
 
 # ---------------------------------------------------------------------- the engine's capabilities
@@ -301,6 +310,7 @@ class EnginePort:
     """Whether the exception says the store is down (the front is told, once per call)."""
     ask_app: AskApp
     owner_gone: OwnerGone
+    rerun: Rerun
     request_bound: int | None = None
     """The largest JSON-RPC request body the front takes (None: not said)."""
     telemetry: Telemetry = OFF

@@ -35,6 +35,7 @@ import anyio
 
 from mcp_resume_asgi.core.held_writes import Batch, HeldWrites
 from mcp_resume_asgi.core.stream import Phase
+from mcp_resume_asgi.engine import rerun
 from mcp_resume_asgi.engine.connection import current_asyncio_task
 from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.engine.services import SHUT_DOWN, HostedRequest
@@ -92,6 +93,8 @@ class RecordedStream(HostedRequest, Protocol):
     prefix: bytes | None
     meta_created: bool
     record_due: bool
+    adopted: bool
+    """The stream continues the record of a run lost with its node (`Engine.rerun`)."""
     principal: str | None
     json_chunks: list[bytes] | None
 
@@ -722,7 +725,16 @@ class Recorder:
         services = hosted.services
         self._identify()
         ttl = services.running_ttl(hosted.policy)
+        if hosted.adopted:
+            # A re-run (`Engine.rerun`): the record of the lost run goes on, taken over already.
+            hosted.meta_created = True
+            hosted.opened.set()
+            return
         await hosted.store.create_stream(self._meta(attached=attached), ttl_s=ttl)
+        if hosted.policy.rerun_on_loss and hosted.kind is StreamKind.REQUEST and services.node is not None:
+            # Kept for another node to run again if this one is lost (deleted once answered).
+            stored = rerun.capture(hosted.scope, hosted.body, services.principal)
+            await rerun.save(hosted.store, hosted.stream_id, stored, ttl)
         hosted.meta_created = True
         hosted.opened.set()
         if hosted.kind is StreamKind.STANDALONE and hosted.session_id is not None:
