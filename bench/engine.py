@@ -5,7 +5,7 @@ memory figures start from a clean interpreter); usable directly:
 
     python -m bench.engine throughput --events 10000 [--runs 7] [--checkpoint]
     python -m bench.engine replay     --events 10000 [--runs 7] [--redis-url URL --redis-prefix P]
-    python -m bench.engine memory     --streams 10000 --variant detached|attached|bare [--tracemalloc]
+    python -m bench.engine memory     --streams 10000 --variant detached|attached|bare [--tracemalloc] [--wave 100]
 
 Each prints one JSON object on stdout.
 
@@ -316,8 +316,11 @@ def rss_bytes() -> int:
     return 0
 
 
-async def _memory(n_streams: int, variant: str, events_per_stream: int, traced: bool) -> dict[str, Any]:
-    """`n_streams` idle streams of `events_per_stream` small events each, all alive at once.
+async def _memory(
+    n_streams: int, variant: str, events_per_stream: int, traced: bool, wave: int = 0
+) -> dict[str, Any]:
+    """`n_streams` idle streams of `events_per_stream` small events each, all alive at once
+    (started all at once, or `wave` at a time: detached only).
 
     * detached - wrapped; each client takes its events, then disconnects (the stream
       is recorded, nobody attached, the app idles: what a dropped client leaves);
@@ -327,12 +330,16 @@ async def _memory(n_streams: int, variant: str, events_per_stream: int, traced: 
     bodies = event_bodies(events_per_stream, final=False)
     sent = 0
     all_sent = asyncio.Event()
+    in_flight: list[tracemalloc.Snapshot] = []  # (traced: a snapshot once every app sent its events)
 
     def on_sent() -> None:
         nonlocal sent
         sent += 1
         if sent == target:
             all_sent.set()
+            if traced and tracemalloc.is_tracing():
+                # every app has sent its events (not yet written): the requests are all in flight
+                in_flight.append(tracemalloc.take_snapshot())
 
     app = stream_app(bodies, checkpoint=False, idle=True, on_sent=on_sent)
     store = MemoryStore()
@@ -363,12 +370,16 @@ async def _memory(n_streams: int, variant: str, events_per_stream: int, traced: 
         for _ in range(10):  # let every task reach its idle await
             await asyncio.sleep(0)
         if variant == "detached":
-            # A POST's call returns once its client left (the app's request runs on the engine's
-            # task): only one that failed, or whose app is not running, ended early.
-            failed = [t for t in tasks if t.done() and (t.cancelled() or t.exception() is not None)]
-            assert len(middleware.engine.live) >= len(tasks), "streams ended early"
+            check_detached(tasks)
+            assert len(middleware.engine.live) >= target, "streams ended early"
         else:
             failed = [t for t in tasks if t.done()]
+            assert not failed, f"{len(failed)} streams ended early: {failed[0].exception()!r}"
+
+    def check_detached(tasks: list[asyncio.Task[None]]) -> None:
+        # A POST's call returns once its client left (the app's request runs on the engine's
+        # task): only one that failed ended early.
+        failed = [t for t in tasks if t.done() and (t.cancelled() or t.exception() is not None)]
         assert not failed, f"{len(failed)} streams ended early: {failed[0].exception()!r}"
 
     async def spawn(count: int) -> tuple[list[asyncio.Task[None]], list[FakeClient]]:
@@ -411,8 +422,22 @@ async def _memory(n_streams: int, variant: str, events_per_stream: int, traced: 
         traced0 = tracemalloc.get_traced_memory()[0]
     rss0 = rss_bytes()
     t0 = time.perf_counter()
-    tasks, clients = await spawn(n_streams)
+    if wave:
+        # Streams arrive `wave` at a time, each wave's clients gone before the next arrives: what
+        # idle streams left over time hold, rather than the peak of them all in flight at once.
+        for start in range(0, n_streams, wave):
+            tasks, clients = await spawn(min(wave, n_streams - start))
+            await asyncio.wait_for(asyncio.wait(tasks), 120)  # (each returns once its client left)
+            check_detached(tasks)
+        tasks = clients = []
+    else:
+        tasks, clients = await spawn(n_streams)
     await settle(tasks)
+    if variant == "detached":
+        # A server forgets a request whose call returned (its connection's objects, its task):
+        # what lives on is the stream's, not the harness's.
+        check_detached(tasks)
+        tasks = clients = []
     setup_s = time.perf_counter() - t0
     gc.collect()
     rss1 = rss_bytes()
@@ -420,6 +445,7 @@ async def _memory(n_streams: int, variant: str, events_per_stream: int, traced: 
     result: dict[str, Any] = {
         "variant": variant,
         "streams": n_streams,
+        "wave": wave or n_streams,
         "events_per_stream": events_per_stream,
         "setup_s": setup_s,
         "rss_delta_per_stream": (rss1 - rss0) / n_streams,
@@ -435,6 +461,13 @@ async def _memory(n_streams: int, variant: str, events_per_stream: int, traced: 
         snap1 = tracemalloc.take_snapshot()
         tracemalloc.stop()
         result.update(_attribute(snap0, snap1, n_streams))
+        if in_flight:
+            at_peak = _attribute(snap0, in_flight[0], n_streams)
+            result["in_flight"] = {
+                "traced_per_stream": at_peak["traced_delta_per_stream"],
+                "top_engine_lines": at_peak["top_engine_lines"],
+                "top_sites": at_peak["top_sites"],
+            }
         types1 = _type_counts()
         grown = {name: (types1[name] - types0.get(name, 0)) / n_streams for name in types1}
         result["objects_per_stream"] = dict(sorted(grown.items(), key=lambda kv: kv[1], reverse=True)[:20])
@@ -471,7 +504,7 @@ def _attribute(snap0: tracemalloc.Snapshot, snap1: tracemalloc.Snapshot, n: int)
             row[1] += d.count_diff
 
     def top(table: dict[str, list[float]]) -> list[dict[str, Any]]:
-        rows = sorted(table.items(), key=lambda kv: kv[1][0], reverse=True)[:25]
+        rows = sorted(table.items(), key=lambda kv: kv[1][0], reverse=True)[:40]
         return [{"where": k, "bytes_per_stream": v[0] / n, "blocks_per_stream": v[1] / n} for k, v in rows]
 
     return {
@@ -501,6 +534,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--events-per-stream", type=int, default=10)
     parser.add_argument("--variant", choices=("detached", "attached", "bare"), default="detached")
     parser.add_argument("--tracemalloc", action="store_true")
+    parser.add_argument(
+        "--wave",
+        type=int,
+        default=0,
+        help="memory, detached: streams start this many at a time (default: all)",
+    )
     parser.add_argument("--cpu", type=int, default=None, help="pin to one CPU")
     parser.add_argument("--redis-url", default="", help="replay: on a RedisStore at this URL")
     parser.add_argument("--redis-prefix", default="", help="replay: the RedisStore's key prefix")
@@ -512,7 +551,11 @@ def main(argv: list[str] | None = None) -> None:
     elif args.mode == "replay":
         result = asyncio.run(_replay(args.events, args.runs, args.redis_url, args.redis_prefix))
     else:
-        result = asyncio.run(_memory(args.streams, args.variant, args.events_per_stream, args.tracemalloc))
+        if args.wave and args.variant != "detached":
+            parser.error("--wave: detached only (an attached stream's peak is its idle state)")
+        result = asyncio.run(
+            _memory(args.streams, args.variant, args.events_per_stream, args.tracemalloc, args.wave)
+        )
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
     sys.stdout.flush()

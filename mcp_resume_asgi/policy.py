@@ -89,6 +89,14 @@ class Policy:
     race for the last place) by a client that cannot come back for a plain result
     (2026-07-28), a JSON-RPC error (-32000) and the call is cancelled
     (`tasks/limits.py`). Issue 13's bound on task records."""
+    rerun_on_loss: bool = False
+    """The route's calls are safe to run again (idempotent tools): when the node running one
+    dies (SIGKILL, a lost heartbeat) before its answer, another node runs the stored request
+    again under the same stream or task id, and its client sees the call complete (issue 22).
+    The request (its body and headers, up to `engine.rerun.MAX_REQUEST_BYTES`) and its caller
+    (principal, user, credentials) are kept in the store while the call runs, and deleted once
+    it is answered. A shared store only; needs an app that serves the request on any node (a
+    stateless app, or a 2026-07-28 request: a 2025 session lives in the memory of one node)."""
 
     def __post_init__(self) -> None:
         if self.retry_ms is not None and (
@@ -120,6 +128,8 @@ class Policy:
             or self.max_tasks_per_principal <= 0
         ):
             raise ValueError("max_tasks_per_principal must be a positive int or None")
+        if not isinstance(self.rerun_on_loss, bool):
+            raise TypeError("rerun_on_loss must be a bool")
         if not isinstance(self.disconnect_on_input_request, bool):
             raise TypeError("disconnect_on_input_request must be a bool")
         for name in ("max_events_per_stream", "max_bytes_per_stream", "max_event_bytes"):

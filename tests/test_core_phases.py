@@ -79,6 +79,7 @@ EVENTS: dict[str, Callable[[StreamCore], object]] = {
     "response_started": lambda c: c.response_started(200, SSE, upgraded=False, held=False),
     "refused": lambda c: c.refused(),
     "record_unavailable": lambda c: c.record_unavailable(),
+    "record_unavailable_after_all": lambda c: c.record_unavailable_after_all(),
     "freed": lambda c: c.freed(),
     "decided": lambda c: c.decided(),
     "cancel": lambda c: c.cancel(),
@@ -97,6 +98,7 @@ REFUSED: dict[str, set[Phase]] = {
     "response_started": set(Phase) - {Phase.NEW, Phase.HELD},
     "refused": set(Phase) - {Phase.HELD, Phase.CANCELLING},
     "record_unavailable": set(Phase) - {Phase.OPEN, Phase.CANCELLING},
+    "record_unavailable_after_all": set(Phase) - {Phase.OPEN, Phase.ANSWERED, Phase.CANCELLING},
     "freed": set(Phase) - {Phase.DONE, Phase.CANCELLING, Phase.FREED},
     "decided": {Phase.MIRROR},
     "cancel": {Phase.MIRROR},
@@ -131,6 +133,9 @@ def test_each_phase_allows_and_refuses_what_the_table_says(phase: Phase, event: 
         (Phase.CANCELLING, "refused", Phase.FREED),
         (Phase.OPEN, "record_unavailable", Phase.PASSTHROUGH),
         (Phase.CANCELLING, "record_unavailable", Phase.CANCELLING),
+        (Phase.OPEN, "record_unavailable_after_all", Phase.PASSTHROUGH),
+        (Phase.ANSWERED, "record_unavailable_after_all", Phase.PASSTHROUGH),
+        (Phase.CANCELLING, "record_unavailable_after_all", Phase.CANCELLING),
         (Phase.NEW, "observe", Phase.MIRROR),
         (Phase.NEW, "cancel", Phase.CANCELLING),
         (Phase.HELD, "cancel", Phase.CANCELLING),
@@ -236,6 +241,23 @@ def test_a_store_outage_turns_the_opened_answer_into_a_passthrough() -> None:
     recorded.record([note(1)])
     with pytest.raises(IllegalTransition):
         recorded.record_unavailable()  # it has a record: too late to pass through
+
+
+def test_a_record_that_could_not_be_created_with_its_first_events_takes_them_back() -> None:
+    core = in_phase(Phase.OPEN)
+    core.attach(1, 0, 0.0, hold_head=True, first=True)
+    core.record([note(1), answer()])  # given ids, then the store failed to create the record with them
+    assert core.phase is Phase.ANSWERED
+    core.record_unavailable_after_all()
+    assert (core.phase, core.seq, core.final_seq, core.input_seqs, core.conn) == (
+        Phase.PASSTHROUGH,
+        0,
+        None,
+        [],
+        None,
+    )
+    with pytest.raises(IllegalTransition):
+        core.record([note(1)])
 
 
 def test_a_mirror_is_only_a_mirror() -> None:

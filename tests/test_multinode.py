@@ -147,10 +147,13 @@ async def cluster(
     redis_url: str | None = None,
     app: str | None = None,
     log_dir: Path | None = None,
+    target: str = TARGET,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[list[SubprocessServer]]:
     """``count`` node processes sharing ``prefix`` and the secret, started in parallel, always stopped
-    (``log_dir``: each node's DEBUG log there, ``node-<pid>.log``)."""
-    env = {"MCP_RESUME_PREFIX": prefix, "MCP_RESUME_SECRET": SECRET}
+    (``log_dir``: each node's DEBUG log there, ``node-<pid>.log``; ``target``: the app each runs,
+    `multinode_app` unless said; ``env``: more of their environment)."""
+    env = {**(env or {}), "MCP_RESUME_PREFIX": prefix, "MCP_RESUME_SECRET": SECRET}
     if log_dir is not None:
         env["MCP_RESUME_NODE_LOG_DIR"] = str(log_dir)
     if app:
@@ -161,7 +164,7 @@ async def cluster(
         env["MCP_RESUME_OPTIONS_JSON"] = json.dumps(options)
     if redis_url:
         env["MCP_RESUME_REDIS_URL"] = redis_url
-    servers = [SubprocessServer(TARGET, env=env, graceful_shutdown=0.5) for _ in range(count)]
+    servers = [SubprocessServer(target, env=env, graceful_shutdown=0.5) for _ in range(count)]
     try:
         async with anyio.create_task_group() as tg:
             for server in servers:

@@ -16,7 +16,7 @@ from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
 from mcp_resume_asgi.engine.recorder import REFUSED_TEXT, StreamNotRecorded
-from mcp_resume_asgi.store.base import StreamMeta, StreamState
+from mcp_resume_asgi.store.base import Store, StreamMeta, StreamState
 from tests.test_direct_path import RESULT, SESSION, Client, _progress, _scope
 
 pytestmark = pytest.mark.anyio
@@ -31,6 +31,9 @@ class RefusingStore(MemoryStore):
         self.refuse_at = refuse_at
         self.appends = 0
         self.stream_ids: list[str] = []
+
+    # A record created with its first events (`open_with`) counts them as an append.
+    open_with = Store.open_with
 
     async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None:
         self.stream_ids.append(meta.stream_id)

@@ -23,6 +23,8 @@ def test_the_engine_keys() -> None:
     assert keys.client_answer("sess-1", 1) == "input:sess-1:1"
     assert keys.client_answer("sess-1", "1") == 'input:sess-1:"1"'
     assert keys.client_answer("sess-1", "é") == 'input:sess-1:"\\u00e9"'
+    assert keys.rerun_request("s1") == "rerun-request:s1"
+    assert keys.rerun_claim("s1", 0) == "rerun-claim:s1:0"
 
 
 def test_the_cluster_keys() -> None:
@@ -84,6 +86,8 @@ def test_no_two_formats_share_a_prefix() -> None:
         keys.idempotency("s", None, "k"),
         keys.standalone("s"),
         keys.client_answer("s", 1),
+        keys.rerun_request("s"),
+        keys.rerun_claim("s", 0),
         keys.node("n"),
         keys.session_owner("s"),
         keys.resume_token_spent("s"),

@@ -126,10 +126,14 @@ class Reason(enum.StrEnum):
     OWNER_DEAD = "owner_dead"
     DRAIN = "drain"
     """This node is shutting down: its client resumes elsewhere (a shared store serves it)."""
+    STORE_DOWN = "store_down"
+    """What it is owed is in the store, which cannot be read now: its client resumes later."""
 
 
 #: Closes made on purpose: the client is told (`retry:`) when to come back.
-AT_WILL = frozenset({Reason.MAX_CONNECTION, Reason.IDLE, Reason.INPUT, Reason.REPLACED, Reason.DRAIN})
+AT_WILL = frozenset(
+    {Reason.MAX_CONNECTION, Reason.IDLE, Reason.INPUT, Reason.REPLACED, Reason.DRAIN, Reason.STORE_DOWN}
+)
 
 
 def close_cancels(version: str, opted_in: bool) -> bool:
@@ -257,6 +261,11 @@ def mirror_heartbeat_s(policy: Policy) -> float:
     return min(max(policy.max_wait_s / 3, 0.05), 10.0)
 
 
+#: Every core's `input_seqs` until its first input (never appended to: a stream that asks its
+#: client nothing, nearly all of them, holds no list of its own).
+_NO_INPUTS: list[int] = []
+
+
 class StreamCore:
     """One stream's state and decisions (see the module docstring)."""
 
@@ -309,7 +318,7 @@ class StreamCore:
         self.request_id = request_id
         self.seq = 0
         self.final_seq: int | None = None
-        self.input_seqs: list[int] = []
+        self.input_seqs: list[int] = _NO_INPUTS  # (a list of its own from its first input)
         self.conn: Attachment | None = None
         self.contact_at = now
         """Last moment a client was known to be in contact (the resume window counts from it)."""
@@ -359,6 +368,13 @@ class StreamCore:
     def _refuse(self, event: str) -> NoReturn:
         raise IllegalTransition(self.phase, event)
 
+    def continue_from(self, last_seq: int) -> None:
+        """The stream continues a record another node began and lost (a re-run, issue 22): the
+        ids of what it records go on after `last_seq`. Only before anything is recorded."""
+        if self.phase is not Phase.NEW or self.seq or last_seq < 0:
+            self._refuse("continue_from")
+        self.seq = last_seq
+
     # ------------------------------------------------------------------ the app's events
     def record(self, frames: list[tuple[bytes, bytes]]) -> Recorded | None:
         """Give the app's `(frame without id, data)` pairs their seqs; None if nothing to keep.
@@ -381,6 +397,8 @@ class StreamCore:
             kind, message_id = p.classify(data)
             if kind is p.Kind.SERVER_REQUEST and p.valid_id(message_id):
                 recorded.inputs.append([message_id, self.seq])
+                if self.input_seqs is _NO_INPUTS:
+                    self.input_seqs = []
                 self.input_seqs.append(self.seq)
             elif kind is p.Kind.RESPONSE and self.is_request and message_id == self.request_id:
                 self.final_seq = recorded.final_seq = self.seq
@@ -510,6 +528,20 @@ class StreamCore:
         if self.phase not in (Phase.OPEN, Phase.CANCELLING) or self.seq:
             self._refuse("record_unavailable")
         if self.phase is Phase.OPEN:
+            self.phase = Phase.PASSTHROUGH
+
+    def record_unavailable_after_all(self) -> None:
+        """The record of a stream opened without one (created with its first events) could not
+        be created (the store is down) before anything of it was stored or delivered: what its
+        events were given is taken back, its connection dropped, and its answer passes through
+        (as `record_unavailable`)."""
+        if self.phase not in (Phase.OPEN, Phase.ANSWERED, Phase.CANCELLING):
+            self._refuse("record_unavailable_after_all")
+        self.seq = 0
+        self.final_seq = None
+        self.input_seqs = []
+        self.conn = None
+        if self.phase is not Phase.CANCELLING:
             self.phase = Phase.PASSTHROUGH
 
     def decided(self) -> bool:

@@ -87,6 +87,8 @@ class Node:
         self.seal = RelaySeal(signer if signer is not None else TokenSigner(None), self.node_id)
         self._refusals: TTLCache[str, bool] = TTLCache(maxsize=64, ttl=WARN_EVERY_S)
         self.running = False
+        self._up: anyio.Event | None = None
+        """Set when `running` becomes True, for whoever waits for it (`wait_running`)."""
         self._handler: ASGIHandler | None = None
         self._replies: dict[str, MemoryObjectSendStream[dict[str, Any]]] = {}
         self._served: dict[str, anyio.Event] = {}
@@ -105,6 +107,9 @@ class Node:
             self._task_group = tg
             await self.store.set_key(self.channel, "alive", self.timeout_s)
             self.running = True
+            up, self._up = self._up, None
+            if up is not None:
+                up.set()
             self.link.recovered()
             self.heartbeats.recovered()
             tg.start_soon(self._heartbeat)
@@ -114,6 +119,16 @@ class Node:
             finally:
                 self.running = False
                 tg.cancel_scope.cancel()
+
+    async def wait_running(self, within_s: float) -> bool:
+        """Wait until the node runs (its heartbeat set, its inbox subscribed), at most `within_s`
+        seconds: whether it does."""
+        if not self.running:
+            if self._up is None:
+                self._up = anyio.Event()
+            with anyio.move_on_after(within_s):
+                await self._up.wait()
+        return self.running
 
     async def run_forever(self, handler: ASGIHandler, *, retry_s: float = 1.0) -> None:
         """`run`, rejoining every `retry_s` through store outages, until cancelled."""

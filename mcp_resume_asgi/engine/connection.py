@@ -48,7 +48,8 @@ class Flag:
     def __init__(self) -> None:
         self._set = False
         self._event: anyio.Event | None = None
-        self._waiters: list[asyncio.Future[None]] | None = None
+        # One future alone (the usual one waiter: no list held), or a list of them.
+        self._waiters: asyncio.Future[Any] | list[asyncio.Future[Any]] | None = None
 
     def is_set(self) -> bool:
         return self._set
@@ -59,11 +60,17 @@ class Flag:
             if self._event is not None:
                 self._event.set()
             waiters, self._waiters = self._waiters, None
-            for waiter in waiters or ():
+            if waiters is None:
+                return
+            for waiter in waiters if isinstance(waiters, list) else (waiters,):
                 if not waiter.done():
-                    waiter.set_result(None)
+                    waiter.set_result(self._result())
 
-    def future(self) -> asyncio.Future[None] | None:
+    def _result(self) -> Any:
+        """What a future of `future` resolves to (None: a subclass may say more)."""
+        return None
+
+    def future(self) -> asyncio.Future[Any] | None:
         """What `wait` awaits on asyncio, to be awaited as is (None when set, or on another loop:
         use `wait`). An idle waiter then holds no coroutine of `wait`'s; a cancelled one's future
         is dropped by the next waiter or when the flag is set."""
@@ -72,14 +79,21 @@ class Flag:
         loop = asyncio._get_running_loop()
         if loop is None:
             return None
-        waiter: asyncio.Future[None] = loop.create_future()
-        waiters = self._waiters
-        if waiters is None:
-            self._waiters = [waiter]
-        else:
-            waiters[:] = [w for w in waiters if not w.done()]
-            waiters.append(waiter)
+        waiter: asyncio.Future[Any] = loop.create_future()
+        self._add(waiter)
         return waiter
+
+    def _add(self, waiter: asyncio.Future[Any]) -> None:
+        held = self._waiters
+        if held is None:
+            self._waiters = waiter
+        elif isinstance(held, list):
+            held[:] = [w for w in held if not w.done()]
+            held.append(waiter)
+        elif held.done():
+            self._waiters = waiter
+        else:
+            self._waiters = [held, waiter]
 
     async def wait(self) -> None:
         if self._set:
@@ -90,15 +104,16 @@ class Flag:
                 self._event = anyio.Event()
             await self._event.wait()
             return
-        waiter: asyncio.Future[None] = loop.create_future()
-        if self._waiters is None:
-            self._waiters = []
-        self._waiters.append(waiter)
+        waiter: asyncio.Future[Any] = loop.create_future()
+        self._add(waiter)
         try:
             await waiter  # (a cancelled waiter cancels its own future only)
         finally:
-            if self._waiters is not None and waiter in self._waiters:
-                self._waiters.remove(waiter)
+            held = self._waiters
+            if held is waiter:
+                self._waiters = None
+            elif isinstance(held, list) and waiter in held:
+                held.remove(waiter)
 
 
 class Interruptible:
@@ -353,8 +368,10 @@ class Connection:
             await self.send({"type": "http.response.body", "body": data, "more_body": False})
 
     async def start(self) -> bool:
-        """Send the answer's headers (`headers`, status 200)."""
-        return await self.send({"type": "http.response.start", "status": 200, "headers": self.headers})
+        """Send the answer's headers (`headers`, status 200), let go of once handed to the server
+        (an attached connection holds no copy of them for as long as it stays)."""
+        headers, self.headers = self.headers, []
+        return await self.send({"type": "http.response.start", "status": 200, "headers": headers})
 
     async def open(self) -> bool:
         """Send the headers and the held head (priming event), if not sent yet."""

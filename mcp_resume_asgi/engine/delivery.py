@@ -69,6 +69,14 @@ class WriterHost(Protocol):
         """The stream's record exists in the store."""
 
     @property
+    def record_due(self) -> bool:
+        """The stream's record is to be created with its first events (none yet)."""
+
+    async def open_now(self, *, attached: bool, gen: int = 1) -> bool:
+        """Create the due record now, before anything of the stream leaves the node; True:
+        created here, as `attached` says."""
+
+    @property
     def prefix(self) -> bytes | None:
         """The stream's event-id prefix (None: its events get no ids)."""
 
@@ -145,7 +153,7 @@ class Writer:
         self.request_id = request_id
         self.conn: Connection | None = None
         """The connection attached now."""
-        self.timer = Timer(self.on_timer)
+        self.timer = Timer(self)  # (called as `on_timer`: no bound method held per stream)
         self.outcome: tuple[str, int] | None = None
         """How the first connection was let go, and where."""
         self.answering = 0
@@ -318,6 +326,13 @@ class Writer:
                         await self.write(conn, att, self.services.gap_frame(self.request_id, gap))
                     core.close(att, Reason.GAP)
                     return True
+                except Exception as exc:
+                    if not self.services.store_outage(exc):
+                        raise
+                    # What it is owed is in the store alone (written, or held until it answers
+                    # again): its answer ends here, with `retry:`, and its client resumes.
+                    self._store_down(att)
+                    return True
                 if not events:
                     return True
             batch = None
@@ -345,6 +360,15 @@ class Writer:
             if self.services.draining is not None:
                 core.drain(att)  # (a connection attached during a drain: closed after an event, not at once)
         return True
+
+    def _store_down(self, att: Attachment) -> None:
+        if att.closing is None:
+            logger.debug(
+                "stream %s: the store cannot be read; its connection is let go at %s, to resume later",
+                self.stream_id,
+                att.cursor,
+            )
+        self.core.close(att, Reason.STORE_DOWN)
 
     async def _open(self, conn: Connection, att: Attachment) -> bool:
         if not conn.started:
@@ -395,7 +419,9 @@ class Writer:
         if att.closing is None:
             conn.busy = True
             try:
-                if not conn.started:
+                if not conn.started and not self.host.meta_created and not await self._open_record(conn):
+                    self.core.head_sent(att)  # (not now: it goes out with the first event)
+                elif not conn.started:
                     self.core.head_sent(att)
                     if await conn.start():
                         head, conn.head = conn.head, None
@@ -414,6 +440,30 @@ class Writer:
                     conn.busy = False
             self.arm()
         await self.pump(conn)
+
+    async def _open_record(self, conn: Connection) -> bool:
+        """The head of the stream's answer (its Link, its priming event id) is about to go out:
+        its due record is created first, for a client that has its id may resume it. False:
+        the store could not be reached (the head waits for the first event, which tries again)."""
+        try:
+            await self.host.open_now(attached=True)
+        except Exception as exc:
+            if not self.services.store_outage(exc):
+                raise
+            return False
+        return True
+
+    def withdraw(self, conn: Connection) -> None:
+        """Give up `conn` without answering it: the stream could not be recorded after all and
+        its answer passes through (`HostedStream.unrecorded`; the core dropped it already)."""
+        if self.conn is conn:
+            self.conn = None
+            if self.services.telemetry.enabled:
+                self.services.telemetry.streams_attached(-1)
+        conn.attachment = None
+        conn.head = None
+        conn.headers = []
+        self.arm()
 
     async def release(self, conn: Connection) -> None:
         """Let `conn` go: finish its answer (with `retry:` when closed at will), note where it stopped."""
@@ -437,11 +487,20 @@ class Writer:
             self.outcome = (reason, att.cursor)  # (a str already: no copy)
         self.answer_begins()
         try:
+            noted = False
+            if self.host.record_due or not self.host.meta_created:
+                # The stream goes on without its first connection (or it ends with a head, an id
+                # to resume from): its due record is created now, as let go (`note_detached`).
+                try:
+                    noted = await self.host.open_now(attached=False, gen=att.gen)
+                except Exception as exc:
+                    if not self.services.store_outage(exc):
+                        raise
             if not conn.gone.is_set():
                 if not conn.started:
                     await conn.open()
                 await finish_answer(conn, reason, att.cursor, self.policy)
-            if self.host.meta_created:
+            if self.host.meta_created and not noted:
                 await note_detached(self.store, self.stream_id, att)
         except Exception as exc:
             if not self.services.store_outage(exc):
@@ -488,6 +547,9 @@ class Writer:
                     self.answer_begins()  # (a close it writes may be the deadline frame)
                     spawn(self._timed_service, conn)
         return self.core.next_deadline()
+
+    __call__ = on_timer
+    """The writer is its own `Timer` callback (`on_timer`)."""
 
     async def _timed_service(self, conn: Connection) -> None:
         try:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -32,6 +32,7 @@ import anyio
 from mcp_resume_asgi.core import resume
 from mcp_resume_asgi.core.resume import Resume
 from mcp_resume_asgi.core.stream import close_cancels, primed
+from mcp_resume_asgi.engine import rerun
 from mcp_resume_asgi.engine.admission import Admission, post_to_app
 from mcp_resume_asgi.engine.cancellation import cancel_app
 from mcp_resume_asgi.engine.cluster import Node
@@ -50,23 +51,34 @@ from mcp_resume_asgi.engine.port import (
 )
 from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.engine.services import StreamServices
-from mcp_resume_asgi.policy import RouteTable
+from mcp_resume_asgi.policy import Policy, RouteTable, running_ttl
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import GapError, Store, StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.telemetry import OFF, Telemetry
 from mcp_resume_asgi.wire import jsonrpc as p
-from mcp_resume_asgi.wire.asgi import ASGIApp, Receive, Scope, Send
+from mcp_resume_asgi.wire.asgi import ASGIApp, Message, Receive, Scope, Send
 from mcp_resume_asgi.wire.headers import header
 from mcp_resume_asgi.wire.principal import PrincipalOf
 from mcp_resume_asgi.wire.replies import send_bytes, send_json
 from mcp_resume_asgi.wire.tokens import TokenSigner
 
-__all__ = ["DRAIN_END_S", "Drained", "Engine"]
+__all__ = ["DRAIN_END_S", "RERUN_TAKEOVER_S", "Drained", "Engine"]
 
 logger = logging.getLogger(__name__)
 
 #: How long a drain waits for the requests it stopped to conclude (their stream's end recorded).
 DRAIN_END_S = 5.0
+#: How long a node that lost the claim of a re-run waits for the winner to take the record over.
+RERUN_TAKEOVER_S = 2.0
+
+
+async def _gone() -> Message:
+    """The `receive` of a re-run's first connection: its client is gone (there is none)."""
+    return {"type": "http.disconnect"}
+
+
+async def _discard(message: Message) -> None:
+    """The `send` of a re-run's first connection: nothing goes to it."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,6 +128,7 @@ class Engine:
             telemetry=telemetry,
         )
         services = self.services
+        services.rerun = self.rerun
         # What the feature layers, Tasks and REST still read of the engine itself, until they
         # reach it only through its port (issue 21, step 7).
         self.app = app
@@ -156,6 +169,7 @@ class Engine:
             store_outage=self.store_outage,
             ask_app=self.ask_app,
             owner_gone=self.owner_gone,
+            rerun=self.rerun,
             request_bound=request_bound,
             telemetry=telemetry,
         )
@@ -241,20 +255,22 @@ class Engine:
         return p.valid_version(header(scope, b"mcp-protocol-version")) or p.DEFAULT_VERSION
 
     # ------------------------------------------------------------------ requests (POST)
-    async def handle_request(
+    def handle_request(
         self,
         ctx: RequestContext,
         receive: Receive,
         send: Send,
         options: ServeOptions,
         claimed_key: str | None = None,
-    ) -> tuple[str, int] | None:
+    ) -> Awaitable[tuple[str, int] | None]:
         """Host a JSON-RPC request of the app, detached from `send`'s connection.
 
-        Returns how the first client connection was let go (why, and the seq of the
+        Returns (awaitable) how the first client connection was let go (why, and the seq of the
         last event it got), None when it was not served from the stream (a JSON
         answer passed through). `claimed_key`: the store key of the request's
         `Idempotency-Key`, claimed for the request's stream by the front (freed if the app refuses).
+        Not a coroutine: its frame, its `ctx` and the request's parsed JSON are not held while
+        the request's call watches its client (`HostedStream.host`).
         """
         message = ctx.message
         method = ctx.method
@@ -284,7 +300,7 @@ class Engine:
         if options.delivery is not None:
             open_before = 0.0
             hosted.delivery = options.delivery
-        return await hosted.host(Connection(send, receive), open_before_s=open_before)
+        return hosted.host(Connection(send, receive), open_before_s=open_before)
 
     # ------------------------------------------------------------------ serving a client
     async def serve_stream(
@@ -375,6 +391,114 @@ class Engine:
 
         await hosted.host(Connection(send, receive), open_before_s=None, after_app=forget_key)
 
+    # ------------------------------------------------------------------ re-running a lost call
+    async def rerun(self, meta: StreamMeta, policy: Policy | None = None) -> bool:
+        """The node running `meta`'s request was lost (or its drain's budget stopped it, handing
+        it over) before its answer: run the request again here if its route allows it
+        (`Policy.rerun_on_loss`) and its stored request is still there (`rerun.py`). True when the call goes on - re-run here, or by another node that
+        took this loss first (its events reach every follower through the store); False when
+        it ends as before (the caller records today's error, or the task fails).
+
+        At most one node re-runs one loss: the claim of its round (`add_key`), then the record
+        taken over from the dead owner with a compare-and-set, which a node that read the record
+        before another's re-run began fails. The re-run continues the record: the first run's
+        events stay, ids go on after them, and its first event is the marker (`rerun.marker`).
+        It runs as a relayed request does (its caller seated, `CallerGuard` applying), with no
+        client connection of its own: its clients follow it through the store. `policy`: the
+        one to run it under, if not its route's (the Tasks layer's, whose work outlives clients)."""
+        route_policy = self.routes.by_index(meta.route)
+        node = self.node
+        if self.services.draining is not None:
+            # This node stops: the others run it (its clients resume there); a follower here goes on.
+            return route_policy.rerun_on_loss and meta.kind is StreamKind.REQUEST
+        if (
+            not route_policy.rerun_on_loss
+            or node is None
+            or meta.kind is not StreamKind.REQUEST
+            or meta.state is not StreamState.RUNNING
+            or meta.final_seq is not None
+            or meta.owner == self.node_id
+        ):
+            return False
+        policy = policy or route_policy
+        stream_id, lost = meta.stream_id, meta.owner
+        stored = await rerun.load(self.store, stream_id)
+        if stored is None:
+            current = await self.store.get_stream(stream_id)
+            if current is not None and (current.owner != lost or current.final_seq is not None):
+                return True  # re-run and answered meanwhile (its request forgotten): read on
+            logger.warning(
+                "stream %s: its node %s was lost and its request is not kept (too large, or expired): "
+                "it is not run again",
+                stream_id,
+                lost,
+            )
+            return False
+        scope = rerun.scope_of(stored)
+        if scope is None:
+            logger.warning("stream %s: its stored caller is malformed; it is not run again", stream_id)
+            return False
+        ttl = running_ttl(policy)
+        if not await rerun.claim(self.store, self.node_id, stream_id, stored.round, ttl):
+            return await self._rerun_elsewhere(stream_id, lost)
+        applied, taken = await self.store.update_stream_if(
+            stream_id,
+            {"owner": lost, "state": StreamState.RUNNING},
+            ttl_s=ttl,
+            owner=self.node_id,
+            last_contact=time.time(),
+        )
+        if not applied or taken is None or taken.final_seq is not None:
+            # Another node took it over first (this node read the record, or the stored request's
+            # round, before): its claim of the next loss is not this node's to hold.
+            if not applied:
+                await rerun.release(self.store, self.node_id, stream_id, stored.round)
+            return taken is not None and (taken.owner != lost or taken.final_seq is not None)
+        round_ = stored.round + 1
+        await rerun.save(self.store, stream_id, dataclasses.replace(stored, round=round_), ttl)
+        hosted = HostedStream(
+            self.services,
+            kind=StreamKind.REQUEST,
+            scope=scope,
+            body=stored.body,
+            route=meta.route,
+            policy=policy,
+            version=meta.protocol_version,
+            session_id=meta.session_id,
+            principal=meta.principal,
+            request_id=meta.request_id,
+            method=meta.method,
+            stream_id=stream_id,
+            opted_in=meta.resumable_opt_in,
+        )
+        hosted.adopt(taken.last_seq)
+        hosted.delivery = Delivery(at_will=False, survives_close=True, refusal_recorded=True)
+        hosted.first_messages = (rerun.marker(round_),)
+        logger.warning(
+            "stream %s: its node %s was lost before the answer; its request runs again here (re-run %d)",
+            stream_id,
+            lost,
+            round_,
+        )
+        spawn(self._host_rerun, hosted)
+        return True
+
+    async def _host_rerun(self, hosted: HostedStream) -> None:
+        """Host a re-run: its first connection is a client already gone (nobody sent it; its
+        clients follow the record), so the record is opened ahead and never attached to it."""
+        await hosted.host(Connection(_discard, _gone), open_before_s=0)
+
+    async def _rerun_elsewhere(self, stream_id: str, lost: str) -> bool:
+        """Another node claimed this loss: whether it took the record over (then the call goes on
+        there). Waits a moment for it: the claim comes just before the record changes hands."""
+        with anyio.move_on_after(RERUN_TAKEOVER_S):
+            while True:
+                meta = await self.store.get_stream(stream_id)
+                if meta is None or meta.final_seq is not None or meta.owner != lost:
+                    return meta is not None  # taken over (or answered already): followers read on
+                await self.store.wait(stream_id, meta.last_seq, within_s=0.2, version=meta.version)
+        return False
+
     # ------------------------------------------------------------------ shutdown
     async def drain(self, drain_s: float) -> Drained:
         """This node stops: close every attached connection a client may resume elsewhere, let
@@ -389,7 +513,9 @@ class Engine:
         that arrive meanwhile are served as usual, but a connection attached since is closed the same
         way after an event it is written (a final answer first: a quick call completes).
         At `drain_s`, what still runs is cancelled: its stream ends with an error event that says
-        the server shut down (`SHUT_DOWN`; a task is `failed` with it), never a record left running.
+        the server shut down (`SHUT_DOWN`; a task is `failed` with it), never a record left running
+        - except a call on a route with `Policy.rerun_on_loss` (and a shared store), whose record
+        is left running, owned by no live node, for another node to run it again (`rerun`).
 
         Called on the server's shutdown signal (`http/middleware.py`), by the lifespan's shutdown,
         or by a host that handles its own signals; a second call waits for the first's end."""
@@ -429,7 +555,14 @@ class Engine:
             services.draining = "stopping"
             logger.warning("drain: ending %d request(s) still running after %ss", len(left), drain_s)
             for hosted in left:
-                hosted.stop_app()  # (not expired: its client may still come back for the error)
+                if (
+                    self.node is not None
+                    and hosted.kind is StreamKind.REQUEST
+                    and hosted.policy.rerun_on_loss
+                ):
+                    hosted.hand_over()  # run again by another node (`rerun`), not ended with an error
+                else:
+                    hosted.stop_app()  # (not expired: its client may still come back for the error)
         if apps.running:
             with anyio.move_on_after(DRAIN_END_S):
                 await apps.idle()

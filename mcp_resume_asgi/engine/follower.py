@@ -174,7 +174,9 @@ async def _loop(
             and not await node.alive(meta.owner)
             and not await _recorded_since(store, stream_id, att.cursor)
         ):
-            # Everything the dead owner recorded was delivered; nothing more will come.
+            # Everything the dead owner recorded was delivered; nothing more will come from it.
+            if await services.rerun(meta):
+                continue  # run again (here, or by another node): its events come through the store
             logger.warning("stream %s: its owner %s stopped", stream_id, meta.owner)
             await store.update_stream(stream_id, state=StreamState.EXPIRED)
             if meta.kind is StreamKind.REQUEST:

@@ -34,7 +34,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -42,7 +42,7 @@ from starlette.types import Message, Scope
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, content_type, session_id, stream_headers
 from mcp_resume_asgi.core.stream import FirstGone, Reason, StreamCore
-from mcp_resume_asgi.engine import cancellation
+from mcp_resume_asgi.engine import cancellation, rerun
 from mcp_resume_asgi.engine.connection import Connection, Flag, current_asyncio_task
 from mcp_resume_asgi.engine.delivery import Writer, finish_answer
 from mcp_resume_asgi.engine.port import Delivery
@@ -70,12 +70,71 @@ logger = logging.getLogger(__name__)
 STATUS_HOLD_S = 1.0
 
 
+class AppDisconnect(Flag):
+    """Set when the app is to hear `http.disconnect`: its futures resolve to that message
+    (`HostedStream.app_receive` hands one to the app as the awaitable of its `receive`)."""
+
+    __slots__ = ()
+
+    def _result(self) -> Message:
+        return {"type": "http.disconnect"}
+
+
+class _ThenDisconnect:
+    """(asyncio) Awaits `first`, then `flag`'s future: `http.disconnect`. A coroutine by hand, so
+    that an app idle on its `receive` once `first` is over holds this small object, not a frame."""
+
+    __slots__ = ("_flag", "_inner")
+
+    def __init__(self, first: Coroutine[Any, Any, None], flag: AppDisconnect) -> None:
+        self._inner: Generator[Any, Any, Any] | Coroutine[Any, Any, Any] = first
+        self._flag: AppDisconnect | None = flag
+
+    def __await__(self) -> Generator[Any, Any, Message]:
+        return self  # (the generator protocol, by hand)
+
+    def __iter__(self) -> _ThenDisconnect:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+    def send(self, value: Any) -> Any:
+        try:
+            return self._inner.send(value)
+        except StopIteration as stop:
+            return self._then(stop)
+
+    def throw(self, exc: Any, value: Any = None, tb: Any = None) -> Any:
+        try:
+            if value is None and tb is None:
+                return self._inner.throw(exc)
+            return self._inner.throw(exc, value, tb)  # (the legacy form, passed on as it came)
+        except StopIteration as stop:
+            return self._then(stop)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def _then(self, stop: StopIteration) -> Any:
+        flag, self._flag = self._flag, None
+        if flag is None:  # the flag's future is done: its result is the message
+            raise stop
+        waiter = flag.future()
+        if waiter is None:  # (set meanwhile)
+            raise StopIteration(flag._result())
+        self._inner = waiter.__await__()
+        return self.send(None)
+
+
 class HostedStream:
     """One request (or standalone GET) of the app, hosted on this node."""
 
     # Slots, not a dict: a detached stream lives on for its resume window, thousands at a time.
     __slots__ = (
         "__weakref__",
+        "adopted",
+        "answer_start",
         "app_call",
         "app_disconnect",
         "app_started",
@@ -88,6 +147,7 @@ class HostedStream:
         "expired",
         "first",
         "first_messages",
+        "handed_over",
         "held",
         "idempotency_key",
         "json_chunks",
@@ -107,6 +167,7 @@ class HostedStream:
         "policy",
         "prefix",
         "principal",
+        "record_due",
         "recorder",
         "request_id",
         "route",
@@ -171,7 +232,18 @@ class HostedStream:
         )
         """Writes the stream to the connection attached to it, and acts on its timers."""
         self.mode: Mode | None = None
+        self.adopted = False
+        """A re-run: it continues the record of a run lost with its node (`adopt`)."""
+        self.handed_over = False
+        """The drain's budget stopped it, to be run again by another node (`hand_over`)."""
         self.meta_created = False
+        """The stream's record exists in the store."""
+        self.record_due = False
+        """The stream's answer opened without its record, which its first events will create
+        (`Recorder.open_later`): a request answered at once makes one call of the store."""
+        self.answer_start: Message | None = None
+        """The app's response start while the record is due (passed through if it cannot be
+        created: `unrecorded`)."""
         self.prefix: bytes | None = b""
         self.first: Connection | None = None
         """The connection that brought the request (its answer is the app's response)."""
@@ -181,7 +253,7 @@ class HostedStream:
         self.first_messages: tuple[dict[str, Any], ...] = ()
         self.idempotency_key: str | None = None
         self.app_started = False
-        self.app_disconnect = Flag()
+        self.app_disconnect = AppDisconnect()
         self.app_call: asyncio.Task[Any] | anyio.CancelScope | None = None
         """What `stop_app` cancels while the app's call runs (`call_app`)."""
         self.app_stopped = False
@@ -204,6 +276,12 @@ class HostedStream:
         self.passthrough_body: list[bytes] | None = None
 
     # ------------------------------------------------------------------ hosting
+    def adopt(self, last_seq: int) -> None:
+        """Run the request again on a record another node began and was lost with (`Engine.rerun`,
+        which took the record over): no record is created, ids go on after `last_seq`."""
+        self.adopted = True
+        self.core.continue_from(last_seq)
+
     def host(
         self,
         client: Connection,
@@ -340,8 +418,21 @@ class HostedStream:
                 spawn(self.first_gone, first)  # cancelled (the server stops): the client is as good as gone
         return self.writer.outcome
 
-    async def app_receive(self) -> Message:
-        """The app's `receive` (a bound method: no closure held for as long as the app runs)."""
+    def app_receive(self) -> Awaitable[Message]:
+        """The app's `receive` (a bound method: no closure held for as long as the app runs).
+
+        Once the app has read its request and has nothing left to write, on asyncio, it is the
+        flag's future itself, which resolves to `http.disconnect`: an idle app awaits it with no
+        coroutine of ours held (every idle detached stream's app waits here)."""
+        if self.body_taken and asyncio._get_running_loop() is not None:
+            if self.recorder.due_before_wait():  # (its burst is written first)
+                return _ThenDisconnect(self.recorder.before_wait(), self.app_disconnect)
+            waiter = self.app_disconnect.future()
+            if waiter is not None:
+                return waiter
+        return self._receive()
+
+    async def _receive(self) -> Message:
         if not self.body_taken:
             self.body_taken = True
             await self.request_taken()
@@ -361,6 +452,13 @@ class HostedStream:
             # What a server tells an app whose response is complete: its disconnect
             # listener ends normally instead of being cancelled.
             self.disconnect_app()
+
+    def hand_over(self) -> None:
+        """The drain's budget ran out on a call that may run again (`Policy.rerun_on_loss`): stop
+        the app, and leave its record running, owned by no live node, for another node to run it
+        again (`Engine.rerun`) instead of ending it with an error."""
+        self.handed_over = True
+        self.stop_app()
 
     def stop_app(self) -> None:
         """Stop the app's call (a cancel it ignored, or the server's drain ran out)."""
@@ -442,9 +540,12 @@ class HostedStream:
     async def app_finished(self) -> None:
         try:
             await self.recorder.flush()
-            if self.mode is Mode.UPGRADED and not self.core.final_seq:
+            handed_over = self.handed_over and self.kind is StreamKind.REQUEST and not self.expired
+            if self.mode is Mode.UPGRADED and not self.core.final_seq and not handed_over:
                 await self.recorder.record_json_answer()
-            if (self.mode is Mode.STREAM or self.mode is Mode.UPGRADED) and self.meta_created:
+            if (self.mode is Mode.STREAM or self.mode is Mode.UPGRADED) and (
+                self.meta_created or self.record_due
+            ):
                 if self.parser is not None and self.parser.pending.strip():
                     with contextlib.suppress(SSEError):
                         await self.recorder.record_events(self.parser.feed(b"\n\n"))
@@ -452,21 +553,33 @@ class HostedStream:
                 # the next step reads `final_seq`, and before the stream is concluded: with
                 # write-behind, a write still under way would land after the request is over.
                 await self.recorder.flush()
-                if self.kind is StreamKind.REQUEST and self.core.final_seq is None and not self.expired:
+                handed_over = handed_over and self.core.final_seq is None
+                if handed_over:
+                    # Owned by no live node from now on: the first node to notice runs it again.
+                    await self.store.update_stream(self.stream_id, owner=rerun.drained(self.services.node_id))
+                elif self.kind is StreamKind.REQUEST and self.core.final_seq is None and not self.expired:
                     shut_down = self.services.draining == "stopping"
                     await self.recorder.record_error(SHUT_DOWN if shut_down else ENDED_WITHOUT_RESPONSE)
                     await self.recorder.flush()
                 if self.expired:
-                    await self.store.delete_stream(self.stream_id)  # nobody is coming back for it
-                elif self.core.final_seq is None:  # (a request's answer completed it when recorded)
+                    if self.meta_created:
+                        await self.store.delete_stream(self.stream_id)  # nobody is coming back for it
+                elif self.core.final_seq is None and not handed_over:  # (an answer completed it already)
                     await self.recorder.complete()
+                if self.policy.rerun_on_loss and self.services.node is not None and not handed_over:
+                    await rerun.forget(self.store, self.stream_id)  # answered: never run again
             elif self.mode is None and self.first is not None:
                 first = self.first
                 if not first.started and not first.gone.is_set():
                     await send_bytes(
                         first.send_message, 500, b"Internal Server Error", content_type=b"text/plain"
                     )
+            elif self.recorder.unavailable and self.first is not None:
+                first = self.first  # (what `unrecorded` passed through may hold the app's end)
+                if first.started and not first.finished and not first.gone.is_set():
+                    await first.send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
+            self.answer_start = None
             self.core.app_finished()
             self.done.set()
             self.opened.set()
@@ -571,6 +684,16 @@ class HostedStream:
             if self.session_id is None:
                 self.session_id = session_id(headers)
             self.mode = Mode.STREAM
+            if self.kind is StreamKind.REQUEST and not self.adopted and not self.policy.rerun_on_loss:
+                # Its record is created with the app's first events, or once something needs it
+                # sooner (the answer's head, its client gone): `Recorder.open_later`. (Not a
+                # re-run, whose record exists, nor a re-runnable call, whose request is stored
+                # with its record: `Recorder.open_record`.)
+                self.recorder.open_later()
+                self.answer_start = message
+                if first is not None:
+                    self.attach_first(first, stream_headers(headers))
+                return
             try:
                 await self.recorder.open_record(attached=first is not None and not first.gone.is_set())
             except Exception as exc:
@@ -592,6 +715,38 @@ class HostedStream:
             self.app_disconnect.set()
         if first is not None:
             await first.send(message)
+
+    @property
+    def first_attached(self) -> bool:
+        return self.writer.conn is not None
+
+    async def open_now(self, *, attached: bool, gen: int = 1) -> bool:
+        """Create the due record now (`Recorder.open_now`)."""
+        return await self.recorder.open_now(attached=attached, gen=gen)
+
+    async def unrecorded(self, batch: list[tuple[int, bytes]]) -> bool:
+        """The due record could not be created with the app's first events `batch` (the store is
+        down). If nothing of the answer has reached its client, it passes through, marked as
+        one whose record could not open at its start is (`on_response_start`): True."""
+        first, start = self.first, self.answer_start
+        if first is None or start is None or first.started or self.writer.conn is not first:
+            return False
+        self.answer_start = None
+        self.core.record_unavailable_after_all()
+        self.writer.withdraw(first)
+        recorder = self.recorder
+        await first.send(dict(start, headers=[*start.get("headers", []), UNAVAILABLE_HEADER]))
+        for _, frame in batch:
+            await first.send({"type": "http.response.body", "body": frame, "more_body": True})
+        # What the app sent meanwhile joined the recorder's backlog (its mode is still STREAM):
+        # it follows, in order, before the app's next sends pass through.
+        while recorder.backlog:
+            for frame, _ in recorder.take_backlog():
+                await first.send({"type": "http.response.body", "body": frame, "more_body": True})
+        self.mode = Mode.PASSTHROUGH
+        self.record_due = False
+        recorder.unavailable = True
+        return True
 
     def attach_first(self, client: Connection, headers: Headers) -> None:
         """Open the SSE answer on the first connection, its head held for the first event; its

@@ -49,6 +49,7 @@ __all__ = [
     "OwnerGone",
     "Refusal",
     "RequestContext",
+    "Rerun",
     "RetryAnswer",
     "ServeOptions",
     "ServeStream",
@@ -147,29 +148,40 @@ class OwnerGone(Protocol):
     async def __call__(self, owner: str) -> bool: ...
 
 
+class Rerun(Protocol):
+    """The node running the stream's request was lost before its answer: run it again here if
+    its route allows it (`Policy.rerun_on_loss`, `Engine.rerun`). True when the call goes on
+    (here, or on another node that took the loss first); `policy`: the one to run it under."""
+
+    async def __call__(self, meta: StreamMeta, policy: Policy | None = None) -> bool: ...
+
+
 # ---------------------------------------------------------------------- the engine's capabilities
 class HostRequest(Protocol):
     """Host a JSON-RPC request of the app, detached from `send`'s connection: how the first
     client connection was let go (why, and the seq of the last event it got), or None when
-    it was not served from the stream (a JSON answer passed through, or a retried POST)."""
+    it was not served from the stream (a JSON answer passed through, or a retried POST).
 
-    async def __call__(
+    An awaitable, not necessarily a coroutine: the front awaits it from its outermost frame,
+    whatever prepared the request returned first (a burst of requests in flight holds less)."""
+
+    def __call__(
         self, ctx: RequestContext, receive: Receive, send: Send, options: ServeOptions = ...
-    ) -> tuple[str, int] | None: ...
+    ) -> Awaitable[tuple[str, int] | None]: ...
 
 
 class EngineHost(Protocol):
     """`Engine.handle_request`: what the front's `HostRequest` hands a request on to, once its
     `Idempotency-Key` (if any) is claimed for the stream (`claimed_key`: its store key)."""
 
-    async def __call__(
+    def __call__(
         self,
         ctx: RequestContext,
         receive: Receive,
         send: Send,
         options: ServeOptions,
         claimed_key: str | None = None,
-    ) -> tuple[str, int] | None: ...
+    ) -> Awaitable[tuple[str, int] | None]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +310,7 @@ class EnginePort:
     """Whether the exception says the store is down (the front is told, once per call)."""
     ask_app: AskApp
     owner_gone: OwnerGone
+    rerun: Rerun
     request_bound: int | None = None
     """The largest JSON-RPC request body the front takes (None: not said)."""
     telemetry: Telemetry = OFF

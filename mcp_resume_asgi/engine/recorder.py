@@ -35,6 +35,7 @@ import anyio
 
 from mcp_resume_asgi.core.held_writes import Batch, HeldWrites
 from mcp_resume_asgi.core.stream import Phase
+from mcp_resume_asgi.engine import rerun
 from mcp_resume_asgi.engine.connection import current_asyncio_task
 from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.engine.services import SHUT_DOWN, HostedRequest
@@ -86,10 +87,14 @@ class RecordedStream(HostedRequest, Protocol):
     """What a `Recorder` needs of the stream it records (a `HostedStream`): who and what the
     request is, the state it records into, and where recorded events go next (`deliver`)."""
 
-    # Written by the recorder: the record's event-id prefix and that it exists, the caller
-    # the app's auth named when the record opened, an UPGRADED answer's body once read.
+    # Written by the recorder: the record's event-id prefix and that it exists (or is due, to
+    # be created with the first events), the caller the app's auth named when the record
+    # opened, an UPGRADED answer's body once read.
     prefix: bytes | None
     meta_created: bool
+    record_due: bool
+    adopted: bool
+    """The stream continues the record of a run lost with its node (`Engine.rerun`)."""
     principal: str | None
     json_chunks: list[bytes] | None
 
@@ -107,8 +112,14 @@ class RecordedStream(HostedRequest, Protocol):
     def json_status(self) -> int: ...
     @property
     def opened(self) -> Flag: ...
+    @property
+    def first_attached(self) -> bool:
+        """The first connection is still the stream's (a record created now says it is attached)."""
 
     def deliver(self, batch: list[tuple[int, bytes]]) -> Awaitable[None]: ...
+    def unrecorded(self, batch: list[tuple[int, bytes]]) -> Awaitable[bool]:
+        """The due record could not be created with `batch` (the store is down): pass the answer
+        through instead, if nothing of it reached its client yet (True)."""
 
 
 class _Bursts:
@@ -162,8 +173,11 @@ class Recorder:
         "held",
         "hosted",
         "lost",
+        "opening",
+        "opening_over",
         "refusal_recorded",
         "refused",
+        "unavailable",
         "write_behind",
         "writing",
     )
@@ -197,6 +211,11 @@ class Recorder:
         """What the store answered a write made behind the app's back, if it refused one (`_refuse`)."""
         self.refusal_recorded = False
         """The store was found without the stream's record (said once)."""
+        self.opening = False
+        """The due record is being created (`_open_due`): what needs it waits (`wait_opening`)."""
+        self.opening_over: anyio.Event | None = None
+        self.unavailable = False
+        """The due record could not be created: the answer passed through (`HostedStream.unrecorded`)."""
 
     async def record_events(self, events: list[SSEEvent]) -> None:
         await self.record_frames([(encode_payload(e.data, e.event), e.data) for e in events if e.data])
@@ -279,16 +298,20 @@ class Recorder:
             self.writing = True
             spawn(self._write_behind)
 
+    def due_before_wait(self) -> bool:
+        """Whether `before_wait` has a burst to write (else the app may wait without it)."""
+        return self.burst and bool(self.backlog) and not self.writing
+
     async def before_wait(self) -> None:
         """The app waits on its `receive`: its burst is written now, from its own task (a task
         started for it when the app yields is memory held at once by every stream that bursts
         at once)."""
-        if self.burst and self.backlog and not self.writing:
+        if self.due_before_wait():
             self._caught = True
             self.writing = True
             await self._write_behind()
 
-    def _take_backlog(self) -> list[tuple[bytes, bytes]]:
+    def take_backlog(self) -> list[tuple[bytes, bytes]]:
         batch, self.backlog, self.backlog_bytes = self.backlog, [], 0
         return batch
 
@@ -305,7 +328,7 @@ class Recorder:
     async def _write_behind(self) -> None:
         try:
             while self.backlog:
-                await self.write(self._take_backlog())
+                await self.write(self.take_backlog())
                 self._signal_written()
         except Exception as exc:  # (`write` holds what the store fails while down: this is another error)
             self._refuse(exc)
@@ -340,13 +363,17 @@ class Recorder:
             await self._wait_written()
         if self.backlog and self.refused is None:
             try:
-                await self.write(self._take_backlog())
+                await self.write(self.take_backlog())
             except Exception as exc:
                 self._refuse(exc)
         if self.refused is not None and not self.refusal_recorded:
             self.refusal_recorded = True
             hosted = self.hosted
-            if hosted.kind is StreamKind.REQUEST and hosted.core.final_seq is None and hosted.meta_created:
+            if (
+                hosted.kind is StreamKind.REQUEST
+                and hosted.core.final_seq is None
+                and (hosted.meta_created or hosted.record_due)  # (due: created holding the error)
+            ):
                 error = p.dumps(p.error_message(hosted.request_id, p.STREAM_ERROR, REFUSED_TEXT))
                 try:
                     await self.write([(encode_payload(error, b"message"), error)])
@@ -372,7 +399,18 @@ class Recorder:
             return
         policy = hosted.policy
         try:
-            if recorded.final_seq is not None and not recorded.inputs:
+            if self.opening:
+                await self.wait_opening()
+            if hosted.record_due:
+                # The record, created with the first events (and completed, if they hold the
+                # answer) in one call of the store.
+                final_seq = recorded.final_seq if not recorded.inputs else None
+                await self._open_due(self._meta(attached=hosted.first_attached), recorded.batch, final_seq)
+                if recorded.inputs:
+                    await self._note(recorded.inputs, recorded.final_seq, recorded.final_data, None)
+                elif final_seq is not None and hosted.method == "initialize":
+                    await self._answered(True, final_seq, recorded.final_data)
+            elif recorded.final_seq is not None and not recorded.inputs:
                 # The answer: stored and the stream completed in one call of the store.
                 completed = await hosted.store.append_final(
                     hosted.stream_id,
@@ -396,6 +434,8 @@ class Recorder:
         except Exception as exc:
             if not hosted.services.store_outage(exc):
                 raise
+            if hosted.record_due and await hosted.unrecorded(recorded.batch):
+                return  # passed through, as an answer whose record could not open at its start
             self._hold(exc)
             self._add_held(recorded)
             return
@@ -513,6 +553,8 @@ class Recorder:
         previous try wrote already (a batch can fail after its events were appended)."""
         hosted = self.hosted
         store = hosted.store
+        if hosted.record_due:  # (its first events were held: the record is created first)
+            await self._open_due(self._meta(attached=False), [], None)
         meta = await store.get_stream(hosted.stream_id)
         if meta is None:
             await self._lost(batch.final_seq)
@@ -609,30 +651,99 @@ class Recorder:
         if (
             hosted.kind is not StreamKind.REQUEST
             or hosted.core.final_seq is not None
-            or not hosted.meta_created
+            or not (hosted.meta_created or hosted.record_due)
         ):
             return
         error = p.error_message(hosted.request_id, p.STREAM_ERROR, text)
         await self.record_events([SSEEvent(data=p.dumps(error), event=b"message")])
 
-    async def open_record(self, *, attached: bool = False) -> None:
-        """Create the stream's record in the store (it can be resumed from then on)."""
+    def open_later(self) -> None:
+        """The stream's answer opens, its record due: created with the first events the app
+        sends (`write`, one call of the store: `Store.open_with`), or before anything needs it
+        - its answer's head going out, its first connection let go (`open_now`)."""
+        self._identify()
+        self.hosted.record_due = True
+
+    def _identify(self) -> None:
         hosted = self.hosted
         services = hosted.services
         # A stream nobody may resume gets no event ids (2026-07-28 removed them).
         hosted.prefix = None if hosted.core.close_cancels else services.signer.event_prefix(hosted.stream_id)
         # Now that the app has seen the request, its own auth may have said who is calling.
         hosted.principal = services.principal(hosted.scope)
+
+    async def open_now(self, *, attached: bool, gen: int = 1) -> bool:
+        """The due record is needed before the app's first event: create it (with no events), or
+        wait for its creation under way. True: created here, `attached` as said (as `gen`)."""
+        if self.opening:
+            await self.wait_opening()
+        hosted = self.hosted
+        if not hosted.record_due or hosted.expired:
+            return False
+        await self._open_due(self._meta(attached=attached, gen=gen), [], None)
+        return True
+
+    async def wait_opening(self) -> None:
+        """Return once no creation of the due record is under way."""
+        while self.opening:
+            if self.opening_over is None:
+                self.opening_over = anyio.Event()
+            await self.opening_over.wait()
+
+    async def _open_due(
+        self, meta: StreamMeta, events: list[tuple[int, bytes]], final_seq: int | None
+    ) -> None:
+        """Create the due record with `events` (completed with `final_seq`). Still due if it fails."""
+        hosted = self.hosted
+        policy = hosted.policy
+        hosted.record_due = False
+        self.opening = True
+        try:
+            await hosted.store.open_with(
+                meta,
+                hosted.services.running_ttl(policy),
+                events,
+                max_events=policy.max_events_per_stream,
+                max_bytes=policy.max_bytes_per_stream,
+                final_seq=final_seq,
+                retain_s=policy.retain_completed_s,
+            )
+        except BaseException:
+            hosted.record_due = True
+            raise
+        finally:
+            self.opening = False
+            if self.opening_over is not None:
+                self.opening_over.set()
+                self.opening_over = None
+        hosted.meta_created = True
+        hosted.opened.set()
+
+    async def open_record(self, *, attached: bool = False) -> None:
+        """Create the stream's record in the store (it can be resumed from then on)."""
+        hosted = self.hosted
+        services = hosted.services
+        self._identify()
         ttl = services.running_ttl(hosted.policy)
+        if hosted.adopted:
+            # A re-run (`Engine.rerun`): the record of the lost run goes on, taken over already.
+            hosted.meta_created = True
+            hosted.opened.set()
+            return
         await hosted.store.create_stream(self._meta(attached=attached), ttl_s=ttl)
+        if hosted.policy.rerun_on_loss and hosted.kind is StreamKind.REQUEST and services.node is not None:
+            # Kept for another node to run again if this one is lost (deleted once answered).
+            stored = rerun.capture(hosted.scope, hosted.body, services.principal)
+            await rerun.save(hosted.store, hosted.stream_id, stored, ttl)
         hosted.meta_created = True
         hosted.opened.set()
         if hosted.kind is StreamKind.STANDALONE and hosted.session_id is not None:
             # The app accepted the GET: from now on a second GET of the session resumes this one.
             await hosted.store.set_key(keys.standalone(hosted.session_id), hosted.stream_id, ttl)
 
-    def _meta(self, *, attached: bool) -> StreamMeta:
-        """The stream's record as it is created."""
+    def _meta(self, *, attached: bool, gen: int | None = None) -> StreamMeta:
+        """The stream's record as it is created (one created when its first connection is let
+        go, `open_now`, is as an attached one is after `note_detached`)."""
         hosted = self.hosted
         return StreamMeta(
             stream_id=hosted.stream_id,
@@ -647,7 +758,7 @@ class Recorder:
             route=hosted.route,
             resumable_opt_in=hosted.opted_in,
             attached=attached,
-            attach_gen=1 if attached else 0,
+            attach_gen=(1 if attached else 0) if gen is None else gen,
             last_contact=time.time(),
             trace=hosted.services.telemetry.trace_of(hosted.scope, hosted.body),
         )

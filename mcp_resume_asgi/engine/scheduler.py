@@ -111,7 +111,7 @@ class AppTasks:
     raised. A task's app call is stopped from inside it (`HostedStream.stop_app`).
     """
 
-    __slots__ = ("_idle", "_lifespan", "_nursery", "_tasks", "_warned", "running")
+    __slots__ = ("_idle", "_lifespan", "_nursery", "_on_done", "_tasks", "_warned", "running")
 
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -121,6 +121,8 @@ class AppTasks:
         self._idle: anyio.Event | None = None
         self.running = 0
         """How many app tasks run now."""
+        self._on_done = self._finished
+        """Every task's done callback: one bound method for all of them, not one each."""
 
     def start(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run `fn(*args)` as an app task, in a copy of the calling task's context.
@@ -144,10 +146,12 @@ class AppTasks:
                 )
             self.running += 1
             return
-        task = asyncio.get_running_loop().create_task(fn(*args), context=contextvars.copy_context())
+        context = contextvars.copy_context()
+        task = asyncio.get_running_loop().create_task(fn(*args), context=context)
         self.running += 1
         self._tasks.add(task)
-        task.add_done_callback(self._finished)  # (also for a task cancelled before it ran)
+        # (also for a task cancelled before it ran; in the task's context, not a copy of its own)
+        task.add_done_callback(self._on_done, context=context)
 
     async def _run_counted(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
         try:

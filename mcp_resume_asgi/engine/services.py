@@ -14,7 +14,7 @@ needs no import of the hosted stream, which uses it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from mcp_resume_asgi.engine.admission import post_to_app
@@ -24,7 +24,7 @@ from mcp_resume_asgi.engine.scheduler import Scheduler
 from mcp_resume_asgi.engine.sessions import Sessions
 from mcp_resume_asgi.engine.store_recovery import StoreRecovery
 from mcp_resume_asgi.policy import Policy, running_ttl
-from mcp_resume_asgi.store.base import GapError, Store
+from mcp_resume_asgi.store.base import GapError, Store, StreamMeta
 from mcp_resume_asgi.telemetry import OFF, Telemetry
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import ASGIApp, Scope
@@ -86,6 +86,11 @@ class OutageReporter:
         return True
 
 
+async def _no_rerun(meta: StreamMeta) -> bool:
+    """No engine to re-run a lost call: it ends as it did before (a follower's error)."""
+    return False
+
+
 class StreamServices(Generic[S]):
     """The engine's services to its streams (see the module docstring)."""
 
@@ -99,6 +104,7 @@ class StreamServices(Generic[S]):
         "node_id",
         "principal",
         "recovery",
+        "rerun",
         "scheduler",
         "sessions",
         "signer",
@@ -150,6 +156,8 @@ class StreamServices(Generic[S]):
         )
         self.cancel_bindings = CancelBindings(store, self.store_outage)
         """The requests hosted here that a client's cancel notice may name."""
+        self.rerun: Callable[[StreamMeta], Awaitable[bool]] = _no_rerun
+        """Run a lost node's request again here (`Engine.rerun`): whether the call goes on."""
         self.telemetry = telemetry
         """Where the streams report what happens to them (`telemetry`): each report one call,
         which does nothing when telemetry is off."""

@@ -28,7 +28,7 @@ import contextlib
 import logging
 import math
 import secrets
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 import anyio
@@ -232,21 +232,21 @@ class ResumeMiddleware:
                 with contextlib.suppress(Exception):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _dispatch(
+    def _dispatch(
         self, scope: Scope, receive: Receive, send: Send, where: tuple[str, str | None]
-    ) -> None:
+    ) -> Awaitable[None]:
+        """The awaitable that serves the request (a function, not a coroutine: one frame fewer
+        held by every request in flight)."""
         if where[0] == "stream":
-            await self.resumes.stream_url(scope, receive, send, where[1] or "")
-            return
+            return self.resumes.stream_url(scope, receive, send, where[1] or "")
         method = scope["method"]
         if method == "POST":
-            await self._post(scope, receive, send)
-        elif method == "GET":
-            await self._get(scope, receive, send)
-        elif method == "DELETE":
-            await self._delete(scope, receive, send)
-        else:
-            await self.app(scope, receive, send)
+            return self._post(scope, receive, send)
+        if method == "GET":
+            return self._get(scope, receive, send)
+        if method == "DELETE":
+            return self._delete(scope, receive, send)
+        return self.app(scope, receive, send)
 
     # ------------------------------------------------------------------ lifespan, cluster
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -281,9 +281,22 @@ class ResumeMiddleware:
         return await self.engine.drain(self.drain_s)
 
     async def _lifespan_with_node(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """The app's lifespan, with this node's heartbeat and inbox running alongside."""
+        """The app's lifespan, with this node's heartbeat and inbox running alongside. Its startup
+        is complete once the node runs too (a node serving before it could not relay a session's
+        request to the node that holds it, nor be relayed to), waiting up to `node_timeout_s`."""
         assert self.node is not None
         node = self.node
+
+        async def send_once_running(message: Message) -> None:
+            if message["type"] == "lifespan.startup.complete" and not await node.wait_running(node.timeout_s):
+                logger.warning(
+                    "node %s: the cluster link is not up %.1f s into the startup; serving without it "
+                    "meanwhile (a session held by another node is not relayed there until it is)",
+                    node.node_id,
+                    node.timeout_s,
+                )
+            await send(message)
+
         async with anyio.create_task_group() as tg:
 
             async def run_node() -> None:
@@ -292,7 +305,7 @@ class ResumeMiddleware:
 
             tg.start_soon(run_node)
             try:
-                await self.app(scope, receive, send)
+                await self.app(scope, receive, send_once_running)
             finally:
                 tg.cancel_scope.cancel()
 
@@ -332,7 +345,12 @@ class ResumeMiddleware:
         # `__call__` already tracks this request's send (nothing was sent since): one wrapper is enough.
         tracked = send if isinstance(send, TrackedSend) else TrackedSend(send)
         try:
-            await self._post_body(scope, receive, tracked, body)
+            # A request to host comes back as its awaitable, awaited here: the frames that sorted
+            # and prepared it (and the parsed JSON they hold) are gone while its call watches
+            # its client, which a burst of requests in flight holds at once.
+            hosting = await self._post_body(scope, receive, tracked, body)
+            if hosting is not None:
+                await hosting
         except Exception as exc:
             if tracked.started or not self.outage.is_outage(exc):
                 raise
@@ -347,12 +365,15 @@ class ResumeMiddleware:
                 body=body,
             )
 
-    async def _post_body(self, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
+    async def _post_body(
+        self, scope: Scope, receive: Receive, send: Send, body: bytes
+    ) -> Awaitable[Any] | None:
+        """Serve the POST, or return the awaitable that hosts its request (`_request`)."""
         owner = await self._owner_elsewhere(scope, send)
         if owner is not None:
             if owner and self.node is not None:
                 await self.node.relay(owner, scope, receive, send, body)
-            return
+            return None
         sort = sort_post(scope, body)
         if sort.kind is Post.NOT_JSON:
             await send_jsonrpc_error(send, 400, p.PARSE_ERROR, "Parse error: NaN and Infinity are not JSON")
@@ -360,16 +381,19 @@ class ResumeMiddleware:
             assert sort.notice is not None
             await self.cancels.handle(scope, receive, send, body, sort.notice)
         elif sort.kind is Post.REQUEST:
-            await self._request(scope, receive, send, body, sort.message)
+            return await self._request(scope, receive, send, body, sort.message)
         else:
             await self.app(scope, replay_receive(body, receive), send)
             session_id = header(scope, b"mcp-session-id")
             for answered in sort.answered:
                 await self.answers.answered(session_id, answered)
+        return None
 
     async def _request(
         self, scope: Scope, receive: Receive, send: Send, body: bytes, message: dict[str, Any]
-    ) -> None:
+    ) -> Awaitable[Any] | None:
+        """Answer a request here (refused, or a feature layer's), or return the awaitable that
+        hosts it (the engine port's `host`: awaited by `_post`)."""
         method: str = message["method"]
         params = message.get("params")
         tool = params.get("name") if method == "tools/call" and isinstance(params, dict) else None
@@ -387,12 +411,12 @@ class ResumeMiddleware:
             await send_jsonrpc_error(
                 send, 400, p.INVALID_REQUEST, "Idempotency-Key must be 1-255 printable ASCII characters"
             )
-            return
+            return None
         features: tuple[Feature, ...] = scope.get(FEATURES_KEY, ())
         if any(method in feature.answers for feature in features) and await self._refused_as_the_app_would(
             scope, send, message, session_id
         ):
-            return
+            return None
         engine = self.engine
         ctx = RequestContext(
             port=engine.port,
@@ -409,12 +433,11 @@ class ResumeMiddleware:
             stream_id=new_stream_id(),
         )
         if not features:
-            await engine.port.host(ctx, receive, send, ServeOptions(idempotency_key=key))
-            return
+            return engine.port.host(ctx, receive, send, ServeOptions(idempotency_key=key))
         ctx.capabilities = await engine.client_capabilities(session_id, message)
         for feature in features:
             if await feature.intercept(ctx, receive, send):
-                return
+                return None
         first_messages: list[dict[str, Any]] = []
         for feature in features:
             first_messages += await feature.first_messages(ctx)
@@ -423,7 +446,7 @@ class ResumeMiddleware:
             first_messages=tuple(first_messages),
             idempotency_key=key,
         )
-        await engine.port.host(ctx, receive, send, options)
+        return engine.port.host(ctx, receive, send, options)
 
     async def _refused_as_the_app_would(
         self, scope: Scope, send: Send, message: dict[str, Any], session_id: str | None

@@ -4,7 +4,9 @@ Resumability needs the store; the app does not. So when the store fails, the app
 keeps answering as it would unwrapped - each answer saying so in a header
 (`mcp-resume: unavailable`) - and requests skip the store for `STORE_RETRY_S`
 before it is tried again. Only what cannot exist without the store (a resume, a
-stream URL) gets a 503 with `Retry-After`. The cause is logged once per outage.
+stream URL) gets a 503 with `Retry-After`, and so does a POST with an `Idempotency-Key`:
+the key is claimed in the store, so without it a retry (on another node, or once the store
+is back) would run the call a second time. The cause is logged once per outage.
 Whether the store is skipped, and that log, are plain state: `store/health.py`.
 """
 
@@ -67,13 +69,19 @@ async def without_store(
 ) -> None:
     """The app answers as it would unwrapped, and says so in a header. What cannot be
     served without the store - a resume, a stream URL, a method a feature layer answers
-    itself (`tasks/get`, `requests/resume`...) - gets a 503: retry later."""
-    if stream_url or (scope["method"] == "GET" and header(scope, b"last-event-id") is not None):
+    itself (`tasks/get`, `requests/resume`...), a POST whose `Idempotency-Key` could not be
+    claimed - gets a 503: retry later."""
+    method = scope["method"]
+    if (
+        stream_url
+        or (method == "GET" and header(scope, b"last-event-id") is not None)
+        or (method == "POST" and header(scope, b"idempotency-key") is not None)
+    ):
         await send_unavailable(send)
         return
     features: tuple[Feature, ...] = scope.get(FEATURES_KEY, ())
     owned = frozenset().union(*(feature.answers for feature in features))
-    if body is None and owned and scope["method"] == "POST":
+    if body is None and owned and method == "POST":
         body = await read_body_or_refuse(receive, send, max_body_bytes)
         if body is None:
             return

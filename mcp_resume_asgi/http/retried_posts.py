@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -69,42 +70,48 @@ class RetriedPosts:
         self.admit = admit
         self.serve = serve
 
-    async def host(
+    def host(
         self, ctx: RequestContext, receive: Receive, send: Send, options: ServeOptions = PLAIN
-    ) -> tuple[str, int] | None:
-        """See `engine.port.HostRequest`."""
-        claimed = None
+    ) -> Awaitable[tuple[str, int] | None]:
+        """See `engine.port.HostRequest` (without a key to claim, the engine's awaitable itself:
+        no frame of ours held while the request's call watches its client)."""
         key = options.idempotency_key
-        if key is not None and ctx.method != "initialize":
-            services = self.services
-            scope = ctx.scope
-            claimed = keys.idempotency(ctx.session_id, ctx.principal, key)
-            digest = hashlib.sha256(p.body_for_app(ctx.body, ctx.message)).hexdigest()
-            policy = options.policy or ctx.policy
-            existing = await services.store.add_key(claimed, f"{ctx.stream_id} {digest}", running_ttl(policy))
-            if existing is not None:
-                with services.telemetry.operation(
+        if key is None or ctx.method == "initialize":
+            return self.engine_host(ctx, receive, send, options, None)
+        return self._claimed(ctx, receive, send, options, key)
+
+    async def _claimed(
+        self, ctx: RequestContext, receive: Receive, send: Send, options: ServeOptions, key: str
+    ) -> tuple[str, int] | None:
+        services = self.services
+        scope = ctx.scope
+        claimed = keys.idempotency(ctx.session_id, ctx.principal, key)
+        digest = hashlib.sha256(p.body_for_app(ctx.body, ctx.message)).hexdigest()
+        policy = options.policy or ctx.policy
+        existing = await services.store.add_key(claimed, f"{ctx.stream_id} {digest}", running_ttl(policy))
+        if existing is not None:
+            with services.telemetry.operation(
+                scope,
+                ctx.method,
+                request_id=ctx.request_id,
+                params=ctx.params,
+                version=ctx.version,
+                tool=ctx.tool,
+                poll=True,
+            ) as op:
+                await answer_retry(
+                    services,
+                    self.admit,
+                    self.serve,
                     scope,
-                    ctx.method,
-                    request_id=ctx.request_id,
-                    params=ctx.params,
-                    version=ctx.version,
-                    tool=ctx.tool,
-                    poll=True,
-                ) as op:
-                    await answer_retry(
-                        services,
-                        self.admit,
-                        self.serve,
-                        scope,
-                        receive,
-                        op.watch(send),
-                        existing,
-                        digest,
-                        options.on_retry,
-                        op=op,
-                    )
-                return None
+                    receive,
+                    op.watch(send),
+                    existing,
+                    digest,
+                    options.on_retry,
+                    op=op,
+                )
+            return None
         return await self.engine_host(ctx, receive, send, options, claimed)
 
 

@@ -38,6 +38,18 @@ def client_answer(session_id: str, message_id: Any) -> str:
     return f"input:{session_id}:{json.dumps(message_id)}"
 
 
+def rerun_request(stream_id: str) -> str:
+    """The request of a running call on a route with `rerun_on_loss` (`engine/rerun.py`): what
+    another node runs again when the call's node is lost; deleted once the call is answered."""
+    return f"rerun-request:{stream_id}"
+
+
+def rerun_claim(stream_id: str, round_: int) -> str:
+    """Taken (`add_key`) by the one node that runs the stream's request again after its
+    `round_`-th loss (0: the first run's node was lost)."""
+    return f"rerun-claim:{stream_id}:{round_}"
+
+
 # -- the cluster ---------------------------------------------------------------------------
 
 

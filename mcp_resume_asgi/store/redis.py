@@ -221,10 +221,12 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
                     # Once, before any command: redis-py's cluster client (8.1) first used by
                     # concurrent commands initialises itself under each of them, and may then
                     # send a command twice - a script run twice - or on a closed connection.
-                    async with anyio.create_task_group() as tg:
-                        for each in {id(c): c for c in (self._client, self._waiter)}.values():
-                            if isinstance(each, RedisCluster):
-                                tg.start_soon(each.initialize)
+                    # One after the other, not in a task group: a failure (a node slow to answer)
+                    # is the client's own error, which callers take as an outage, not an
+                    # exception group they would not recognise.
+                    for each in {id(c): c for c in (self._client, self._waiter)}.values():
+                        if isinstance(each, RedisCluster):
+                            await each.initialize()
                 self._layout = self._new_layout(cluster=cluster)
         return self._layout
 

@@ -32,7 +32,7 @@ from mcp_resume_asgi.tasks import listen
 from mcp_resume_asgi.tasks.record import EMPTY_ACK, TaskRecord, detailed_task, lost_task
 from mcp_resume_asgi.tasks.routing import HEADER_MISMATCH, MAX_TASK_ID, routing_problem, task_id_of
 from mcp_resume_asgi.tasks.stored import UNREAD, Final, RecordContention, TaskRead, change_record, read_task
-from mcp_resume_asgi.tasks.update import update, view_of
+from mcp_resume_asgi.tasks.update import task_policy, update, view_of
 from mcp_resume_asgi.telemetry import Operation
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.replies import send_json
@@ -189,8 +189,13 @@ class TaskRequests:
     async def detailed(
         port: EnginePort, task_id: str, record: TaskRecord, meta: StreamMeta | None, final: Final = UNREAD
     ) -> dict[str, Any]:
-        """The `DetailedTask` as `tasks/get` answers it (and `notifications/tasks` carries it)."""
-        view = await view_of(port, record, meta, final)
+        """The `DetailedTask` as `tasks/get` answers it (and `notifications/tasks` carries it);
+        a round whose node is gone is run again if its route allows it (`Policy.rerun_on_loss`)."""
+
+        async def rerun(lost: StreamMeta) -> bool:
+            return await port.rerun(lost, task_policy(port.routes.by_index(lost.route)))
+
+        view = await view_of(port, record, meta, final, rerun=rerun)
         if record.ended_at is None and view.ended:
             # Its answer is recorded but the end of its call not noted yet: the first reader to
             # see it fixes the time, so every later poll reports the same lastUpdatedAt.

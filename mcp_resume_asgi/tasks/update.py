@@ -32,6 +32,7 @@ from mcp_resume_asgi.wire.tokens import new_stream_id
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine.port import Cluster, RequestContext
+    from mcp_resume_asgi.policy import Policy
     from mcp_resume_asgi.store.base import Store
 
 logger = logging.getLogger(__name__)
@@ -51,18 +52,39 @@ class RoundReader(Protocol):
     def node(self) -> Cluster | None: ...
 
 
+def task_policy(policy: Policy) -> Policy:
+    """The policy a task's call runs under: its work and record outlive its client for the
+    task's life (`task_ttl_s`)."""
+    return policy.replace(
+        max_wait_s=max(policy.max_wait_s, policy.task_ttl_s),
+        retain_completed_s=max(policy.retain_completed_s, policy.task_ttl_s),
+    )
+
+
 async def view_of(
-    port: RoundReader, record: TaskRecord, meta: StreamMeta | None, final: Final = UNREAD
+    port: RoundReader,
+    record: TaskRecord,
+    meta: StreamMeta | None,
+    final: Final = UNREAD,
+    *,
+    rerun: Callable[[StreamMeta], Awaitable[bool]] | None = None,
 ) -> StreamView:
     """The task's current round as the store holds it, with its outstanding input requests
-    (`final`: the round's final event if read with `meta`, `stored.read_task`)."""
+    (`final`: the round's final event if read with `meta`, `stored.read_task`). `rerun`: asked
+    to run the round again when its node is gone (`Policy.rerun_on_loss`); True: it goes on."""
     if meta is None:
         return StreamView(exists=False)
     if meta.state is StreamState.EXPIRED:
         return StreamView(exists=True, expired=True)
     if meta.final_seq is None:
         node = port.node
-        if node is not None and node.running and meta.owner and not await node.alive(meta.owner):
+        if (
+            node is not None
+            and node.running
+            and meta.owner
+            and not await node.alive(meta.owner)
+            and (rerun is None or not await rerun(meta))  # (True: run again, it goes on)
+        ):
             return StreamView(exists=True, owner_gone=True)  # nobody will ever answer it
         view = StreamView(exists=True)
     else:

@@ -1,0 +1,209 @@
+"""What a request holds while it waits (issue 21's memory bar, `bench/engine.py memory`).
+
+An idle detached stream's app awaits its `receive` with no coroutine frame of ours under it
+(the disconnect flag's future itself, or `_ThenDisconnect` once its burst is written), and
+hears `http.disconnect` from it; a request whose call watches its client holds none of the
+front's frames that sorted and prepared it (nor, through them, its parsed JSON). Both hold
+for every stream at once, so a frame there is memory times the streams (asyncio only: the
+paths are asyncio's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import types
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
+from mcp_resume_asgi.engine.hosted import AppDisconnect, _ThenDisconnect
+from mcp_resume_asgi.wire.asgi import Message, Receive, Scope, Send
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
+
+SESSION = b"idle-session-0000000000000001"
+REQUEST = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"idle","arguments":{}}}'
+EVENT = (
+    b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress",'
+    b'"params":{"progressToken":"t","progress":1}}\n\n'
+)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def post_scope() -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [
+            (b"host", b"127.0.0.1:8000"),
+            (b"accept", b"application/json, text/event-stream"),
+            (b"content-type", b"application/json"),
+            (b"mcp-session-id", SESSION),
+            (b"mcp-protocol-version", b"2025-11-25"),
+        ],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+        "state": {},
+    }
+
+
+class Client:
+    """One client connection: the request's body, then waits until told to leave."""
+
+    def __init__(self) -> None:
+        self.body_sent = False
+        self.gone = asyncio.Event()
+        self.events = 0
+
+    async def receive(self) -> Message:
+        if not self.body_sent:
+            self.body_sent = True
+            return {"type": "http.request", "body": REQUEST, "more_body": False}
+        await self.gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.body":
+            self.events += message.get("body", b"").count(b"data: {")
+
+
+def idle_app(events: int, heard: list[str]) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+    """Streams `events` progress notifications without yielding, then idles on `receive`."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        await receive()
+        headers = [(b"content-type", b"text/event-stream"), (b"mcp-session-id", SESSION)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for _ in range(events):
+            await send({"type": "http.response.body", "body": EVENT, "more_body": True})
+        heard.append((await receive())["type"])
+
+    return app
+
+
+def awaited_chain(coro: Any) -> tuple[list[str], Any]:
+    """The coroutines `coro` awaits through (their names), and what the innermost awaits."""
+    names = []
+    while isinstance(coro, types.CoroutineType):
+        names.append(coro.__qualname__)
+        coro = coro.cr_await
+    return names, coro
+
+
+async def settle(condition: Callable[[], bool]) -> None:
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    assert condition()
+
+
+@pytest.mark.parametrize("events", [1, 10])
+async def test_an_idle_detached_streams_app_awaits_no_coroutine_of_ours(events: int) -> None:
+    heard: list[str] = []
+    middleware = ResumeMiddleware(
+        idle_app(events, heard), policy=Policy(max_wait_s=3600, keepalive_s=3600), store=MemoryStore()
+    )
+    client = Client()
+    call = asyncio.ensure_future(middleware(post_scope(), client.receive, client.send))
+    await settle(lambda: client.events >= events)
+    client.gone.set()
+    await asyncio.wait_for(call, 10)  # (the POST's call returns once its client left)
+    (hosted,) = middleware.engine.live.values()
+    (task,) = middleware.engine.services.scheduler.apps._tasks
+    await settle(lambda: len(awaited_chain(task.get_coro())[0]) == 2)
+
+    names, innermost = awaited_chain(task.get_coro())
+    assert names == ["HostedStream.run", "idle_app.<locals>.app"], names
+    # the flag's future (its iterator), or `_ThenDisconnect` when a burst was written first
+    assert type(innermost).__name__ in ("FutureIter", "_ThenDisconnect"), innermost
+    assert not heard
+    hosted.disconnect_app()
+    await settle(lambda: bool(heard))
+    assert heard == ["http.disconnect"]
+
+
+async def test_a_request_in_flight_holds_none_of_the_fronts_preparing_frames() -> None:
+    heard: list[str] = []
+    middleware = ResumeMiddleware(idle_app(1, heard), store=MemoryStore())
+    client = Client()
+    call = asyncio.ensure_future(middleware(post_scope(), client.receive, client.send))
+    await settle(lambda: client.events >= 1)
+    names, _ = awaited_chain(call.get_coro())
+    assert names[0] == "ResumeMiddleware.__call__" and "HostedStream.watch_first" in names, names
+    for preparing in (
+        "ResumeMiddleware._dispatch",
+        "ResumeMiddleware._post_body",
+        "ResumeMiddleware._request",
+        "RetriedPosts.host",
+        "Engine.handle_request",
+    ):
+        assert preparing not in names, names
+    client.gone.set()
+    await asyncio.wait_for(call, 10)
+
+
+async def first_step(steps: list[str], release: asyncio.Event) -> None:
+    try:
+        await release.wait()
+    except asyncio.CancelledError:
+        steps.append("cancelled")
+        raise
+    steps.append("written")
+
+
+async def awaiting(awaitable: Awaitable[Message]) -> Message:
+    return await awaitable
+
+
+async def test_then_disconnect_awaits_its_first_step_then_the_flag() -> None:
+    flag, steps, release = AppDisconnect(), [], asyncio.Event()
+    waiting = asyncio.ensure_future(awaiting(_ThenDisconnect(first_step(steps, release), flag)))
+    await settle(lambda: release._waiters is not None and bool(release._waiters))
+    release.set()
+    await settle(lambda: steps == ["written"])
+    assert not waiting.done()
+    flag.set()
+    assert await asyncio.wait_for(waiting, 10) == {"type": "http.disconnect"}
+
+
+async def test_then_disconnect_when_the_flag_was_set_during_its_first_step() -> None:
+    flag, steps, release = AppDisconnect(), [], asyncio.Event()
+    waiting = asyncio.ensure_future(awaiting(_ThenDisconnect(first_step(steps, release), flag)))
+    await settle(lambda: bool(release._waiters))
+    flag.set()
+    release.set()
+    assert await asyncio.wait_for(waiting, 10) == {"type": "http.disconnect"}
+    assert steps == ["written"]
+
+
+@pytest.mark.parametrize("during", ["first step", "flag"])
+async def test_then_disconnect_is_cancelled_where_it_waits(during: str) -> None:
+    flag, steps, release = AppDisconnect(), [], asyncio.Event()
+    waiting = asyncio.ensure_future(awaiting(_ThenDisconnect(first_step(steps, release), flag)))
+    await settle(lambda: bool(release._waiters))
+    if during == "flag":
+        release.set()
+        await settle(lambda: flag._waiters is not None)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert steps == (["cancelled"] if during == "first step" else ["written"])
+    if during == "flag":
+        held = flag._waiters
+        assert isinstance(held, asyncio.Future) and held.cancelled()
