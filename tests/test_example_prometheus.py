@@ -21,6 +21,9 @@ async def test_prometheus_scrapes_the_middlewares_metrics_over_http() -> None:
         assert info.base_url.startswith("http://127.0.0.1:")
         session = RawSession(client)
         await session.initialize()
+        # Counters are cumulative for the process (the tallies of the global meter provider:
+        # other tests in this process may have counted too): what moves is what this test did.
+        before = refused_total((await client.get("/metrics")).text.splitlines())
         refused = await client.get(
             "/mcp", headers={**session.headers(), "accept": "text/event-stream", "last-event-id": "forged"}
         )
@@ -29,10 +32,7 @@ async def test_prometheus_scrapes_the_middlewares_metrics_over_http() -> None:
         assert scrape.status_code == 200
         assert scrape.headers["content-type"].startswith("text/plain")
         lines = scrape.text.splitlines()
-    refused_count = [line for line in lines if line.startswith("mcp_resume_resumes_total{")]
-    assert any(
-        'mcp_resume_resume_outcome="refused"' in line and line.endswith(" 1.0") for line in refused_count
-    ), refused_count
+    assert refused_total(lines) == before + 1, [line for line in lines if "resumes_total" in line]
     durations = [line for line in lines if line.startswith("mcp_server_operation_duration_seconds_count{")]
     assert any(
         'mcp_method_name="stream/resume"' in line and 'error_type="-32600"' in line for line in durations
@@ -40,3 +40,11 @@ async def test_prometheus_scrapes_the_middlewares_metrics_over_http() -> None:
     assert any(line.startswith("mcp_resume_store_operation_duration_seconds_bucket{") for line in lines)
     buckets = [line for line in lines if line.startswith("mcp_server_operation_duration_seconds_bucket{")]
     assert any('le="0.01"' in line for line in buckets) and any('le="300.0"' in line for line in buckets)
+
+
+def refused_total(lines: list[str]) -> float:
+    """The scrape's count of refused resumes (0 before the first)."""
+    for line in lines:
+        if line.startswith("mcp_resume_resumes_total{") and 'mcp_resume_resume_outcome="refused"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
