@@ -23,6 +23,7 @@ from starlette.types import Receive, Scope, Send
 from mcp_resume_asgi import Policy, resumable
 from mcp_resume_asgi.store import MemoryStore
 from mcp_resume_asgi.wire import jsonrpc as p
+from tests.support.asgi import answer_lifespan, sse_event
 from tests.support.pausing_store import PausingStore
 from tests.support.raw import RawSession
 from tests.support.server import serve_in_loop
@@ -46,13 +47,8 @@ class ProgressThenAnswer:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await answer_lifespan(receive, send)
+            return
         request = p.loads_wire((await receive()).get("body", b""))
         assert isinstance(request, dict)
         await send(
@@ -67,16 +63,12 @@ class ProgressThenAnswer:
             "method": "notifications/progress",
             "params": {"progressToken": 1, "progress": 1},
         }
-        await send({"type": "http.response.body", "body": sse(progress), "more_body": True})
+        await send({"type": "http.response.body", "body": sse_event(progress), "more_body": True})
         await self.go.wait()
         result = {"jsonrpc": "2.0", "id": request["id"], "result": {"content": [], "isError": False}}
-        await send({"type": "http.response.body", "body": sse(result), "more_body": True})
+        await send({"type": "http.response.body", "body": sse_event(result), "more_body": True})
         self.answered.set()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-def sse(message: dict[str, Any]) -> bytes:
-    return b"event: message\ndata: " + p.dumps(message) + b"\n\n"
 
 
 async def test_a_result_recorded_while_a_resume_reads_the_store_reaches_that_resume() -> None:

@@ -37,6 +37,7 @@ from mcp_resume_asgi.engine.cluster import Node
 from mcp_resume_asgi.store import RedisStore
 from mcp_resume_asgi.wire import jsonrpc as p
 from tests.apps.mcpserver_app import create_app
+from tests.support.asgi import answer_lifespan, sse_event
 from tests.support.raw import RawSession
 from tests.support.redis_server import own_redis
 from tests.support.server import serve, serve_in_loop
@@ -45,10 +46,6 @@ from tests.support.timing import scaled
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60), pytest.mark.slow]
 
 SECRET = "store-down-defects-secret"
-
-
-def event(message: dict[str, Any]) -> bytes:
-    return b"event: message\ndata: " + p.dumps(message) + b"\n\n"
 
 
 class GatedApp:
@@ -60,13 +57,8 @@ class GatedApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await answer_lifespan(receive, send)
+            return
         request = p.loads_wire((await receive()).get("body", b""))
         assert isinstance(request, dict)
         if request.get("method") != "tools/call":
@@ -82,7 +74,7 @@ class GatedApp:
             "method": "notifications/progress",
             "params": {"progressToken": 1, "progress": 1},
         }
-        await send({"type": "http.response.body", "body": event(progress), "more_body": True})
+        await send({"type": "http.response.body", "body": sse_event(progress), "more_body": True})
         self.progressed.set()
         await self.go.wait()
         answer = {
@@ -90,7 +82,7 @@ class GatedApp:
             "id": request["id"],
             "result": {"content": [{"type": "text", "text": "ok"}]},
         }
-        await send({"type": "http.response.body", "body": event(answer), "more_body": True})
+        await send({"type": "http.response.body", "body": sse_event(answer), "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 

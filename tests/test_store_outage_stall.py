@@ -36,6 +36,7 @@ from mcp_resume_asgi.engine.engine import Engine
 from mcp_resume_asgi.store import RedisStore
 from mcp_resume_asgi.wire import jsonrpc as p
 from tests.apps.rest_app import RUNS, create_app
+from tests.support.asgi import answer_lifespan
 from tests.support.pausing_store import PausingStore
 from tests.support.raw import RawSession
 from tests.support.redis_server import RedisServer, own_redis
@@ -146,13 +147,8 @@ async def progress_then_no_answer(scope: Scope, receive: Receive, send: Send) ->
     """An app that answers a request with one progress event and ends its stream without a
     response (as an app that failed half way would)."""
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await answer_lifespan(receive, send)
+        return
     request = p.loads_wire((await receive()).get("body", b""))
     assert isinstance(request, dict)
     if request.get("method") == "ping":  # (admission probes)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from starlette.types import Message, Receive
+from typing import Any
+
+from starlette.types import Message, Receive, Send
+
+from mcp_resume_asgi.wire import jsonrpc as p
 
 
 def replaying(first: Message, receive: Receive) -> Receive:
@@ -18,3 +22,19 @@ def replaying(first: Message, receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+async def answer_lifespan(receive: Receive, send: Send) -> None:
+    """A raw test app's ASGI lifespan: startup and shutdown, each acknowledged at once."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+def sse_event(message: dict[str, Any]) -> bytes:
+    """One JSON-RPC message as an SSE `message` event (no id: the middleware gives it one)."""
+    return b"event: message\ndata: " + p.dumps(message) + b"\n\n"
