@@ -36,6 +36,7 @@ from mcp_resume_asgi.engine.relayed_caller import describe, seat
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
 from mcp_resume_asgi.store.health import OutageLog
+from mcp_resume_asgi.wire.asgi import http_scope
 from mcp_resume_asgi.wire.jsonrpc import STREAM_ERROR, error_message
 from mcp_resume_asgi.wire.principal import PrincipalOf, default_principal
 from mcp_resume_asgi.wire.relay_seal import RelayRequest, RelaySeal
@@ -204,22 +205,14 @@ class Node:
         if self._handler is None:
             return
         try:
-            scope: Scope = {
-                "type": "http",
-                "asgi": {"version": "3.0", "spec_version": "2.3"},
-                "http_version": "1.1",
-                "method": str(request.get("method", "GET")),
-                "scheme": str(request.get("scheme", "http")),
-                "path": str(request.get("path", "/")),
-                "raw_path": str(request.get("path", "/")).encode(),
-                "query_string": _unb64(request.get("query")),
-                "root_path": "",
-                "headers": [(_unb64(k), _unb64(v)) for k, v in request.get("headers", [])],
-                "server": None,
-                "client": None,
-                "state": {},
-                RELAYED_FROM: reply_to,
-            }
+            scope = http_scope(
+                str(request.get("method", "GET")),
+                str(request.get("scheme", "http")),
+                str(request.get("path", "/")),
+                _unb64(request.get("query")),
+                [(_unb64(k), _unb64(v)) for k, v in request.get("headers", [])],
+            )
+            scope[RELAYED_FROM] = reply_to
             body = _unb64(request.get("body"))
         except (ValueError, TypeError):
             self._refused(relay_id, "its request is malformed")

@@ -419,11 +419,12 @@ class Writer:
         if att.closing is None:
             conn.busy = True
             try:
-                if not conn.started and not self.host.meta_created and not await self._open_record(conn):
-                    self.core.head_sent(att)  # (not now: it goes out with the first event)
-                elif not conn.started:
+                if not conn.started:
+                    # (Without its record, which the store could not create now, the head goes
+                    # out with the first event instead.)
+                    recorded = self.host.meta_created or await self._open_record(conn)
                     self.core.head_sent(att)
-                    if await conn.start():
+                    if recorded and await conn.start():
                         head, conn.head = conn.head, None
                         if head and await self.write(conn, att, head) is None:
                             self._hand_over(conn)

@@ -395,9 +395,10 @@ class Engine:
     async def rerun(self, meta: StreamMeta, policy: Policy | None = None) -> bool:
         """The node running `meta`'s request was lost (or its drain's budget stopped it, handing
         it over) before its answer: run the request again here if its route allows it
-        (`Policy.rerun_on_loss`) and its stored request is still there (`rerun.py`). True when the call goes on - re-run here, or by another node that
-        took this loss first (its events reach every follower through the store); False when
-        it ends as before (the caller records today's error, or the task fails).
+        (`Policy.rerun_on_loss`) and its stored request is still there (`rerun.py`). True when
+        the call goes on - re-run here, or by another node that took this loss first (its events
+        reach every follower through the store); False when it ends as before (the caller
+        records today's error, or the task fails).
 
         At most one node re-runs one loss: the claim of its round (`add_key`), then the record
         taken over from the dead owner with a compare-and-set, which a node that read the record

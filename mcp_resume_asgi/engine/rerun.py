@@ -24,7 +24,7 @@ from typing import Any
 from mcp_resume_asgi.engine.relayed_caller import describe, seat
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
-from mcp_resume_asgi.wire.asgi import Scope
+from mcp_resume_asgi.wire.asgi import Scope, http_scope
 from mcp_resume_asgi.wire.principal import PrincipalOf
 
 __all__ = [
@@ -181,21 +181,7 @@ async def release(store: Store, node_id: str, stream_id: str, round_: int) -> No
 
 def scope_of(request: StoredRequest) -> Scope | None:
     """An ASGI scope for running `request` again, its caller seated (None: a malformed caller)."""
-    scope: Scope = {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": request.method,
-        "scheme": request.scheme,
-        "path": request.path,
-        "raw_path": request.path.encode(),
-        "query_string": request.query,
-        "root_path": "",
-        "headers": list(request.headers),
-        "server": None,
-        "client": None,
-        "state": {},
-    }
+    scope = http_scope(request.method, request.scheme, request.path, request.query, list(request.headers))
     return scope if seat(scope, request.caller) else None
 
 

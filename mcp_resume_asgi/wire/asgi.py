@@ -16,13 +16,36 @@ import inspect
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-__all__ = ["ASGIApp", "Message", "Receive", "Scope", "Send", "check_asgi_app"]
+__all__ = ["ASGIApp", "Message", "Receive", "Scope", "Send", "check_asgi_app", "http_scope"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def http_scope(
+    method: str, scheme: str, path: str, query_string: bytes, headers: list[tuple[bytes, bytes]]
+) -> Scope:
+    """The scope of an HTTP request that arrived elsewhere (relayed from another node, or kept
+    to be run again), to serve it as if it had come here: no server, no client address."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": scheme,
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query_string,
+        "root_path": "",
+        "headers": headers,
+        "server": None,
+        "client": None,
+        "state": {},
+    }
+
 
 #: Methods of MCP server objects that build the ASGI app; naming them says what to call.
 _APP_FACTORIES = ("streamable_http_app", "http_app")
