@@ -80,6 +80,20 @@ class AppDisconnect(Flag):
         return {"type": "http.disconnect"}
 
 
+_ALREADY_SET = Flag()
+"""A flag set for good, shared: what `HostedStream.done` and `opened` are once set before anyone
+asked for them (a set flag never changes again, and waiting on it returns at once)."""
+_ALREADY_SET.set()
+
+
+def _set(flag: Flag | None) -> Flag:
+    """Set `flag`, made on demand (None: nobody asked for it yet); returns it."""
+    if flag is None:
+        return _ALREADY_SET
+    flag.set()
+    return flag
+
+
 class _ThenDisconnect:
     """(asyncio) Awaits `first`, then `flag`'s future: `http.disconnect`. A coroutine by hand, so
     that an app idle on its `receive` once `first` is over holds this small object, not a frame."""
@@ -143,7 +157,7 @@ class HostedStream:
         "body_taken",
         "core",
         "delivery",
-        "done",
+        "_done",
         "expired",
         "first",
         "first_messages",
@@ -158,7 +172,7 @@ class HostedStream:
         "meta_created",
         "method",
         "mode",
-        "opened",
+        "_opened",
         "opted_in",
         "over",
         "parser",
@@ -260,9 +274,9 @@ class HostedStream:
         self.body_taken = False
         self.over = False
         """The app's task is over (its request, and what follows it, are done)."""
-        self.done = Flag()
-        self.opened = Flag()
-        """Set once the stream's record exists (a retried POST waits for it)."""
+        # `done` and `opened`, made when first asked for (an idle stream's are never waited on).
+        self._done: Flag | None = None
+        self._opened: Flag | None = None
         self.expired = False
         self.left_early = False
         """The client left before the app decided how to answer."""
@@ -274,6 +288,27 @@ class HostedStream:
         self.json_chunks: list[bytes] | None = None
         self.json_size = 0
         self.passthrough_body: list[bytes] | None = None
+
+    @property
+    def done(self) -> Flag:
+        """Set once the app's request is over (its stream concluded)."""
+        done = self._done
+        if done is None:
+            done = self._done = Flag()
+        return done
+
+    @property
+    def opened(self) -> Flag:
+        """Set once the stream's record exists (a retried POST waits for it), or its request is
+        over without one."""
+        opened = self._opened
+        if opened is None:
+            opened = self._opened = Flag()
+        return opened
+
+    def mark_opened(self) -> None:
+        """The stream's record exists: set `opened`."""
+        self._opened = _set(self._opened)
 
     # ------------------------------------------------------------------ hosting
     def adopt(self, last_seq: int) -> None:
@@ -416,7 +451,9 @@ class HostedStream:
                 self.first = None  # (nor kept by a detached stream: its buffers, headers, flags)
             if not ended and not gone and not first.finished:
                 spawn(self.first_gone, first)  # cancelled (the server stops): the client is as good as gone
-        return self.writer.outcome
+        # Handed to the call, not kept by the stream (a detached one holds it for its resume window).
+        outcome, self.writer.outcome = self.writer.outcome, None
+        return outcome
 
     def app_receive(self) -> Awaitable[Message]:
         """The app's `receive` (a bound method: no closure held for as long as the app runs).
@@ -581,8 +618,8 @@ class HostedStream:
         finally:
             self.answer_start = None
             self.core.app_finished()
-            self.done.set()
-            self.opened.set()
+            self._done = _set(self._done)
+            self._opened = _set(self._opened)
             self.app_disconnect.set()
             self.writer.after_app()
             await self.services.cancel_bindings.forget(self.stream_id)

@@ -46,7 +46,6 @@ from mcp_resume_asgi.wire.sse import SSEEvent, encode_payload
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.core.stream import Recorded
-    from mcp_resume_asgi.engine.connection import Flag
 
 __all__ = [
     "LOST_TEXT",
@@ -110,8 +109,8 @@ class RecordedStream(HostedRequest, Protocol):
     def expired(self) -> bool: ...
     @property
     def json_status(self) -> int: ...
-    @property
-    def opened(self) -> Flag: ...
+    def mark_opened(self) -> None:
+        """The stream's record exists (its `opened` flag is set)."""
     @property
     def first_attached(self) -> bool:
         """The first connection is still the stream's (a record created now says it is attached)."""
@@ -717,7 +716,7 @@ class Recorder:
                 self.opening_over.set()
                 self.opening_over = None
         hosted.meta_created = True
-        hosted.opened.set()
+        hosted.mark_opened()
 
     async def open_record(self, *, attached: bool = False) -> None:
         """Create the stream's record in the store (it can be resumed from then on)."""
@@ -728,7 +727,7 @@ class Recorder:
         if hosted.adopted:
             # A re-run (`Engine.rerun`): the record of the lost run goes on, taken over already.
             hosted.meta_created = True
-            hosted.opened.set()
+            hosted.mark_opened()
             return
         await hosted.store.create_stream(self._meta(attached=attached), ttl_s=ttl)
         if hosted.policy.rerun_on_loss and hosted.kind is StreamKind.REQUEST and services.node is not None:
@@ -736,7 +735,7 @@ class Recorder:
             stored = rerun.capture(hosted.scope, hosted.body, services.principal)
             await rerun.save(hosted.store, hosted.stream_id, stored, ttl)
         hosted.meta_created = True
-        hosted.opened.set()
+        hosted.mark_opened()
         if hosted.kind is StreamKind.STANDALONE and hosted.session_id is not None:
             # The app accepted the GET: from now on a second GET of the session resumes this one.
             await hosted.store.set_key(keys.standalone(hosted.session_id), hosted.stream_id, ttl)
