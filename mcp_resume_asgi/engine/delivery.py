@@ -89,6 +89,9 @@ class WriterHost(Protocol):
     async def check_expiry(self) -> None:
         """The core's resume window passed: expire the stream unless the store says otherwise."""
 
+    def rest(self) -> None:
+        """The stream has no connection now: let go of what only a writing stream needs."""
+
 
 async def finish_answer(conn: Connection, reason: Reason, cursor: int, policy: Policy) -> None:
     """End a connection's answer as its reason says: the feature layer's interim result after
@@ -510,6 +513,8 @@ class Writer:
             conn.released.set()
             conn.stop_listening()  # its own call watches it: it may return now
             self.answer_ends()
+        if self.conn is None:
+            self.host.rest()
         logger.debug("stream %s: connection let go (%s) at %s", self.stream_id, reason, att.cursor)
 
     def drain(self) -> None:

@@ -35,7 +35,7 @@ import logging
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from starlette.types import Message, Scope
@@ -94,15 +94,24 @@ def _set(flag: Flag | None) -> Flag:
     return flag
 
 
+class _Waiting(Protocol):
+    """What `_ThenDisconnect` needs of its stream (a `HostedStream`)."""
+
+    @property
+    def app_disconnect(self) -> AppDisconnect: ...
+    def rest(self) -> None: ...
+
+
 class _ThenDisconnect:
-    """(asyncio) Awaits `first`, then `flag`'s future: `http.disconnect`. A coroutine by hand, so
-    that an app idle on its `receive` once `first` is over holds this small object, not a frame."""
+    """(asyncio) Awaits `first`, then the stream's `app_disconnect` future: `http.disconnect`. A
+    coroutine by hand, so that an app idle on its `receive` once `first` is over holds this small
+    object, not a frame."""
 
-    __slots__ = ("_flag", "_inner")
+    __slots__ = ("_hosted", "_inner")
 
-    def __init__(self, first: Coroutine[Any, Any, None], flag: AppDisconnect) -> None:
+    def __init__(self, first: Coroutine[Any, Any, None], hosted: _Waiting) -> None:
         self._inner: Generator[Any, Any, Any] | Coroutine[Any, Any, Any] = first
-        self._flag: AppDisconnect | None = flag
+        self._hosted: _Waiting | None = hosted
 
     def __await__(self) -> Generator[Any, Any, Message]:
         return self  # (the generator protocol, by hand)
@@ -131,12 +140,14 @@ class _ThenDisconnect:
         self._inner.close()
 
     def _then(self, stop: StopIteration) -> Any:
-        flag, self._flag = self._flag, None
-        if flag is None:  # the flag's future is done: its result is the message
+        hosted, self._hosted = self._hosted, None
+        if hosted is None:  # the flag's future is done: its result is the message
             raise stop
+        flag = hosted.app_disconnect
         waiter = flag.future()
         if waiter is None:  # (set meanwhile)
             raise StopIteration(flag._result())
+        hosted.rest()  # (the app waits, its burst written)
         self._inner = waiter.__await__()
         return self.send(None)
 
@@ -147,6 +158,9 @@ class HostedStream:
     # Slots, not a dict: a detached stream lives on for its resume window, thousands at a time.
     __slots__ = (
         "__weakref__",
+        "_done",
+        "_opened",
+        "_recorder",
         "adopted",
         "answer_start",
         "app_call",
@@ -157,7 +171,6 @@ class HostedStream:
         "body_taken",
         "core",
         "delivery",
-        "_done",
         "expired",
         "first",
         "first_messages",
@@ -172,7 +185,6 @@ class HostedStream:
         "meta_created",
         "method",
         "mode",
-        "_opened",
         "opted_in",
         "over",
         "parser",
@@ -182,7 +194,6 @@ class HostedStream:
         "prefix",
         "principal",
         "record_due",
-        "recorder",
         "request_id",
         "route",
         "scope",
@@ -240,7 +251,8 @@ class HostedStream:
             now=time.monotonic(),
             opted_in=opted_in,
         )
-        self.recorder = Recorder(self)
+        self._recorder: Recorder | None = None
+        """Made when first needed; let go while the stream is detached and its app quiet (`rest`)."""
         self.writer = Writer(
             self, services, self.core, policy, stream_id=self.stream_id, request_id=request_id
         )
@@ -305,6 +317,23 @@ class HostedStream:
         if opened is None:
             opened = self._opened = Flag()
         return opened
+
+    @property
+    def recorder(self) -> Recorder:
+        """The store side of the stream (`recorder.py`), made on demand: a detached stream whose
+        app is quiet holds none (`rest`)."""
+        recorder = self._recorder
+        if recorder is None:
+            recorder = self._recorder = Recorder(self)
+        return recorder
+
+    def rest(self) -> None:
+        """No connection is attached: let go of the recorder if nothing of it is under way or
+        held (it is made again when the app next writes; an idle detached stream lives on for
+        its resume window, thousands at a time)."""
+        recorder = self._recorder
+        if recorder is not None and self.writer.conn is None and recorder.at_rest():
+            self._recorder = None
 
     def mark_opened(self) -> None:
         """The stream's record exists: set `opened`."""
@@ -462,10 +491,12 @@ class HostedStream:
         flag's future itself, which resolves to `http.disconnect`: an idle app awaits it with no
         coroutine of ours held (every idle detached stream's app waits here)."""
         if self.body_taken and asyncio._get_running_loop() is not None:
-            if self.recorder.due_before_wait():  # (its burst is written first)
-                return _ThenDisconnect(self.recorder.before_wait(), self.app_disconnect)
+            recorder = self._recorder
+            if recorder is not None and recorder.due_before_wait():  # (its burst is written first)
+                return _ThenDisconnect(recorder.before_wait(), self)
             waiter = self.app_disconnect.future()
             if waiter is not None:
+                self.rest()
                 return waiter
         return self._receive()
 
@@ -475,7 +506,10 @@ class HostedStream:
             await self.request_taken()
             # (kept: the record's trace and a session's `initialize` read it later)
             return {"type": "http.request", "body": self.body, "more_body": False}
-        await self.recorder.before_wait()  # (what the app sent without yielding: written now)
+        recorder = self._recorder
+        if recorder is not None:
+            await recorder.before_wait()  # (what the app sent without yielding: written now)
+            self.rest()
         # Never the server's `receive`: the request's own call watches its client. On asyncio the
         # flag's future itself is awaited: no coroutine of `Flag.wait` held while the app idles.
         waiter = self.app_disconnect.future()
@@ -576,7 +610,8 @@ class HostedStream:
 
     async def app_finished(self) -> None:
         try:
-            await self.recorder.flush()
+            if self._recorder is not None:  # (none: nothing left to write)
+                await self._recorder.flush()
             handed_over = self.handed_over and self.kind is StreamKind.REQUEST and not self.expired
             if self.mode is Mode.UPGRADED and not self.core.final_seq and not handed_over:
                 await self.recorder.record_json_answer()
@@ -611,7 +646,7 @@ class HostedStream:
                     await send_bytes(
                         first.send_message, 500, b"Internal Server Error", content_type=b"text/plain"
                     )
-            elif self.recorder.unavailable and self.first is not None:
+            elif self._recorder is not None and self._recorder.unavailable and self.first is not None:
                 first = self.first  # (what `unrecorded` passed through may hold the app's end)
                 if first.started and not first.finished and not first.gone.is_set():
                     await first.send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -640,8 +675,11 @@ class HostedStream:
             parser = self.parser
             frame = None if parser is not None and parser.pending else single_event_frame(body)
             if frame is not None:  # the usual shape, one whole event per chunk: no parsing, no copy
-                if not self.recorder.queue(frame):  # (queued: a burst's, written when the app yields)
-                    await self.recorder.record_frames([frame])
+                recorder = self.recorder
+                if not recorder.queue(frame):  # (queued: a burst's, written when the app yields)
+                    await recorder.record_frames([frame])
+                    if self.writer.conn is None:
+                        self.rest()  # (written while detached)
                 return
             try:
                 if parser is None:
