@@ -262,7 +262,8 @@ async def test_an_idle_detached_stream_lets_go_of_its_recorder_and_makes_one_whe
     client.gone.set()
     await asyncio.wait_for(call, 10)
     (hosted,) = middleware.engine.live.values()
-    await settle(lambda: hosted._recorder is None)  # detached, its app quiet: no recorder held
+    # detached, its app quiet: neither a recorder nor a writer held
+    await settle(lambda: hosted._recorder is None and hosted._writer is None)
     more.set()
     await settle(lambda: not middleware.engine.live)
     # What the app wrote later is recorded after the rest, ids in order; then, as ever for a request

@@ -56,6 +56,10 @@ async def _nothing() -> None:
 class WriterHost(Protocol):
     """What a `Writer` needs of the stream it delivers (a `HostedStream`)."""
 
+    counted_detached: bool
+    """Its app runs with no connection attached, counted in `streams_detached` (kept by the
+    stream: its writer is let go while it is detached)."""
+
     @property
     def first(self) -> Connection | None:
         """The connection that brought the request."""
@@ -124,7 +128,6 @@ class Writer:
         "answering",
         "conn",
         "core",
-        "detached",
         "host",
         "outcome",
         "policy",
@@ -141,6 +144,7 @@ class Writer:
         services: StreamServices[Any],
         core: StreamCore,
         policy: Policy,
+        timer: Timer,
         *,
         stream_id: str,
         request_id: Any,
@@ -156,7 +160,8 @@ class Writer:
         self.request_id = request_id
         self.conn: Connection | None = None
         """The connection attached now."""
-        self.timer = Timer(self)  # (called as `on_timer`: no bound method held per stream)
+        self.timer = timer
+        """The stream's place in the scheduler (its host's: it outlives a writer let go)."""
         self.outcome: tuple[str, int] | None = None
         """How the first connection was let go, and where."""
         self.answering = 0
@@ -165,8 +170,11 @@ class Writer:
         decide what the request is - a feature layer's deadline frame makes it a task - so the
         request is not concluded while one is under way (`answers_settled`)."""
         self._settled: anyio.Event | None = None
-        self.detached = False
-        """Its app runs with no connection attached (counted in `streams_detached`)."""
+
+    def at_rest(self) -> bool:
+        """No connection, nothing under way or to hand over: a writer made afresh would do the
+        same from here (`HostedStream.rest` lets go of it)."""
+        return self.conn is None and not self.answering and self._settled is None and self.outcome is None
 
     # ------------------------------------------------------------------ answers under way
     def answer_begins(self) -> None:
@@ -225,8 +233,9 @@ class Writer:
             return
         telemetry.streams_attached(delta)
         detached = delta < 0 and not self.core.app_done
-        if detached is not self.detached:
-            self.detached = detached
+        host = self.host
+        if detached is not host.counted_detached:
+            host.counted_detached = detached
             telemetry.streams_detached(1 if detached else -1)
 
     async def serve(self, conn: Connection, *, gen: int, after_seq: int, priming: bool) -> tuple[str, int]:
@@ -554,9 +563,6 @@ class Writer:
                     spawn(self._timed_service, conn)
         return self.core.next_deadline()
 
-    __call__ = on_timer
-    """The writer is its own `Timer` callback (`on_timer`)."""
-
     async def _timed_service(self, conn: Connection) -> None:
         try:
             await self.service(conn)
@@ -570,8 +576,9 @@ class Writer:
             self.core.settle(conn.attachment)
             if conn.own_writer:
                 conn.signal()
-        if self.detached:
-            self.detached = False
+        host = self.host
+        if host.counted_detached:
+            host.counted_detached = False
             self.services.telemetry.streams_detached(-1)
         self.arm()
 

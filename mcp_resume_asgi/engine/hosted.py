@@ -47,7 +47,7 @@ from mcp_resume_asgi.engine.connection import Connection, Flag, current_asyncio_
 from mcp_resume_asgi.engine.delivery import Writer, finish_answer
 from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.engine.recorder import Recorder
-from mcp_resume_asgi.engine.scheduler import spawn
+from mcp_resume_asgi.engine.scheduler import Timer, spawn
 from mcp_resume_asgi.engine.services import ENDED_WITHOUT_RESPONSE, SHUT_DOWN
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.store.base import StreamKind
@@ -84,6 +84,10 @@ _ALREADY_SET = Flag()
 """A flag set for good, shared: what `HostedStream.done` and `opened` are once set before anyone
 asked for them (a set flag never changes again, and waiting on it returns at once)."""
 _ALREADY_SET.set()
+
+
+async def _nothing() -> None:
+    """What `HostedStream.deliver` returns with no writer (nobody attached)."""
 
 
 def _set(flag: Flag | None) -> Flag:
@@ -161,6 +165,7 @@ class HostedStream:
         "_done",
         "_opened",
         "_recorder",
+        "_writer",
         "adopted",
         "answer_start",
         "app_call",
@@ -170,6 +175,7 @@ class HostedStream:
         "body",
         "body_taken",
         "core",
+        "counted_detached",
         "delivery",
         "expired",
         "first",
@@ -201,9 +207,9 @@ class HostedStream:
         "session_id",
         "store",
         "stream_id",
+        "timer",
         "upgraded_sse",
         "version",
-        "writer",
     )
 
     def __init__(
@@ -253,10 +259,12 @@ class HostedStream:
         )
         self._recorder: Recorder | None = None
         """Made when first needed; let go while the stream is detached and its app quiet (`rest`)."""
-        self.writer = Writer(
-            self, services, self.core, policy, stream_id=self.stream_id, request_id=request_id
-        )
-        """Writes the stream to the connection attached to it, and acts on its timers."""
+        self._writer: Writer | None = None
+        """Made when first needed; let go while the stream is detached and quiet (`rest`)."""
+        self.counted_detached = False
+        """Counted in `streams_detached` (`Writer._count_attached`)."""
+        self.timer = Timer(self)  # (called as `on_timer`: no bound method held per stream)
+        """The stream's place in the scheduler (its writer acts on what comes due)."""
         self.mode: Mode | None = None
         self.adopted = False
         """A re-run: it continues the record of a run lost with its node (`adopt`)."""
@@ -327,13 +335,47 @@ class HostedStream:
             recorder = self._recorder = Recorder(self)
         return recorder
 
+    @property
+    def writer(self) -> Writer:
+        """Writes the stream to the connection attached to it, and acts on its timers
+        (`delivery.py`); made on demand: a detached quiet stream holds none (`rest`)."""
+        writer = self._writer
+        if writer is None:
+            writer = self._writer = Writer(
+                self,
+                self.services,
+                self.core,
+                self.policy,
+                self.timer,
+                stream_id=self.stream_id,
+                request_id=self.request_id,
+            )
+        return writer
+
     def rest(self) -> None:
-        """No connection is attached: let go of the recorder if nothing of it is under way or
-        held (it is made again when the app next writes; an idle detached stream lives on for
-        its resume window, thousands at a time)."""
+        """If no connection is attached, let go of the writer and the recorder, each if nothing
+        of it is under way or held (made again when next needed: an idle detached stream lives
+        on for its resume window, thousands at a time)."""
+        writer = self._writer
+        if writer is not None:
+            if writer.conn is not None:
+                return
+            if writer.at_rest():
+                self._writer = None
         recorder = self._recorder
-        if recorder is not None and self.writer.conn is None and recorder.at_rest():
+        if recorder is not None and recorder.at_rest():
             self._recorder = None
+
+    def on_timer(self, now: float) -> float | None:
+        """What comes due on the stream's timer (`Writer.on_timer`)."""
+        return self.writer.on_timer(now)
+
+    __call__ = on_timer
+    """The stream is its own `Timer` callback (`on_timer`)."""
+
+    def _attached(self) -> bool:
+        writer = self._writer
+        return writer is not None and writer.conn is not None
 
     def mark_opened(self) -> None:
         """The stream's record exists: set `opened`."""
@@ -401,7 +443,7 @@ class HostedStream:
 
     def _unhost(self) -> None:
         """Hosting failed before the app started."""
-        self.writer.timer.cancel()
+        self.timer.cancel()
         self.services.live.pop(self.stream_id, None)
 
     async def run(self, after_app: Callable[[], Awaitable[None]] | None) -> None:
@@ -449,7 +491,7 @@ class HostedStream:
             if after_app is not None:
                 await after_app()
         finally:
-            self.writer.timer.cancel()
+            self.timer.cancel()
             self.services.live.pop(self.stream_id, None)
             self.over = True
             if self.first is not None:
@@ -481,7 +523,11 @@ class HostedStream:
             if not ended and not gone and not first.finished:
                 spawn(self.first_gone, first)  # cancelled (the server stops): the client is as good as gone
         # Handed to the call, not kept by the stream (a detached one holds it for its resume window).
-        outcome, self.writer.outcome = self.writer.outcome, None
+        writer = self._writer
+        if writer is None:
+            return None
+        outcome, writer.outcome = writer.outcome, None
+        self.rest()  # (let go, its stream may be quiet now)
         return outcome
 
     def app_receive(self) -> Awaitable[Message]:
@@ -588,7 +634,8 @@ class HostedStream:
     def deliver(self, batch: list[tuple[int, bytes]]) -> Awaitable[None]:
         """Events were just recorded: write them to the attached connection (`Writer.deliver`,
         itself: one coroutine fewer per event)."""
-        return self.writer.deliver(batch)
+        writer = self._writer
+        return _nothing() if writer is None else writer.deliver(batch)
 
     def arm(self) -> None:
         """The core's next deadline may have moved: tell the scheduler (`Writer.arm`)."""
@@ -678,7 +725,7 @@ class HostedStream:
                 recorder = self.recorder
                 if not recorder.queue(frame):  # (queued: a burst's, written when the app yields)
                     await recorder.record_frames([frame])
-                    if self.writer.conn is None:
+                    if not self._attached():
                         self.rest()  # (written while detached)
                 return
             try:
@@ -793,7 +840,7 @@ class HostedStream:
 
     @property
     def first_attached(self) -> bool:
-        return self.writer.conn is not None
+        return self._attached()
 
     async def open_now(self, *, attached: bool, gen: int = 1) -> bool:
         """Create the due record now (`Recorder.open_now`)."""
@@ -804,7 +851,13 @@ class HostedStream:
         down). If nothing of the answer has reached its client, it passes through, marked as
         one whose record could not open at its start is (`on_response_start`): True."""
         first, start = self.first, self.answer_start
-        if first is None or start is None or first.started or self.writer.conn is not first:
+        if (
+            first is None
+            or start is None
+            or first.started
+            or self._writer is None
+            or self._writer.conn is not first
+        ):
             return False
         self.answer_start = None
         self.core.record_unavailable_after_all()
@@ -860,7 +913,7 @@ class HostedStream:
             prefix=self.prefix or None,
         )
         held.delivery = self.delivery
-        if self.writer.conn is not None:
+        if self._attached():
             await self.superseded(held)
             return
         meta = await self.store.attach(self.stream_id, time.time())
