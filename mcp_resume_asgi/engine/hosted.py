@@ -41,7 +41,7 @@ import anyio
 from starlette.types import Message, Scope
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, content_type, session_id, stream_headers
-from mcp_resume_asgi.core.stream import FirstGone, Reason, StreamCore
+from mcp_resume_asgi.core.stream import Due, FirstGone, Reason, StreamCore
 from mcp_resume_asgi.engine import cancellation, rerun
 from mcp_resume_asgi.engine.connection import Connection, Flag, current_asyncio_task
 from mcp_resume_asgi.engine.delivery import Writer, finish_answer
@@ -367,8 +367,17 @@ class HostedStream:
             self._recorder = None
 
     def on_timer(self, now: float) -> float | None:
-        """What comes due on the stream's timer (`Writer.on_timer`)."""
-        return self.writer.on_timer(now)
+        """What comes due on the stream's timer (`Writer.on_timer`; without a writer, nothing is
+        attached: what needs no connection, without making one for a deadline gone stale)."""
+        writer = self._writer
+        if writer is not None:
+            return writer.on_timer(now)
+        for due in self.core.due(now):
+            if due is Due.DECIDE:
+                spawn(self.decide)
+            elif due is Due.CHECK_EXPIRY:
+                spawn(self.check_expiry)
+        return self.core.next_deadline()
 
     __call__ = on_timer
     """The stream is its own `Timer` callback (`on_timer`)."""
