@@ -570,17 +570,13 @@ class Writer:
             self.answer_ends()
 
     def after_app(self) -> None:
-        """The app is done: a connection that has everything is closed."""
+        """The app is done: a connection that has everything is closed (its stream then stops
+        counting as detached, and arms its timer: `HostedStream.app_finished`)."""
         conn = self.conn
         if conn is not None and conn.attachment is not None:
             self.core.settle(conn.attachment)
             if conn.own_writer:
                 conn.signal()
-        host = self.host
-        if host.counted_detached:
-            host.counted_detached = False
-            self.services.telemetry.streams_detached(-1)
-        self.arm()
 
     async def finish_first(self) -> None:
         """After the app: serve the first connection to its end (its ASGI call returns then)."""

@@ -492,7 +492,8 @@ class HostedStream:
             finally:
                 with anyio.CancelScope(shield=True):
                     await self.app_finished()
-            await self.writer.finish_first()
+            if self._writer is not None or self.held is not None or self.first is not None:
+                await self.writer.finish_first()  # (else nothing to serve: no writer made for it)
             await cancellation.forget(self)
             delivery = self.delivery
             if delivery is not None and delivery.after_app is not None:
@@ -647,8 +648,8 @@ class HostedStream:
         return _nothing() if writer is None else writer.deliver(batch)
 
     def arm(self) -> None:
-        """The core's next deadline may have moved: tell the scheduler (`Writer.arm`)."""
-        self.writer.arm()
+        """The core's next deadline may have moved: tell the scheduler."""
+        self.services.scheduler.arm(self.timer, self.core.next_deadline())
 
     async def closed_by_client(self) -> None:
         await cancellation.closed_by_client(self)
@@ -680,7 +681,8 @@ class HostedStream:
                 # Each write of the app's end is in the store (and the core knows its answer) before
                 # the next step reads `final_seq`, and before the stream is concluded: with
                 # write-behind, a write still under way would land after the request is over.
-                await self.recorder.flush()
+                if self._recorder is not None:  # (none: nothing under way)
+                    await self._recorder.flush()
                 handed_over = handed_over and self.core.final_seq is None
                 if handed_over:
                     # Owned by no live node from now on: the first node to notice runs it again.
@@ -712,7 +714,13 @@ class HostedStream:
             self._done = _set(self._done)
             self._opened = _set(self._opened)
             self.app_disconnect.set()
-            self.writer.after_app()
+            writer = self._writer
+            if writer is not None:
+                writer.after_app()
+            if self.counted_detached:
+                self.counted_detached = False
+                self.services.telemetry.streams_detached(-1)
+            self.arm()
             await self.services.cancel_bindings.forget(self.stream_id)
 
     # ------------------------------------------------------------------ the app's answer
