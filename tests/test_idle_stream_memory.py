@@ -264,6 +264,7 @@ async def test_an_idle_detached_stream_lets_go_of_its_recorder_and_makes_one_whe
     (hosted,) = middleware.engine.live.values()
     # detached, its app quiet: neither a recorder nor a writer held
     await settle(lambda: hosted._recorder is None and hosted._writer is None)
+    assert hosted.answer_start is None  # (its record exists: the app's start is not kept for it)
     more.set()
     await settle(lambda: not middleware.engine.live)
     # What the app wrote later is recorded after the rest, ids in order; then, as ever for a request

@@ -387,8 +387,10 @@ class HostedStream:
         return writer is not None and writer.conn is not None
 
     def mark_opened(self) -> None:
-        """The stream's record exists: set `opened`."""
+        """The stream's record exists: set `opened`, and let go of the app's response start kept
+        in case the record could not be created (`unrecorded`: it is not needed from now on)."""
         self._opened = _set(self._opened)
+        self.answer_start = None
 
     # ------------------------------------------------------------------ hosting
     def adopt(self, last_seq: int) -> None:
