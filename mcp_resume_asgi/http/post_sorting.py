@@ -15,12 +15,16 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from mcp_resume_asgi.core.cancel_notices import METHOD as CANCEL_METHOD
 from mcp_resume_asgi.core.cancel_notices import CancelNotice, notice_of
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import Scope
 from mcp_resume_asgi.wire.headers import accepts_sse, header, header_count
 
 __all__ = ["INVALID_KEY", "Invalid", "Post", "Sorted", "idempotency_key", "sort_post"]
+
+_VERSION_HEADER = p.VERSION_HEADER.encode()
+_SESSION_HEADER = p.SESSION_HEADER.encode()
 
 
 class Post(Enum):
@@ -54,15 +58,17 @@ def sort_post(scope: Scope, body: bytes) -> Sorted:
     message = p.loads_wire(body)
     if message is None and p.non_finite(body):
         return Sorted(Post.NOT_JSON)
-    notice = notice_of(
-        message,
-        header(scope, p.VERSION_HEADER.encode()),
-        in_session=header(scope, p.SESSION_HEADER.encode()) is not None,
-    )
-    if notice is not None:
-        return Sorted(Post.CANCEL_NOTICE, message, notice)
+    is_dict = isinstance(message, dict)
+    if is_dict and message.get("method") == CANCEL_METHOD:  # (its headers read only then)
+        notice = notice_of(
+            message,
+            header(scope, _VERSION_HEADER),
+            in_session=header(scope, _SESSION_HEADER) is not None,
+        )
+        if notice is not None:
+            return Sorted(Post.CANCEL_NOTICE, message, notice)
     if (
-        isinstance(message, dict)
+        is_dict
         and isinstance(message.get("method"), str)
         and "id" in message
         and p.valid_id(message["id"])
