@@ -40,6 +40,7 @@ core left in NEW by a host that never says what the stream is accepts `record`,
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -137,6 +138,8 @@ AT_WILL = frozenset(
 )
 
 
+# Both kept per (revision, opt-in): a few pairs in practice, asked several times per request.
+@functools.lru_cache(maxsize=64)
 def close_cancels(version: str, opted_in: bool) -> bool:
     """Whether the client closing a stream of this revision cancels its request: 2026-07-28
     removed resumable streams (no event ids, no priming, no at-will close, no resume window),
@@ -144,6 +147,7 @@ def close_cancels(version: str, opted_in: bool) -> bool:
     return p.at_least(version, p.SINGLE_EXCHANGE_VERSION) and not opted_in
 
 
+@functools.lru_cache(maxsize=64)
 def primed(version: str, opted_in: bool) -> bool:
     """Whether a stream of this revision is primed and may be closed at will (SEP-1699)."""
     return p.at_least(version, p.RESUMABLE_VERSION) and not close_cancels(version, opted_in)
