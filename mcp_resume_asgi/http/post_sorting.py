@@ -40,9 +40,10 @@ class Post(Enum):
     """Anything else: the app, as sent."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Sorted:
-    """A POST's sort: who answers it, and what of its body that one needs."""
+    """A POST's sort: who answers it, and what of its body that one needs. (Not frozen: made
+    for every POST, and a frozen one sets each field through `object.__setattr__`.)"""
 
     kind: Post
     message: Any = None
