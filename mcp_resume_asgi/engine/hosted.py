@@ -445,13 +445,18 @@ class HostedStream:
         await (self.app_disconnect.wait() if waiter is None else waiter)
         return {"type": "http.disconnect"}
 
-    async def app_send(self, message: Message) -> None:
-        """The app's `send`."""
-        await self.on_app_send(message)
+    def app_send(self, message: Message) -> Awaitable[None]:
+        """The app's `send` (not a coroutine itself: `on_app_send`'s is the one per message,
+        but for the response's last)."""
         if message["type"] == "http.response.body" and not message.get("more_body", False):
-            # What a server tells an app whose response is complete: its disconnect
-            # listener ends normally instead of being cancelled.
-            self.disconnect_app()
+            return self._last_send(message)
+        return self.on_app_send(message)
+
+    async def _last_send(self, message: Message) -> None:
+        await self.on_app_send(message)
+        # What a server tells an app whose response is complete: its disconnect
+        # listener ends normally instead of being cancelled.
+        self.disconnect_app()
 
     def hand_over(self) -> None:
         """The drain's budget ran out on a call that may run again (`Policy.rerun_on_loss`): stop
