@@ -344,6 +344,7 @@ class HostedStream:
         """The app's request and what follows it, on the engine's task: each step once.
 
         One frame for all of it (an idle stream holds this frame for as long as its app runs)."""
+        task = current_asyncio_task()
         try:
             try:
                 self.services.telemetry.join(
@@ -354,7 +355,6 @@ class HostedStream:
                     # taken back (`Connection.listener`'s way: no cancel scope, no frame of ours
                     # held while the app idles); elsewhere by a cancel scope.
                     app = self.services.app(self.scope, self.app_receive, self.app_send)
-                    task = current_asyncio_task()
                     if task is None:
                         await self._call_scoped(app)
                     else:
@@ -375,7 +375,13 @@ class HostedStream:
                 else:
                     logger.exception("app failed after starting its response")
             finally:
-                with anyio.CancelScope(shield=True):
+                if task is None:
+                    # trio: the nursery's cancel (the server stopping) must not cut it short.
+                    with anyio.CancelScope(shield=True):
+                        await self.app_finished()
+                else:
+                    # asyncio: a loop task of its own, under no cancel scope of anyio's (stopped
+                    # from inside only: `stop_app`), so a shield has nothing to hold off.
                     await self.app_finished()
             await self.writer.finish_first()
             await cancellation.forget(self)
