@@ -59,23 +59,18 @@ def sort_post(scope: Scope, body: bytes) -> Sorted:
     message = p.loads_wire(body)
     if message is None and p.non_finite(body):
         return Sorted(Post.NOT_JSON)
-    is_dict = isinstance(message, dict)
-    if is_dict and message.get("method") == CANCEL_METHOD:  # (its headers read only then)
-        notice = notice_of(
-            message,
-            header(scope, _VERSION_HEADER),
-            in_session=header(scope, _SESSION_HEADER) is not None,
-        )
-        if notice is not None:
-            return Sorted(Post.CANCEL_NOTICE, message, notice)
-    if (
-        is_dict
-        and isinstance(message.get("method"), str)
-        and "id" in message
-        and p.valid_id(message["id"])
-        and accepts_sse(scope)
-    ):
-        return Sorted(Post.REQUEST, message)
+    if isinstance(message, dict):
+        method = message.get("method")
+        if method == CANCEL_METHOD:  # (its headers read only then)
+            notice = notice_of(
+                message,
+                header(scope, _VERSION_HEADER),
+                in_session=header(scope, _SESSION_HEADER) is not None,
+            )
+            if notice is not None:
+                return Sorted(Post.CANCEL_NOTICE, message, notice)
+        if isinstance(method, str) and "id" in message and p.valid_id(message["id"]) and accepts_sse(scope):
+            return Sorted(Post.REQUEST, message)
     # A stock client answers a server-to-client request by POSTing it to the endpoint.
     batch: list[Any] = message if isinstance(message, list) else [message]
     return Sorted(Post.TO_APP, message, answered=[m["id"] for m in batch if p.is_response(m)])
