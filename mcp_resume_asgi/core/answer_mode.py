@@ -103,7 +103,15 @@ def stream_headers(headers: Headers) -> Headers:
     """The app's SSE answer headers as its client gets them: without those the engine sets
     itself (`SKIP_APP_HEADERS`), and with `X-Accel-Buffering: no` unless the app said otherwise
     (a buffering proxy would hold the stream's events back)."""
-    kept = [(k, v) for k, v in headers if k.lower() not in SKIP_APP_HEADERS]
-    if not any(k.lower() == b"x-accel-buffering" for k, _ in kept):
+    kept: Headers = []
+    buffering = False
+    for k, v in headers:  # (one pass: every SSE answer's headers come here)
+        name = k.lower()
+        if name in SKIP_APP_HEADERS:
+            continue
+        if name == b"x-accel-buffering":
+            buffering = True
+        kept.append((k, v))
+    if not buffering:
         kept.append((b"x-accel-buffering", b"no"))
     return kept

@@ -40,6 +40,8 @@ core left in NEW by a host that never says what the stream is accepts `record`,
 from __future__ import annotations
 
 import enum
+import functools
+import math
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -136,6 +138,8 @@ AT_WILL = frozenset(
 )
 
 
+# Both kept per (revision, opt-in): a few pairs in practice, asked several times per request.
+@functools.lru_cache(maxsize=64)
 def close_cancels(version: str, opted_in: bool) -> bool:
     """Whether the client closing a stream of this revision cancels its request: 2026-07-28
     removed resumable streams (no event ids, no priming, no at-will close, no resume window),
@@ -143,6 +147,7 @@ def close_cancels(version: str, opted_in: bool) -> bool:
     return p.at_least(version, p.SINGLE_EXCHANGE_VERSION) and not opted_in
 
 
+@functools.lru_cache(maxsize=64)
 def primed(version: str, opted_in: bool) -> bool:
     """Whether a stream of this revision is primed and may be closed at will (SEP-1699)."""
     return p.at_least(version, p.RESUMABLE_VERSION) and not close_cancels(version, opted_in)
@@ -264,6 +269,8 @@ def mirror_heartbeat_s(policy: Policy) -> float:
 #: Every core's `input_seqs` until its first input (never appended to: a stream that asks its
 #: client nothing, nearly all of them, holds no list of its own).
 _NO_INPUTS: list[int] = []
+#: `next_deadline`'s start: no deadline (it returns None then).
+_NEVER = math.inf
 
 
 class StreamCore:
@@ -798,31 +805,40 @@ class StreamCore:
     def next_deadline(self) -> float | None:
         """The next moment `due` (or a mirror's `owner_check_due`) may have something to say
         (None: nothing pending)."""
-        times: list[float] = []
+        # The earliest so far, kept as it goes (no list: this runs several times per request).
+        at = _NEVER
         conn = self.conn
         if conn is not None:
             if conn.write_since is not None:
-                times.append(conn.write_since + STALL_S)
+                at = conn.write_since + STALL_S
             if conn.closing is None:
-                if conn.head_due is not None:
-                    times.append(conn.head_due)
-                if self.policy.keepalive_s is not None:
-                    times.append(conn.last_write_at + self.policy.keepalive_s)
-                if conn.deadline is not None and self.final_seq is None:
-                    times.append(conn.deadline)  # (a recorded answer is never replaced)
-                if conn.at_will and self.policy.max_connection_s is not None:
-                    times.append(conn.attached_at + self.policy.max_connection_s)
-                if conn.at_will and self.policy.idle_disconnect_s is not None:
-                    times.append(conn.last_event_at + self.policy.idle_disconnect_s)
-                if self.heartbeat_s is not None:
-                    times.append(self.next_beat)
+                policy = self.policy
+                if conn.head_due is not None and conn.head_due < at:
+                    at = conn.head_due
+                if policy.keepalive_s is not None and conn.last_write_at + policy.keepalive_s < at:
+                    at = conn.last_write_at + policy.keepalive_s
+                if conn.deadline is not None and self.final_seq is None and conn.deadline < at:
+                    at = conn.deadline  # (a recorded answer is never replaced)
+                if conn.at_will:
+                    if (
+                        policy.max_connection_s is not None
+                        and conn.attached_at + policy.max_connection_s < at
+                    ):
+                        at = conn.attached_at + policy.max_connection_s
+                    if (
+                        policy.idle_disconnect_s is not None
+                        and conn.last_event_at + policy.idle_disconnect_s < at
+                    ):
+                        at = conn.last_event_at + policy.idle_disconnect_s
+                if self.heartbeat_s is not None and self.next_beat < at:
+                    at = self.next_beat
         elif not self.app_done and not self.expiry_paused:
-            times.append(self.contact_at + self.policy.max_wait_s)
-        if self.decide_by is not None:
-            times.append(self.decide_by)
-        if self.owner_check_s is not None:
-            times.append(self.next_owner_check)  # (a mirror's: `owner_check_due`, not `due`)
-        return min(times) if times else None
+            at = self.contact_at + self.policy.max_wait_s
+        if self.decide_by is not None and self.decide_by < at:
+            at = self.decide_by
+        if self.owner_check_s is not None and self.next_owner_check < at:
+            at = self.next_owner_check  # (a mirror's: `owner_check_due`, not `due`)
+        return None if at == _NEVER else at
 
     def due(self, now: float) -> list[Due]:
         """What to do at `now` (in this order)."""

@@ -32,7 +32,6 @@ import anyio
 
 from mcp_resume_asgi.core.stream import AT_WILL, Attachment, Due, Reason, StreamCore
 from mcp_resume_asgi.engine.connection import Connection
-from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.engine.scheduler import Timer, spawn
 from mcp_resume_asgi.store.base import GapError
 from mcp_resume_asgi.wire.sse import KEEPALIVE, frame_events, priming_frame, retry_frame
@@ -206,14 +205,14 @@ class Writer:
         self, conn: Connection, *, gen: int, cursor: int, hold_head: bool, opening: bytes
     ) -> Connection | None:
         """Make `conn` the stream's connection; returns the one it replaces (to be let go)."""
-        delivery = conn.delivery or Delivery()
+        delivery = conn.delivery  # (None: the defaults, `Delivery()`'s, without making one)
         now = time.monotonic()
         self.core.attach(
             gen,
             cursor,
             now,
-            at_will=delivery.at_will,
-            deadline_s=delivery.deadline_s,
+            at_will=delivery is None or delivery.at_will,
+            deadline_s=None if delivery is None else delivery.deadline_s,
             hold_head=hold_head,
             first=conn is self.host.first,
         )

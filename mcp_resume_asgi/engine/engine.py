@@ -275,11 +275,12 @@ class Engine:
         message = ctx.message
         method = ctx.method
         policy = options.policy or ctx.policy
+        opted_in = p.asks_resumable_streams(message)
         hosted = HostedStream(
             self.services,
             kind=StreamKind.REQUEST,
             scope=ctx.scope,
-            body=p.body_for_app(ctx.body, message),
+            body=p.body_for_app(ctx.body, message) if opted_in else ctx.body,  # (read once)
             route=ctx.route,
             policy=policy,
             version=ctx.version,
@@ -288,7 +289,7 @@ class Engine:
             request_id=message["id"],
             method=method,
             stream_id=ctx.stream_id,
-            opted_in=p.asks_resumable_streams(message),
+            opted_in=opted_in,
         )
         open_before = policy.upgrade_json_after_s if method != "initialize" else None
         if claimed_key is not None:

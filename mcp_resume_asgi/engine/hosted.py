@@ -461,6 +461,7 @@ class HostedStream:
         """The app's request and what follows it, on the engine's task: each step once.
 
         One frame for all of it (an idle stream holds this frame for as long as its app runs)."""
+        task = current_asyncio_task()
         try:
             try:
                 self.services.telemetry.join(
@@ -471,7 +472,6 @@ class HostedStream:
                     # taken back (`Connection.listener`'s way: no cancel scope, no frame of ours
                     # held while the app idles); elsewhere by a cancel scope.
                     app = self.services.app(self.scope, self.app_receive, self.app_send)
-                    task = current_asyncio_task()
                     if task is None:
                         await self._call_scoped(app)
                     else:
@@ -492,7 +492,13 @@ class HostedStream:
                 else:
                     logger.exception("app failed after starting its response")
             finally:
-                with anyio.CancelScope(shield=True):
+                if task is None:
+                    # trio: the nursery's cancel (the server stopping) must not cut it short.
+                    with anyio.CancelScope(shield=True):
+                        await self.app_finished()
+                else:
+                    # asyncio: a loop task of its own, under no cancel scope of anyio's (stopped
+                    # from inside only: `stop_app`), so a shield has nothing to hold off.
                     await self.app_finished()
             if self._writer is not None or self.held is not None or self.first is not None:
                 await self.writer.finish_first()  # (else nothing to serve: no writer made for it)
@@ -574,13 +580,18 @@ class HostedStream:
         await (self.app_disconnect.wait() if waiter is None else waiter)
         return {"type": "http.disconnect"}
 
-    async def app_send(self, message: Message) -> None:
-        """The app's `send`."""
-        await self.on_app_send(message)
+    def app_send(self, message: Message) -> Awaitable[None]:
+        """The app's `send` (not a coroutine itself: `on_app_send`'s is the one per message,
+        but for the response's last)."""
         if message["type"] == "http.response.body" and not message.get("more_body", False):
-            # What a server tells an app whose response is complete: its disconnect
-            # listener ends normally instead of being cancelled.
-            self.disconnect_app()
+            return self._last_send(message)
+        return self.on_app_send(message)
+
+    async def _last_send(self, message: Message) -> None:
+        await self.on_app_send(message)
+        # What a server tells an app whose response is complete: its disconnect
+        # listener ends normally instead of being cancelled.
+        self.disconnect_app()
 
     def hand_over(self) -> None:
         """The drain's budget ran out on a call that may run again (`Policy.rerun_on_loss`): stop

@@ -35,7 +35,7 @@ import anyio
 
 from mcp_resume_asgi.engine.cluster import Node
 from mcp_resume_asgi.engine.engine import Drained, Engine
-from mcp_resume_asgi.engine.port import Delivery, Feature, HostRequest, RequestContext, ServeOptions
+from mcp_resume_asgi.engine.port import PLAIN, Delivery, Feature, HostRequest, RequestContext, ServeOptions
 from mcp_resume_asgi.engine.relayed_caller import CallerGuard, principal_with_relays
 from mcp_resume_asgi.http.bodies import read_body_or_refuse, replay_receive
 from mcp_resume_asgi.http.client_answers import ClientAnswers
@@ -369,11 +369,12 @@ class ResumeMiddleware:
         self, scope: Scope, receive: Receive, send: Send, body: bytes
     ) -> Awaitable[Any] | None:
         """Serve the POST, or return the awaitable that hosts its request (`_request`)."""
-        owner = await self._owner_elsewhere(scope, send)
-        if owner is not None:
-            if owner and self.node is not None:
-                await self.node.relay(owner, scope, receive, send, body)
-            return None
+        if self.node is not None:  # (one node alone holds every session: nothing to ask)
+            owner = await self._owner_elsewhere(scope, send)
+            if owner is not None:
+                if owner:
+                    await self.node.relay(owner, scope, receive, send, body)
+                return None
         sort = sort_post(scope, body)
         if sort.kind is Post.NOT_JSON:
             await send_jsonrpc_error(send, 400, p.PARSE_ERROR, "Parse error: NaN and Infinity are not JSON")
@@ -413,8 +414,10 @@ class ResumeMiddleware:
             )
             return None
         features: tuple[Feature, ...] = scope.get(FEATURES_KEY, ())
-        if any(method in feature.answers for feature in features) and await self._refused_as_the_app_would(
-            scope, send, message, session_id
+        if (
+            features
+            and any(method in feature.answers for feature in features)
+            and await self._refused_as_the_app_would(scope, send, message, session_id)
         ):
             return None
         engine = self.engine
@@ -433,7 +436,9 @@ class ResumeMiddleware:
             stream_id=new_stream_id(),
         )
         if not features:
-            return engine.port.host(ctx, receive, send, ServeOptions(idempotency_key=key))
+            return engine.port.host(
+                ctx, receive, send, PLAIN if key is None else ServeOptions(idempotency_key=key)
+            )
         ctx.capabilities = await engine.client_capabilities(session_id, message)
         for feature in features:
             if await feature.intercept(ctx, receive, send):

@@ -15,12 +15,16 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from mcp_resume_asgi.core.cancel_notices import METHOD as CANCEL_METHOD
 from mcp_resume_asgi.core.cancel_notices import CancelNotice, notice_of
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import Scope
 from mcp_resume_asgi.wire.headers import accepts_sse, header, header_count
 
 __all__ = ["INVALID_KEY", "Invalid", "Post", "Sorted", "idempotency_key", "sort_post"]
+
+_VERSION_HEADER = p.VERSION_HEADER.encode()
+_SESSION_HEADER = p.SESSION_HEADER.encode()
 
 
 class Post(Enum):
@@ -36,9 +40,10 @@ class Post(Enum):
     """Anything else: the app, as sent."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Sorted:
-    """A POST's sort: who answers it, and what of its body that one needs."""
+    """A POST's sort: who answers it, and what of its body that one needs. (Not frozen: made
+    for every POST, and a frozen one sets each field through `object.__setattr__`.)"""
 
     kind: Post
     message: Any = None
@@ -54,21 +59,18 @@ def sort_post(scope: Scope, body: bytes) -> Sorted:
     message = p.loads_wire(body)
     if message is None and p.non_finite(body):
         return Sorted(Post.NOT_JSON)
-    notice = notice_of(
-        message,
-        header(scope, p.VERSION_HEADER.encode()),
-        in_session=header(scope, p.SESSION_HEADER.encode()) is not None,
-    )
-    if notice is not None:
-        return Sorted(Post.CANCEL_NOTICE, message, notice)
-    if (
-        isinstance(message, dict)
-        and isinstance(message.get("method"), str)
-        and "id" in message
-        and p.valid_id(message["id"])
-        and accepts_sse(scope)
-    ):
-        return Sorted(Post.REQUEST, message)
+    if isinstance(message, dict):
+        method = message.get("method")
+        if method == CANCEL_METHOD:  # (its headers read only then)
+            notice = notice_of(
+                message,
+                header(scope, _VERSION_HEADER),
+                in_session=header(scope, _SESSION_HEADER) is not None,
+            )
+            if notice is not None:
+                return Sorted(Post.CANCEL_NOTICE, message, notice)
+        if isinstance(method, str) and "id" in message and p.valid_id(message["id"]) and accepts_sse(scope):
+            return Sorted(Post.REQUEST, message)
     # A stock client answers a server-to-client request by POSTing it to the endpoint.
     batch: list[Any] = message if isinstance(message, list) else [message]
     return Sorted(Post.TO_APP, message, answered=[m["id"] for m in batch if p.is_response(m)])

@@ -128,10 +128,8 @@ def header(scope: Scope, name: bytes) -> str | None:
     """The first value of a request header (names are lower-case in ASGI)."""
     for key, value in scope["headers"]:
         if key == name:
-            try:
-                return str(value.decode("latin-1"))
-            except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
-                return None
+            decoded: str = value.decode("latin-1")  # (latin-1 decodes every byte)
+            return decoded
     return None
 
 
