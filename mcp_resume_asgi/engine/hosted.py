@@ -109,13 +109,14 @@ class _Waiting(Protocol):
 class _ThenDisconnect:
     """(asyncio) Awaits `first`, then the stream's `app_disconnect` future: `http.disconnect`. A
     coroutine by hand, so that an app idle on its `receive` once `first` is over holds this small
-    object, not a frame."""
+    object, not a frame; it awaits the future by hand too (as its iterator would: none held)."""
 
     __slots__ = ("_hosted", "_inner")
 
     def __init__(self, first: Coroutine[Any, Any, None], hosted: _Waiting) -> None:
-        self._inner: Generator[Any, Any, Any] | Coroutine[Any, Any, Any] = first
+        self._inner: Coroutine[Any, Any, Any] | asyncio.Future[Any] = first
         self._hosted: _Waiting | None = hosted
+        """None once `first` is over: `_inner` is then the flag's future."""
 
     def __await__(self) -> Generator[Any, Any, Message]:
         return self  # (the generator protocol, by hand)
@@ -127,33 +128,65 @@ class _ThenDisconnect:
         return self.send(None)
 
     def send(self, value: Any) -> Any:
+        inner = self._inner
+        if self._hosted is None:
+            return _await_future(inner)  # type: ignore[arg-type]
         try:
-            return self._inner.send(value)
-        except StopIteration as stop:
-            return self._then(stop)
+            return inner.send(value)  # type: ignore[union-attr]
+        except StopIteration:
+            return self._then()
 
     def throw(self, exc: Any, value: Any = None, tb: Any = None) -> Any:
+        inner = self._inner
+        if self._hosted is None:  # (waiting on the future: as its iterator does, raised here)
+            if value is None:
+                value = exc() if isinstance(exc, type) else exc
+            raise value if tb is None else value.with_traceback(tb)
         try:
             if value is None and tb is None:
-                return self._inner.throw(exc)
-            return self._inner.throw(exc, value, tb)  # (the legacy form, passed on as it came)
-        except StopIteration as stop:
-            return self._then(stop)
+                return inner.throw(exc)  # type: ignore[union-attr]
+            return inner.throw(exc, value, tb)  # type: ignore[union-attr]  # (the legacy form, passed on as it came)
+        except StopIteration:
+            return self._then()
 
     def close(self) -> None:
-        self._inner.close()
+        if self._hosted is not None:
+            self._inner.close()  # type: ignore[union-attr]
 
-    def _then(self, stop: StopIteration) -> Any:
+    def _then(self) -> Any:
         hosted, self._hosted = self._hosted, None
-        if hosted is None:  # the flag's future is done: its result is the message
-            raise stop
+        assert hosted is not None
         flag = hosted.app_disconnect
         waiter = flag.future()
         if waiter is None:  # (set meanwhile)
             raise StopIteration(flag._result())
         hosted.rest()  # (the app waits, its burst written)
-        self._inner = waiter.__await__()
-        return self.send(None)
+        self._inner = waiter
+        return _await_future(waiter)
+
+
+def _await_future(future: asyncio.Future[Any]) -> Any:
+    """One step of awaiting `future`, as its iterator takes it: yield it to the task while it is
+    pending, else its result (raised as `StopIteration`, or its exception, or its cancel)."""
+    if not future.done():
+        future._asyncio_future_blocking = True
+        return future
+    raise StopIteration(future.result())
+
+
+class _AppChannel:
+    """The app's `receive` and `send`, one object for both (two bound methods held by every app
+    for as long as it runs cost more): called with no message, it receives; with one, it sends."""
+
+    __slots__ = ("_hosted",)
+
+    def __init__(self, hosted: HostedStream) -> None:
+        self._hosted = hosted
+
+    def __call__(self, message: Message | None = None) -> Awaitable[Any]:
+        if message is None:
+            return self._hosted.app_receive()
+        return self._hosted.app_send(message)
 
 
 class HostedStream:
@@ -471,7 +504,8 @@ class HostedStream:
                     # Stopped (`stop_app`) on asyncio by cancelling this task, whose cancel is then
                     # taken back (`Connection.listener`'s way: no cancel scope, no frame of ours
                     # held while the app idles); elsewhere by a cancel scope.
-                    app = self.services.app(self.scope, self.app_receive, self.app_send)
+                    channel = _AppChannel(self)
+                    app = self.services.app(self.scope, channel, channel)
                     if task is None:
                         await self._call_scoped(app)
                     else:
