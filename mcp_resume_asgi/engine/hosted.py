@@ -32,10 +32,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import operator
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 from starlette.types import Message, Scope
@@ -61,6 +62,8 @@ if TYPE_CHECKING:
     from mcp_resume_asgi.engine.services import StreamServices
 
 __all__ = ["STATUS_HOLD_S", "HostedStream"]
+
+_T = TypeVar("_T")
 
 logger = logging.getLogger(__name__)
 
@@ -189,29 +192,15 @@ class _AppChannel:
         return self._hosted.app_send(message)
 
 
-class HostedStream:
-    """One request (or standalone GET) of the app, hosted on this node."""
+class _Rarely:
+    """What a hosted stream rarely needs (an upgraded or passed-through answer, features, re-runs,
+    the drain's hand-over), apart: most streams never write any of it, and one idle detached
+    stream lives on for its resume window, thousands at a time."""
 
-    # Slots, not a dict: a detached stream lives on for its resume window, thousands at a time.
     __slots__ = (
-        "__weakref__",
-        "_done",
-        "_opened",
-        "_recorder",
-        "_writer",
         "adopted",
-        "answer_start",
-        "app_call",
-        "app_disconnect",
-        "app_started",
         "app_stopped",
-        "body",
-        "body_taken",
-        "core",
-        "counted_detached",
         "delivery",
-        "expired",
-        "first",
         "first_messages",
         "handed_over",
         "held",
@@ -219,29 +208,92 @@ class HostedStream:
         "json_chunks",
         "json_size",
         "json_status",
-        "kind",
         "left_early",
+        "parser",
+        "passthrough_body",
+        "upgraded_sse",
+    )
+
+    def __init__(self) -> None:
+        self.adopted = False
+        self.app_stopped = False
+        self.delivery: Delivery | None = None
+        self.first_messages: tuple[dict[str, Any], ...] = ()
+        self.handed_over = False
+        self.held: Connection | None = None
+        self.idempotency_key: str | None = None
+        self.json_chunks: list[bytes] | None = None
+        self.json_size = 0
+        self.json_status = 200
+        self.left_early = False
+        self.parser: SSEParser | None = None
+        self.passthrough_body: list[bytes] | None = None
+        self.upgraded_sse = False
+
+
+_RARELY = _Rarely()
+"""The defaults, shared by every stream that wrote none of them (never written itself)."""
+
+
+class _Rare(Protocol[_T]):
+    """(typing) What `_rarely` makes: an attribute of type `_T`."""
+
+    def __get__(self, hosted: HostedStream, owner: Any = None) -> _T: ...
+    def __set__(self, hosted: HostedStream, value: _T) -> None: ...
+
+
+def _rarely(name: str) -> Any:
+    """A `HostedStream` attribute kept in its `_Rarely`: read as is (the shared defaults until
+    one is written); a write that changes a default makes the stream's own."""
+    default = getattr(_RARELY, name)
+
+    def write(hosted: HostedStream, value: object) -> None:
+        more = hosted._more
+        if more is _RARELY:
+            if value is default:
+                return
+            more = hosted._more = _Rarely()
+        setattr(more, name, value)
+
+    return property(operator.attrgetter(f"_more.{name}"), write)
+
+
+class HostedStream:
+    """One request (or standalone GET) of the app, hosted on this node."""
+
+    # Slots, not a dict: a detached stream lives on for its resume window, thousands at a time.
+    __slots__ = (
+        "__weakref__",
+        "_done",
+        "_more",
+        "_opened",
+        "_recorder",
+        "_writer",
+        "answer_start",
+        "app_call",
+        "app_disconnect",
+        "app_started",
+        "body",
+        "body_taken",
+        "core",
+        "counted_detached",
+        "expired",
+        "first",
+        "kind",
         "meta_created",
         "method",
         "mode",
         "opted_in",
         "over",
-        "parser",
-        "passthrough_body",
-        "path",
-        "policy",
         "prefix",
         "principal",
         "record_due",
-        "request_id",
         "route",
         "scope",
         "services",
         "session_id",
-        "store",
         "stream_id",
         "timer",
-        "upgraded_sse",
         "version",
     )
 
@@ -266,19 +318,15 @@ class HostedStream:
         front reads it once per request; the app's own auth may name someone later)."""
         self.services = services
         """The engine's services to its streams."""
-        self.store = services.store
         self.kind = kind
         self.scope = scope
         self.body = body
         self.route = route
-        self.policy = policy
         # Interned: a stream outlives its request's parsed headers and JSON, whose copies go then.
         self.version = version = sys.intern(version)
         self.session_id = session_id
         self.principal = principal
-        self.request_id = request_id
         self.method = sys.intern(method) if method is not None else None
-        self.path: str = scope["path"]
         self.stream_id = stream_id or new_stream_id()
         self.opted_in = opted_in
         """The client asked for a resumable stream (`protocol.RESUMABLE_STREAMS_EXTENSION`)."""
@@ -296,13 +344,11 @@ class HostedStream:
         """Made when first needed; let go while the stream is detached and quiet (`rest`)."""
         self.counted_detached = False
         """Counted in `streams_detached` (`Writer._count_attached`)."""
+        self._more = _RARELY
+        """What the stream rarely needs (`_Rarely`), shared defaults until one is written."""
         self.timer = Timer(self)  # (called as `on_timer`: no bound method held per stream)
         """The stream's place in the scheduler (its writer acts on what comes due)."""
         self.mode: Mode | None = None
-        self.adopted = False
-        """A re-run: it continues the record of a run lost with its node (`adopt`)."""
-        self.handed_over = False
-        """The drain's budget stopped it, to be run again by another node (`hand_over`)."""
         self.meta_created = False
         """The stream's record exists in the store."""
         self.record_due = False
@@ -314,16 +360,10 @@ class HostedStream:
         self.prefix: bytes | None = b""
         self.first: Connection | None = None
         """The connection that brought the request (its answer is the app's response)."""
-        self.held: Connection | None = None
-        """The first connection while its answer waits for the app's decision (UPGRADED)."""
-        self.delivery: Delivery | None = None
-        self.first_messages: tuple[dict[str, Any], ...] = ()
-        self.idempotency_key: str | None = None
         self.app_started = False
         self.app_disconnect = AppDisconnect()
         self.app_call: asyncio.Task[Any] | anyio.CancelScope | None = None
         """What `stop_app` cancels while the app's call runs (`call_app`)."""
-        self.app_stopped = False
         self.body_taken = False
         self.over = False
         """The app's task is over (its request, and what follows it, are done)."""
@@ -331,16 +371,36 @@ class HostedStream:
         self._done: Flag | None = None
         self._opened: Flag | None = None
         self.expired = False
-        self.left_early = False
-        """The client left before the app decided how to answer."""
-        # Made when first needed (most streams never need them: an idle one keeps what it made).
-        self.parser: SSEParser | None = None
-        """Made for the first chunk that is not one whole event (`single_event_frame`)."""
-        self.json_status = 200
-        self.upgraded_sse = False
-        self.json_chunks: list[bytes] | None = None
-        self.json_size = 0
-        self.passthrough_body: list[bytes] | None = None
+
+    # Read and written as attributes; kept in `_more` (`_rarely`).
+    adopted: _Rare[bool] = _rarely("adopted")
+    """A re-run: it continues the record of a run lost with its node (`adopt`)."""
+    app_stopped: _Rare[bool] = _rarely("app_stopped")
+    delivery: _Rare[Delivery | None] = _rarely("delivery")
+    first_messages: _Rare[tuple[dict[str, Any], ...]] = _rarely("first_messages")
+    handed_over: _Rare[bool] = _rarely("handed_over")
+    """The drain's budget stopped it, to be run again by another node (`hand_over`)."""
+    held: _Rare[Connection | None] = _rarely("held")
+    """The first connection while its answer waits for the app's decision (UPGRADED)."""
+    idempotency_key: _Rare[str | None] = _rarely("idempotency_key")
+    json_chunks: _Rare[list[bytes] | None] = _rarely("json_chunks")
+    json_size: _Rare[int] = _rarely("json_size")
+    json_status: _Rare[int] = _rarely("json_status")
+    left_early: _Rare[bool] = _rarely("left_early")
+    """The client left before the app decided how to answer."""
+    parser: _Rare[SSEParser | None] = _rarely("parser")
+    """Made for the first chunk that is not one whole event (`single_event_frame`)."""
+    passthrough_body: _Rare[list[bytes] | None] = _rarely("passthrough_body")
+    upgraded_sse: _Rare[bool] = _rarely("upgraded_sse")
+
+    # What its services and core hold already (not kept twice).
+    store = property(operator.attrgetter("services.store"))
+    policy = property(operator.attrgetter("core.policy"))
+    request_id = property(operator.attrgetter("core.request_id"))
+
+    @property
+    def path(self) -> str:
+        return self.scope["path"]  # type: ignore[no-any-return]
 
     @property
     def done(self) -> Flag:
