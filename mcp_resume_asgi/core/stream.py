@@ -42,12 +42,15 @@ from __future__ import annotations
 import enum
 import functools
 import math
+import operator
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_mode
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.wire import jsonrpc as p
+
+_T = TypeVar("_T")
 
 __all__ = [
     "AT_WILL",
@@ -273,27 +276,76 @@ _NO_INPUTS: list[int] = []
 _NEVER = math.inf
 
 
-class StreamCore:
-    """One stream's state and decisions (see the module docstring)."""
+class _Timing:
+    """A stream's deadlines that most streams never set (a held answer's decision, the feature
+    layer's deadline, a mirror's heartbeat and owner checks), apart from `StreamCore`: an idle
+    detached stream lives on for its resume window, thousands at a time."""
 
     __slots__ = (
         "answer_at_once",
         "answer_by",
+        "decide_by",
+        "heartbeat_s",
+        "next_beat",
+        "next_owner_check",
+        "owner_check_s",
+    )
+
+    def __init__(self) -> None:
+        self.decide_by: float | None = None
+        self.answer_by: float | None = None
+        """When the first connection's answer is due by the feature layer's deadline
+        (`answer_within`), counted from the request's arrival."""
+        self.answer_at_once = False
+        self.heartbeat_s: float | None = None
+        self.next_beat = 0.0
+        self.owner_check_s: float | None = None
+        """A mirror: how often to ask whether the stream's owner is still alive (None: never)."""
+        self.next_owner_check = 0.0
+
+
+_NO_TIMING = _Timing()
+"""The defaults, shared by every core that set none of them (never written itself)."""
+
+
+class _Timed(Protocol[_T]):
+    """(typing) What `_timed` makes: an attribute of type `_T`."""
+
+    def __get__(self, core: StreamCore, owner: Any = None) -> _T: ...
+    def __set__(self, core: StreamCore, value: _T) -> None: ...
+
+
+def _timed(name: str) -> Any:
+    """A `StreamCore` attribute kept in its `_Timing`: read as is (the shared defaults until one
+    is set); a write that changes a default makes the core's own."""
+    default = getattr(_NO_TIMING, name)
+
+    def write(core: StreamCore, value: object) -> None:
+        timing = core._timing
+        if timing is _NO_TIMING:
+            if value is default:
+                return
+            timing = core._timing = _Timing()
+        setattr(timing, name, value)
+
+    return property(operator.attrgetter(f"_timing.{name}"), write)
+
+
+class StreamCore:
+    """One stream's state and decisions (see the module docstring)."""
+
+    __slots__ = (
+        "_timing",
         "app_done",
         "arrived_at",
         "cancelled",
         "close_cancels",
         "conn",
         "contact_at",
-        "decide_by",
         "expiry_paused",
         "final_seq",
-        "heartbeat_s",
         "input_seqs",
         "is_request",
-        "next_beat",
-        "next_owner_check",
-        "owner_check_s",
         "phase",
         "policy",
         "request_id",
@@ -334,17 +386,21 @@ class StreamCore:
         """The app's response start was seen (`response_started`; it comes once)."""
         self.expiry_paused = False
         """Set while the host checks the store before expiring (and for good once it expires)."""
-        self.decide_by: float | None = None
         self.arrived_at = now
-        self.answer_by: float | None = None
-        """When the first connection's answer is due by the feature layer's deadline
-        (`answer_within`), counted from the request's arrival."""
-        self.answer_at_once = False
-        self.heartbeat_s: float | None = None
-        self.next_beat = 0.0
-        self.owner_check_s: float | None = None
-        """A mirror: how often to ask whether the stream's owner is still alive (None: never)."""
-        self.next_owner_check = 0.0
+        self._timing = _NO_TIMING
+        """The deadlines of holds, features and mirrors (`_Timing`), shared defaults until one
+        is set."""
+
+    answer_at_once: _Timed[bool] = _timed("answer_at_once")
+    answer_by: _Timed[float | None] = _timed("answer_by")
+    """When the first connection's answer is due by the feature layer's deadline (`answer_within`),
+    counted from the request's arrival."""
+    decide_by: _Timed[float | None] = _timed("decide_by")
+    heartbeat_s: _Timed[float | None] = _timed("heartbeat_s")
+    next_beat: _Timed[float] = _timed("next_beat")
+    next_owner_check: _Timed[float] = _timed("next_owner_check")
+    owner_check_s: _Timed[float | None] = _timed("owner_check_s")
+    """A mirror: how often to ask whether the stream's owner is still alive (None: never)."""
 
     @classmethod
     def mirror(
