@@ -37,7 +37,7 @@ class StreamEntry:
     for the oldest). Offsets count every byte appended to the stream, so dropping the oldest
     event moves `origin` and touches nothing else."""
 
-    __slots__ = ("buf", "expires_at", "index", "meta", "nbytes", "notify", "origin")
+    __slots__ = ("buf", "expires_at", "index", "meta", "notify", "origin")
 
     def __init__(self, meta: StreamMeta, expires_at: float) -> None:
         self.meta = meta
@@ -46,8 +46,11 @@ class StreamEntry:
         self.buf = bytearray()
         self.index = bytearray()
         self.origin = 0
-        self.nbytes = 0
-        """Payload bytes retained."""
+
+    @property
+    def nbytes(self) -> int:
+        """Payload bytes retained (not kept apart: the payloads lie back to back in `buf`)."""
+        return len(self.buf)
 
     def wake(self) -> None:
         """The stream changed: bump its version, wake whoever waits on it."""
@@ -75,7 +78,6 @@ class StreamEntry:
             end += len(payload)
             index += pack(seq, end)
             buf += payload
-        self.nbytes = end - self.origin
 
     def drop_oldest(self) -> tuple[int, int]:
         """Forget the oldest retained event; its `(seq, size)`."""
@@ -84,7 +86,6 @@ class StreamEntry:
         del self.index[:_SIZE]
         del self.buf[:size]
         self.origin = end
-        self.nbytes -= size
         return seq, size
 
     def seq_at(self, i: int) -> int:
