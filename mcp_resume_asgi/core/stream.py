@@ -277,14 +277,13 @@ _NEVER = math.inf
 
 
 class _Timing:
-    """A stream's deadlines that most streams never set (a held answer's decision, the feature
-    layer's deadline, a mirror's heartbeat and owner checks), apart from `StreamCore`: an idle
+    """A stream's deadlines that most streams never set (the feature layer's deadline, a mirror's
+    heartbeat and owner checks), apart from `StreamCore`: an idle
     detached stream lives on for its resume window, thousands at a time."""
 
     __slots__ = (
         "answer_at_once",
         "answer_by",
-        "decide_by",
         "heartbeat_s",
         "next_beat",
         "next_owner_check",
@@ -292,7 +291,6 @@ class _Timing:
     )
 
     def __init__(self) -> None:
-        self.decide_by: float | None = None
         self.answer_by: float | None = None
         """When the first connection's answer is due by the feature layer's deadline
         (`answer_within`), counted from the request's arrival."""
@@ -342,6 +340,7 @@ class StreamCore:
         "close_cancels",
         "conn",
         "contact_at",
+        "decide_by",
         "expiry_paused",
         "final_seq",
         "input_seqs",
@@ -386,16 +385,15 @@ class StreamCore:
         """The app's response start was seen (`response_started`; it comes once)."""
         self.expiry_paused = False
         """Set while the host checks the store before expiring (and for good once it expires)."""
+        self.decide_by: float | None = None
         self.arrived_at = now
         self._timing = _NO_TIMING
-        """The deadlines of holds, features and mirrors (`_Timing`), shared defaults until one
-        is set."""
+        """The deadlines of features and mirrors (`_Timing`), shared defaults until one is set."""
 
     answer_at_once: _Timed[bool] = _timed("answer_at_once")
     answer_by: _Timed[float | None] = _timed("answer_by")
     """When the first connection's answer is due by the feature layer's deadline (`answer_within`),
     counted from the request's arrival."""
-    decide_by: _Timed[float | None] = _timed("decide_by")
     heartbeat_s: _Timed[float | None] = _timed("heartbeat_s")
     next_beat: _Timed[float] = _timed("next_beat")
     next_owner_check: _Timed[float] = _timed("next_owner_check")

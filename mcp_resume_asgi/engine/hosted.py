@@ -209,7 +209,6 @@ class _Rarely:
         "json_size",
         "json_status",
         "left_early",
-        "parser",
         "passthrough_body",
         "upgraded_sse",
     )
@@ -226,7 +225,6 @@ class _Rarely:
         self.json_size = 0
         self.json_status = 200
         self.left_early = False
-        self.parser: SSEParser | None = None
         self.passthrough_body: list[bytes] | None = None
         self.upgraded_sse = False
 
@@ -285,6 +283,7 @@ class HostedStream:
         "mode",
         "opted_in",
         "over",
+        "parser",
         "prefix",
         "principal",
         "record_due",
@@ -370,6 +369,9 @@ class HostedStream:
         # `done` and `opened`, made when first asked for (an idle stream's are never waited on).
         self._done: Flag | None = None
         self._opened: Flag | None = None
+        self.parser: SSEParser | None = None
+        """Made for the first chunk that is not one whole event (`single_event_frame`: the SDK's
+        apps send events in pieces)."""
         self.expired = False
 
     # Read and written as attributes; kept in `_more` (`_rarely`).
@@ -388,8 +390,6 @@ class HostedStream:
     json_status: _Rare[int] = _rarely("json_status")
     left_early: _Rare[bool] = _rarely("left_early")
     """The client left before the app decided how to answer."""
-    parser: _Rare[SSEParser | None] = _rarely("parser")
-    """Made for the first chunk that is not one whole event (`single_event_frame`)."""
     passthrough_body: _Rare[list[bytes] | None] = _rarely("passthrough_body")
     upgraded_sse: _Rare[bool] = _rarely("upgraded_sse")
 
@@ -925,7 +925,8 @@ class HostedStream:
             await self.decide()
             return
         first = self.first
-        self.held = None  # the app decided in time
+        if self.held is not None:
+            self.held = None  # the app decided in time
         if answer is Answer.STREAM:
             if self.session_id is None:
                 self.session_id = session_id(headers)

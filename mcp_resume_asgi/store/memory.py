@@ -110,7 +110,7 @@ class MemoryStore(MemoryIndexes, Store):
         entry = self._streams.pop(stream_id, None)
         if entry is None:
             return
-        self._total_bytes -= entry.nbytes
+        self._total_bytes -= len(entry.buf)
         sid = entry.meta.session_id
         if sid is not None and sid in self._session_streams:
             self._session_streams[sid].discard(stream_id)
@@ -277,11 +277,11 @@ class MemoryStore(MemoryIndexes, Store):
             events = self._not_recorded(entry, events)  # a retried write: what landed is not added again
             if not events:
                 return False
-        before = entry.nbytes
+        before = len(entry.buf)
         entry.extend(events)
-        self._total_bytes += entry.nbytes - before
+        self._total_bytes += len(entry.buf) - before
         meta.last_seq = events[-1][0]
-        while entry.count() and (entry.count() > max_events or entry.nbytes > max_bytes):
+        while entry.count() and (entry.count() > max_events or len(entry.buf) > max_bytes):
             seq, size = entry.drop_oldest()
             self._total_bytes -= size
             meta.first_seq = seq + 1
