@@ -321,9 +321,10 @@ class HostedStream:
         self.scope = scope
         self.body = body
         self.route = route
-        # Interned: a stream outlives its request's parsed headers and JSON, whose copies go then.
+        # Interned: a stream outlives its request's parsed headers and JSON, whose copies go then
+        # (a session's idle streams share one copy of its id).
         self.version = version = sys.intern(version)
-        self.session_id = session_id
+        self.session_id = sys.intern(session_id) if session_id is not None else None
         self.principal = principal
         self.method = sys.intern(method) if method is not None else None
         self.stream_id = stream_id or new_stream_id()
