@@ -103,6 +103,10 @@ class Timer:
         return id(self) < id(other)
 
 
+APP_TASK_NAME = "mcp-resume-asgi app request"
+"""The name of every app task on asyncio (`AppTasks.start`)."""
+
+
 class AppTasks:
     """The app's requests, each a task of the engine's (see the module docstring).
 
@@ -150,7 +154,9 @@ class AppTasks:
             self.running += 1
             return
         context = contextvars.copy_context()
-        task = asyncio.get_running_loop().create_task(fn(*args), context=context)
+        # One name for all of them (asyncio's own, "Task-<n>", is a string per task: held by every
+        # idle stream's for as long as its app runs)
+        task = asyncio.get_running_loop().create_task(fn(*args), name=APP_TASK_NAME, context=context)
         self.running += 1
         self._tasks.add(task)
         # (also for a task cancelled before it ran; in the task's context, not a copy of its own)
