@@ -884,14 +884,16 @@ class StreamCore:
                         and conn.last_event_at + policy.idle_disconnect_s < at
                     ):
                         at = conn.last_event_at + policy.idle_disconnect_s
-                if self.heartbeat_s is not None and self.next_beat < at:
-                    at = self.next_beat
+                timing = self._timing
+                if timing.heartbeat_s is not None and timing.next_beat < at:
+                    at = timing.next_beat
         elif not self.app_done and not self.expiry_paused:
             at = self.contact_at + self.policy.max_wait_s
         if self.decide_by is not None and self.decide_by < at:
             at = self.decide_by
-        if self.owner_check_s is not None and self.next_owner_check < at:
-            at = self.next_owner_check  # (a mirror's: `owner_check_due`, not `due`)
+        timing = self._timing
+        if timing.owner_check_s is not None and timing.next_owner_check < at:
+            at = timing.next_owner_check  # (a mirror's: `owner_check_due`, not `due`)
         return None if at == _NEVER else at
 
     def due(self, now: float) -> list[Due]:
@@ -916,8 +918,9 @@ class StreamCore:
             return out
         if conn.closing is not None:
             return out
-        if self.heartbeat_s is not None and now >= self.next_beat:
-            self.next_beat = now + self.heartbeat_s
+        heartbeat_s = self._timing.heartbeat_s
+        if heartbeat_s is not None and now >= self.next_beat:
+            self.next_beat = now + heartbeat_s
             out.append(Due.HEARTBEAT)
         policy = self.policy
         reason = None

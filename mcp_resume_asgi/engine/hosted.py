@@ -439,7 +439,7 @@ class HostedStream:
                 self,
                 self.services,
                 self.core,
-                self.policy,
+                self.core.policy,
                 self.timer,
                 stream_id=self.stream_id,
                 request_id=self.request_id,
@@ -736,7 +736,7 @@ class HostedStream:
         principal = self.services.principal(self.scope)
         try:
             if principal != self.principal and self.meta_created:
-                await self.store.update_stream(self.stream_id, principal=principal)
+                await self.services.store.update_stream(self.stream_id, principal=principal)
         except Exception as exc:
             if not self.services.store_outage(exc):
                 raise
@@ -794,18 +794,22 @@ class HostedStream:
                 handed_over = handed_over and self.core.final_seq is None
                 if handed_over:
                     # Owned by no live node from now on: the first node to notice runs it again.
-                    await self.store.update_stream(self.stream_id, owner=rerun.drained(self.services.node_id))
+                    await self.services.store.update_stream(
+                        self.stream_id, owner=rerun.drained(self.services.node_id)
+                    )
                 elif self.kind is StreamKind.REQUEST and self.core.final_seq is None and not self.expired:
                     shut_down = self.services.draining == "stopping"
                     await self.recorder.record_error(SHUT_DOWN if shut_down else ENDED_WITHOUT_RESPONSE)
                     await self.recorder.flush()
                 if self.expired:
                     if self.meta_created:
-                        await self.store.delete_stream(self.stream_id)  # nobody is coming back for it
+                        await self.services.store.delete_stream(
+                            self.stream_id
+                        )  # nobody is coming back for it
                 elif self.core.final_seq is None and not handed_over:  # (an answer completed it already)
                     await self.recorder.complete()
-                if self.policy.rerun_on_loss and self.services.node is not None and not handed_over:
-                    await rerun.forget(self.store, self.stream_id)  # answered: never run again
+                if self.core.policy.rerun_on_loss and self.services.node is not None and not handed_over:
+                    await rerun.forget(self.services.store, self.stream_id)  # answered: never run again
             elif self.mode is None and self.first is not None:
                 first = self.first
                 if not first.started and not first.gone.is_set():
@@ -855,7 +859,7 @@ class HostedStream:
                 return
             try:
                 if parser is None:
-                    parser = self.parser = SSEParser(self.policy.max_event_bytes)
+                    parser = self.parser = SSEParser(self.core.policy.max_event_bytes)
                 events = parser.feed(body) if body else []
             except SSEError:
                 logger.error("stream %s: the app sent an oversized event; ending the stream", self.stream_id)
@@ -868,7 +872,7 @@ class HostedStream:
                 await self.recorder.record_events(events)
         elif mode is Mode.UPGRADED:
             self.json_size += len(body)
-            if self.json_size <= self.policy.max_event_bytes:
+            if self.json_size <= self.core.policy.max_event_bytes:
                 if self.json_chunks is None:
                     self.json_chunks = []
                 self.json_chunks.append(body)
@@ -920,7 +924,7 @@ class HostedStream:
             if principal != self.principal:
                 # Opened before the app ran: its auth has only now said who is calling.
                 self.principal = principal
-                await self.store.update_stream(self.stream_id, principal=principal)
+                await self.services.store.update_stream(self.stream_id, principal=principal)
             self.json_status = status
             self.upgraded_sse = media == b"text/event-stream"
             await self.decide()
@@ -932,7 +936,7 @@ class HostedStream:
             if self.session_id is None:
                 self.session_id = session_id(headers)
             self.mode = Mode.STREAM
-            if self.kind is StreamKind.REQUEST and not self.adopted and not self.policy.rerun_on_loss:
+            if self.kind is StreamKind.REQUEST and not self.adopted and not self.core.policy.rerun_on_loss:
                 # Its record is created with the app's first events, or once something needs it
                 # sooner (the answer's head, its client gone): `Recorder.open_later`. (Not a
                 # re-run, whose record exists, nor a re-runnable call, whose request is stored
@@ -1042,7 +1046,7 @@ class HostedStream:
         if self._attached():
             await self.superseded(held)
             return
-        meta = await self.store.attach(self.stream_id, time.time())
+        meta = await self.services.store.attach(self.stream_id, time.time())
         if meta is None:  # deleted while held (its request cancelled): an answer with nothing in it
             if await held.open():
                 await held.finish()
@@ -1057,7 +1061,7 @@ class HostedStream:
         answer waited for the app: the retry keeps it, and the first is answered as any replaced
         connection is (it must not take the stream back, and its ASGI call needs an answer)."""
         if await held.open():
-            await finish_answer(held, Reason.REPLACED, 0, self.policy)
+            await finish_answer(held, Reason.REPLACED, 0, self.core.policy)
         self.writer.outcome = (Reason.REPLACED, 0)
         held.released.set()
         held.stop_listening()  # its call may return
@@ -1080,9 +1084,9 @@ class HostedStream:
         # deleting it), not attached here.
         self.meta_created = False
         try:
-            await self.store.delete_stream(self.stream_id)
+            await self.services.store.delete_stream(self.stream_id)
             if self.idempotency_key is not None:
-                await self.store.delete_key(self.idempotency_key)
+                await self.services.store.delete_key(self.idempotency_key)
         except Exception as exc:
             if not self.services.store_outage(exc):
                 raise
