@@ -349,6 +349,7 @@ async def test_200_concurrent_puts_of_a_tool_answering_at_once_each_run_once(sto
 
     run = uuid.uuid4().hex[:6]
     outcomes: Counter[str] = Counter()
+    last: dict[str, Any] = {}
     limits = httpx.Limits(max_connections=250)
     try:
         async with (
@@ -384,6 +385,7 @@ async def test_200_concurrent_puts_of_a_tool_answering_at_once_each_run_once(sto
                     outcomes[f"PUT {put.status_code}"] += 1
                     return
                 state = put.json()
+                last[tag] = state
                 with anyio.fail_after(scaled(120)):
                     while state["status"] not in ("success", "failed", "canceled"):
                         await anyio.sleep(0.1)
@@ -392,7 +394,7 @@ async def test_200_concurrent_puts_of_a_tool_answering_at_once_each_run_once(sto
                         # connection's state lock until the test's deadline; cause not found).
                         with anyio.move_on_after(scaled(15)):
                             try:
-                                state = (await client.get(url)).json()
+                                state = last[tag] = (await client.get(url)).json()
                             except httpx.TransportError:
                                 continue
                 if state["status"] != "success":
@@ -400,10 +402,18 @@ async def test_200_concurrent_puts_of_a_tool_answering_at_once_each_run_once(sto
                     return
                 text = state["result"]["content"][0]["text"]
                 outcomes["success" if text == f"slept {tag}" else f"wrong result: {text}"] += 1
+                del last[tag]
 
-            async with anyio.create_task_group() as tg:
-                for i in range(200):
-                    tg.start_soon(one, i)
+            try:
+                async with anyio.create_task_group() as tg:
+                    for i in range(200):
+                        tg.start_soon(one, i)
+            except BaseException:
+                # What the calls that never settled said last (a TimeoutError alone tells nothing).
+                print(f"unsettled: {len(last)}; {outcomes}")
+                for tag, state in list(last.items())[:5]:
+                    print(tag, json.dumps(state)[:600])
+                raise
     finally:
         if store_kind == "redis":
             await real.clear()  # type: ignore[attr-defined]
