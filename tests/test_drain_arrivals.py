@@ -10,11 +10,17 @@ anything yet.
 
 Forced here in one process with the real engine and a real `MemoryStore`: a call runs (the
 drain waits for it), and its app holds every answer (`GatedApp`) until the test is done, so
-the only thing that can end these connections is the drain.
+the only thing that can end these connections is the drain. Each of the three kinds of
+attaching is checked on its own: a request's first connection, a resume of a stream this node
+runs, and a resume this node serves from the store (a stream of another node: here a second
+engine on the same store).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -36,6 +42,11 @@ def anyio_backend() -> str:
     return "asyncio"  # (`serve_in_loop` runs uvicorn in the test's own loop)
 
 
+SECRET = "drain-arrivals-secret"
+POLICY = Policy(retry_ms=50, keepalive_s=None)
+"""(No keep-alive: it is not what ends a connection here.)"""
+
+
 async def _read_to_end(session: RawSession, method: str, body: Any, headers: dict[str, str]) -> list[Event]:
     """The events of an answer the server ends (TimeoutError if it does not end: held open)."""
     events: list[Event] = []
@@ -47,54 +58,95 @@ async def _read_to_end(session: RawSession, method: str, body: Any, headers: dic
     return events
 
 
-async def test_connections_attached_during_a_drain_are_let_go_once_their_priming_event_is_out() -> None:
+def _let_go_after_priming(events: list[Event]) -> None:
+    """An answer that is a priming event (an id, no data) and `retry:`, nothing of the app's."""
+    assert events and events[0].id is not None and not events[0].data, events
+    assert events[-1].retry is not None, f"closed after a retry: field: {events}"
+    assert not any(e.data for e in events), f"nothing of the app's went with it: {events}"
+
+
+@dataclass
+class Node:
+    app: GatedApp
+    wrapped: Any
+    session: RawSession
+
+
+@contextlib.asynccontextmanager
+async def _node(store: MemoryStore) -> AsyncIterator[Node]:
     app = GatedApp()
-    # No keep-alive: it is not what ends a connection here.
-    wrapped: Any = resumable(
-        app, store=MemoryStore(), secret="drain-arrivals-secret", policy=Policy(retry_ms=50, keepalive_s=None)
-    )
-    drained: list[Any] = []
+    wrapped: Any = resumable(app, store=store, secret=SECRET, policy=POLICY)
     async with (
         serve_in_loop(wrapped) as info,
         httpx.AsyncClient(base_url=info.base_url, timeout=scaled(30)) as client,
     ):
-        session = RawSession(client)
-        running = session.tool_call("slow")
-        async with anyio.create_task_group() as tg:
+        yield Node(app, wrapped, RawSession(client))
 
-            async def drain() -> None:
-                drained.append(await wrapped.drain())
 
-            # A call runs: its connection is closed at the drain's start, its app goes on.
-            before: list[Event] = []
-            with anyio.fail_after(scaled(10)):
-                async with session.open("POST", "/mcp", running) as (response, reader):
-                    assert response.status_code == 200
-                    async for event in reader:
-                        before.append(event)
-                        if event.data and len(before) == 2:  # (its priming event, its progress)
-                            tg.start_soon(drain)
-            assert before[-1].retry is not None, before
-            assert not app.answered.is_set(), "the drain waits for the running call"
+@contextlib.asynccontextmanager
+async def _draining(node: Node) -> AsyncIterator[tuple[dict[str, Any], list[Event]]]:
+    """`node` drains while a call of its runs (the drain waits for it): the call, and what its
+    connection got (closed by the drain). On leaving, the app answers and the drain ends."""
+    running = node.session.tool_call("slow")
+    drained: list[Any] = []
+    async with anyio.create_task_group() as tg:
 
-            # A request arriving now, whose app sends nothing yet: its answer ends at once.
-            arriving = session.tool_call("quiet", {"quiet": True})
-            first = await _read_to_end(session, "POST", arriving, session.headers())
-            assert first and first[0].id is not None and not first[0].data, first  # the priming event
-            assert first[-1].retry is not None, "closed after a retry: field"
-            assert not any(e.data for e in first), "nothing of the app's went with it"
+        async def drain() -> None:
+            drained.append(await node.wrapped.drain())
 
-            # A resume of the running call, attached during the drain: let go the same way.
+        events: list[Event] = []
+        with anyio.fail_after(scaled(10)):
+            async with node.session.open("POST", "/mcp", running) as (response, reader):
+                assert response.status_code == 200
+                async for event in reader:
+                    events.append(event)
+                    if event.data and len(events) == 2:  # (its priming event, its progress)
+                        tg.start_soon(drain)
+        assert events[-1].retry is not None, events
+        yield running, events
+        assert not node.app.answered.is_set(), "the drain waited for the running call"
+        node.app.go.set()
+    # (it counts the requests running at its start)
+    assert drained and drained[0].finished == 1 and drained[0].stopped == 0, drained
+
+
+async def _result_after(session: RawSession, call: dict[str, Any], events: list[Event]) -> None:
+    """The call's answer was recorded: a resume after what its connection got has it."""
+    after = next(e.id for e in reversed(events) if e.id)
+    reply = await session.exchange("GET", "/mcp", headers=session.headers(last_event_id=after))
+    answers = [m for m in reply.messages() if m.get("id") == call["id"]]
+    assert len(answers) == 1 and "result" in answers[0], reply.raw
+
+
+async def test_a_request_arriving_during_a_drain_is_let_go_once_its_priming_event_is_out() -> None:
+    async with _node(MemoryStore()) as node:
+        async with _draining(node):
+            arriving = node.session.tool_call("quiet", {"quiet": True})  # (nothing before `go`)
+            first = await _read_to_end(node.session, "POST", arriving, node.session.headers())
+            _let_go_after_priming(first)
+        await _result_after(node.session, arriving, first)
+
+
+async def test_a_resume_attached_during_a_drain_is_let_go_once_its_priming_event_is_out() -> None:
+    async with _node(MemoryStore()) as node:
+        async with _draining(node) as (running, before):
             last_id = next(e.id for e in reversed(before) if e.id)
-            resumed = await _read_to_end(session, "GET", None, session.headers(last_event_id=last_id))
-            assert resumed and resumed[-1].retry is not None, resumed
-            assert not any(e.data for e in resumed), resumed
+            headers = node.session.headers(last_event_id=last_id)
+            _let_go_after_priming(await _read_to_end(node.session, "GET", None, headers))
+        await _result_after(node.session, running, before)
 
-            app.go.set()  # both calls answer; the drain is over once they have
-        assert drained and drained[0].finished == 1 and drained[0].stopped == 0, drained  # (it counts those at its start)
-        # Their answers were recorded: each is resumable after the drain (here, the same node).
-        for call, opened in ((running, before), (arriving, first)):
-            after = next(e.id for e in reversed(opened) if e.id)
-            reply = await session.exchange("GET", "/mcp", headers=session.headers(last_event_id=after))
-            answers = [m for m in reply.messages() if m.get("id") == call["id"]]
-            assert len(answers) == 1 and "result" in answers[0], reply.raw
+
+async def test_a_resume_served_from_the_store_during_a_drain_is_let_go_once_its_priming_event_is_out() -> (
+    None
+):
+    store = MemoryStore()
+    async with _node(store) as a, _node(store) as b:
+        elsewhere = a.session.tool_call("slow")  # runs on A, held there
+        first = await a.session.exchange("POST", "/mcp", elsewhere, stop_after=1)  # then its client leaves
+        assert first.status == 200 and first.last_id is not None, first.raw
+        async with _draining(b):
+            b.session.session_id = a.session.session_id
+            headers = b.session.headers(last_event_id=first.last_id)
+            _let_go_after_priming(await _read_to_end(b.session, "GET", None, headers))
+            a.app.go.set()
+        await _result_after(a.session, elsewhere, first.events)
