@@ -2,7 +2,7 @@
 
 Two uvicorn nodes (`tests.apps.rerun_app`: a stateless app whose tool `counted` counts its runs
 in Redis, wrapped with `tasks=True` on a shared Redis) behind `CutProxy` (round robin, no
-affinity), the harness of `tests/test_multinode.py` and `tests/test_multinode_tasks.py`. The
+affinity), the harness of `tests/support/cluster.py`. The
 call runs on node A; one second in, A is killed (SIGKILL) and the balancer drops it.
 
 * With `Policy(rerun_on_loss=True)` on the tool's route, the call completes through node B: a

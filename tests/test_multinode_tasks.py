@@ -4,7 +4,7 @@ Two uvicorn processes (`tests.apps.multinode_tasks_app`: the stock `MCPServer` t
 wrapped with `tasks=True` on a `RedisStore` under a per-test prefix) behind `CutProxy`, which
 cuts nothing here and hands each TCP connection to the next process; clients open one
 connection per request, and a test that needs a request on a given node steers the balancer
-(`steer` of tests/test_multinode.py). Every answer says which process gave it (``x-node``) and
+(`steer` of tests/support/cluster.py). Every answer says which process gave it (``x-node``) and
 ``GET /__seen__`` on a node says what its slow tool did. The protocol is 2026-07-28: no
 sessions, so a task's polls and cancel may land on any node.
 
