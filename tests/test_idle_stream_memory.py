@@ -171,20 +171,34 @@ async def awaiting(awaitable: Awaitable[Message]) -> Message:
     return await awaitable
 
 
+class Waiting:
+    """What `_ThenDisconnect` needs of its stream: the flag, and `rest` (told once it waits)."""
+
+    def __init__(self, flag: AppDisconnect) -> None:
+        self.app_disconnect = flag
+        self.rested = 0
+
+    def rest(self) -> None:
+        self.rested += 1
+
+
 async def test_then_disconnect_awaits_its_first_step_then_the_flag() -> None:
     flag, steps, release = AppDisconnect(), [], asyncio.Event()
-    waiting = asyncio.ensure_future(awaiting(_ThenDisconnect(first_step(steps, release), flag)))
+    stream = Waiting(flag)
+    waiting = asyncio.ensure_future(awaiting(_ThenDisconnect(first_step(steps, release), stream)))
     await settle(lambda: release._waiters is not None and bool(release._waiters))
+    assert not stream.rested
     release.set()
     await settle(lambda: steps == ["written"])
     assert not waiting.done()
+    assert stream.rested == 1  # it waits for the flag now, its burst written: the stream may rest
     flag.set()
     assert await asyncio.wait_for(waiting, 10) == {"type": "http.disconnect"}
 
 
 async def test_then_disconnect_when_the_flag_was_set_during_its_first_step() -> None:
     flag, steps, release = AppDisconnect(), [], asyncio.Event()
-    waiting = asyncio.ensure_future(awaiting(_ThenDisconnect(first_step(steps, release), flag)))
+    waiting = asyncio.ensure_future(awaiting(_ThenDisconnect(first_step(steps, release), Waiting(flag))))
     await settle(lambda: bool(release._waiters))
     flag.set()
     release.set()
@@ -195,7 +209,7 @@ async def test_then_disconnect_when_the_flag_was_set_during_its_first_step() -> 
 @pytest.mark.parametrize("during", ["first step", "flag"])
 async def test_then_disconnect_is_cancelled_where_it_waits(during: str) -> None:
     flag, steps, release = AppDisconnect(), [], asyncio.Event()
-    waiting = asyncio.ensure_future(awaiting(_ThenDisconnect(first_step(steps, release), flag)))
+    waiting = asyncio.ensure_future(awaiting(_ThenDisconnect(first_step(steps, release), Waiting(flag))))
     await settle(lambda: bool(release._waiters))
     if during == "flag":
         release.set()
@@ -207,3 +221,56 @@ async def test_then_disconnect_is_cancelled_where_it_waits(during: str) -> None:
     if during == "flag":
         held = flag._waiters
         assert isinstance(held, asyncio.Future) and held.cancelled()
+
+
+def later_app(
+    first: int, more: asyncio.Event, then: int
+) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+    """Streams `first` events, waits for `more` (a task of its own listens for the disconnect,
+    as the SDK's apps do), then streams `then` more and ends."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        await receive()
+        listening = asyncio.ensure_future(receive())
+        headers = [(b"content-type", b"text/event-stream"), (b"mcp-session-id", SESSION)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for _ in range(first):
+            await send({"type": "http.response.body", "body": EVENT, "more_body": True})
+        await more.wait()
+        for _ in range(then):
+            await send({"type": "http.response.body", "body": EVENT, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await listening
+
+    return app
+
+
+@pytest.mark.parametrize("events", [1, 10])
+async def test_an_idle_detached_stream_lets_go_of_its_recorder_and_makes_one_when_it_writes(
+    events: int,
+) -> None:
+    store = MemoryStore()
+    more = asyncio.Event()
+    middleware = ResumeMiddleware(
+        later_app(events, more, 3), policy=Policy(max_wait_s=3600, keepalive_s=3600), store=store
+    )
+    client = Client()
+    call = asyncio.ensure_future(middleware(post_scope(), client.receive, client.send))
+    await settle(lambda: client.events >= events)
+    client.gone.set()
+    await asyncio.wait_for(call, 10)
+    (hosted,) = middleware.engine.live.values()
+    # detached, its app quiet: neither a recorder nor a writer held
+    await settle(lambda: hosted._recorder is None and hosted._writer is None)
+    assert hosted.answer_start is None  # (its record exists: the app's start is not kept for it)
+    more.set()
+    await settle(lambda: not middleware.engine.live)
+    # What the app wrote later is recorded after the rest, ids in order; then, as ever for a request
+    # whose app ended without its answer, the error saying so, and the stream is completed.
+    meta = await store.get_stream(hosted.stream_id)
+    assert meta is not None and meta.last_seq == events + 4 and meta.state.value == "completed"
+    read = await store.read(hosted.stream_id, 0, 100)
+    assert [seq for seq, _ in read] == list(range(1, events + 5))
+    assert read[-1][1].count(b"without") == 1 and b"notifications/progress" in read[-2][1]

@@ -109,3 +109,12 @@ async def test_a_far_deadline_armed_by_a_callback_does_not_hide_a_nearer_one_wai
     scheduler.arm(seen.timer("second"), now + 0.03)  # waiting meanwhile: still fires on time
     await seen.wait_for(2)
     assert seen.fired == ["first", "second"]
+
+
+async def test_timers_due_at_the_same_moment_all_fire() -> None:
+    scheduler, seen = Scheduler(), Recorder()
+    when = time.monotonic() + 0.005
+    for name in ("a", "b", "c"):
+        scheduler.arm(seen.timer(name), when)  # (entries `(when, timer)` tie: ordered by the timers)
+    await seen.wait_for(3)
+    assert sorted(seen.fired) == ["a", "b", "c"]

@@ -56,6 +56,10 @@ async def _nothing() -> None:
 class WriterHost(Protocol):
     """What a `Writer` needs of the stream it delivers (a `HostedStream`)."""
 
+    counted_detached: bool
+    """Its app runs with no connection attached, counted in `streams_detached` (kept by the
+    stream: its writer is let go while it is detached)."""
+
     @property
     def first(self) -> Connection | None:
         """The connection that brought the request."""
@@ -89,6 +93,9 @@ class WriterHost(Protocol):
     async def check_expiry(self) -> None:
         """The core's resume window passed: expire the stream unless the store says otherwise."""
 
+    def rest(self) -> None:
+        """The stream has no connection now: let go of what only a writing stream needs."""
+
 
 async def finish_answer(conn: Connection, reason: Reason, cursor: int, policy: Policy) -> None:
     """End a connection's answer as its reason says: the feature layer's interim result after
@@ -121,7 +128,6 @@ class Writer:
         "answering",
         "conn",
         "core",
-        "detached",
         "host",
         "outcome",
         "policy",
@@ -138,6 +144,7 @@ class Writer:
         services: StreamServices[Any],
         core: StreamCore,
         policy: Policy,
+        timer: Timer,
         *,
         stream_id: str,
         request_id: Any,
@@ -153,7 +160,8 @@ class Writer:
         self.request_id = request_id
         self.conn: Connection | None = None
         """The connection attached now."""
-        self.timer = Timer(self)  # (called as `on_timer`: no bound method held per stream)
+        self.timer = timer
+        """The stream's place in the scheduler (its host's: it outlives a writer let go)."""
         self.outcome: tuple[str, int] | None = None
         """How the first connection was let go, and where."""
         self.answering = 0
@@ -162,8 +170,11 @@ class Writer:
         decide what the request is - a feature layer's deadline frame makes it a task - so the
         request is not concluded while one is under way (`answers_settled`)."""
         self._settled: anyio.Event | None = None
-        self.detached = False
-        """Its app runs with no connection attached (counted in `streams_detached`)."""
+
+    def at_rest(self) -> bool:
+        """No connection, nothing under way or to hand over: a writer made afresh would do the
+        same from here (`HostedStream.rest` lets go of it)."""
+        return self.conn is None and not self.answering and self._settled is None and self.outcome is None
 
     # ------------------------------------------------------------------ answers under way
     def answer_begins(self) -> None:
@@ -222,8 +233,9 @@ class Writer:
             return
         telemetry.streams_attached(delta)
         detached = delta < 0 and not self.core.app_done
-        if detached is not self.detached:
-            self.detached = detached
+        host = self.host
+        if detached is not host.counted_detached:
+            host.counted_detached = detached
             telemetry.streams_detached(1 if detached else -1)
 
     async def serve(self, conn: Connection, *, gen: int, after_seq: int, priming: bool) -> tuple[str, int]:
@@ -320,6 +332,11 @@ class Writer:
         while core.owed(att) and not conn.gone.is_set():
             if batch and batch[0][0] == att.cursor + 1:
                 events = batch
+            elif not self.host.meta_created:
+                # Its record is still to be created, with the very events owed (their write waits
+                # for it, or failed): nothing of it is in the store to read. That write delivers
+                # them, or, the store down, passes them through (`HostedStream.unrecorded`).
+                return True
             else:
                 try:
                     events = await self.store.read(self.stream_id, att.cursor, READ_BATCH)
@@ -425,6 +442,8 @@ class Writer:
                     # (Without its record, which the store could not create now, the head goes
                     # out with the first event instead.)
                     recorded = self.host.meta_created or await self._open_record(conn)
+                    if conn.attachment is not att:
+                        return  # withdrawn meanwhile: its answer passed through (`unrecorded`)
                     self.core.head_sent(att)
                     if recorded and await conn.start():
                         head, conn.head = conn.head, None
@@ -456,7 +475,9 @@ class Writer:
             if not self.services.store_outage(exc):
                 raise
             return False
-        return True
+        # (Not created here, it may have been by the first events' write this waited for - or
+        # not: that write failed too, and the answer passed through.)
+        return self.host.meta_created
 
     def withdraw(self, conn: Connection) -> None:
         """Give up `conn` without answering it: the stream could not be recorded after all and
@@ -514,6 +535,8 @@ class Writer:
             conn.released.set()
             conn.stop_listening()  # its own call watches it: it may return now
             self.answer_ends()
+        if self.conn is None:
+            self.host.rest()
         logger.debug("stream %s: connection let go (%s) at %s", self.stream_id, reason, att.cursor)
 
     def drain(self) -> None:
@@ -553,9 +576,6 @@ class Writer:
                     spawn(self._timed_service, conn)
         return self.core.next_deadline()
 
-    __call__ = on_timer
-    """The writer is its own `Timer` callback (`on_timer`)."""
-
     async def _timed_service(self, conn: Connection) -> None:
         try:
             await self.service(conn)
@@ -563,16 +583,13 @@ class Writer:
             self.answer_ends()
 
     def after_app(self) -> None:
-        """The app is done: a connection that has everything is closed."""
+        """The app is done: a connection that has everything is closed (its stream then stops
+        counting as detached, and arms its timer: `HostedStream.app_finished`)."""
         conn = self.conn
         if conn is not None and conn.attachment is not None:
             self.core.settle(conn.attachment)
             if conn.own_writer:
                 conn.signal()
-        if self.detached:
-            self.detached = False
-            self.services.telemetry.streams_detached(-1)
-        self.arm()
 
     async def finish_first(self) -> None:
         """After the app: serve the first connection to its end (its ASGI call returns then)."""

@@ -35,19 +35,19 @@ import logging
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from starlette.types import Message, Scope
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, content_type, session_id, stream_headers
-from mcp_resume_asgi.core.stream import FirstGone, Reason, StreamCore
+from mcp_resume_asgi.core.stream import Due, FirstGone, Reason, StreamCore
 from mcp_resume_asgi.engine import cancellation, rerun
 from mcp_resume_asgi.engine.connection import Connection, Flag, current_asyncio_task
 from mcp_resume_asgi.engine.delivery import Writer, finish_answer
 from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.engine.recorder import Recorder
-from mcp_resume_asgi.engine.scheduler import spawn
+from mcp_resume_asgi.engine.scheduler import Timer, spawn
 from mcp_resume_asgi.engine.services import ENDED_WITHOUT_RESPONSE, SHUT_DOWN
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.store.base import StreamKind
@@ -80,15 +80,42 @@ class AppDisconnect(Flag):
         return {"type": "http.disconnect"}
 
 
+_ALREADY_SET = Flag()
+"""A flag set for good, shared: what `HostedStream.done` and `opened` are once set before anyone
+asked for them (a set flag never changes again, and waiting on it returns at once)."""
+_ALREADY_SET.set()
+
+
+async def _nothing() -> None:
+    """What `HostedStream.deliver` returns with no writer (nobody attached)."""
+
+
+def _set(flag: Flag | None) -> Flag:
+    """Set `flag`, made on demand (None: nobody asked for it yet); returns it."""
+    if flag is None:
+        return _ALREADY_SET
+    flag.set()
+    return flag
+
+
+class _Waiting(Protocol):
+    """What `_ThenDisconnect` needs of its stream (a `HostedStream`)."""
+
+    @property
+    def app_disconnect(self) -> AppDisconnect: ...
+    def rest(self) -> None: ...
+
+
 class _ThenDisconnect:
-    """(asyncio) Awaits `first`, then `flag`'s future: `http.disconnect`. A coroutine by hand, so
-    that an app idle on its `receive` once `first` is over holds this small object, not a frame."""
+    """(asyncio) Awaits `first`, then the stream's `app_disconnect` future: `http.disconnect`. A
+    coroutine by hand, so that an app idle on its `receive` once `first` is over holds this small
+    object, not a frame."""
 
-    __slots__ = ("_flag", "_inner")
+    __slots__ = ("_hosted", "_inner")
 
-    def __init__(self, first: Coroutine[Any, Any, None], flag: AppDisconnect) -> None:
+    def __init__(self, first: Coroutine[Any, Any, None], hosted: _Waiting) -> None:
         self._inner: Generator[Any, Any, Any] | Coroutine[Any, Any, Any] = first
-        self._flag: AppDisconnect | None = flag
+        self._hosted: _Waiting | None = hosted
 
     def __await__(self) -> Generator[Any, Any, Message]:
         return self  # (the generator protocol, by hand)
@@ -117,12 +144,14 @@ class _ThenDisconnect:
         self._inner.close()
 
     def _then(self, stop: StopIteration) -> Any:
-        flag, self._flag = self._flag, None
-        if flag is None:  # the flag's future is done: its result is the message
+        hosted, self._hosted = self._hosted, None
+        if hosted is None:  # the flag's future is done: its result is the message
             raise stop
+        flag = hosted.app_disconnect
         waiter = flag.future()
         if waiter is None:  # (set meanwhile)
             raise StopIteration(flag._result())
+        hosted.rest()  # (the app waits, its burst written)
         self._inner = waiter.__await__()
         return self.send(None)
 
@@ -133,6 +162,10 @@ class HostedStream:
     # Slots, not a dict: a detached stream lives on for its resume window, thousands at a time.
     __slots__ = (
         "__weakref__",
+        "_done",
+        "_opened",
+        "_recorder",
+        "_writer",
         "adopted",
         "answer_start",
         "app_call",
@@ -142,8 +175,8 @@ class HostedStream:
         "body",
         "body_taken",
         "core",
+        "counted_detached",
         "delivery",
-        "done",
         "expired",
         "first",
         "first_messages",
@@ -158,7 +191,6 @@ class HostedStream:
         "meta_created",
         "method",
         "mode",
-        "opened",
         "opted_in",
         "over",
         "parser",
@@ -168,7 +200,6 @@ class HostedStream:
         "prefix",
         "principal",
         "record_due",
-        "recorder",
         "request_id",
         "route",
         "scope",
@@ -176,9 +207,9 @@ class HostedStream:
         "session_id",
         "store",
         "stream_id",
+        "timer",
         "upgraded_sse",
         "version",
-        "writer",
     )
 
     def __init__(
@@ -226,11 +257,14 @@ class HostedStream:
             now=time.monotonic(),
             opted_in=opted_in,
         )
-        self.recorder = Recorder(self)
-        self.writer = Writer(
-            self, services, self.core, policy, stream_id=self.stream_id, request_id=request_id
-        )
-        """Writes the stream to the connection attached to it, and acts on its timers."""
+        self._recorder: Recorder | None = None
+        """Made when first needed; let go while the stream is detached and its app quiet (`rest`)."""
+        self._writer: Writer | None = None
+        """Made when first needed; let go while the stream is detached and quiet (`rest`)."""
+        self.counted_detached = False
+        """Counted in `streams_detached` (`Writer._count_attached`)."""
+        self.timer = Timer(self)  # (called as `on_timer`: no bound method held per stream)
+        """The stream's place in the scheduler (its writer acts on what comes due)."""
         self.mode: Mode | None = None
         self.adopted = False
         """A re-run: it continues the record of a run lost with its node (`adopt`)."""
@@ -260,9 +294,9 @@ class HostedStream:
         self.body_taken = False
         self.over = False
         """The app's task is over (its request, and what follows it, are done)."""
-        self.done = Flag()
-        self.opened = Flag()
-        """Set once the stream's record exists (a retried POST waits for it)."""
+        # `done` and `opened`, made when first asked for (an idle stream's are never waited on).
+        self._done: Flag | None = None
+        self._opened: Flag | None = None
         self.expired = False
         self.left_early = False
         """The client left before the app decided how to answer."""
@@ -274,6 +308,89 @@ class HostedStream:
         self.json_chunks: list[bytes] | None = None
         self.json_size = 0
         self.passthrough_body: list[bytes] | None = None
+
+    @property
+    def done(self) -> Flag:
+        """Set once the app's request is over (its stream concluded)."""
+        done = self._done
+        if done is None:
+            done = self._done = Flag()
+        return done
+
+    @property
+    def opened(self) -> Flag:
+        """Set once the stream's record exists (a retried POST waits for it), or its request is
+        over without one."""
+        opened = self._opened
+        if opened is None:
+            opened = self._opened = Flag()
+        return opened
+
+    @property
+    def recorder(self) -> Recorder:
+        """The store side of the stream (`recorder.py`), made on demand: a detached stream whose
+        app is quiet holds none (`rest`)."""
+        recorder = self._recorder
+        if recorder is None:
+            recorder = self._recorder = Recorder(self)
+        return recorder
+
+    @property
+    def writer(self) -> Writer:
+        """Writes the stream to the connection attached to it, and acts on its timers
+        (`delivery.py`); made on demand: a detached quiet stream holds none (`rest`)."""
+        writer = self._writer
+        if writer is None:
+            writer = self._writer = Writer(
+                self,
+                self.services,
+                self.core,
+                self.policy,
+                self.timer,
+                stream_id=self.stream_id,
+                request_id=self.request_id,
+            )
+        return writer
+
+    def rest(self) -> None:
+        """If no connection is attached, let go of the writer and the recorder, each if nothing
+        of it is under way or held (made again when next needed: an idle detached stream lives
+        on for its resume window, thousands at a time)."""
+        writer = self._writer
+        if writer is not None:
+            if writer.conn is not None:
+                return
+            if writer.at_rest():
+                self._writer = None
+        recorder = self._recorder
+        if recorder is not None and recorder.at_rest():
+            self._recorder = None
+
+    def on_timer(self, now: float) -> float | None:
+        """What comes due on the stream's timer (`Writer.on_timer`; without a writer, nothing is
+        attached: what needs no connection, without making one for a deadline gone stale)."""
+        writer = self._writer
+        if writer is not None:
+            return writer.on_timer(now)
+        for due in self.core.due(now):
+            if due is Due.DECIDE:
+                spawn(self.decide)
+            elif due is Due.CHECK_EXPIRY:
+                spawn(self.check_expiry)
+        return self.core.next_deadline()
+
+    __call__ = on_timer
+    """The stream is its own `Timer` callback (`on_timer`)."""
+
+    def _attached(self) -> bool:
+        writer = self._writer
+        return writer is not None and writer.conn is not None
+
+    def mark_opened(self) -> None:
+        """The stream's record exists: set `opened`, and let go of the app's response start kept
+        in case the record could not be created (`unrecorded`: it is not needed from now on)."""
+        self._opened = _set(self._opened)
+        self.answer_start = None
 
     # ------------------------------------------------------------------ hosting
     def adopt(self, last_seq: int) -> None:
@@ -337,7 +454,7 @@ class HostedStream:
 
     def _unhost(self) -> None:
         """Hosting failed before the app started."""
-        self.writer.timer.cancel()
+        self.timer.cancel()
         self.services.live.pop(self.stream_id, None)
 
     async def run(self, after_app: Callable[[], Awaitable[None]] | None) -> None:
@@ -377,7 +494,8 @@ class HostedStream:
             finally:
                 with anyio.CancelScope(shield=True):
                     await self.app_finished()
-            await self.writer.finish_first()
+            if self._writer is not None or self.held is not None or self.first is not None:
+                await self.writer.finish_first()  # (else nothing to serve: no writer made for it)
             await cancellation.forget(self)
             delivery = self.delivery
             if delivery is not None and delivery.after_app is not None:
@@ -385,7 +503,7 @@ class HostedStream:
             if after_app is not None:
                 await after_app()
         finally:
-            self.writer.timer.cancel()
+            self.timer.cancel()
             self.services.live.pop(self.stream_id, None)
             self.over = True
             if self.first is not None:
@@ -416,7 +534,13 @@ class HostedStream:
                 self.first = None  # (nor kept by a detached stream: its buffers, headers, flags)
             if not ended and not gone and not first.finished:
                 spawn(self.first_gone, first)  # cancelled (the server stops): the client is as good as gone
-        return self.writer.outcome
+        # Handed to the call, not kept by the stream (a detached one holds it for its resume window).
+        writer = self._writer
+        if writer is None:
+            return None
+        outcome, writer.outcome = writer.outcome, None
+        self.rest()  # (let go, its stream may be quiet now)
+        return outcome
 
     def app_receive(self) -> Awaitable[Message]:
         """The app's `receive` (a bound method: no closure held for as long as the app runs).
@@ -425,10 +549,12 @@ class HostedStream:
         flag's future itself, which resolves to `http.disconnect`: an idle app awaits it with no
         coroutine of ours held (every idle detached stream's app waits here)."""
         if self.body_taken and asyncio._get_running_loop() is not None:
-            if self.recorder.due_before_wait():  # (its burst is written first)
-                return _ThenDisconnect(self.recorder.before_wait(), self.app_disconnect)
+            recorder = self._recorder
+            if recorder is not None and recorder.due_before_wait():  # (its burst is written first)
+                return _ThenDisconnect(recorder.before_wait(), self)
             waiter = self.app_disconnect.future()
             if waiter is not None:
+                self.rest()
                 return waiter
         return self._receive()
 
@@ -438,7 +564,10 @@ class HostedStream:
             await self.request_taken()
             # (kept: the record's trace and a session's `initialize` read it later)
             return {"type": "http.request", "body": self.body, "more_body": False}
-        await self.recorder.before_wait()  # (what the app sent without yielding: written now)
+        recorder = self._recorder
+        if recorder is not None:
+            await recorder.before_wait()  # (what the app sent without yielding: written now)
+            self.rest()
         # Never the server's `receive`: the request's own call watches its client. On asyncio the
         # flag's future itself is awaited: no coroutine of `Flag.wait` held while the app idles.
         waiter = self.app_disconnect.future()
@@ -517,11 +646,12 @@ class HostedStream:
     def deliver(self, batch: list[tuple[int, bytes]]) -> Awaitable[None]:
         """Events were just recorded: write them to the attached connection (`Writer.deliver`,
         itself: one coroutine fewer per event)."""
-        return self.writer.deliver(batch)
+        writer = self._writer
+        return _nothing() if writer is None else writer.deliver(batch)
 
     def arm(self) -> None:
-        """The core's next deadline may have moved: tell the scheduler (`Writer.arm`)."""
-        self.writer.arm()
+        """The core's next deadline may have moved: tell the scheduler."""
+        self.services.scheduler.arm(self.timer, self.core.next_deadline())
 
     async def closed_by_client(self) -> None:
         await cancellation.closed_by_client(self)
@@ -539,7 +669,8 @@ class HostedStream:
 
     async def app_finished(self) -> None:
         try:
-            await self.recorder.flush()
+            if self._recorder is not None:  # (none: nothing left to write)
+                await self._recorder.flush()
             handed_over = self.handed_over and self.kind is StreamKind.REQUEST and not self.expired
             if self.mode is Mode.UPGRADED and not self.core.final_seq and not handed_over:
                 await self.recorder.record_json_answer()
@@ -552,7 +683,8 @@ class HostedStream:
                 # Each write of the app's end is in the store (and the core knows its answer) before
                 # the next step reads `final_seq`, and before the stream is concluded: with
                 # write-behind, a write still under way would land after the request is over.
-                await self.recorder.flush()
+                if self._recorder is not None:  # (none: nothing under way)
+                    await self._recorder.flush()
                 handed_over = handed_over and self.core.final_seq is None
                 if handed_over:
                     # Owned by no live node from now on: the first node to notice runs it again.
@@ -574,17 +706,23 @@ class HostedStream:
                     await send_bytes(
                         first.send_message, 500, b"Internal Server Error", content_type=b"text/plain"
                     )
-            elif self.recorder.unavailable and self.first is not None:
+            elif self._recorder is not None and self._recorder.unavailable and self.first is not None:
                 first = self.first  # (what `unrecorded` passed through may hold the app's end)
                 if first.started and not first.finished and not first.gone.is_set():
                     await first.send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             self.answer_start = None
             self.core.app_finished()
-            self.done.set()
-            self.opened.set()
+            self._done = _set(self._done)
+            self._opened = _set(self._opened)
             self.app_disconnect.set()
-            self.writer.after_app()
+            writer = self._writer
+            if writer is not None:
+                writer.after_app()
+            if self.counted_detached:
+                self.counted_detached = False
+                self.services.telemetry.streams_detached(-1)
+            self.arm()
             await self.services.cancel_bindings.forget(self.stream_id)
 
     # ------------------------------------------------------------------ the app's answer
@@ -603,8 +741,11 @@ class HostedStream:
             parser = self.parser
             frame = None if parser is not None and parser.pending else single_event_frame(body)
             if frame is not None:  # the usual shape, one whole event per chunk: no parsing, no copy
-                if not self.recorder.queue(frame):  # (queued: a burst's, written when the app yields)
-                    await self.recorder.record_frames([frame])
+                recorder = self.recorder
+                if not recorder.queue(frame):  # (queued: a burst's, written when the app yields)
+                    await recorder.record_frames([frame])
+                    if not self._attached():
+                        self.rest()  # (written while detached)
                 return
             try:
                 if parser is None:
@@ -718,7 +859,7 @@ class HostedStream:
 
     @property
     def first_attached(self) -> bool:
-        return self.writer.conn is not None
+        return self._attached()
 
     async def open_now(self, *, attached: bool, gen: int = 1) -> bool:
         """Create the due record now (`Recorder.open_now`)."""
@@ -729,7 +870,13 @@ class HostedStream:
         down). If nothing of the answer has reached its client, it passes through, marked as
         one whose record could not open at its start is (`on_response_start`): True."""
         first, start = self.first, self.answer_start
-        if first is None or start is None or first.started or self.writer.conn is not first:
+        if (
+            first is None
+            or start is None
+            or first.started
+            or self._writer is None
+            or self._writer.conn is not first
+        ):
             return False
         self.answer_start = None
         self.core.record_unavailable_after_all()
@@ -785,7 +932,7 @@ class HostedStream:
             prefix=self.prefix or None,
         )
         held.delivery = self.delivery
-        if self.writer.conn is not None:
+        if self._attached():
             await self.superseded(held)
             return
         meta = await self.store.attach(self.stream_id, time.time())

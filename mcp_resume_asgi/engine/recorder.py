@@ -46,7 +46,6 @@ from mcp_resume_asgi.wire.sse import SSEEvent, encode_payload
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.core.stream import Recorded
-    from mcp_resume_asgi.engine.connection import Flag
 
 __all__ = [
     "LOST_TEXT",
@@ -110,8 +109,9 @@ class RecordedStream(HostedRequest, Protocol):
     def expired(self) -> bool: ...
     @property
     def json_status(self) -> int: ...
-    @property
-    def opened(self) -> Flag: ...
+    def mark_opened(self) -> None:
+        """The stream's record exists (its `opened` flag is set)."""
+
     @property
     def first_attached(self) -> bool:
         """The first connection is still the stream's (a record created now says it is attached)."""
@@ -179,6 +179,7 @@ class Recorder:
         "refused",
         "unavailable",
         "write_behind",
+        "writes",
         "writing",
     )
 
@@ -191,6 +192,8 @@ class Recorder:
         self.backlog_bytes = 0
         self.writing = False
         """A write of the backlog is under way (what the app sends meanwhile joins the backlog)."""
+        self.writes = 0
+        """Calls of `write` under way."""
         self.burst = False
         """The app has not yielded since its last event was written (`_burst_begins`)."""
         self._bursts: _Bursts | Literal[False] | None = None
@@ -311,6 +314,23 @@ class Recorder:
             self.writing = True
             await self._write_behind()
 
+    def at_rest(self) -> bool:
+        """Nothing is under way, queued, held or to be said: a recorder made afresh would do the
+        same from here (`HostedStream.rest` lets go of it)."""
+        return not (
+            self.writes
+            or self.writing
+            or self.backlog
+            or self.opening
+            or self.held is not None
+            or self.refused is not None
+            or self.lost
+            or self.unavailable
+            or self.refusal_recorded
+            or self._written is not None
+            or self.opening_over is not None
+        )
+
     def take_backlog(self) -> list[tuple[bytes, bytes]]:
         batch, self.backlog, self.backlog_bytes = self.backlog, [], 0
         return batch
@@ -398,52 +418,58 @@ class Recorder:
             self._add_held(recorded)
             return
         policy = hosted.policy
+        self.writes += 1  # (under way: the stream keeps this recorder, `at_rest`)
         try:
-            if self.opening:
-                await self.wait_opening()
-            if hosted.record_due:
-                # The record, created with the first events (and completed, if they hold the
-                # answer) in one call of the store.
-                final_seq = recorded.final_seq if not recorded.inputs else None
-                await self._open_due(self._meta(attached=hosted.first_attached), recorded.batch, final_seq)
-                if recorded.inputs:
-                    await self._note(recorded.inputs, recorded.final_seq, recorded.final_data, None)
-                elif final_seq is not None and hosted.method == "initialize":
-                    await self._answered(True, final_seq, recorded.final_data)
-            elif recorded.final_seq is not None and not recorded.inputs:
-                # The answer: stored and the stream completed in one call of the store.
-                completed = await hosted.store.append_final(
-                    hosted.stream_id,
-                    recorded.batch,
-                    max_events=policy.max_events_per_stream,
-                    max_bytes=policy.max_bytes_per_stream,
-                    final_seq=recorded.final_seq,
-                    retain_s=policy.retain_completed_s,
-                )
-                if not completed or hosted.method == "initialize":  # (else nothing to do: no coroutine)
-                    await self._answered(completed, recorded.final_seq, recorded.final_data)
-            else:
-                await hosted.store.append(
-                    hosted.stream_id,
-                    recorded.batch,
-                    max_events=policy.max_events_per_stream,
-                    max_bytes=policy.max_bytes_per_stream,
-                )
-                if recorded.inputs or recorded.final_seq is not None:
-                    await self._note(recorded.inputs, recorded.final_seq, recorded.final_data, None)
-        except Exception as exc:
-            if not hosted.services.store_outage(exc):
-                raise
-            if hosted.record_due and await hosted.unrecorded(recorded.batch):
-                return  # passed through, as an answer whose record could not open at its start
-            self._hold(exc)
-            self._add_held(recorded)
-            return
-        try:  # (`_deliver`, inline: this runs once per event the app sends)
-            await hosted.deliver(recorded.batch)
-        except Exception as exc:
-            if not hosted.services.store_outage(exc):
-                raise
+            try:
+                if self.opening:
+                    await self.wait_opening()
+                if hosted.record_due:
+                    # The record, created with the first events (and completed, if they hold the
+                    # answer) in one call of the store.
+                    final_seq = recorded.final_seq if not recorded.inputs else None
+                    await self._open_due(
+                        self._meta(attached=hosted.first_attached), recorded.batch, final_seq
+                    )
+                    if recorded.inputs:
+                        await self._note(recorded.inputs, recorded.final_seq, recorded.final_data, None)
+                    elif final_seq is not None and hosted.method == "initialize":
+                        await self._answered(True, final_seq, recorded.final_data)
+                elif recorded.final_seq is not None and not recorded.inputs:
+                    # The answer: stored and the stream completed in one call of the store.
+                    completed = await hosted.store.append_final(
+                        hosted.stream_id,
+                        recorded.batch,
+                        max_events=policy.max_events_per_stream,
+                        max_bytes=policy.max_bytes_per_stream,
+                        final_seq=recorded.final_seq,
+                        retain_s=policy.retain_completed_s,
+                    )
+                    if not completed or hosted.method == "initialize":  # (else nothing to do: no coroutine)
+                        await self._answered(completed, recorded.final_seq, recorded.final_data)
+                else:
+                    await hosted.store.append(
+                        hosted.stream_id,
+                        recorded.batch,
+                        max_events=policy.max_events_per_stream,
+                        max_bytes=policy.max_bytes_per_stream,
+                    )
+                    if recorded.inputs or recorded.final_seq is not None:
+                        await self._note(recorded.inputs, recorded.final_seq, recorded.final_data, None)
+            except Exception as exc:
+                if not hosted.services.store_outage(exc):
+                    raise
+                if hosted.record_due and await hosted.unrecorded(recorded.batch):
+                    return  # passed through, as an answer whose record could not open at its start
+                self._hold(exc)
+                self._add_held(recorded)
+                return
+            try:  # (`_deliver`, inline: this runs once per event the app sends)
+                await hosted.deliver(recorded.batch)
+            except Exception as exc:
+                if not hosted.services.store_outage(exc):
+                    raise
+        finally:
+            self.writes -= 1
 
     async def _note(
         self,
@@ -717,7 +743,7 @@ class Recorder:
                 self.opening_over.set()
                 self.opening_over = None
         hosted.meta_created = True
-        hosted.opened.set()
+        hosted.mark_opened()
 
     async def open_record(self, *, attached: bool = False) -> None:
         """Create the stream's record in the store (it can be resumed from then on)."""
@@ -728,7 +754,7 @@ class Recorder:
         if hosted.adopted:
             # A re-run (`Engine.rerun`): the record of the lost run goes on, taken over already.
             hosted.meta_created = True
-            hosted.opened.set()
+            hosted.mark_opened()
             return
         await hosted.store.create_stream(self._meta(attached=attached), ttl_s=ttl)
         if hosted.policy.rerun_on_loss and hosted.kind is StreamKind.REQUEST and services.node is not None:
@@ -736,7 +762,7 @@ class Recorder:
             stored = rerun.capture(hosted.scope, hosted.body, services.principal)
             await rerun.save(hosted.store, hosted.stream_id, stored, ttl)
         hosted.meta_created = True
-        hosted.opened.set()
+        hosted.mark_opened()
         if hosted.kind is StreamKind.STANDALONE and hosted.session_id is not None:
             # The app accepted the GET: from now on a second GET of the session resumes this one.
             await hosted.store.set_key(keys.standalone(hosted.session_id), hosted.stream_id, ttl)

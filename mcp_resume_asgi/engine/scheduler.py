@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import contextvars
 import heapq
-import itertools
 import logging
 import sys
 import time
@@ -98,6 +97,10 @@ class Timer:
 
     def cancel(self) -> None:
         self.callback = None
+
+    def __lt__(self, other: Timer) -> bool:
+        """Two timers' entries due at the same moment: any fixed order will do."""
+        return id(self) < id(other)
 
 
 class AppTasks:
@@ -209,8 +212,9 @@ class Scheduler:
     def __init__(self) -> None:
         self.apps = AppTasks()
         """The app's requests, run as tasks of the engine's."""
-        self._heap: list[tuple[float, int, Timer]] = []
-        self._counter = itertools.count()
+        # `(when, timer)`: no tie-break counter per entry (an idle stream's entry lives for its
+        # resume window); timers due at the same moment are ordered by `Timer.__lt__`.
+        self._heap: list[tuple[float, Timer]] = []
         # asyncio: one `call_later` handle for the earliest entry
         self._handle: asyncio.TimerHandle | None = None
         self._handle_at = float("inf")
@@ -225,7 +229,7 @@ class Scheduler:
         if when is None or when >= target.armed_at or target.callback is None:
             return
         target.armed_at = when
-        heapq.heappush(self._heap, (when, next(self._counter), target))
+        heapq.heappush(self._heap, (when, target))
         loop = asyncio._get_running_loop()  # (None under trio; no exception raised to learn it)
         if loop is not None:
             if loop is not self._loop or when < self._handle_at - SLACK_S:
@@ -251,7 +255,7 @@ class Scheduler:
         for target, now in self._due():
             self.arm(target, self._call(target, now))
         heap = self._heap
-        while heap and heap[0][2].callback is None:
+        while heap and heap[0][1].callback is None:
             heapq.heappop(heap)  # a finished target's entry: no need to wake for it
         if heap and heap[0][0] < self._handle_at - SLACK_S and self._loop is not None:
             # (what the callbacks armed may be later than what was waiting already; one due
@@ -266,9 +270,9 @@ class Scheduler:
         due = []
         while heap and heap[0][0] <= now:
             entry = heapq.heappop(heap)
-            if entry[2].armed_at == entry[0]:  # else stale: the target was armed earlier and fired since
-                entry[2].armed_at = float("inf")
-                due.append((entry[2], now))
+            if entry[1].armed_at == entry[0]:  # else stale: the target was armed earlier and fired since
+                entry[1].armed_at = float("inf")
+                due.append((entry[1], now))
         return due
 
     @staticmethod
@@ -287,7 +291,7 @@ class Scheduler:
         try:
             heap = self._heap
             while heap:
-                while heap and heap[0][2].callback is None:
+                while heap and heap[0][1].callback is None:
                     heapq.heappop(heap)  # a finished target's entry: no need to wake for it
                 if not heap:
                     break

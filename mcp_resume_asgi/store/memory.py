@@ -37,6 +37,9 @@ __all__ = ["MemoryStore", "StoreFullError"]
 
 #: Messages a slow subscriber may have queued before newer ones are dropped for it.
 SUBSCRIBER_BUFFER = 1024
+#: What a record's `pending_inputs` and `issued_inputs` hold while they are empty (most records,
+#: all their lives): one list shared by all, never changed in place (`_update` replaces a list).
+_NO_INPUTS: list[Any] = []
 
 
 def _ttu(_key: str, value: tuple[Any, float], _now: float) -> float:
@@ -134,6 +137,10 @@ class MemoryStore(MemoryIndexes, Store):
             else:
                 raise StoreFullError(f"{self.max_streams} streams are running")
         meta.version = 0
+        if not meta.pending_inputs:
+            meta.pending_inputs = _NO_INPUTS
+        if not meta.issued_inputs:
+            meta.issued_inputs = _NO_INPUTS
         entry = _Entry(meta, now + ttl_s)
         self._streams[stream_id] = entry
         heapq.heappush(self._expiry, (entry.expires_at, stream_id))
@@ -213,7 +220,7 @@ class MemoryStore(MemoryIndexes, Store):
         for name, value in changes.items():
             if name == "version":
                 raise ValueError("StreamMeta.version is kept by the store")
-            setattr(meta, name, list(value) if isinstance(value, list) else value)
+            setattr(meta, name, (list(value) or _NO_INPUTS) if isinstance(value, list) else value)
         if ttl_s is not None:
             self._set_expiry(stream_id, entry, ttl_s)
         entry.wake()

@@ -3,8 +3,7 @@
 `cluster(count, prefix, ...)` starts `count` uvicorn processes of an app (`multinode_app`
 unless said) sharing a key prefix and the secret; `cluster_behind_proxy` puts them behind a
 `CutProxy`. Which connection goes where is the round robin's choice; `steer` makes the next
-connection go to a given node (an empty connection moves the turn on), which is still the
-round robin. `prefix` is the fixture of a test's own key prefix, deleted afterwards.
+connection go to a given node (the round robin's next pick, set). `prefix` is the fixture of a test's own key prefix, deleted afterwards.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import anyio
 import pytest
 
 from tests.support.proxy import CutProxy
-from tests.support.server import HOST, SubprocessServer
+from tests.support.server import SubprocessServer
 from tests.support.stores import delete_prefix_sync, redis_prefix, redis_unavailable, redis_url, require_redis
 from tests.support.timing import scaled
 
@@ -104,17 +103,12 @@ def pid_of(server: SubprocessServer) -> int:
 
 
 async def steer(proxy: CutProxy, port: int) -> None:
-    """Make the balancer's next connection go to ``port``: burn empty connections until it is its turn."""
-    for _ in range(len(proxy.backend_ports)):
-        ports = proxy.backend_ports
-        if ports[proxy.stats.connections % len(ports)] == port:
-            return
-        seen = proxy.stats.connections
-        stream = await anyio.connect_tcp(HOST, proxy.port)
-        with anyio.fail_after(scaled(2)):
-            await proxy.wait_for_connections(seen + 1)
-        await stream.aclose()
-    raise AssertionError(f"port {port} is not behind the proxy ({proxy.backend_ports})")
+    """Make the balancer's next connection go to ``port`` (`CutProxy.send_next_to`). It used to
+    burn empty connections until it was ``port``'s turn, and gave up when a client's own
+    background connections (the stock client's GET, reconnecting) kept taking the turns."""
+    if port not in proxy.backend_ports:
+        raise AssertionError(f"port {port} is not behind the proxy ({proxy.backend_ports})")
+    proxy.send_next_to(port)
 
 
 class Alternation:
