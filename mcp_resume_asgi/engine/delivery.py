@@ -221,7 +221,7 @@ class Writer:
         if not telemetry.enabled:
             return
         telemetry.streams_attached(delta)
-        detached = delta < 0 and not self.core.app_done
+        detached = delta < 0 and not self.core.app_done and self.core.final_seq is None
         if detached is not self.detached:
             self.detached = detached
             telemetry.streams_detached(1 if detached else -1)
