@@ -174,3 +174,108 @@ async def test_a_client_leaving_before_the_first_event_has_the_record_created_de
     assert meta is not None and not meta.attached and meta.attach_gen == 1 and meta.delivered_seq == 0
     assert meta.state is StreamState.COMPLETED and meta.final_seq == 1
     assert await store.read(store.stream_id, 0) != [], "its answer waits for its client to resume"
+
+
+class OpeningHeld(CountingStore):
+    """A store that holds the first `open_with` (the head's, before the app's first event) until
+    `release`, and refuses every call, `read` included, once `down`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head_opening = anyio.Event()
+        self.released = anyio.Event()
+
+    async def open_with(
+        self, meta: StreamMeta, ttl_s: float, events: Sequence[tuple[int, bytes]], **kw: Any
+    ) -> None:
+        if not self.head_opening.is_set():
+            self.head_opening.set()
+            await self.released.wait()
+        await super().open_with(meta, ttl_s, events, **kw)
+
+    async def read(self, stream_id: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
+        if self.down:
+            raise ConnectionError("the store is down")
+        return await super().read(stream_id, after_seq, limit)
+
+
+class AnsweringAfterHead:
+    """Answers with SSE; its result comes once the head's creation of the record is under way."""
+
+    def __init__(self, store: OpeningHeld) -> None:
+        self.store = store
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await receive()
+        headers = [(b"content-type", b"text/event-stream"), (b"mcp-session-id", SESSION)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await self.store.head_opening.wait()
+        await send({"type": "http.response.body", "body": RESULT, "more_body": False})
+
+
+async def test_a_store_failing_the_heads_record_while_the_first_event_waits_passes_it_through() -> None:
+    """The head's timer began creating the record; the app's first event, numbered, waited for
+    that; then the store failed it. The connection must not be served from the store the record
+    never reached (it was: the read failed, and the client got `retry:` and no answer, which sat
+    in memory until the store came back): the answer passes through, marked unavailable."""
+    store = OpeningHeld()
+    middleware = ResumeMiddleware(AnsweringAfterHead(store), policy=Policy(keepalive_s=None), store=store)
+    client = Watching(store)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(middleware, _scope(), client.receive, client.send)
+            await store.head_opening.wait()
+            await anyio.wait_all_tasks_blocked()  # the app's event waits for the record's creation
+            store.down = True
+            store.released.set()
+    (start,) = [m for m in client.sent if m["type"] == "http.response.start"]
+    assert (b"mcp-resume", b"unavailable") in start["headers"], start["headers"]
+    body = client.body()
+    assert body.count(b'"result"') == 1, body
+    assert b"retry:" not in body and b"id: " not in body, body
+    assert not client.sent[-1].get("more_body", False), "its answer is ended"
+
+
+class AnsweringThenEnding:
+    """Answers with SSE: the result at once, the answer's end once `end` is set."""
+
+    def __init__(self) -> None:
+        self.end = anyio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await receive()
+        headers = [(b"content-type", b"text/event-stream"), (b"mcp-session-id", SESSION)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": RESULT, "more_body": True})
+        await self.end.wait()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def test_a_store_failing_the_first_events_record_while_the_head_waits_sends_one_head() -> None:
+    """The app's first event began creating the record; the head's timer came meanwhile and
+    waited for that; then the store failed it and the answer passed through. The timer must not
+    send a head of its own after it (it did: a second `http.response.start`, which the server
+    refuses, and the client's answer broke off)."""
+    from mcp_resume_asgi.core import stream as core_stream
+
+    store = OpeningHeld()
+    app = AnsweringThenEnding()
+    middleware = ResumeMiddleware(app, policy=Policy(keepalive_s=None), store=store)
+    client = Watching(store)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(middleware, _scope(), client.receive, client.send)
+            await store.head_opening.wait()  # (the app's event's, held)
+            await anyio.sleep(core_stream.HOLD_HEAD_S * 4)  # the head's timer falls due meanwhile
+            await anyio.wait_all_tasks_blocked()  # and waits for the record's creation
+            store.down = True
+            store.released.set()
+            await anyio.wait_all_tasks_blocked()  # the answer passed through; the timer went on
+            app.end.set()
+    starts = [m for m in client.sent if m["type"] == "http.response.start"]
+    assert len(starts) == 1, starts
+    assert (b"mcp-resume", b"unavailable") in starts[0]["headers"], starts[0]["headers"]
+    body = client.body()
+    assert body.count(b'"result"') == 1, body
+    assert b"retry:" not in body and b"id: " not in body, body
+    assert not client.sent[-1].get("more_body", False), "its answer is ended"

@@ -318,6 +318,11 @@ class Writer:
         while core.owed(att) and not conn.gone.is_set():
             if batch and batch[0][0] == att.cursor + 1:
                 events = batch
+            elif not self.host.meta_created:
+                # Its record is still to be created, with the very events owed (their write waits
+                # for it, or failed): nothing of it is in the store to read. That write delivers
+                # them, or, the store down, passes them through (`HostedStream.unrecorded`).
+                return True
             else:
                 try:
                     events = await self.store.read(self.stream_id, att.cursor, READ_BATCH)
@@ -423,6 +428,8 @@ class Writer:
                     # (Without its record, which the store could not create now, the head goes
                     # out with the first event instead.)
                     recorded = self.host.meta_created or await self._open_record(conn)
+                    if conn.attachment is not att:
+                        return  # withdrawn meanwhile: its answer passed through (`unrecorded`)
                     self.core.head_sent(att)
                     if recorded and await conn.start():
                         head, conn.head = conn.head, None
@@ -452,7 +459,9 @@ class Writer:
             if not self.services.store_outage(exc):
                 raise
             return False
-        return True
+        # (Not created here, it may have been by the first events' write this waited for - or
+        # not: that write failed too, and the answer passed through.)
+        return self.host.meta_created
 
     def withdraw(self, conn: Connection) -> None:
         """Give up `conn` without answering it: the stream could not be recorded after all and

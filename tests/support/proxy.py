@@ -226,6 +226,11 @@ class CutProxy:
 
     # ------------------------------------------------------------------ plumbing
 
+    def send_next_to(self, port: int) -> None:
+        """Make the round-robin's next pick ``port`` (a connection accepted meanwhile by someone
+        else - a client's background GET - takes it instead: steering is a best effort)."""
+        self._next_backend = self.backend_ports.index(port)
+
     def _pick_backend(self) -> int:
         port = self.backend_ports[self._next_backend % len(self.backend_ports)]
         self._next_backend += 1
