@@ -36,7 +36,10 @@ def observed(store: Store, telemetry: Telemetry) -> Store:
     """`store`, timed and watched when telemetry is on (see the module docstring)."""
     if not telemetry.enabled or isinstance(store, ObservedStore):
         return store
-    if not store.shared and type(store).is_unavailable_error is Store.is_unavailable_error:
+    if (
+        not store.shared
+        and getattr(store.is_unavailable_error, "__func__", None) is Store.is_unavailable_error
+    ):
         return store  # (nothing to time, never down: nothing to watch)
     return ObservedStore(store, telemetry)
 
