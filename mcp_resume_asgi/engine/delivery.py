@@ -231,7 +231,7 @@ class Writer:
         if not telemetry.enabled:
             return
         telemetry.streams_attached(delta)
-        detached = delta < 0 and not self.core.app_done
+        detached = delta < 0 and not self.core.app_done and self.core.final_seq is None
         host = self.host
         if detached is not host.counted_detached:
             host.counted_detached = detached
