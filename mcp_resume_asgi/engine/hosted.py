@@ -187,9 +187,14 @@ class _AppChannel:
         self._hosted = hosted
 
     def __call__(self, message: Message | None = None) -> Awaitable[Any]:
+        hosted = self._hosted
         if message is None:
-            return self._hosted.app_receive()
-        return self._hosted.app_send(message)
+            return hosted.app_receive()
+        # The app's `send` (not a coroutine itself: `on_app_send`'s is the one per message, but
+        # for the response's last).
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            return hosted.last_send(message)
+        return hosted.on_app_send(message)
 
 
 class _Rarely:
@@ -644,7 +649,7 @@ class HostedStream:
         return outcome
 
     def app_receive(self) -> Awaitable[Message]:
-        """The app's `receive` (a bound method: no closure held for as long as the app runs).
+        """The app's `receive` (through `_AppChannel`: no closure held for as long as the app runs).
 
         Once the app has read its request and has nothing left to write, on asyncio, it is the
         flag's future itself, which resolves to `http.disconnect`: an idle app awaits it with no
@@ -675,14 +680,8 @@ class HostedStream:
         await (self.app_disconnect.wait() if waiter is None else waiter)
         return {"type": "http.disconnect"}
 
-    def app_send(self, message: Message) -> Awaitable[None]:
-        """The app's `send` (not a coroutine itself: `on_app_send`'s is the one per message,
-        but for the response's last)."""
-        if message["type"] == "http.response.body" and not message.get("more_body", False):
-            return self._last_send(message)
-        return self.on_app_send(message)
-
-    async def _last_send(self, message: Message) -> None:
+    async def last_send(self, message: Message) -> None:
+        """The app's last message of its response (the app's `send` is `_AppChannel`'s)."""
         await self.on_app_send(message)
         # What a server tells an app whose response is complete: its disconnect
         # listener ends normally instead of being cancelled.
