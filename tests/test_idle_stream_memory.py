@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
-from mcp_resume_asgi.engine.hosted import AppDisconnect, _ThenDisconnect
+from mcp_resume_asgi.core.stream import _NO_TIMING
+from mcp_resume_asgi.engine.hosted import _RARELY, AppDisconnect, _ThenDisconnect
+from mcp_resume_asgi.engine.scheduler import APP_TASK_NAME
 from mcp_resume_asgi.wire.asgi import Message, Receive, Scope, Send
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
@@ -136,6 +138,53 @@ async def test_an_idle_detached_streams_app_awaits_no_coroutine_of_ours(events: 
     hosted.disconnect_app()
     await settle(lambda: bool(heard))
     assert heard == ["http.disconnect"]
+
+
+def receive_and_send(events: int, heard: list[str], seen: list[tuple[Receive, Send]]) -> Any:
+    """`idle_app`, noting the `receive` and `send` it was called with."""
+    inner = idle_app(events, heard)
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        seen.append((receive, send))
+        await inner(scope, receive, send)
+
+    return app
+
+
+async def test_an_idle_detached_stream_holds_one_channel_and_shared_defaults() -> None:
+    """What every idle stream holds once: one object as the app's `receive` and `send`, no future
+    iterator under `_ThenDisconnect`, the shared defaults of what few streams write (`_Rarely`,
+    `_Timing`), a task named once for all, and its session id shared with its session's streams."""
+    heard: list[str] = []
+    seen: list[tuple[Receive, Send]] = []
+    middleware = ResumeMiddleware(
+        receive_and_send(10, heard, seen),
+        policy=Policy(max_wait_s=3600, keepalive_s=3600),
+        store=MemoryStore(),
+    )
+    for _ in range(2):
+        client = Client()
+        call = asyncio.ensure_future(middleware(post_scope(), client.receive, client.send))
+        await settle(lambda: client.events >= 10)  # noqa: B023 (awaited at once)
+        client.gone.set()
+        await asyncio.wait_for(call, 10)
+    streams = list(middleware.engine.live.values())
+    tasks = list(middleware.engine.services.scheduler.apps._tasks)
+    assert len(streams) == 2 and len(tasks) == 2
+    for task in tasks:
+        await settle(lambda: len(awaited_chain(task.get_coro())[0]) == 3)  # noqa: B023 (run, app, idle_app)
+        _, innermost = awaited_chain(task.get_coro())
+        assert isinstance(innermost, _ThenDisconnect), innermost
+        assert isinstance(innermost._inner, asyncio.Future)  # awaited by hand: no FutureIter
+        assert task.get_name() == APP_TASK_NAME
+    assert all(receive is send for receive, send in seen), seen
+    for hosted in streams:
+        assert hosted._more is _RARELY and hosted.core._timing is _NO_TIMING
+    assert streams[0].session_id is streams[1].session_id  # (interned)
+    for hosted in streams:
+        hosted.disconnect_app()
+    await settle(lambda: len(heard) == 2)
+    assert heard == ["http.disconnect"] * 2
 
 
 async def test_a_request_in_flight_holds_none_of_the_fronts_preparing_frames() -> None:
