@@ -469,7 +469,7 @@ class HostedStream:
                 )  # (this task's context: a copy of its request's)
                 if not self.app_stopped:
                     # Stopped (`stop_app`) on asyncio by cancelling this task, whose cancel is then
-                    # taken back (`Connection.listener`'s way: no cancel scope, no frame of ours
+                    # taken back (`Connection.listen`'s way: no cancel scope, no frame of ours
                     # held while the app idles); elsewhere by a cancel scope.
                     app = self.services.app(self.scope, self.app_receive, self.app_send)
                     if task is None:
@@ -525,16 +525,16 @@ class HostedStream:
         try:
             while not (first.finished or first.released.is_set() or self.over):
                 await first.listen()  # (stopped by whoever lets it go)
-                if first.gone.is_set():
+                if first.gone:
                     if not first.finished:  # (a client leaving a complete answer changes nothing)
                         await self.first_gone(first)
                     break
-            if first.attachment is not None and first.gone.is_set():
+            if first.attachment is not None and first.gone:
                 await first.released.wait()  # its writer was under way: it lets go next
             await first.idle()
             ended = True
         finally:
-            gone = first.gone.is_set()
+            gone = first.gone
             first.close()  # the call is over: nobody to write to, nothing of the server's kept
             if self.first is first:
                 self.first = None  # (nor kept by a detached stream: its buffers, headers, flags)
@@ -713,13 +713,13 @@ class HostedStream:
                     await rerun.forget(self.store, self.stream_id)  # answered: never run again
             elif self.mode is None and self.first is not None:
                 first = self.first
-                if not first.started and not first.gone.is_set():
+                if not first.started and not first.gone:
                     await send_bytes(
                         first.send_message, 500, b"Internal Server Error", content_type=b"text/plain"
                     )
             elif self._recorder is not None and self._recorder.unavailable and self.first is not None:
                 first = self.first  # (what `unrecorded` passed through may hold the app's end)
-                if first.started and not first.finished and not first.gone.is_set():
+                if first.started and not first.finished and not first.gone:
                     await first.send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             self.answer_start = None
@@ -847,7 +847,7 @@ class HostedStream:
                     self.attach_first(first, stream_headers(headers))
                 return
             try:
-                await self.recorder.open_record(attached=first is not None and not first.gone.is_set())
+                await self.recorder.open_record(attached=first is not None and not first.gone)
             except Exception as exc:
                 if not self.services.store_outage(exc):
                     raise
@@ -932,7 +932,7 @@ class HostedStream:
     async def _open_held(self, held: Connection) -> None:
         if not self.meta_created:
             await self.upgrade()
-        if held.gone.is_set():
+        if held.gone:
             return
         held.headers = self.services.sse_headers(
             self.session_id,
