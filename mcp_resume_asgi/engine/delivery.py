@@ -493,9 +493,7 @@ class Writer:
             return
         conn.attachment = None
         survives = conn.delivery is not None and conn.delivery.survives_close
-        reason, cancels = self.core.release(
-            att, time.monotonic(), gone=conn.gone, survives_close=survives
-        )
+        reason, cancels = self.core.release(att, time.monotonic(), gone=conn.gone, survives_close=survives)
         if reason in AT_WILL:
             self.services.telemetry.closed_at_will(str(reason))
         if self.conn is conn:
