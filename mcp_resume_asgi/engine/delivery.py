@@ -108,9 +108,10 @@ async def finish_answer(conn: Connection, reason: Reason, cursor: int, policy: P
         await conn.finish()
 
 
-async def note_detached(store: Store, stream_id: str, att: Attachment) -> None:
-    """Record where a connection stopped, unless a newer one has taken the stream over."""
-    await store.update_stream_if(
+def note_detached(store: Store, stream_id: str, att: Attachment) -> Awaitable[Any]:
+    """Record where a connection stopped, unless a newer one has taken the stream over (the
+    store's awaitable itself: no coroutine of ours around it)."""
+    return store.update_stream_if(
         stream_id,
         {"attach_gen": att.gen},
         attached=False,
@@ -518,7 +519,8 @@ class Writer:
             if not conn.gone:
                 if not conn.started:
                     await conn.open()
-                await finish_answer(conn, reason, att.cursor, self.policy)
+                if not conn.finished or reason is Reason.DEADLINE:  # (else nothing to end it with)
+                    await finish_answer(conn, reason, att.cursor, self.policy)
             if self.host.meta_created and not noted:
                 await note_detached(self.store, self.stream_id, att)
         except Exception as exc:

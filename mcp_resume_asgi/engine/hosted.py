@@ -532,7 +532,8 @@ class HostedStream:
                     break
             if first.attachment is not None and first.gone:
                 await first.released.wait()  # its writer was under way: it lets go next
-            await first.idle()
+            if first.sending:
+                await first.idle()
             ended = True
         finally:
             gone = first.gone
@@ -737,7 +738,8 @@ class HostedStream:
             self.answer_start = None
             self.core.app_finished()
             self._done = _set(self._done)
-            self._opened = _set(self._opened)
+            if self._opened is not _ALREADY_SET:  # (set already when its record was created)
+                self._opened = _set(self._opened)
             self.app_disconnect.set()
             writer = self._writer
             if writer is not None:
