@@ -381,18 +381,20 @@ class Connection:
         """`send` with the ASGI signature, for the response helpers."""
         await self.send(message)
 
-    async def write(self, data: bytes, *, end: bool = False) -> bool:
-        return await self.send({"type": "http.response.body", "body": data, "more_body": not end})
+    def write(self, data: bytes, *, end: bool = False) -> Awaitable[bool]:
+        """`send` of a body part (its coroutine itself: none of ours around it)."""
+        return self.send({"type": "http.response.body", "body": data, "more_body": not end})
 
     async def finish(self, data: bytes = b"") -> None:
         if self.started and not self.finished:
             await self.send({"type": "http.response.body", "body": data, "more_body": False})
 
-    async def start(self) -> bool:
+    def start(self) -> Awaitable[bool]:
         """Send the answer's headers (`headers`, status 200), let go of once handed to the server
-        (an attached connection holds no copy of them for as long as it stays)."""
+        (an attached connection holds no copy of them for as long as it stays). `send`'s coroutine
+        itself: none of ours around it."""
         headers, self.headers = self.headers, []
-        return await self.send({"type": "http.response.start", "status": 200, "headers": headers})
+        return self.send({"type": "http.response.start", "status": 200, "headers": headers})
 
     async def open(self) -> bool:
         """Send the headers and the held head (priming event), if not sent yet."""
