@@ -11,6 +11,11 @@ ratio `wrapped_otel / wrapped` is the quick check of the bar; the HTTP benchmark
 (`python -m bench`) is still the bar itself (its requests cost more, through uvicorn and a
 socket, so the same absolute overhead is a smaller share there).
 
+Both variants run on the memory store, which is not timed (`store/observed.py`): with the
+SDK configured, a plain call asks it for nothing, and what is left of the bar is noise. A
+shared store (Redis) is timed: each of its calls is a histogram sample (~70k instructions,
+against a Redis round trip's own cost).
+
 `--profile VARIANT` prints the top functions by cumulative time under cProfile instead,
 and `--one VARIANT --count N` is the child the callgrind runs start. Needs valgrind.
 """

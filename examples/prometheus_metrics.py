@@ -8,8 +8,8 @@ endpoint by `prometheus_client`. Run it with:
     uvicorn examples.prometheus_metrics:app --port 8000
 
 then `curl http://127.0.0.1:8000/metrics`: `mcp_server_operation_duration_seconds`,
-`mcp_resume_resumes_total`, `mcp_resume_store_operation_duration_seconds`, ... (the table of
-docs/guides/observability.md, with Prometheus's spelling of the names).
+`mcp_resume_resumes_total`, ... (the table of docs/guides/observability.md, with Prometheus's
+spelling of the names; `mcp_resume_store_operation_duration_seconds` with a shared store, as Redis).
 """
 
 from opentelemetry import metrics

@@ -18,12 +18,10 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi import Policy, resumable
 from mcp_resume_asgi.store import MemoryStore
-from mcp_resume_asgi.wire import jsonrpc as p
-from tests.support.asgi import answer_lifespan, sse_event
+from tests.apps.gated_app import GatedApp
 from tests.support.pausing_store import PausingStore
 from tests.support.raw import RawSession
 from tests.support.server import serve_in_loop
@@ -37,42 +35,8 @@ def anyio_backend() -> str:
     return "asyncio"  # (`serve_in_loop` runs uvicorn in the test's own loop)
 
 
-class ProgressThenAnswer:
-    """An app that answers a request with one progress event, then - once told to - its result."""
-
-    def __init__(self) -> None:
-        self.go = anyio.Event()
-        self.answered = anyio.Event()
-        """Its `send` of the result returned: the result is recorded and was delivered."""
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await answer_lifespan(receive, send)
-            return
-        request = p.loads_wire((await receive()).get("body", b""))
-        assert isinstance(request, dict)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [(b"content-type", b"text/event-stream")],
-            }
-        )
-        progress = {
-            "jsonrpc": "2.0",
-            "method": "notifications/progress",
-            "params": {"progressToken": 1, "progress": 1},
-        }
-        await send({"type": "http.response.body", "body": sse_event(progress), "more_body": True})
-        await self.go.wait()
-        result = {"jsonrpc": "2.0", "id": request["id"], "result": {"content": [], "isError": False}}
-        await send({"type": "http.response.body", "body": sse_event(result), "more_body": True})
-        self.answered.set()
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
 async def test_a_result_recorded_while_a_resume_reads_the_store_reaches_that_resume() -> None:
-    app = ProgressThenAnswer()
+    app = GatedApp()
     store = PausingStore(MemoryStore())
     # No keep-alive: it would write the connection 15 s later and deliver the result with it.
     wrapped = resumable(app, store=store, secret="delivery-races-secret", policy=Policy(keepalive_s=None))

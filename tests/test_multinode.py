@@ -38,38 +38,36 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
-import httpx2
 import mcp.types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from mcp_resume_asgi.client import McpError, ResumableSession, ResumableTransport
+from mcp_resume_asgi.client import McpError, ResumableSession
 from tests.apps import ELICIT_MESSAGE
-from tests.support.mcp_client import call_with_progress, result_text, stock_session
+from tests.support.cluster import Alternation, cluster, pid_of, port_of, prefix, steer
+from tests.support.exchanges import Exchange, Recorder, helper_http_client, owner_of, recorded_session
+from tests.support.mcp_client import call_with_progress, result_text, stock_session, text
 from tests.support.proxy import CutProxy
 from tests.support.redis_server import own_redis
-from tests.support.server import HOST, SubprocessServer
+from tests.support.server import HOST
 from tests.support.stores import (
-    delete_prefix_sync,
     escape_glob,
-    redis_prefix,
-    redis_unavailable,
     redis_url,
     require_redis,
 )
 from tests.support.timing import scaled
 
+__all__ = ["prefix"]  # the fixture, used by name
+
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90), pytest.mark.slow]
 
-TARGET = "tests.apps.multinode_app:create_app"
-SECRET = "multinode-test-secret-0123456789"
 NODE_TIMEOUT_S = 2.0
 """`node_timeout_s` of the node-death tests: a dead owner must be noticed about this fast."""
 CLIENT_SIDE_ERRORS = ("SSE stream", "Session terminated", "Server returned an error response")
@@ -77,18 +75,6 @@ CLIENT_SIDE_ERRORS = ("SSE stream", "Session terminated", "Server returned an er
 
 
 # ----------------------------------------------------------------------------- Redis
-
-
-@pytest.fixture
-async def prefix() -> AsyncIterator[str]:
-    """A Redis key prefix of the test's own; every key under it is deleted afterwards."""
-    value = redis_prefix("test-multinode")
-    try:
-        yield value
-    finally:
-        if redis_unavailable() is None:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(scaled(10)):
-                await anyio.to_thread.run_sync(delete_prefix_sync, redis_url(), value)
 
 
 def _messages_in(payload: bytes) -> list[Any]:
@@ -132,217 +118,6 @@ def progress_values(messages: list[Any]) -> list[float]:
         for m in messages
         if isinstance(m, dict) and m.get("method") == "notifications/progress"
     ]
-
-
-# ----------------------------------------------------------------------------- processes
-
-
-@contextlib.asynccontextmanager
-async def cluster(
-    count: int,
-    prefix: str,
-    *,
-    policy: dict[str, Any] | None = None,
-    options: dict[str, Any] | None = None,
-    redis_url: str | None = None,
-    app: str | None = None,
-    log_dir: Path | None = None,
-    target: str = TARGET,
-    env: dict[str, str] | None = None,
-) -> AsyncIterator[list[SubprocessServer]]:
-    """``count`` node processes sharing ``prefix`` and the secret, started in parallel, always stopped
-    (``log_dir``: each node's DEBUG log there, ``node-<pid>.log``; ``target``: the app each runs,
-    `multinode_app` unless said; ``env``: more of their environment)."""
-    env = {**(env or {}), "MCP_RESUME_PREFIX": prefix, "MCP_RESUME_SECRET": SECRET}
-    if log_dir is not None:
-        env["MCP_RESUME_NODE_LOG_DIR"] = str(log_dir)
-    if app:
-        env["MCP_RESUME_APP"] = app
-    if policy:
-        env["MCP_RESUME_POLICY_JSON"] = json.dumps(policy)
-    if options:
-        env["MCP_RESUME_OPTIONS_JSON"] = json.dumps(options)
-    if redis_url:
-        env["MCP_RESUME_REDIS_URL"] = redis_url
-    servers = [SubprocessServer(target, env=env, graceful_shutdown=0.5) for _ in range(count)]
-    try:
-        async with anyio.create_task_group() as tg:
-            for server in servers:
-                tg.start_soon(anyio.to_thread.run_sync, server.start)
-        yield servers
-    finally:
-        with anyio.CancelScope(shield=True):
-            async with anyio.create_task_group() as tg:
-                for server in servers:
-                    tg.start_soon(anyio.to_thread.run_sync, server.stop)
-            for server in servers:
-                server.kill()
-
-
-def port_of(server: SubprocessServer) -> int:
-    assert server.info is not None
-    return server.info.port
-
-
-def pid_of(server: SubprocessServer) -> int:
-    assert server.pid is not None
-    return server.pid
-
-
-async def steer(proxy: CutProxy, port: int) -> None:
-    """Make the balancer's next connection go to ``port`` (`CutProxy.send_next_to`). It used to
-    burn empty connections until it was ``port``'s turn, and gave up when a client's own
-    background connections (the stock client's GET, reconnecting) kept taking the turns."""
-    if port not in proxy.backend_ports:
-        raise AssertionError(f"port {port} is not behind the proxy ({proxy.backend_ports})")
-    proxy.send_next_to(port)
-
-
-class Alternation:
-    """Sends the next connection (a client's answer POST) to the nodes in turn."""
-
-    def __init__(self, proxy: CutProxy, port_by_pid: dict[int, int]) -> None:
-        self.proxy = proxy
-        self.port_by_pid = port_by_pid
-        self.targets: list[int] = []
-        """The pid each answer was steered to, in order."""
-
-    async def steer_next(self) -> int:
-        """Steer the next connection; returns how many have been steered (1, 2, ...)."""
-        target = list(self.port_by_pid)[len(self.targets) % len(self.port_by_pid)]
-        self.targets.append(target)
-        await steer(self.proxy, self.port_by_pid[target])
-        return len(self.targets)
-
-
-# ----------------------------------------------------------------------------- what the client saw
-
-
-@dataclass
-class Exchange:
-    """One HTTP request/response as the client saw it (one TCP connection each, here)."""
-
-    method: str
-    path: str
-    rpc: str
-    """For a POST: the JSON-RPC method, ``"response"`` (an answer to the server), ``"batch"``; else ``""``."""
-    resume: bool
-    """``Last-Event-ID`` was sent."""
-    status: int
-    node: int | None
-    """The ``x-node`` pid of the process that answered the connection."""
-    resume_header: str | None
-    link: str | None
-
-
-def _rpc_kind(body: bytes) -> str:
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return "?"
-    if isinstance(message, list):
-        return "batch"
-    if not isinstance(message, dict):
-        return "?"
-    if isinstance(message.get("method"), str):
-        return str(message["method"])
-    return "response" if "result" in message or "error" in message else "?"
-
-
-@dataclass
-class Recorder:
-    exchanges: list[Exchange] = field(default_factory=list)
-
-    def add(
-        self, method: str, path: str, headers: Any, body: bytes, status: int, response_headers: Any
-    ) -> None:
-        node = response_headers.get("x-node")
-        self.exchanges.append(
-            Exchange(
-                method=method,
-                path=path,
-                rpc=_rpc_kind(body) if method == "POST" else "",
-                resume="last-event-id" in headers,
-                status=status,
-                node=int(node) if node else None,
-                resume_header=response_headers.get("mcp-resume"),
-                link=response_headers.get("link"),
-            )
-        )
-
-    # httpx2 event hook (the stock client)
-    async def on_response(self, response: httpx2.Response) -> None:
-        request = response.request
-        try:
-            body = request.content
-        except Exception:
-            body = b""
-        self.add(
-            request.method, request.url.path, request.headers, body, response.status_code, response.headers
-        )
-
-    def httpx2_client(self) -> httpx2.AsyncClient:
-        """A client for the stock `mcp` client: a new connection per request, every answer recorded."""
-        return httpx2.AsyncClient(
-            limits=httpx2.Limits(max_keepalive_connections=0),
-            timeout=httpx2.Timeout(30, read=300),
-            event_hooks={"response": [self.on_response]},
-        )
-
-    def where(self, **match: Any) -> list[Exchange]:
-        return [e for e in self.exchanges if all(getattr(e, k) == v for k, v in match.items())]
-
-    def nodes(self, **match: Any) -> Counter[int | None]:
-        return Counter(e.node for e in self.where(**match))
-
-    def summary(self) -> str:
-        counts = Counter(
-            f"{e.method}{' resume' if e.resume else ''}{' link' if '/streams/' in e.path else ''}"
-            f"{' ' + e.rpc if e.rpc else ''} -> {e.node} {e.status}"
-            for e in self.exchanges
-        )
-        return "\n".join(f"  {n:3d} x {kind}" for kind, n in sorted(counts.items()))
-
-
-class RecordingTransport(httpx.AsyncBaseTransport):
-    """Under a `ResumableTransport`: records every real HTTP exchange (not the logical stream)."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport, recorder: Recorder) -> None:
-        self.inner = inner
-        self.recorder = recorder
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self.inner.handle_async_request(request)
-        try:
-            body = request.content
-        except Exception:
-            body = b""
-        self.recorder.add(
-            request.method, request.url.path, request.headers, body, response.status_code, response.headers
-        )
-        return response
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-def helper_http_client(recorder: Recorder) -> httpx.AsyncClient:
-    """The client helper's httpx client: `ResumableTransport` over new-connection-per-request, recorded."""
-    inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
-    return httpx.AsyncClient(
-        transport=ResumableTransport(RecordingTransport(inner, recorder)),
-        timeout=httpx.Timeout(30, read=300),
-    )
-
-
-def owner_of(recorder: Recorder) -> int:
-    answers = recorder.where(method="POST", rpc="initialize")
-    assert len(answers) == 1 and answers[0].node is not None, recorder.summary()
-    return answers[0].node
-
-
-def text(result: dict[str, Any]) -> str:
-    return "".join(block.get("text", "") for block in result.get("content", []))
 
 
 # ----------------------------------------------------------------------------- the harness itself
@@ -658,18 +433,7 @@ async def test_owner_killed_during_a_call_ends_it_with_an_error(
     async with cluster(2, prefix, policy=policy, options=options) as (a, b), CutProxy([port_of(a)]) as proxy:
         # Bounded, teardown included: a client stuck on a dead stream must not stall the test.
         with anyio.fail_after(scaled(45)):
-            async with contextlib.AsyncExitStack() as stack:
-                session: Any
-                if client == "stock":
-                    http2 = await stack.enter_async_context(recorder.httpx2_client())
-                    session = await stack.enter_async_context(
-                        stock_session(proxy.mcp_url, http_client=http2, terminate_on_close=False)
-                    )
-                else:
-                    http = await stack.enter_async_context(helper_http_client(recorder))
-                    session = await stack.enter_async_context(
-                        ResumableSession(proxy.mcp_url, http_client=http)
-                    )
+            async with recorded_session(client, proxy.mcp_url, recorder) as session:
                 assert owner_of(recorder) == pid_of(a)
                 if post_on == "other":
                     proxy.backend_ports = [port_of(b)]

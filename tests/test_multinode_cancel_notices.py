@@ -14,11 +14,12 @@ import uuid
 import anyio
 import pytest
 
+from tests.support.cluster import pid_of, port_of, prefix, steer
+from tests.support.modern_rpc import Raw
 from tests.support.raw import SSEReader
 from tests.support.timing import scaled
 from tests.test_cancel_notices import call, headers, notice
-from tests.test_multinode import pid_of, port_of, prefix, steer
-from tests.test_multinode_tasks import Raw, nodes
+from tests.test_multinode_tasks import nodes
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90), pytest.mark.slow]
 

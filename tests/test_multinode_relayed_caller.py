@@ -36,12 +36,12 @@ import httpx
 import pytest
 
 from mcp_resume_asgi.client.tasks import TASKS_EXTENSION
+from tests.support.cluster import cluster, pid_of, port_of, prefix
 from tests.support.raw import ACCEPT_BOTH, RawSession, Reply
 from tests.support.rest_calls import settled
 from tests.support.server import SubprocessServer
 from tests.support.stores import redis_url, require_redis
 from tests.support.timing import scaled
-from tests.test_multinode import SECRET, pid_of, port_of, prefix
 
 # Two nodes and a relay between them, end to end: slow (`-m "not slow"` is the unit and in-process tests).
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120), pytest.mark.slow]
@@ -192,27 +192,11 @@ class Cluster:
 @contextlib.asynccontextmanager
 async def nodes(prefix: str, auth: str, policy: dict[str, Any] = POLICY) -> AsyncIterator[Cluster]:
     require_redis()
-    env = {
-        "MCP_RESUME_PREFIX": prefix,
-        "MCP_RESUME_SECRET": SECRET,
-        "MCP_RESUME_POLICY_JSON": json.dumps(policy),
-        "MCP_RESUME_AUTH": auth,
-    }
-    servers = [SubprocessServer(TARGET, env=env, graceful_shutdown=0.5) for _ in range(2)]
-    try:
-        async with anyio.create_task_group() as tg:
-            for server in servers:
-                tg.start_soon(anyio.to_thread.run_sync, server.start)
-        cluster = Cluster(servers[0], servers[1], auth)
-        async with cluster.client:
-            yield cluster
-    finally:
-        with anyio.CancelScope(shield=True):
-            async with anyio.create_task_group() as tg:
-                for server in servers:
-                    tg.start_soon(anyio.to_thread.run_sync, server.stop)
-            for server in servers:
-                server.kill()
+    env = {"MCP_RESUME_AUTH": auth}
+    async with cluster(2, prefix, policy=policy, target=TARGET, env=env) as (a, b):
+        both = Cluster(a, b, auth)
+        async with both.client:
+            yield both
 
 
 # ----------------------------------------------------------------------------- 2026-07-28 tasks

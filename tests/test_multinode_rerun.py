@@ -2,7 +2,7 @@
 
 Two uvicorn nodes (`tests.apps.rerun_app`: a stateless app whose tool `counted` counts its runs
 in Redis, wrapped with `tasks=True` on a shared Redis) behind `CutProxy` (round robin, no
-affinity), the harness of `tests/test_multinode.py` and `tests/test_multinode_tasks.py`. The
+affinity), the harness of `tests/support/cluster.py`. The
 call runs on node A; one second in, A is killed (SIGKILL) and the balancer drops it.
 
 * With `Policy(rerun_on_loss=True)` on the tool's route, the call completes through node B: a
@@ -34,13 +34,14 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_resume_asgi.client import McpError, ResumableSession
 from tests.apps.rerun_app import runs_key
-from tests.support.mcp_client import result_text, stock_session
+from tests.support.cluster import cluster, port_of, prefix
+from tests.support.exchanges import Recorder, helper_http_client, recorded_session
+from tests.support.mcp_client import result_text, text
+from tests.support.modern_rpc import Raw
 from tests.support.proxy import CutProxy
 from tests.support.server import SubprocessServer
 from tests.support.stores import redis_url, require_redis
 from tests.support.timing import scaled
-from tests.test_multinode import Recorder, cluster, helper_http_client, port_of, prefix, text
-from tests.test_multinode_tasks import Raw
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90), pytest.mark.slow]
 
@@ -125,34 +126,22 @@ async def test_a_call_survives_its_node_killed(prefix: str, rerun: bool, client:
     took = -1.0
     async with two_nodes(prefix, rerun=rerun, policy={"retry_ms": 50}) as (a, b, proxy):
         with anyio.fail_after(scaled(45)):
-            async with contextlib.AsyncExitStack() as stack:
-                session: Any
-                if client == "stock":
-                    http2 = await stack.enter_async_context(recorder.httpx2_client())
-                    session = await stack.enter_async_context(
-                        stock_session(
-                            proxy.mcp_url,
-                            http_client=http2,
-                            terminate_on_close=False,
-                            logging_callback=on_log,
-                        )
-                    )
-                else:
-                    http = await stack.enter_async_context(helper_http_client(recorder))
-                    session = await stack.enter_async_context(
-                        ResumableSession(proxy.mcp_url, http_client=http, on_notification=on_notification)
-                    )
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(run_call, session)
-                    with anyio.fail_after(scaled(10)):
-                        await got_some.wait()
-                    a.kill()
-                    killed_at = time.monotonic()
-                    seen_at_kill = len(progress)
-                    proxy.backend_ports = [port_of(b)]
-                    with anyio.fail_after(scaled(30)):
-                        await finished.wait()
-                    took = time.monotonic() - killed_at
+            async with (
+                recorded_session(
+                    client, proxy.mcp_url, recorder, logging_callback=on_log, on_notification=on_notification
+                ) as session,
+                anyio.create_task_group() as tg,
+            ):
+                tg.start_soon(run_call, session)
+                with anyio.fail_after(scaled(10)):
+                    await got_some.wait()
+                a.kill()
+                killed_at = time.monotonic()
+                seen_at_kill = len(progress)
+                proxy.backend_ports = [port_of(b)]
+                with anyio.fail_after(scaled(30)):
+                    await finished.wait()
+                took = time.monotonic() - killed_at
         ran = await runs(prefix, tag)
     print(
         f"\n{client}, rerun_on_loss={rerun}: killed A after {seen_at_kill} progress events; the call "

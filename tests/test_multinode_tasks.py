@@ -4,7 +4,7 @@ Two uvicorn processes (`tests.apps.multinode_tasks_app`: the stock `MCPServer` t
 wrapped with `tasks=True` on a `RedisStore` under a per-test prefix) behind `CutProxy`, which
 cuts nothing here and hands each TCP connection to the next process; clients open one
 connection per request, and a test that needs a request on a given node steers the balancer
-(`steer` of tests/test_multinode.py). Every answer says which process gave it (``x-node``) and
+(`steer` of tests/support/cluster.py). Every answer says which process gave it (``x-node``) and
 ``GET /__seen__`` on a node says what its slow tool did. The protocol is 2026-07-28: no
 sessions, so a task's polls and cancel may land on any node.
 
@@ -16,9 +16,7 @@ on node A; the client helper follows a task whose polls alternate between the no
 from __future__ import annotations
 
 import contextlib
-import json
 from collections import Counter
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -27,102 +25,26 @@ import pytest
 
 from mcp_resume_asgi.client import ResumableTransport, sdk_http_client, sdk_tasks_extension
 from mcp_resume_asgi.client.tasks import TASKS_EXTENSION
+from tests.support.cluster import cluster_behind_proxy, pid_of, port_of, prefix, steer
+from tests.support.modern_rpc import Raw
 from tests.support.proxy import CutProxy
 from tests.support.server import SubprocessServer
-from tests.support.stores import require_redis
 from tests.support.timing import scaled
-from tests.test_multinode import SECRET, pid_of, port_of, prefix, steer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90), pytest.mark.slow]
 
 __all__ = ["prefix"]  # the fixture, used by name
 
 TARGET = "tests.apps.multinode_tasks_app:create_app"
-MODERN = "2026-07-28"
 ELICITING = {"elicitation": {}, "extensions": {TASKS_EXTENSION: {}}}
 POLICY = {"retry_ms": 20, "task_after_s": 0, "task_ttl_s": 60, "task_poll_interval_ms": 50}
 
 
-@contextlib.asynccontextmanager
-async def nodes(
+def nodes(
     prefix: str, policy: dict[str, Any] = POLICY
-) -> AsyncIterator[tuple[list[SubprocessServer], CutProxy]]:
-    require_redis()
-    env = {
-        "MCP_RESUME_PREFIX": prefix,
-        "MCP_RESUME_SECRET": SECRET,
-        "MCP_RESUME_POLICY_JSON": json.dumps(policy),
-    }
-    servers = [SubprocessServer(TARGET, env=env, graceful_shutdown=0.5) for _ in range(2)]
-    try:
-        async with anyio.create_task_group() as tg:
-            for server in servers:
-                tg.start_soon(anyio.to_thread.run_sync, server.start)
-        async with CutProxy([port_of(s) for s in servers]) as proxy:
-            yield servers, proxy
-    finally:
-        with anyio.CancelScope(shield=True):
-            async with anyio.create_task_group() as tg:
-                for server in servers:
-                    tg.start_soon(anyio.to_thread.run_sync, server.stop)
-            for server in servers:
-                server.kill()
-
-
-class Raw:
-    """2026-07-28 requests over a new connection each, optionally steered to one node."""
-
-    def __init__(self, proxy: CutProxy) -> None:
-        self.proxy = proxy
-        self.client = httpx.AsyncClient(
-            base_url=proxy.base_url, timeout=15, limits=httpx.Limits(max_keepalive_connections=0)
-        )
-        self.next_id = 0
-
-    async def rpc(
-        self,
-        method: str,
-        params: dict[str, Any],
-        name: str,
-        to: SubprocessServer | None = None,
-        capabilities: dict[str, Any] | None = None,
-    ) -> tuple[dict[str, Any], int]:
-        """The JSON-RPC answer and the pid of the node that gave it."""
-        self.next_id += 1
-        meta = {
-            "io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": capabilities
-            or {"extensions": {TASKS_EXTENSION: {}}},
-        }
-        body = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": {**params, "_meta": meta}}
-        headers = {
-            "accept": "application/json, text/event-stream",
-            "mcp-protocol-version": MODERN,
-            "mcp-method": method,
-            "mcp-name": name,
-        }
-        if to is not None:
-            await steer(self.proxy, port_of(to))
-        response = await self.client.post("/mcp", json=body, headers=headers)
-        if response.headers.get("content-type", "").startswith("text/event-stream"):
-            datas = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
-            answers = [json.loads(d) for d in datas if d]
-            answer = next(a for a in answers if a.get("id") == body["id"])
-        else:
-            answer = response.json()
-        assert answer.get("id") == body["id"], answer
-        return answer, int(response.headers["x-node"])
-
-    async def get(self, task_id: str, to: SubprocessServer) -> tuple[dict[str, Any], int]:
-        answer, node = await self.rpc("tasks/get", {"taskId": task_id}, task_id, to)
-        return answer["result"], node
-
-    async def seen(self, server: SubprocessServer) -> dict[str, Any]:
-        assert server.info is not None
-        response = await self.client.get(f"http://127.0.0.1:{port_of(server)}/__seen__")
-        seen: dict[str, Any] = response.json()
-        assert seen["pid"] == pid_of(server)
-        return seen
+) -> contextlib.AbstractAsyncContextManager[tuple[list[SubprocessServer], CutProxy]]:
+    """Two nodes of the tasks app on Redis, behind the round-robin proxy."""
+    return cluster_behind_proxy(2, prefix, target=TARGET, policy=policy)
 
 
 async def test_a_task_created_on_node_a_is_polled_to_completion_through_node_b(prefix: str) -> None:

@@ -21,9 +21,10 @@ import httpx
 import pytest
 
 from mcp_resume_asgi.client.tasks import TASKS_EXTENSION
+from tests.support.cluster import pid_of, port_of, prefix, steer
+from tests.support.modern_rpc import MODERN
 from tests.support.timing import scaled
-from tests.test_multinode import pid_of, port_of, prefix, steer
-from tests.test_multinode_tasks import MODERN, POLICY, nodes
+from tests.test_multinode_tasks import POLICY, nodes
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90), pytest.mark.slow]
 

@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.cluster import SECRET, TARGET
 from tests.support.raw import RawSession
 from tests.support.server import HOST, SubprocessServer
 from tests.support.stores import delete_prefix_sync, redis_prefix, redis_url, require_redis
-from tests.test_multinode import SECRET, TARGET
 
 pytest.importorskip("opentelemetry.sdk")
 

@@ -27,12 +27,12 @@ import anyio
 import httpx
 import pytest
 
+from tests.support.cluster import SECRET, pid_of, port_of, prefix, steer
 from tests.support.proxy import CutProxy
 from tests.support.rest_calls import settled
 from tests.support.server import SubprocessServer
 from tests.support.stores import require_redis
 from tests.support.timing import scaled
-from tests.test_multinode import SECRET, pid_of, port_of, prefix, steer
 from tests.test_rest import Seen, sep_client_loop
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120), pytest.mark.slow]

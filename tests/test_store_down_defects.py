@@ -30,14 +30,13 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi import Policy, resumable
 from mcp_resume_asgi.engine.cluster import Node
 from mcp_resume_asgi.store import RedisStore
 from mcp_resume_asgi.wire import jsonrpc as p
+from tests.apps.gated_app import GatedApp
 from tests.apps.mcpserver_app import create_app
-from tests.support.asgi import answer_lifespan, sse_event
 from tests.support.raw import RawSession
 from tests.support.redis_server import own_redis
 from tests.support.server import serve, serve_in_loop
@@ -46,44 +45,6 @@ from tests.support.timing import scaled
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60), pytest.mark.slow]
 
 SECRET = "store-down-defects-secret"
-
-
-class GatedApp:
-    """Answers a tools/call with a progress event, waits for `go`, then its answer."""
-
-    def __init__(self) -> None:
-        self.go = anyio.Event()
-        self.progressed = anyio.Event()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await answer_lifespan(receive, send)
-            return
-        request = p.loads_wire((await receive()).get("body", b""))
-        assert isinstance(request, dict)
-        if request.get("method") != "tools/call":
-            answer = p.dumps({"jsonrpc": "2.0", "id": request.get("id"), "result": {}})
-            headers = [(b"content-type", b"application/json")]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            await send({"type": "http.response.body", "body": answer})
-            return
-        headers = [(b"content-type", b"text/event-stream")]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        progress = {
-            "jsonrpc": "2.0",
-            "method": "notifications/progress",
-            "params": {"progressToken": 1, "progress": 1},
-        }
-        await send({"type": "http.response.body", "body": sse_event(progress), "more_body": True})
-        self.progressed.set()
-        await self.go.wait()
-        answer = {
-            "jsonrpc": "2.0",
-            "id": request["id"],
-            "result": {"content": [{"type": "text", "text": "ok"}]},
-        }
-        await send({"type": "http.response.body", "body": sse_event(answer), "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 CALL = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "any", "arguments": {}}}

@@ -1,5 +1,6 @@
 """The store contract (`test_store_contract.py`) holds through `ObservedStore`, the wrapper that
-times every store call for telemetry: every test of it, run again on a wrapped `MemoryStore`."""
+times every call of a shared store for telemetry: every test of it, run again on a wrapped
+`MemoryStore` that says it is shared (as a Redis store does; one kept in process is not timed)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,12 @@ from tests.test_store_contract import *  # noqa: F403 - the contract's tests, co
 from tests.test_store_contract import Factory
 
 
+class SharedMemoryStore(MemoryStore):
+    """A memory store timed as a shared one (Redis) is."""
+
+    shared = True
+
+
 class Counted(Telemetry):
     """Telemetry on, without OpenTelemetry: the store calls it was told of."""
 
@@ -25,7 +32,7 @@ class Counted(Telemetry):
         self.calls: list[tuple[str, str | None]] = []
 
     def store_operation(self, store: str, operation: str, duration_s: float, error_type: str | None) -> None:
-        assert store == "memory" and duration_s >= 0
+        assert store == "sharedmemory" and duration_s >= 0
         self.calls.append((operation, error_type))
 
 
@@ -34,7 +41,7 @@ async def make() -> AsyncIterator[Factory]:  # (replaces the contract's: a wrapp
     told = Counted()
 
     async def factory(peer: Store | None = None, **bounds: Any) -> Store:
-        return peer if peer is not None else ObservedStore(MemoryStore(**bounds), told)
+        return peer if peer is not None else ObservedStore(SharedMemoryStore(**bounds), told)
 
     yield factory
 

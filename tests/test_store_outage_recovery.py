@@ -33,13 +33,13 @@ import pytest
 
 from mcp_resume_asgi import Policy, ResumeMiddleware
 from tests.apps.probe_app import create_app as create_probe_app
+from tests.support.cluster import cluster, port_of, prefix
 from tests.support.down_store import DownStore
 from tests.support.raw import RawSession, Reply
 from tests.support.redis_server import RedisServer, own_redis
 from tests.support.server import HOST, serve
 from tests.support.stores import require_redis
 from tests.support.timing import scaled
-from tests.test_multinode import cluster, port_of, prefix
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60), pytest.mark.slow]
 

@@ -37,12 +37,12 @@ import pytest
 from mcp_resume_asgi import MemoryStore, Policy, resumable
 from mcp_resume_asgi.client.tasks import TASKS_EXTENSION
 from tests.apps.tasks_app import SEEN, create_app
+from tests.support.cluster import SECRET, pid_of, port_of, prefix, steer
 from tests.support.proxy import CutProxy
 from tests.support.redis_server import RedisServer, own_redis
 from tests.support.server import HOST, SubprocessServer, serve
 from tests.support.stores import require_redis
 from tests.support.timing import scaled
-from tests.test_multinode import SECRET, pid_of, port_of, prefix, steer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -232,7 +232,7 @@ class Writer:
         if not telemetry.enabled:
             return
         telemetry.streams_attached(delta)
-        detached = delta < 0 and not self.core.app_done
+        detached = delta < 0 and not self.core.app_done and self.core.final_seq is None
         host = self.host
         if detached is not host.counted_detached:
             host.counted_detached = detached
@@ -271,6 +271,8 @@ class Writer:
                 conn.busy = False
             if opened:
                 await self.pump(conn)
+                if self.services.draining is not None:
+                    self.drain()  # (attached during a drain: let go once its head is out)
         finally:
             self.answer_ends()
 
@@ -375,7 +377,7 @@ class Writer:
                 return True
             core.wrote(att, last, time.monotonic())
             if self.services.draining is not None:
-                core.drain(att)  # (a connection attached during a drain: closed after an event, not at once)
+                core.drain(att)  # (a first connection attached during a drain: its head went with this)
         return True
 
     def _store_down(self, att: Attachment) -> None:
@@ -449,6 +451,8 @@ class Writer:
                             self._hand_over(conn)
                             return
                         self.core.wrote_other(att, time.monotonic())
+                        if self.services.draining is not None:
+                            self.core.drain(att)  # (its head went out alone during a drain: let go now)
                 elif conn.keepalive_due:
                     conn.keepalive_due = False
                     if await self.write(conn, att, KEEPALIVE) is None:

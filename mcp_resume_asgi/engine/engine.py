@@ -524,7 +524,9 @@ class Engine:
         A 2026-07-28 request whose close cancels it keeps its connection and is left to finish.
         A session's GET stream is told to end (it has no end of its own to wait for). Requests
         that arrive meanwhile are served as usual, but a connection attached since is closed the same
-        way after an event it is written (a final answer first: a quick call completes).
+        way as soon as its priming event is out (with the app's first event if that comes within
+        the head's hold: a quick call completes), and what is still attached when the drain ends
+        is closed then: the server's graceful timeout must not be what ends a connection.
         At `drain_s`, what still runs is cancelled: its stream ends with an error event that says
         the server shut down (`SHUT_DOWN`; a task is `failed` with it), never a record left running
         - except a call on a route with `Policy.rerun_on_loss` (and a shared store), whose record
@@ -548,12 +550,10 @@ class Engine:
         apps = services.scheduler.apps
         started = time.monotonic()
         services.draining = "closing"
+        self._close_attached()
         for hosted in list(self.live.values()):
-            hosted.writer.drain()
             if hosted.kind is StreamKind.STANDALONE:
                 hosted.disconnect_app()  # a session's GET stream has no end to wait for
-        for close in list(services.followers):
-            close()
         running = apps.running
         logger.log(
             logging.INFO if running else logging.DEBUG,
@@ -579,6 +579,7 @@ class Engine:
         if apps.running:
             with anyio.move_on_after(DRAIN_END_S):
                 await apps.idle()
+        self._close_attached()  # (whatever attached while it ran, and was not let go yet)
         drained = Drained(
             seconds=time.monotonic() - started,
             running=running,
@@ -594,6 +595,14 @@ class Engine:
             drained.stopped,
         )
         return drained
+
+    def _close_attached(self) -> None:
+        """Close every connection a client may resume elsewhere, on an event boundary, after
+        `retry:` (`Writer.drain`; a follower's wait is interrupted)."""
+        for hosted in list(self.live.values()):
+            hosted.writer.drain()
+        for close in list(self.services.followers):
+            close()
 
     # ------------------------------------------------------------------ sessions and shared helpers
     async def end_session(self, session_id: str) -> None:

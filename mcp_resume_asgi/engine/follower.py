@@ -65,6 +65,8 @@ async def follow(
     core.attach(meta.attach_gen, after_seq, now, at_will=delivery.at_will, deadline_s=delivery.deadline_s)
     att = core.conn
     assert att is not None
+    if services.draining is not None:
+        core.drain(att)  # (attached during a drain: let go once its priming event is out)
     prefix = None if core.close_cancels else services.signer.event_prefix(meta.stream_id)
     if priming and prefix is not None:
         conn.head = priming_frame(prefix + str(after_seq).encode(), policy.retry_ms)
@@ -157,8 +159,6 @@ async def _loop(
             if not await conn.write(frame_events(prefix, events, transform)):
                 return Reason.GONE
             core.wrote(att, events[-1][0], time.monotonic())
-            if services.draining is not None:
-                core.drain(att)  # (attached during a drain: closed after an event, not at once)
         replay.caught_up(services, att.cursor)
         outcome = core.followed(att, None if meta_now is None else meta.attach_gen)
         if outcome is not None:

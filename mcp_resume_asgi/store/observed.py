@@ -1,11 +1,15 @@
 """A store whose calls are timed and whose outages are counted, for telemetry.
 
 `observed(store, telemetry)` is the store itself when telemetry is off (nothing in the way);
-else an `ObservedStore` in front of it, which reports each call's duration by store and
-operation (`mcp_resume.store.operation.duration`) and each outage once, when the store
-stops answering after it had answered (`mcp_resume.store.outages`). `wait` and `subscribe`
-are passed through untimed: they last as long as nothing happens, which is no latency.
-Any other attribute (a store's own settings) is the wrapped store's.
+else an `ObservedStore` in front of it, which counts each outage once, when the store stops
+answering after it had answered (`mcp_resume.store.outages`), and - for a `shared` store, one
+other processes reach over the network - reports each call's duration by store and operation
+(`mcp_resume.store.operation.duration`). A store kept in process (`MemoryStore`) is not timed:
+its calls do no I/O and last microseconds, while a histogram sample costs the OpenTelemetry
+SDK more than the call itself (~70k instructions, two to four per `tools/call`); one that can
+never be down either (`is_unavailable_error` not overridden) is not wrapped at all. `wait`
+and `subscribe` are passed through untimed: they last as long as nothing happens, which is no
+latency. Any other attribute (a store's own settings) is the wrapped store's.
 """
 
 from __future__ import annotations
@@ -32,6 +36,11 @@ def observed(store: Store, telemetry: Telemetry) -> Store:
     """`store`, timed and watched when telemetry is on (see the module docstring)."""
     if not telemetry.enabled or isinstance(store, ObservedStore):
         return store
+    if (
+        not store.shared
+        and getattr(store.is_unavailable_error, "__func__", None) is Store.is_unavailable_error
+    ):
+        return store  # (nothing to time, never down: nothing to watch)
     return ObservedStore(store, telemetry)
 
 
@@ -46,6 +55,8 @@ class ObservedStore(Store):
         self.write_behind = inner.write_behind
         self.down = False
         """The last call failed as an outage (the next one that succeeds ends it)."""
+        self.timed = inner.shared
+        """Its calls' durations are reported (a store reached over the network)."""
 
     def __getattr__(self, name: str) -> Any:
         # Only for what this class does not have: the wrapped store's own attributes.
@@ -55,18 +66,20 @@ class ObservedStore(Store):
 
     async def _timed(self, operation: str, call: Awaitable[T]) -> T:
         # (Its callers return this coroutine, not one of their own around it: one per store call.)
-        start = time.perf_counter()
+        timed = self.timed
+        start = time.perf_counter() if timed else 0.0
         try:
             result = await call
         except BaseException as exc:
-            elapsed = time.perf_counter() - start
-            outage = self.inner.is_unavailable_error(exc)
-            self.telemetry.store_operation(self.name, operation, elapsed, type(exc).__qualname__)
-            if outage and not self.down:
+            if timed:
+                elapsed = time.perf_counter() - start
+                self.telemetry.store_operation(self.name, operation, elapsed, type(exc).__qualname__)
+            if self.inner.is_unavailable_error(exc) and not self.down:
                 self.down = True
                 self.telemetry.store_outage(self.name)
             raise
-        self.telemetry.store_operation(self.name, operation, time.perf_counter() - start, None)
+        if timed:
+            self.telemetry.store_operation(self.name, operation, time.perf_counter() - start, None)
         self.down = False
         return result
 

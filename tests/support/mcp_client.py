@@ -150,3 +150,8 @@ async def tool_error_message(
     if not result.is_error:
         raise AssertionError(f"{tool} unexpectedly succeeded: {result_text(result)!r}")
     return result_text(result)
+
+
+def text(result: dict[str, Any]) -> str:
+    """The text of a result as the client helper returns it (a dict)."""
+    return "".join(block.get("text", "") for block in result.get("content", []))
