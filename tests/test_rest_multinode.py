@@ -16,7 +16,6 @@ clear error.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 from collections import Counter
@@ -27,7 +26,7 @@ import anyio
 import httpx
 import pytest
 
-from tests.support.cluster import SECRET, pid_of, port_of, prefix, steer
+from tests.support.cluster import cluster, pid_of, port_of, prefix, steer
 from tests.support.proxy import CutProxy
 from tests.support.rest_calls import settled
 from tests.support.server import SubprocessServer
@@ -80,29 +79,15 @@ async def nodes(
     prefix: str, era: str, options: dict[str, Any] | None = None
 ) -> AsyncIterator[tuple[SubprocessServer, SubprocessServer, Nodes]]:
     require_redis()
-    env = {
-        "MCP_RESUME_PREFIX": prefix,
-        "MCP_RESUME_SECRET": SECRET,
-        "MCP_RESUME_POLICY_JSON": json.dumps(POLICY),
-        "MCP_RESUME_ERA": era,
-        "MCP_RESUME_OPTIONS_JSON": json.dumps(options or {}),
-    }
-    servers = [SubprocessServer(TARGET, env=env, graceful_shutdown=0.5) for _ in range(2)]
-    try:
-        async with anyio.create_task_group() as tg:
-            for server in servers:
-                tg.start_soon(anyio.to_thread.run_sync, server.start)
-        async with CutProxy([port_of(s) for s in servers]) as proxy:
-            cluster = Nodes(servers, proxy)
-            async with cluster.client:
-                yield servers[0], servers[1], cluster
-    finally:
-        with anyio.CancelScope(shield=True):
-            async with anyio.create_task_group() as tg:
-                for server in servers:
-                    tg.start_soon(anyio.to_thread.run_sync, server.stop)
-            for server in servers:
-                server.kill()
+    async with (
+        cluster(
+            2, prefix, policy=POLICY, options=options, target=TARGET, env={"MCP_RESUME_ERA": era}
+        ) as servers,
+        CutProxy([port_of(s) for s in servers]) as proxy,
+    ):
+        both = Nodes(servers, proxy)
+        async with both.client:
+            yield servers[0], servers[1], both
 
 
 @pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])

@@ -37,7 +37,7 @@ import pytest
 from mcp_resume_asgi import MemoryStore, Policy, resumable
 from mcp_resume_asgi.client.tasks import TASKS_EXTENSION
 from tests.apps.tasks_app import SEEN, create_app
-from tests.support.cluster import SECRET, pid_of, port_of, prefix, steer
+from tests.support.cluster import cluster_behind_proxy, pid_of, port_of, prefix, steer
 from tests.support.proxy import CutProxy
 from tests.support.redis_server import RedisServer, own_redis
 from tests.support.server import HOST, SubprocessServer, serve
@@ -140,30 +140,10 @@ async def nodes(
     count: int, prefix: str, *, redis_url: str | None = None, options: dict[str, Any] | None = None
 ) -> AsyncIterator[tuple[list[SubprocessServer], CutProxy]]:
     """`count` tasks nodes on Redis (``redis_url``, else the shared one) behind a round robin."""
-    require_redis()
-    env = {
-        "MCP_RESUME_PREFIX": prefix,
-        "MCP_RESUME_SECRET": SECRET,
-        "MCP_RESUME_POLICY_JSON": json.dumps(POLICY),
-    }
-    if redis_url:
-        env["MCP_RESUME_REDIS_URL"] = redis_url
-    if options:
-        env["MCP_RESUME_OPTIONS_JSON"] = json.dumps(options)
-    servers = [SubprocessServer(TARGET, env=env, graceful_shutdown=0.5) for _ in range(count)]
-    try:
-        async with anyio.create_task_group() as tg:
-            for server in servers:
-                tg.start_soon(anyio.to_thread.run_sync, server.start)
-        async with CutProxy([port_of(s) for s in servers]) as proxy:
-            yield servers, proxy
-    finally:
-        with anyio.CancelScope(shield=True):
-            async with anyio.create_task_group() as tg:
-                for server in servers:
-                    tg.start_soon(anyio.to_thread.run_sync, server.stop)
-            for server in servers:
-                server.kill()
+    async with cluster_behind_proxy(
+        count, prefix, policy=POLICY, options=options, redis_url=redis_url, target=TARGET
+    ) as (servers, proxy):
+        yield servers, proxy
 
 
 async def seen_on(server: SubprocessServer) -> dict[str, Any]:

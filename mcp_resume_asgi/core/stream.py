@@ -819,6 +819,7 @@ class StreamCore:
             return Reason.COMPLETE
         if (
             conn.at_will
+            and self.input_seqs
             and self.policy.disconnect_on_input_request
             and any(conn.start_cursor < seq <= conn.cursor for seq in self.input_seqs)
         ):

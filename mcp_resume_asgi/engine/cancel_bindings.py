@@ -61,15 +61,24 @@ class CancelBindings:
         self._bindings: dict[str, str] = {}
         """Stream id -> the index it is registered in, for requests hosted here."""
 
-    async def taken(self, hosted: BindableRequest) -> None:
-        """The app read `hosted`'s request: register it under its binding, if a notice may cancel it."""
+    def may_bind(self, hosted: BindableRequest) -> bool:
+        """Whether `taken` has anything to do for `hosted` (asked first: most requests have no
+        binding, and then no coroutine of `taken` is made)."""
         delivery = hosted.delivery
-        if hosted.stream_id in self._bindings or not cancellable(
+        return hosted.stream_id not in self._bindings and cancellable(
             is_request=hosted.kind is StreamKind.REQUEST,
             version=hosted.version,
             opted_in=hosted.opted_in,
             survives_close=delivery is not None and delivery.survives_close,
-        ):
+        )
+
+    def bound(self, stream_id: str) -> bool:
+        """Whether the stream is registered under a binding (`forget` has something to do)."""
+        return stream_id in self._bindings
+
+    async def taken(self, hosted: BindableRequest) -> None:
+        """The app read `hosted`'s request: register it under its binding, if a notice may cancel it."""
+        if not self.may_bind(hosted):
             return
         keys = header_values(hosted.scope, IDEMPOTENCY_KEY)
         name = cancel_binding(hosted.path, hosted.principal, hosted.request_id, keys[0] if keys else None)

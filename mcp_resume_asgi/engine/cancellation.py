@@ -112,17 +112,20 @@ async def closed_by_client(hosted: CancellableStream) -> None:
     await cancel_app(hosted, "the client closed the stream")
 
 
-async def forget(hosted: CancellableStream) -> None:
-    """Free the record of a stream nobody may resume once it is over (nothing is kept for
-    a 2026-07-28 request beyond what a task - `survives_close` - needs)."""
+def frees_record(hosted: CancellableStream) -> bool:
+    """Whether the record of `hosted`, now over, is freed at once (`forget`): nothing is kept for
+    a 2026-07-28 request nobody may resume beyond what a task - `survives_close` - needs."""
     delivery = hosted.delivery
-    if not forgets(
+    return forgets(
         close_cancels=hosted.core.close_cancels,
         record_open=hosted.meta_created,
         expired=hosted.expired,
         survives_close=delivery is not None and delivery.survives_close,
-    ):
-        return
+    )
+
+
+async def forget(hosted: CancellableStream) -> None:
+    """Free the record of a stream nobody may resume once it is over (when `frees_record` says so)."""
     try:
         await hosted.store.delete_stream(hosted.stream_id)
     except Exception as exc:

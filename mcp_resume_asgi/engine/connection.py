@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -177,8 +176,10 @@ class Connection:
 
     __slots__ = (
         "_idle",
+        "_listen_task",
         "_receive",
         "_send",
+        "_write_task",
         "attachment",
         "busy",
         "delivery",
@@ -201,7 +202,8 @@ class Connection:
     def __init__(self, send: Send, receive: Receive) -> None:
         self._send = send
         self._receive = receive
-        self.gone = Flag()
+        self.gone = False
+        """The client left (nobody waits for it: it is checked, so a plain bool)."""
         self.released = Flag()
         """Set once nothing will write to it any more (its answer is finished)."""
         self.started = False
@@ -221,26 +223,33 @@ class Connection:
         self.wake: anyio.Event | None = None
         self.keepalive_due = False
         self.listening = False
-        self.listener = Interruptible()
-        self.writing = Interruptible()
+        # How a listen or a write in flight is stopped: on asyncio by cancelling the task awaiting
+        # it, which takes back exactly that cancellation (`Interruptible`'s way, without making
+        # one per connection); on another loop by an `Interruptible`, made when first used.
+        self._listen_task: asyncio.Task[Any] | None = None
+        self._write_task: asyncio.Task[Any] | None = None
+        self.listener: Interruptible | None = None
+        self.writing: Interruptible | None = None
         self.sending = 0
         """Sends under way (`idle` waits for them)."""
         self._idle: anyio.Event | None = None
 
     async def listen(self) -> None:
         """Read `receive` until the client leaves, or `stop_listening` is called."""
-        if self.listening or self.gone.is_set():
+        if self.listening or self.gone:
             return
         self.listening = True
-        listener = self.listener
         try:
-            task = listener.current_task()
+            task = current_asyncio_task()
             if task is None:
+                listener = self.listener
+                if listener is None:
+                    listener = self.listener = Interruptible()
                 await listener.run(self._read_until_gone())
                 return
             # On asyncio, `Interruptible.run` inline: every request in flight waits here, and two
             # frames fewer each is less of what a burst of requests keeps at its peak.
-            listener._task = task
+            self._listen_task = task
             try:
                 while True:  # (`_read_until_gone`)
                     message = await self._receive()
@@ -249,10 +258,10 @@ class Connection:
                         return
                     await anyio.lowlevel.checkpoint()
             except asyncio.CancelledError:
-                if listener._task is not None or task.uncancel() > 0:
+                if self._listen_task is not None or task.uncancel() > 0:
                     raise  # not (only) ours
             finally:
-                listener._task = None
+                self._listen_task = None
         finally:
             self.listening = False
 
@@ -269,11 +278,16 @@ class Connection:
             await anyio.lowlevel.checkpoint()
 
     def stop_listening(self) -> None:
-        self.listener.interrupt()
+        task = self._listen_task
+        if task is not None:
+            self._listen_task = None
+            task.cancel()
+        elif self.listener is not None:
+            self.listener.interrupt()
 
     def mark_gone(self) -> None:
-        if not self.gone.is_set():
-            self.gone.set()
+        if not self.gone:
+            self.gone = True
             self.interrupt_write()
 
     async def write_interruptibly(self, data: bytes, *, end: bool = False) -> bool | None:
@@ -281,39 +295,46 @@ class Connection:
 
         Every event of an attached connection is written here, so on asyncio it is `send`
         and `Interruptible.run` in one coroutine (`Interruptible` says how it is stopped)."""
-        if self.gone.is_set() or self.finished:
+        if self.gone or self.finished:
             return False
         message = {"type": "http.response.body", "body": data, "more_body": not end}
-        writing = self.writing
-        task = writing.current_task()
+        task = current_asyncio_task()
         if task is None:
+            writing = self.writing
+            if writing is None:
+                writing = self.writing = Interruptible()
             written, interrupted = await writing.run(self.send(message))
             if interrupted:
-                return False if self.gone.is_set() else None
+                return False if self.gone else None
             return written
-        writing._task = task
+        self._write_task = task
         try:
             await self._send(message)
         except asyncio.CancelledError:
-            if writing._task is not None or task.uncancel() > 0:
+            if self._write_task is not None or task.uncancel() > 0:
                 raise  # not (only) ours
-            return False if self.gone.is_set() else None
+            return False if self.gone else None
         except Exception:  # the server reports a dead socket in its own way (OSError, ClientDisconnected...)
             # No longer interruptible first: `mark_gone` interrupts the write in flight, which
             # would be this task itself, cancelled at its next await for nothing.
-            writing._task = None
+            self._write_task = None
             logger.debug("client connection failed on send", exc_info=True)
             self.mark_gone()
             return False
         finally:
-            writing._task = None
+            self._write_task = None
         if end:
             self.finished = True
         return True
 
     def interrupt_write(self) -> None:
         """Stop the write in flight (it returns None, or False if the client is gone)."""
-        self.writing.interrupt()
+        task = self._write_task
+        if task is not None:
+            self._write_task = None
+            task.cancel()
+        elif self.writing is not None:
+            self.writing.interrupt()
 
     def signal(self) -> None:
         """Tell its own writer (after a stall) that there is work."""
@@ -321,7 +342,7 @@ class Connection:
             self.wake.set()
 
     async def send(self, message: Message) -> bool:
-        if self.gone.is_set() or self.finished:
+        if self.gone or self.finished:
             return False
         self.sending += 1
         try:
@@ -360,18 +381,20 @@ class Connection:
         """`send` with the ASGI signature, for the response helpers."""
         await self.send(message)
 
-    async def write(self, data: bytes, *, end: bool = False) -> bool:
-        return await self.send({"type": "http.response.body", "body": data, "more_body": not end})
+    def write(self, data: bytes, *, end: bool = False) -> Awaitable[bool]:
+        """`send` of a body part (its coroutine itself: none of ours around it)."""
+        return self.send({"type": "http.response.body", "body": data, "more_body": not end})
 
     async def finish(self, data: bytes = b"") -> None:
         if self.started and not self.finished:
             await self.send({"type": "http.response.body", "body": data, "more_body": False})
 
-    async def start(self) -> bool:
+    def start(self) -> Awaitable[bool]:
         """Send the answer's headers (`headers`, status 200), let go of once handed to the server
-        (an attached connection holds no copy of them for as long as it stays)."""
+        (an attached connection holds no copy of them for as long as it stays). `send`'s coroutine
+        itself: none of ours around it."""
         headers, self.headers = self.headers, []
-        return await self.send({"type": "http.response.start", "status": 200, "headers": headers})
+        return self.send({"type": "http.response.start", "status": 200, "headers": headers})
 
     async def open(self) -> bool:
         """Send the headers and the held head (priming event), if not sent yet."""
@@ -392,13 +415,7 @@ async def _closed_receive() -> Message:
 
 
 def current_asyncio_task() -> asyncio.Task[Any] | None:
-    """The running asyncio task, None under another event loop (trio)."""
-    trio = sys.modules.get("trio")
-    if trio is not None:
-        try:
-            trio.lowlevel.current_task()
-        except RuntimeError:
-            pass
-        else:
-            return None
-    return asyncio.current_task()
+    """The running asyncio task, None under another event loop (trio: no asyncio loop runs in
+    its thread; nor is a task of asyncio's running when trio is a guest on an asyncio loop)."""
+    loop = asyncio._get_running_loop()
+    return None if loop is None else asyncio.current_task(loop)

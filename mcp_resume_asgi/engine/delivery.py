@@ -108,9 +108,10 @@ async def finish_answer(conn: Connection, reason: Reason, cursor: int, policy: P
         await conn.finish()
 
 
-async def note_detached(store: Store, stream_id: str, att: Attachment) -> None:
-    """Record where a connection stopped, unless a newer one has taken the stream over."""
-    await store.update_stream_if(
+def note_detached(store: Store, stream_id: str, att: Attachment) -> Awaitable[Any]:
+    """Record where a connection stopped, unless a newer one has taken the stream over (the
+    store's awaitable itself: no coroutine of ours around it)."""
+    return store.update_stream_if(
         stream_id,
         {"attach_gen": att.gen},
         attached=False,
@@ -321,14 +322,14 @@ class Writer:
             return
         if self.core.app_done and conn.attachment is att:
             self.core.settle(att)  # caught up with a stream whose app is done: it has ended
-        if conn.attachment is att and (att.closing is not None or conn.gone.is_set()):
+        if conn.attachment is att and (att.closing is not None or conn.gone):
             await self.release(conn)
 
     async def _drain(self, conn: Connection, att: Attachment, batch: list[tuple[int, bytes]] | None) -> bool:
         """Write events until none are owed; False when the connection stalled and was handed over."""
         core = self.core
         transform = conn.delivery.transform if conn.delivery is not None else None
-        while core.owed(att) and not conn.gone.is_set():
+        while core.owed(att) and not conn.gone:
             if batch and batch[0][0] == att.cursor + 1:
                 events = batch
             elif not self.host.meta_created:
@@ -412,7 +413,7 @@ class Writer:
     async def _own_writer(self, conn: Connection) -> None:
         att = conn.attachment
         try:
-            while att is not None and conn.attachment is att and not conn.gone.is_set():
+            while att is not None and conn.attachment is att and not conn.gone:
                 wake = conn.wake = anyio.Event()
                 await self._drain(conn, att, None)
                 if att.closing is not None:
@@ -497,9 +498,7 @@ class Writer:
             return
         conn.attachment = None
         survives = conn.delivery is not None and conn.delivery.survives_close
-        reason, cancels = self.core.release(
-            att, time.monotonic(), gone=conn.gone.is_set(), survives_close=survives
-        )
+        reason, cancels = self.core.release(att, time.monotonic(), gone=conn.gone, survives_close=survives)
         if reason in AT_WILL:
             self.services.telemetry.closed_at_will(str(reason))
         if self.conn is conn:
@@ -521,10 +520,11 @@ class Writer:
                 except Exception as exc:
                     if not self.services.store_outage(exc):
                         raise
-            if not conn.gone.is_set():
+            if not conn.gone:
                 if not conn.started:
                     await conn.open()
-                await finish_answer(conn, reason, att.cursor, self.policy)
+                if not conn.finished or reason is Reason.DEADLINE:  # (else nothing to end it with)
+                    await finish_answer(conn, reason, att.cursor, self.policy)
             if self.host.meta_created and not noted:
                 await note_detached(self.store, self.stream_id, att)
         except Exception as exc:

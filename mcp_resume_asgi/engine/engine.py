@@ -248,11 +248,22 @@ class Engine:
         than they negotiated (the conformance suite does), and priming an old client
         would break it.
         """
-        if session_id is not None:
-            info = await self.services.sessions.info(session_id)  # (kept per node, `Sessions.info`)
-            if info is not None:
-                return info.protocol_version
+        known = self.known_version(scope, session_id)
+        if known is not None:
+            return known
+        assert session_id is not None
+        info = await self.services.sessions.info(session_id)  # (kept per node, `Sessions.info`)
+        if info is not None:
+            return info.protocol_version
         return p.valid_version(header(scope, b"mcp-protocol-version")) or p.DEFAULT_VERSION
+
+    def known_version(self, scope: Scope, session_id: str | None) -> str | None:
+        """`version_for` when it needs no store: without a session, or with one read here lately
+        (most requests: no coroutine then); None: ask `version_for`."""
+        if session_id is None:
+            return p.valid_version(header(scope, b"mcp-protocol-version")) or p.DEFAULT_VERSION
+        info = self.services.sessions.cached(session_id)
+        return None if info is None else info.protocol_version
 
     # ------------------------------------------------------------------ requests (POST)
     def handle_request(

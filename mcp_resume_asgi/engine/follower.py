@@ -123,7 +123,7 @@ class _Waiting:
 
 async def _watch(conn: Connection, serving: anyio.CancelScope) -> None:
     await conn.listen()
-    if conn.gone.is_set():
+    if conn.gone:
         serving.cancel()
 
 

@@ -568,7 +568,7 @@ class HostedStream:
                 )  # (this task's context: a copy of its request's)
                 if not self.app_stopped:
                     # Stopped (`stop_app`) on asyncio by cancelling this task, whose cancel is then
-                    # taken back (`Connection.listener`'s way: no cancel scope, no frame of ours
+                    # taken back (`Connection.listen`'s way: no cancel scope, no frame of ours
                     # held while the app idles); elsewhere by a cancel scope.
                     channel = _AppChannel(self)
                     app = self.services.app(self.scope, channel, channel)
@@ -602,7 +602,8 @@ class HostedStream:
                     await self.app_finished()
             if self._writer is not None or self.held is not None or self.first is not None:
                 await self.writer.finish_first()  # (else nothing to serve: no writer made for it)
-            await cancellation.forget(self)
+            if cancellation.frees_record(self):
+                await cancellation.forget(self)
             delivery = self.delivery
             if delivery is not None and delivery.after_app is not None:
                 await delivery.after_app()
@@ -625,16 +626,17 @@ class HostedStream:
         try:
             while not (first.finished or first.released.is_set() or self.over):
                 await first.listen()  # (stopped by whoever lets it go)
-                if first.gone.is_set():
+                if first.gone:
                     if not first.finished:  # (a client leaving a complete answer changes nothing)
                         await self.first_gone(first)
                     break
-            if first.attachment is not None and first.gone.is_set():
+            if first.attachment is not None and first.gone:
                 await first.released.wait()  # its writer was under way: it lets go next
-            await first.idle()
+            if first.sending:
+                await first.idle()
             ended = True
         finally:
-            gone = first.gone.is_set()
+            gone = first.gone
             first.close()  # the call is over: nobody to write to, nothing of the server's kept
             if self.first is first:
                 self.first = None  # (nor kept by a detached stream: its buffers, headers, flags)
@@ -667,7 +669,11 @@ class HostedStream:
     async def _receive(self) -> Message:
         if not self.body_taken:
             self.body_taken = True
-            await self.request_taken()
+            pending = self.request_taken()
+            if pending is not None:
+                await pending
+            if self.core.request_read(time.monotonic()):
+                self.arm()
             # (kept: the record's trace and a session's `initialize` read it later)
             return {"type": "http.request", "body": self.body, "more_body": False}
         recorder = self._recorder
@@ -729,20 +735,25 @@ class HostedStream:
             else:  # a JSON answer: the client leaving means what it does unwrapped
                 self.app_disconnect.set()
 
-    async def request_taken(self) -> None:
+    def request_taken(self) -> Awaitable[None] | None:
         """The app reads the request: its auth has let it through and said who is calling,
-        which the stream's record (opened before the app ran) learns now."""
+        which the stream's record (opened before the app ran) learns now. Returns what is left
+        to do in the store, if anything (no coroutine for a request that needs none)."""
         principal = self.services.principal(self.scope)
-        try:
-            if principal != self.principal and self.meta_created:
-                await self.services.store.update_stream(self.stream_id, principal=principal)
-        except Exception as exc:
-            if not self.services.store_outage(exc):
-                raise
+        stored = principal != self.principal and self.meta_created
         self.principal = principal
+        if stored or self.services.cancel_bindings.may_bind(self):
+            return self._store_taken(stored)
+        return None
+
+    async def _store_taken(self, principal_changed: bool) -> None:
+        if principal_changed:
+            try:
+                await self.services.store.update_stream(self.stream_id, principal=self.principal)
+            except Exception as exc:
+                if not self.services.store_outage(exc):
+                    raise
         await self.services.cancel_bindings.taken(self)  # a notice may cancel it from now on
-        if self.core.request_read(time.monotonic()):
-            self.arm()
 
     async def serve(self, conn: Connection, *, gen: int, after_seq: int, priming: bool) -> tuple[str, int]:
         """Serve a resuming connection from this stream (`Writer.serve`)."""
@@ -774,8 +785,9 @@ class HostedStream:
 
     async def app_finished(self) -> None:
         try:
-            if self._recorder is not None:  # (none: nothing left to write)
-                await self._recorder.flush()
+            recorder = self._recorder
+            if recorder is not None and recorder.flush_due():  # (none: nothing left to write)
+                await recorder.flush()
             handed_over = self.handed_over and self.kind is StreamKind.REQUEST and not self.expired
             if self.mode is Mode.UPGRADED and not self.core.final_seq and not handed_over:
                 await self.recorder.record_json_answer()
@@ -788,8 +800,9 @@ class HostedStream:
                 # Each write of the app's end is in the store (and the core knows its answer) before
                 # the next step reads `final_seq`, and before the stream is concluded: with
                 # write-behind, a write still under way would land after the request is over.
-                if self._recorder is not None:  # (none: nothing under way)
-                    await self._recorder.flush()
+                recorder = self._recorder
+                if recorder is not None and recorder.flush_due():  # (none: nothing under way)
+                    await recorder.flush()
                 handed_over = handed_over and self.core.final_seq is None
                 if handed_over:
                     # Owned by no live node from now on: the first node to notice runs it again.
@@ -811,19 +824,20 @@ class HostedStream:
                     await rerun.forget(self.services.store, self.stream_id)  # answered: never run again
             elif self.mode is None and self.first is not None:
                 first = self.first
-                if not first.started and not first.gone.is_set():
+                if not first.started and not first.gone:
                     await send_bytes(
                         first.send_message, 500, b"Internal Server Error", content_type=b"text/plain"
                     )
             elif self._recorder is not None and self._recorder.unavailable and self.first is not None:
                 first = self.first  # (what `unrecorded` passed through may hold the app's end)
-                if first.started and not first.finished and not first.gone.is_set():
+                if first.started and not first.finished and not first.gone:
                     await first.send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             self.answer_start = None
             self.core.app_finished()
             self._done = _set(self._done)
-            self._opened = _set(self._opened)
+            if self._opened is not _ALREADY_SET:  # (set already when its record was created)
+                self._opened = _set(self._opened)
             self.app_disconnect.set()
             writer = self._writer
             if writer is not None:
@@ -832,7 +846,9 @@ class HostedStream:
                 self.counted_detached = False
                 self.services.telemetry.streams_detached(-1)
             self.arm()
-            await self.services.cancel_bindings.forget(self.stream_id)
+            bindings = self.services.cancel_bindings
+            if bindings.bound(self.stream_id):
+                await bindings.forget(self.stream_id)
 
     # ------------------------------------------------------------------ the app's answer
     async def on_app_send(self, message: Message) -> None:
@@ -847,6 +863,8 @@ class HostedStream:
         body: bytes = message.get("body", b"")
         mode = self.mode
         if mode is Mode.STREAM or (mode is Mode.UPGRADED and self.upgraded_sse):
+            if not body:
+                return  # (the response's end, say: nothing to record, no parser to make)
             parser = self.parser
             frame = None if parser is not None and parser.pending else single_event_frame(body)
             if frame is not None:  # the usual shape, one whole event per chunk: no parsing, no copy
@@ -859,7 +877,7 @@ class HostedStream:
             try:
                 if parser is None:
                     parser = self.parser = SSEParser(self.core.policy.max_event_bytes)
-                events = parser.feed(body) if body else []
+                events = parser.feed(body)
             except SSEError:
                 logger.error("stream %s: the app sent an oversized event; ending the stream", self.stream_id)
                 await self.recorder.record_error(
@@ -946,7 +964,7 @@ class HostedStream:
                     self.attach_first(first, stream_headers(headers))
                 return
             try:
-                await self.recorder.open_record(attached=first is not None and not first.gone.is_set())
+                await self.recorder.open_record(attached=first is not None and not first.gone)
             except Exception as exc:
                 if not self.services.store_outage(exc):
                     raise
@@ -1031,7 +1049,7 @@ class HostedStream:
     async def _open_held(self, held: Connection) -> None:
         if not self.meta_created:
             await self.upgrade()
-        if held.gone.is_set():
+        if held.gone:
             return
         held.headers = self.services.sse_headers(
             self.session_id,

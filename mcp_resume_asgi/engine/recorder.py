@@ -148,13 +148,20 @@ class _Bursts:
 
 #: Per event loop (a loop that is gone takes its entry with it).
 _loop_bursts: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Bursts] = weakref.WeakKeyDictionary()
+#: The loop last asked about (weakly) and its bursts: nearly always the one asked about next.
+_last: tuple[weakref.ref[asyncio.AbstractEventLoop], _Bursts] | None = None
 
 
 def _bursts_here() -> _Bursts:
+    global _last
     loop = asyncio.get_running_loop()
+    last = _last
+    if last is not None and last[0]() is loop:
+        return last[1]
     bursts = _loop_bursts.get(loop)
     if bursts is None:
         bursts = _loop_bursts[loop] = _Bursts()
+    _last = (weakref.ref(loop), bursts)
     return bursts
 
 
@@ -375,6 +382,11 @@ class Recorder:
         raise StreamNotRecorded(
             f"stream {self.hosted.stream_id}: the store refused its events"
         ) from self.refused
+
+    def flush_due(self) -> bool:
+        """Whether `flush` has anything to wait for, write or say (asked first: at the end of most
+        requests it has not, and then no coroutine of it is made)."""
+        return self.writing or bool(self.backlog) or (self.refused is not None and not self.refusal_recorded)
 
     async def flush(self) -> None:
         """Wait for the write in flight, then write what is left (and, if the store refused

@@ -87,17 +87,24 @@ class Sessions:
         store, not this. A session the store does not know is not kept (it may be recorded a
         moment later, on another node).
         """
-        cache = self._cache
-        now = self.clock()
-        item = cache.get(session_id)
-        if item is not None:
-            if item[1] > now:
-                return item[0]
-            del cache[session_id]
+        info = self.cached(session_id)
+        if info is not None:
+            return info
         info = await self.store.get_session(session_id)
         if info is not None:
-            self._keep(info, now)
+            self._keep(info, self.clock())
         return info
+
+    def cached(self, session_id: str) -> SessionInfo | None:
+        """The session's record as read here less than `cache_ttl_s` ago, or None (`info` asks
+        the store then): without a coroutine, as most requests of a session find it."""
+        cache = self._cache
+        item = cache.get(session_id)
+        if item is not None:
+            if item[1] > self.clock():
+                return item[0]
+            del cache[session_id]
+        return None
 
     def forget(self, session_id: str) -> None:
         """The session ended here: its record is no longer used (`info` asks the store)."""

@@ -21,12 +21,16 @@ class ClientGone(Exception):
     """The client left before its body was read."""
 
 
-async def read_body(receive: Receive, limit: int) -> bytes:
-    """The whole request body, refusing more than `limit` bytes."""
+async def read_body(receive: Receive, limit: int, first: Message | None = None) -> bytes:
+    """The whole request body, refusing more than `limit` bytes (`first`: its first message,
+    if read already)."""
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
+        if first is None:
+            message = await receive()
+        else:
+            message, first = first, None
         if message["type"] == "http.disconnect":
             raise ClientGone()
         chunk = message.get("body", b"")
@@ -39,9 +43,16 @@ async def read_body(receive: Receive, limit: int) -> bytes:
 
 
 async def read_body_or_refuse(receive: Receive, send: Send, limit: int) -> bytes | None:
-    """The request body, or None once a 413 was sent (or the client left)."""
+    """The request body, or None once a 413 was sent (or the client left). A body in one
+    message, as most are, is taken from it here (no coroutine of `read_body`'s)."""
+    message = await receive()
     try:
-        return await read_body(receive, limit)
+        if message["type"] == "http.request" and not message.get("more_body", False):
+            body: bytes = message.get("body", b"")
+            if len(body) > limit:
+                raise BodyTooLarge()
+            return body
+        return await read_body(receive, limit, message)
     except BodyTooLarge:
         await send_jsonrpc_error(send, 413, p.INVALID_REQUEST, f"request body exceeds {limit} bytes")
     except ClientGone:

@@ -42,7 +42,7 @@ from mcp_resume_asgi.http.client_answers import ClientAnswers
 from mcp_resume_asgi.http.client_cancels import ClientCancels
 from mcp_resume_asgi.http.misconfig import WrongPathDetector
 from mcp_resume_asgi.http.outage import TrackedSend, send_unavailable, without_store
-from mcp_resume_asgi.http.post_sorting import INVALID_KEY, Post, idempotency_key, sort_post
+from mcp_resume_asgi.http.post_sorting import INVALID_KEY, Post, Sorted, idempotency_key, sort_post
 from mcp_resume_asgi.http.resume import Resumes
 from mcp_resume_asgi.http.retried_posts import RetriedPosts
 from mcp_resume_asgi.http.signals import hold_app_streams, on_shutdown_signal
@@ -365,30 +365,48 @@ class ResumeMiddleware:
                 body=body,
             )
 
-    async def _post_body(
+    def _post_body(
+        self, scope: Scope, receive: Receive, send: Send, body: bytes
+    ) -> Awaitable[Awaitable[Any] | None]:
+        """Serve the POST, or resolve to the awaitable that hosts its request (`_request`). Not a
+        coroutine itself: a request's only one is `_request`'s."""
+        if self.node is not None:  # (one node alone holds every session: nothing to ask)
+            return self._post_on_node(scope, receive, send, body)
+        return self._post_here(scope, receive, send, body)
+
+    async def _post_on_node(
         self, scope: Scope, receive: Receive, send: Send, body: bytes
     ) -> Awaitable[Any] | None:
-        """Serve the POST, or return the awaitable that hosts its request (`_request`)."""
-        if self.node is not None:  # (one node alone holds every session: nothing to ask)
-            owner = await self._owner_elsewhere(scope, send)
-            if owner is not None:
-                if owner:
-                    await self.node.relay(owner, scope, receive, send, body)
-                return None
+        owner = await self._owner_elsewhere(scope, send)
+        if owner is not None:
+            if owner:
+                assert self.node is not None
+                await self.node.relay(owner, scope, receive, send, body)
+            return None
+        return await self._post_here(scope, receive, send, body)
+
+    def _post_here(
+        self, scope: Scope, receive: Receive, send: Send, body: bytes
+    ) -> Awaitable[Awaitable[Any] | None]:
         sort = sort_post(scope, body)
+        if sort.kind is Post.REQUEST:
+            return self._request(scope, receive, send, body, sort.message)
+        return self._post_other(scope, receive, send, body, sort)
+
+    async def _post_other(
+        self, scope: Scope, receive: Receive, send: Send, body: bytes, sort: Sorted
+    ) -> None:
+        """A POST that is not a request to host: refused, a cancel notice, or passed to the app."""
         if sort.kind is Post.NOT_JSON:
             await send_jsonrpc_error(send, 400, p.PARSE_ERROR, "Parse error: NaN and Infinity are not JSON")
         elif sort.kind is Post.CANCEL_NOTICE:
             assert sort.notice is not None
             await self.cancels.handle(scope, receive, send, body, sort.notice)
-        elif sort.kind is Post.REQUEST:
-            return await self._request(scope, receive, send, body, sort.message)
         else:
             await self.app(scope, replay_receive(body, receive), send)
             session_id = header(scope, b"mcp-session-id")
             for answered in sort.answered:
                 await self.answers.answered(session_id, answered)
-        return None
 
     async def _request(
         self, scope: Scope, receive: Receive, send: Send, body: bytes, message: dict[str, Any]
@@ -406,7 +424,9 @@ class ResumeMiddleware:
             requested = params.get("protocolVersion") if isinstance(params, dict) else None
             version = p.valid_version(requested if isinstance(requested, str) else None) or p.DEFAULT_VERSION
         else:
-            version = await self.engine.version_for(scope, session_id)
+            version = self.engine.known_version(scope, session_id) or await self.engine.version_for(
+                scope, session_id
+            )
         key = idempotency_key(scope)
         if key is INVALID_KEY:
             await send_jsonrpc_error(
