@@ -42,15 +42,13 @@ from __future__ import annotations
 import enum
 import functools
 import math
-import operator
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import Any, NoReturn
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_mode
+from mcp_resume_asgi.core.side_slots import SideAttribute, side_attribute
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.wire import jsonrpc as p
-
-_T = TypeVar("_T")
 
 __all__ = [
     "AT_WILL",
@@ -306,27 +304,9 @@ _NO_TIMING = _Timing()
 """The defaults, shared by every core that set none of them (never written itself)."""
 
 
-class _Timed(Protocol[_T]):
-    """(typing) What `_timed` makes: an attribute of type `_T`."""
-
-    def __get__(self, core: StreamCore, owner: Any = None) -> _T: ...
-    def __set__(self, core: StreamCore, value: _T) -> None: ...
-
-
 def _timed(name: str) -> Any:
-    """A `StreamCore` attribute kept in its `_Timing`: read as is (the shared defaults until one
-    is set); a write that changes a default makes the core's own."""
-    default = getattr(_NO_TIMING, name)
-
-    def write(core: StreamCore, value: object) -> None:
-        timing = core._timing
-        if timing is _NO_TIMING:
-            if value is default:
-                return
-            timing = core._timing = _Timing()
-        setattr(timing, name, value)
-
-    return property(operator.attrgetter(f"_timing.{name}"), write)
+    """A `StreamCore` attribute kept in its `_Timing` (`side_slots`)."""
+    return side_attribute("_timing", _NO_TIMING, _Timing, name)
 
 
 class StreamCore:
@@ -390,14 +370,14 @@ class StreamCore:
         self._timing = _NO_TIMING
         """The deadlines of features and mirrors (`_Timing`), shared defaults until one is set."""
 
-    answer_at_once: _Timed[bool] = _timed("answer_at_once")
-    answer_by: _Timed[float | None] = _timed("answer_by")
+    answer_at_once: SideAttribute[bool] = _timed("answer_at_once")
+    answer_by: SideAttribute[float | None] = _timed("answer_by")
     """When the first connection's answer is due by the feature layer's deadline (`answer_within`),
     counted from the request's arrival."""
-    heartbeat_s: _Timed[float | None] = _timed("heartbeat_s")
-    next_beat: _Timed[float] = _timed("next_beat")
-    next_owner_check: _Timed[float] = _timed("next_owner_check")
-    owner_check_s: _Timed[float | None] = _timed("owner_check_s")
+    heartbeat_s: SideAttribute[float | None] = _timed("heartbeat_s")
+    next_beat: SideAttribute[float] = _timed("next_beat")
+    next_owner_check: SideAttribute[float] = _timed("next_owner_check")
+    owner_check_s: SideAttribute[float | None] = _timed("owner_check_s")
     """A mirror: how often to ask whether the stream's owner is still alive (None: never)."""
 
     @classmethod

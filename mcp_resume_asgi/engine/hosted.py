@@ -36,12 +36,13 @@ import operator
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from starlette.types import Message, Scope
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, content_type, session_id, stream_headers
+from mcp_resume_asgi.core.side_slots import SideAttribute, side_attribute
 from mcp_resume_asgi.core.stream import Due, FirstGone, Reason, StreamCore
 from mcp_resume_asgi.engine import cancellation, rerun
 from mcp_resume_asgi.engine.connection import Connection, Flag, current_asyncio_task
@@ -63,7 +64,6 @@ if TYPE_CHECKING:
 
 __all__ = ["STATUS_HOLD_S", "HostedStream"]
 
-_T = TypeVar("_T")
 
 logger = logging.getLogger(__name__)
 
@@ -238,27 +238,9 @@ _RARELY = _Rarely()
 """The defaults, shared by every stream that wrote none of them (never written itself)."""
 
 
-class _Rare(Protocol[_T]):
-    """(typing) What `_rarely` makes: an attribute of type `_T`."""
-
-    def __get__(self, hosted: HostedStream, owner: Any = None) -> _T: ...
-    def __set__(self, hosted: HostedStream, value: _T) -> None: ...
-
-
 def _rarely(name: str) -> Any:
-    """A `HostedStream` attribute kept in its `_Rarely`: read as is (the shared defaults until
-    one is written); a write that changes a default makes the stream's own."""
-    default = getattr(_RARELY, name)
-
-    def write(hosted: HostedStream, value: object) -> None:
-        more = hosted._more
-        if more is _RARELY:
-            if value is default:
-                return
-            more = hosted._more = _Rarely()
-        setattr(more, name, value)
-
-    return property(operator.attrgetter(f"_more.{name}"), write)
+    """A `HostedStream` attribute kept in its `_Rarely` (`side_slots`)."""
+    return side_attribute("_more", _RARELY, _Rarely, name)
 
 
 class HostedStream:
@@ -381,23 +363,23 @@ class HostedStream:
         self.expired = False
 
     # Read and written as attributes; kept in `_more` (`_rarely`).
-    adopted: _Rare[bool] = _rarely("adopted")
+    adopted: SideAttribute[bool] = _rarely("adopted")
     """A re-run: it continues the record of a run lost with its node (`adopt`)."""
-    app_stopped: _Rare[bool] = _rarely("app_stopped")
-    delivery: _Rare[Delivery | None] = _rarely("delivery")
-    first_messages: _Rare[tuple[dict[str, Any], ...]] = _rarely("first_messages")
-    handed_over: _Rare[bool] = _rarely("handed_over")
+    app_stopped: SideAttribute[bool] = _rarely("app_stopped")
+    delivery: SideAttribute[Delivery | None] = _rarely("delivery")
+    first_messages: SideAttribute[tuple[dict[str, Any], ...]] = _rarely("first_messages")
+    handed_over: SideAttribute[bool] = _rarely("handed_over")
     """The drain's budget stopped it, to be run again by another node (`hand_over`)."""
-    held: _Rare[Connection | None] = _rarely("held")
+    held: SideAttribute[Connection | None] = _rarely("held")
     """The first connection while its answer waits for the app's decision (UPGRADED)."""
-    idempotency_key: _Rare[str | None] = _rarely("idempotency_key")
-    json_chunks: _Rare[list[bytes] | None] = _rarely("json_chunks")
-    json_size: _Rare[int] = _rarely("json_size")
-    json_status: _Rare[int] = _rarely("json_status")
-    left_early: _Rare[bool] = _rarely("left_early")
+    idempotency_key: SideAttribute[str | None] = _rarely("idempotency_key")
+    json_chunks: SideAttribute[list[bytes] | None] = _rarely("json_chunks")
+    json_size: SideAttribute[int] = _rarely("json_size")
+    json_status: SideAttribute[int] = _rarely("json_status")
+    left_early: SideAttribute[bool] = _rarely("left_early")
     """The client left before the app decided how to answer."""
-    passthrough_body: _Rare[list[bytes] | None] = _rarely("passthrough_body")
-    upgraded_sse: _Rare[bool] = _rarely("upgraded_sse")
+    passthrough_body: SideAttribute[list[bytes] | None] = _rarely("passthrough_body")
+    upgraded_sse: SideAttribute[bool] = _rarely("upgraded_sse")
 
     # What its services and core hold already (not kept twice).
     store = property(operator.attrgetter("services.store"))
