@@ -116,59 +116,32 @@ class Flag:
 
 
 class Interruptible:
-    """One await at a time that another task may stop (`interrupt`).
+    """One await at a time that another task may stop (`interrupt`), by a cancel scope.
 
-    Every request listens and every event of a first connection is written through
-    one of these, so on asyncio it avoids a cancel scope (a few microseconds each):
-    `interrupt` cancels the awaiting task itself, which takes back exactly that
-    cancellation (`Task.uncancel`), leaving any other one pending. Other backends
-    use a cancel scope.
+    A connection's listen and writes use one off asyncio only: on asyncio they cancel the
+    awaiting task itself, which takes back exactly that cancellation (`Task.uncancel`),
+    leaving any other one pending - no cancel scope, no object per connection (`Connection`).
     """
 
-    __slots__ = ("_asyncio", "_scope", "_task")
+    __slots__ = ("_scope",)
 
     def __init__(self) -> None:
         self._scope: anyio.CancelScope | None = None
-        self._task: asyncio.Task[Any] | None = None
-        self._asyncio: bool | None = None
-        """Whether it is used under asyncio (asked once: one object never changes loops)."""
-
-    def current_task(self) -> asyncio.Task[Any] | None:
-        """The running asyncio task, None under another event loop (trio)."""
-        if self._asyncio is None:
-            task = current_asyncio_task()
-            self._asyncio = task is not None
-            return task
-        return asyncio.current_task() if self._asyncio else None
 
     async def run(self, awaitable: Awaitable[T]) -> tuple[T | None, bool]:
         """`(its result, False)`, or `(None, True)` when interrupted."""
-        task = self.current_task()
-        if task is None:
-            result: T | None = None
-            with anyio.CancelScope() as scope:
-                self._scope = scope
-                try:
-                    result = await awaitable
-                finally:
-                    self._scope = None
-            return (None, True) if scope.cancelled_caught else (result, False)
-        self._task = task
-        try:
-            return await awaitable, False
-        except asyncio.CancelledError:
-            if self._task is not None or task.uncancel() > 0:
-                raise  # not (only) ours
-            return None, True
-        finally:
-            self._task = None
+        result: T | None = None
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            try:
+                result = await awaitable
+            finally:
+                self._scope = None
+        return (None, True) if scope.cancelled_caught else (result, False)
 
     def interrupt(self) -> None:
         if self._scope is not None:
             self._scope.cancel()
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
 
 
 class Connection:
