@@ -600,7 +600,7 @@ class Engine:
         """Close every connection a client may resume elsewhere, on an event boundary, after
         `retry:` (`Writer.drain`; a follower's wait is interrupted)."""
         for hosted in list(self.live.values()):
-            hosted.writer.drain()
+            hosted.drain()
         for close in list(self.services.followers):
             close()
 

@@ -765,6 +765,13 @@ class HostedStream:
         """Tell the app its request is over (`http.disconnect` on its `receive`)."""
         self.app_disconnect.set()
 
+    def drain(self) -> None:
+        """This node drains: close the attached connection at will (`Writer.drain`). A stream
+        with no writer has no connection: none is made for it."""
+        writer = self._writer
+        if writer is not None:
+            writer.drain()
+
     async def app_finished(self) -> None:
         try:
             recorder = self._recorder
