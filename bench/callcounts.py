@@ -60,18 +60,26 @@ async def _call(app: Any, body: bytes, session: bytes | None) -> tuple[int, dict
     return exchange.status, exchange.headers, exchange.payload
 
 
+INIT = (
+    b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+    b'"capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}'
+)
+
+
+async def open_session(app: Any) -> bytes:
+    """`initialize` and `notifications/initialized`, in process: the session's id."""
+    status, headers, _ = await _call(app, INIT, None)
+    assert status == 200, status
+    session = headers[b"mcp-session-id"]
+    await _call(app, b'{"jsonrpc":"2.0","method":"notifications/initialized"}', session)
+    return session
+
+
 async def _run(variant: str, requests: int) -> dict[str, Any]:
     app = create_app(variant)
     inner = starlette_app(app)
     async with inner.router.lifespan_context(inner):
-        init = (
-            b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
-            b'"capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}'
-        )
-        status, headers, _ = await _call(app, init, None)
-        assert status == 200, status
-        session = headers[b"mcp-session-id"]
-        await _call(app, b'{"jsonrpc":"2.0","method":"notifications/initialized"}', session)
+        session = await open_session(app)
 
         def body(i: int) -> bytes:
             return (

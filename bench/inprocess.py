@@ -18,13 +18,9 @@ import time
 from typing import Any
 
 from bench.apps import create_app
-from bench.callcounts import _call, starlette_app
+from bench.callcounts import _call, open_session, starlette_app
 
 VARIANTS = ("bare", "wrapped", "sdk_es", "wrapped_off", "wrapped_otel")
-INIT = (
-    b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
-    b'"capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}'
-)
 
 
 def _tools_call(i: int) -> bytes:
@@ -38,10 +34,7 @@ async def _cpu_us_per_request(variant: str, requests: int) -> float:
     app = create_app(variant)
     inner: Any = starlette_app(app)
     async with inner.router.lifespan_context(inner):
-        status, headers, _ = await _call(app, INIT, None)
-        assert status == 200, status
-        session = headers[b"mcp-session-id"]
-        await _call(app, b'{"jsonrpc":"2.0","method":"notifications/initialized"}', session)
+        session = await open_session(app)
         for i in range(1, 200):  # warm-up
             await _call(app, _tools_call(i), session)
         started = time.process_time()

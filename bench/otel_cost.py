@@ -35,13 +35,9 @@ import tempfile
 from typing import Any
 
 from bench.apps import create_app
-from bench.callcounts import _call, starlette_app
+from bench.callcounts import _call, open_session, starlette_app
 
 VARIANTS = ("wrapped", "wrapped_otel")
-INIT = (
-    b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
-    b'"capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}'
-)
 WARMUP = 50
 BASE = 50
 """The requests of the short run (its instructions are subtracted from the long one's)."""
@@ -62,10 +58,7 @@ async def _drive(variant: str, tool: str, count: int, profile: cProfile.Profile 
     app = create_app(variant)
     inner: Any = starlette_app(app)
     async with inner.router.lifespan_context(inner):
-        status, headers, _ = await _call(app, INIT, None)
-        assert status == 200, status
-        session = headers[b"mcp-session-id"]
-        await _call(app, b'{"jsonrpc":"2.0","method":"notifications/initialized"}', session)
+        session = await open_session(app)
         for i in range(1, 1 + WARMUP):
             await _call(app, _tools_call(i, tool), session)
         if profile is not None:

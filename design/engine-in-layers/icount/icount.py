@@ -3,13 +3,11 @@ raised so that the path does not depend on how slow the run is (under valgrind e
 import asyncio, ctypes, sys
 from typing import Any
 from bench.apps import create_app
-from bench.callcounts import _call, starlette_app
+from bench.callcounts import _call, open_session, starlette_app
 
 import mcp_resume_asgi.core.stream as _cs
 _cs.HOLD_HEAD_S = 2.0  # the head waits for the first event, whatever the profiler's slowdown (same path every run)
 cg = ctypes.CDLL("/tmp/icount/cg.so")
-INIT = (b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
-        b'"capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}')
 
 def call(i: int, tool: str) -> bytes:
     args = b'{"text":"hi"}'
@@ -20,9 +18,7 @@ async def main(variant: str, tool: str, n: int) -> None:
     app = create_app(variant, redis_url='redis://127.0.0.1:6391/0', redis_prefix='icount:') if variant == 'wrapped_redis' else create_app(variant)
     inner: Any = starlette_app(app)
     async with inner.router.lifespan_context(inner):
-        status, headers, _ = await _call(app, INIT, None)
-        session = headers[b"mcp-session-id"]
-        await _call(app, b'{"jsonrpc":"2.0","method":"notifications/initialized"}', session)
+        session = await open_session(app)
         for i in range(1, 60):
             status, _, payload = await _call(app, call(i, tool), session)
             assert status == 200 and b'"result"' in payload, payload[:300]
