@@ -270,6 +270,9 @@ def mirror_heartbeat_s(policy: Policy) -> float:
 #: Every core's `input_seqs` until its first input (never appended to: a stream that asks its
 #: client nothing, nearly all of them, holds no list of its own).
 _NO_INPUTS: list[int] = []
+#: `Recorded.inputs` of a record that asks its client nothing (never appended to: one list for
+#: all of them).
+_NOTHING_ASKED: list[list[Any]] = []
 #: `next_deadline`'s start: no deadline (it returns None then).
 _NEVER = math.inf
 
@@ -426,27 +429,36 @@ class StreamCore:
         """
         if self.phase not in _RECORDING:
             self._refuse("record")
+        if self.final_seq is not None:
+            return None
         batch: list[tuple[int, bytes]] = []
-        recorded = Recorded(batch, [])
+        inputs = _NOTHING_ASKED
+        final_seq: int | None = None
+        final_data: bytes | None = None
+        seq = self.seq
         for payload, data in frames:
             if not data:
                 continue
-            if self.final_seq is not None:
-                break
-            self.seq += 1
-            batch.append((self.seq, payload))
+            seq += 1
+            batch.append((seq, payload))
             kind, message_id = p.classify(data)
             if kind is p.Kind.SERVER_REQUEST and p.valid_id(message_id):
-                recorded.inputs.append([message_id, self.seq])
+                if inputs is _NOTHING_ASKED:
+                    inputs = []
+                inputs.append([message_id, seq])
                 if self.input_seqs is _NO_INPUTS:
                     self.input_seqs = []
-                self.input_seqs.append(self.seq)
+                self.input_seqs.append(seq)
             elif kind is p.Kind.RESPONSE and self.is_request and message_id == self.request_id:
-                self.final_seq = recorded.final_seq = self.seq
-                recorded.final_data = data
+                self.final_seq = final_seq = seq
+                final_data = data
                 if self.phase is Phase.OPEN:
                     self.phase = Phase.ANSWERED
-        return recorded if batch else None
+                break  # (nothing after a request's answer belongs to its stream)
+        if not batch:
+            return None
+        self.seq = seq
+        return Recorded(batch, inputs, final_seq, final_data)
 
     def observe(
         self, last_seq: int, final_seq: int | None, input_seqs: list[int], *, running: bool | None = None

@@ -48,10 +48,6 @@ logger = logging.getLogger(__name__)
 READ_BATCH = 512
 
 
-async def _nothing() -> None:
-    """What `Writer.deliver` returns when there is nothing to write."""
-
-
 class WriterHost(Protocol):
     """What a `Writer` needs of the stream it delivers (a `HostedStream`)."""
 
@@ -284,19 +280,51 @@ class Writer:
             await self.release(conn)
 
     # ------------------------------------------------------------------ writing
-    def deliver(self, batch: list[tuple[int, bytes]]) -> Awaitable[None]:
-        """Events were just recorded: write them to the attached connection, if it is free.
-        (Not a coroutine itself: `pump` is the one per event.)"""
+    def deliver(self, batch: list[tuple[int, bytes]]) -> Awaitable[None] | None:
+        """Events were just recorded: write them to the attached connection, if it is free. The
+        usual case - it is owed exactly these, its answer has started, and the server takes them
+        without waiting - is written here and now, from the app's `send`, with no coroutine;
+        else what is returned writes them (`pump`). None: nothing to wait for."""
         conn = self.conn
         if conn is None:
-            return _nothing()
+            return None
         if conn.own_writer:
             conn.signal()
-            return _nothing()
-        return self.pump(conn, batch)
+            return None
+        att = conn.attachment
+        if att is None:
+            return None
+        if conn.busy:
+            conn.missed = True  # (as `pump` says)
+            return None
+        core = self.core
+        if not conn.started or batch[0][0] != att.cursor + 1 or not core.owed(att) or conn.gone:
+            return self.pump(conn, batch)
+        delivery = conn.delivery
+        last = batch[-1][0]
+        sent = conn.write_now(
+            frame_events(self.host.prefix, batch, None if delivery is None else delivery.transform),
+            end=core.final_seq is not None and last >= core.final_seq,
+        )
+        if sent is not True and sent is not False:
+            return self.pump(conn, sending=(sent, last))  # (the server's `send` waits)
+        if sent:
+            self._wrote(att, last)
+            if core.owed(att):
+                return self.pump(conn)  # (never, unless writing it recorded more)
+        if core.app_done or att.closing is not None or conn.gone:
+            return self._pumped(conn, att)
+        return None
 
-    async def pump(self, conn: Connection, batch: list[tuple[int, bytes]] | None = None) -> None:
-        """Write what `conn` is owed; let it go when the core says so.
+    async def pump(
+        self,
+        conn: Connection,
+        batch: list[tuple[int, bytes]] | None = None,
+        *,
+        sending: tuple[Awaitable[bool | None], int] | None = None,
+    ) -> None:
+        """Write what `conn` is owed; let it go when the core says so. (`sending`: the write of
+        events up to a seq that `deliver` began, which waits.)
 
         A connection being written by another (`busy`) is left to that writer, told to look
         again (`missed`): its read of the store may have been answered before these events
@@ -309,7 +337,17 @@ class Writer:
             return
         conn.busy = True
         try:
-            while True:
+            handed_over = False
+            more = True
+            if sending is not None:
+                written = await self._waited(att, sending[0])
+                if written is None:
+                    self._hand_over(conn)
+                    handed_over = True
+                elif written:
+                    self._wrote(att, sending[1])
+                more = bool(written)  # (False: its client is gone, as `_drain` returns then)
+            while more and not handed_over:
                 conn.missed = False
                 handed_over = not await self._drain(conn, att, batch)
                 if handed_over or not conn.missed:
@@ -320,10 +358,24 @@ class Writer:
                 conn.busy = False
         if handed_over:
             return
+        releasing = self._pumped(conn, att)
+        if releasing is not None:
+            await releasing
+
+    def _pumped(self, conn: Connection, att: Attachment) -> Awaitable[None] | None:
+        """After `conn` was written what it is owed: the release, if it is to be let go."""
         if self.core.app_done and conn.attachment is att:
             self.core.settle(att)  # caught up with a stream whose app is done: it has ended
         if conn.attachment is att and (att.closing is not None or conn.gone):
-            await self.release(conn)
+            return self.release(conn)
+        return None
+
+    def _wrote(self, att: Attachment, last: int) -> None:
+        """Events up to `last` were written to `att`'s connection."""
+        core = self.core
+        core.wrote(att, last, time.monotonic())
+        if self.services.draining is not None:
+            core.drain(att)  # (a first connection attached during a drain: its head went with this)
 
     async def _drain(self, conn: Connection, att: Attachment, batch: list[tuple[int, bytes]] | None) -> bool:
         """Write events until none are owed; False when the connection stalled and was handed over."""
@@ -367,17 +419,17 @@ class Writer:
             if conn.own_writer:
                 written: bool | None = await conn.write(data, end=complete)
             else:  # (`write`, inline: this runs once per event the app sends)
-                self.services.scheduler.arm(self.timer, core.writing(att, time.monotonic()))
-                written = await conn.write_interruptibly(data, end=complete)
-                core.write_ended(att)
+                sent = conn.write_now(data, end=complete)
+                if sent is True or sent is False:  # (the server took it without waiting)
+                    written = sent
+                else:
+                    written = await self._waited(att, sent)
             if written is None:
                 self._hand_over(conn)
                 return False
             if not written:
                 return True
-            core.wrote(att, last, time.monotonic())
-            if self.services.draining is not None:
-                core.drain(att)  # (a first connection attached during a drain: its head went with this)
+            self._wrote(att, last)
         return True
 
     def _store_down(self, att: Attachment) -> None:
@@ -400,9 +452,18 @@ class Writer:
         """Write `data`: True, False when the client is gone, None when the write stalled."""
         if conn.own_writer:
             return await conn.write(data, end=end)
-        self.services.scheduler.arm(self.timer, self.core.writing(att, time.monotonic()))
-        written = await conn.write_interruptibly(data, end=end)
-        self.core.write_ended(att)
+        sent = conn.write_now(data, end=end)
+        if sent is True or sent is False:
+            return sent
+        return await self._waited(att, sent)
+
+    async def _waited(self, att: Attachment, sending: Awaitable[bool | None]) -> bool | None:
+        """The rest of a write the server's `send` made wait (`Connection.write_now`): a stall is
+        timed from now (`STALL_S`; a write that did not wait cannot stall)."""
+        core = self.core
+        self.services.scheduler.arm(self.timer, core.writing(att, time.monotonic()))
+        written = await sending
+        core.write_ended(att)
         return written
 
     def _hand_over(self, conn: Connection) -> None:

@@ -89,10 +89,6 @@ asked for them (a set flag never changes again, and waiting on it returns at onc
 _ALREADY_SET.set()
 
 
-async def _nothing() -> None:
-    """What `HostedStream.deliver` returns with no writer (nobody attached)."""
-
-
 def _set(flag: Flag | None) -> Flag:
     """Set `flag`, made on demand (None: nobody asked for it yet); returns it."""
     if flag is None:
@@ -741,11 +737,11 @@ class HostedStream:
         """Serve a resuming connection from this stream (`Writer.serve`)."""
         return await self.writer.serve(conn, gen=gen, after_seq=after_seq, priming=priming)
 
-    def deliver(self, batch: list[tuple[int, bytes]]) -> Awaitable[None]:
+    def deliver(self, batch: list[tuple[int, bytes]]) -> Awaitable[None] | None:
         """Events were just recorded: write them to the attached connection (`Writer.deliver`,
-        itself: one coroutine fewer per event)."""
+        itself: one coroutine fewer per event). None: nothing to wait for."""
         writer = self._writer
-        return _nothing() if writer is None else writer.deliver(batch)
+        return None if writer is None else writer.deliver(batch)
 
     def arm(self) -> None:
         """The core's next deadline may have moved: tell the scheduler."""
@@ -857,9 +853,12 @@ class HostedStream:
             parser = self.parser
             frame = None if parser is not None and parser.pending else single_event_frame(body)
             if frame is not None:  # the usual shape, one whole event per chunk: no parsing, no copy
-                recorder = self.recorder
-                if not recorder.queue(frame):  # (queued: a burst's, written when the app yields)
-                    await recorder.record_frames([frame])
+                recorder = self._recorder
+                if recorder is None:
+                    recorder = self.recorder
+                recording = recorder.record_frame(frame)
+                if recording is not None:  # (else queued: a burst's, written when the app yields)
+                    await recording
                     if not self._attached():
                         self.rest()  # (written while detached)
                 return

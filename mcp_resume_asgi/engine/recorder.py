@@ -116,7 +116,9 @@ class RecordedStream(HostedRequest, Protocol):
     def first_attached(self) -> bool:
         """The first connection is still the stream's (a record created now says it is attached)."""
 
-    def deliver(self, batch: list[tuple[int, bytes]]) -> Awaitable[None]: ...
+    def deliver(self, batch: list[tuple[int, bytes]]) -> Awaitable[None] | None:
+        """Write `batch` to the attached connection (None: nothing to wait for)."""
+
     def unrecorded(self, batch: list[tuple[int, bytes]]) -> Awaitable[bool]:
         """The due record could not be created with `batch` (the store is down): pass the answer
         through instead, if nothing of it reached its client yet (True)."""
@@ -177,6 +179,7 @@ class Recorder:
         "backlog",
         "backlog_bytes",
         "burst",
+        "core",
         "held",
         "hosted",
         "lost",
@@ -184,6 +187,8 @@ class Recorder:
         "opening_over",
         "refusal_recorded",
         "refused",
+        "services",
+        "stream_id",
         "unavailable",
         "write_behind",
         "writes",
@@ -195,6 +200,10 @@ class Recorder:
         # their request until a full garbage collection (under load, most of them get
         # there), where plain references free them as soon as the request ends.
         self.hosted: RecordedStream = weakref.proxy(hosted)
+        # What each event needs of its stream, read here once (not through the proxy per event).
+        self.core = hosted.core
+        self.services = hosted.services
+        self.stream_id = hosted.stream_id
         self.backlog: list[tuple[bytes, bytes]] = []
         self.backlog_bytes = 0
         self.writing = False
@@ -238,20 +247,21 @@ class Recorder:
             return self._refuse_more()
         if self.writing or self.burst or self.write_behind:
             return self._join_backlog(frames)
-        self._burst_begins()  # (before the write: one that waits for its client lets the app yield)
-        return self.write(frames)
+        return self.write(frames, bursts=True)
 
-    def queue(self, frame: tuple[bytes, bytes]) -> bool:
-        """Add one frame to the burst or the write under way if that needs no wait (the common
-        case of a burst, without a coroutine); False: record it with `record_frames`."""
-        if not (self.writing or self.burst) or self.refused is not None:
-            return False
-        size = self.backlog_bytes + len(frame[0])
-        if len(self.backlog) + 1 >= WRITE_BEHIND_FRAMES or size >= WRITE_BEHIND_BYTES:
-            return False
-        self.backlog.append(frame)
-        self.backlog_bytes = size
-        return True
+    def record_frame(self, frame: tuple[bytes, bytes]) -> Awaitable[None] | None:
+        """`record_frames` of the one frame the app's `send` carried; None when it joined the burst
+        or the write under way without a wait (the common case of a burst: no coroutine)."""
+        if self.refused is None:
+            if self.writing or self.burst:
+                size = self.backlog_bytes + len(frame[0])
+                if len(self.backlog) + 1 < WRITE_BEHIND_FRAMES and size < WRITE_BEHIND_BYTES:
+                    self.backlog.append(frame)
+                    self.backlog_bytes = size
+                    return None
+            elif not self.write_behind:
+                return self.write([frame], bursts=True)
+        return self.record_frames([frame])
 
     async def _join_backlog(self, frames: list[tuple[bytes, bytes]]) -> None:
         if not frames:
@@ -412,24 +422,32 @@ class Recorder:
                 except Exception:
                     logger.exception("stream %s: its error could not be recorded either", hosted.stream_id)
 
-    async def write(self, frames: list[tuple[bytes, bytes]]) -> None:
+    async def write(self, frames: list[tuple[bytes, bytes]], *, bursts: bool = False) -> None:
         """Give the frames ids, store them, note inputs and the final response, deliver.
+
+        `bursts`: written from the app's `send`, at once: what the app sends next without
+        yielding joins a burst (`_burst_begins`), unless these frames hold the request's answer
+        (nothing after it is recorded: nothing to wait for).
 
         While the store cannot be reached, what it failed to take is held, and so is
         everything after it, in order, until `write_held` catches up."""
         hosted = self.hosted
-        if hosted.expired or hosted.core.phase is Phase.FREED:
+        core = self.core
+        if core.phase is Phase.FREED or hosted.expired:
             # Cancelled, or refused and forgotten (a write behind may come after the refusal):
             # nobody is coming back for what the app still says.
             return
-        recorded = hosted.core.record(frames)
+        recorded = core.record(frames)
         if recorded is None:
             return
-        hosted.services.telemetry.events_recorded(len(recorded.batch))
+        if bursts and recorded.final_seq is None:
+            self._burst_begins()  # (before the write: one that waits for its client lets the app yield)
+        services = self.services
+        services.telemetry.events_recorded(len(recorded.batch))
         if self.held is not None:
             self._add_held(recorded)
             return
-        policy = hosted.policy
+        policy = core.policy
         self.writes += 1  # (under way: the stream keeps this recorder, `at_rest`)
         try:
             try:
@@ -448,8 +466,8 @@ class Recorder:
                         await self._answered(True, final_seq, recorded.final_data)
                 elif recorded.final_seq is not None and not recorded.inputs:
                     # The answer: stored and the stream completed in one call of the store.
-                    completed = await hosted.store.append_final(
-                        hosted.stream_id,
+                    completed = await services.store.append_final(
+                        self.stream_id,
                         recorded.batch,
                         max_events=policy.max_events_per_stream,
                         max_bytes=policy.max_bytes_per_stream,
@@ -459,8 +477,8 @@ class Recorder:
                     if not completed or hosted.method == "initialize":  # (else nothing to do: no coroutine)
                         await self._answered(completed, recorded.final_seq, recorded.final_data)
                 else:
-                    await hosted.store.append(
-                        hosted.stream_id,
+                    await services.store.append(
+                        self.stream_id,
                         recorded.batch,
                         max_events=policy.max_events_per_stream,
                         max_bytes=policy.max_bytes_per_stream,
@@ -468,7 +486,7 @@ class Recorder:
                     if recorded.inputs or recorded.final_seq is not None:
                         await self._note(recorded.inputs, recorded.final_seq, recorded.final_data, None)
             except Exception as exc:
-                if not hosted.services.store_outage(exc):
+                if not services.store_outage(exc):
                     raise
                 if hosted.record_due and await hosted.unrecorded(recorded.batch):
                     return  # passed through, as an answer whose record could not open at its start
@@ -476,9 +494,11 @@ class Recorder:
                 self._add_held(recorded)
                 return
             try:  # (`_deliver`, inline: this runs once per event the app sends)
-                await hosted.deliver(recorded.batch)
+                delivering = hosted.deliver(recorded.batch)
+                if delivering is not None:
+                    await delivering
             except Exception as exc:
-                if not hosted.services.store_outage(exc):
+                if not services.store_outage(exc):
                     raise
         finally:
             self.writes -= 1
@@ -533,7 +553,9 @@ class Recorder:
         that fails now, the events are stored all the same and it gets them when it resumes.)"""
         hosted = self.hosted
         try:
-            await hosted.deliver(batch)
+            delivering = hosted.deliver(batch)
+            if delivering is not None:
+                await delivering
         except Exception as exc:
             if not hosted.services.store_outage(exc):
                 raise

@@ -278,14 +278,13 @@ class MemoryStore(MemoryIndexes, Store):
             events = self._not_recorded(entry, events)  # a retried write: what landed is not added again
             if not events:
                 return False
-        before = len(entry.buf)
-        entry.extend(events)
-        self._total_bytes += len(entry.buf) - before
+        self._total_bytes += entry.extend(events)
         meta.last_seq = events[-1][0]
-        while entry.count() and (entry.count() > max_events or len(entry.buf) > max_bytes):
-            seq, size = entry.drop_oldest()
-            self._total_bytes -= size
-            meta.first_seq = seq + 1
+        if entry.count() > max_events or len(entry.buf) > max_bytes:  # (asked once per append)
+            while entry.count() and (entry.count() > max_events or len(entry.buf) > max_bytes):
+                seq, size = entry.drop_oldest()
+                self._total_bytes -= size
+                meta.first_seq = seq + 1
         streams = self._streams
         if next(reversed(streams)) != stream_id:  # (the most recently active already: as it is)
             streams[stream_id] = streams.pop(stream_id)  # now the most recently active

@@ -68,16 +68,23 @@ class StreamEntry:
         """Keep an event after the others (its seq is larger than theirs)."""
         self.extend(((seq, payload),))
 
-    def extend(self, events: Sequence[tuple[int, bytes]]) -> None:
-        """Keep events after the others (seqs increasing, larger than theirs): a batch at once."""
-        end = self.origin + len(self.buf)  # (the newest event's end: the payloads lie back to back)
+    def extend(self, events: Sequence[tuple[int, bytes]]) -> int:
+        """Keep events after the others (seqs increasing, larger than theirs): a batch at once.
+        Returns the payload bytes added."""
+        buf = self.buf
+        start = end = self.origin + len(buf)  # (the newest event's end: the payloads lie back to back)
+        if len(events) == 1:  # (the usual: the event the app just sent)
+            seq, payload = events[0]
+            self.index += _RECORD.pack(seq, end + len(payload))
+            buf += payload
+            return len(payload)
         index = self.index
         pack = _RECORD.pack
-        buf = self.buf
         for seq, payload in events:
             end += len(payload)
             index += pack(seq, end)
             buf += payload
+        return end - start
 
     def drop_oldest(self) -> tuple[int, int]:
         """Forget the oldest retained event; its `(seq, size)`."""

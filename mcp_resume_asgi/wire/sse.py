@@ -118,20 +118,22 @@ def single_event_frame(chunk: bytes) -> tuple[bytes, bytes] | None:
     it can be stored as it is. Anything else (ids, retry, comments, several data lines,
     events split across chunks) goes through the full parser.
     """
-    # Exactly three line ends: after the event line, after the data line, the blank line.
-    if chunk.count(b"\n") != 3 or not chunk.startswith(b"event: "):
+    # Exactly three line ends: after the event line, after the data line, the blank line (this
+    # runs for every event the app sends: as few calls as will tell).
+    if not chunk.startswith(b"event: "):
         return None
-    if chunk.endswith(b"\n\n") and b"\r" not in chunk:
-        start = chunk.find(b"\n") + 1
-        end = len(chunk) - 2
-    elif chunk.endswith(b"\r\n\r\n") and chunk.count(b"\r") == 3 and chunk.count(b"\r\n") == 3:
-        start = chunk.find(b"\r\n") + 2
-        end = len(chunk) - 4
-    else:
-        return None
-    if not chunk.startswith(b"data: ", start):
-        return None
-    return chunk, chunk[start + 6 : end]
+    if chunk.endswith(b"\r\n\r\n"):
+        # Three CRs and three LFs, two pairs of them the end: the third pair ends the event line.
+        if chunk.count(b"\r") != 3 or chunk.count(b"\n") != 3:
+            return None
+        start = chunk.find(b"\r\ndata: ")
+        return None if start < 0 else (chunk, chunk[start + 8 : -4])
+    if chunk.endswith(b"\n\n"):
+        if chunk.count(b"\n") != 3 or b"\r" in chunk:
+            return None
+        start = chunk.find(b"\ndata: ")
+        return None if start < 0 else (chunk, chunk[start + 7 : -2])
+    return None
 
 
 def encode_payload(data: bytes, event: bytes | None = b"message") -> bytes:
@@ -150,6 +152,9 @@ def frame_events(
     (none when `prefix` is None: a stream nobody may resume)."""
     if prefix is None:
         return b"".join(transform(seq, payload) if transform else payload for seq, payload in events)
+    if len(events) == 1 and transform is None:  # (the usual: one event the app just sent)
+        seq, payload = events[0]
+        return b"id: %b%d\n%b" % (prefix, seq, payload)
     id_head = b"id: " + prefix
     if transform is not None:
         parts = [id_head + str(seq).encode() + b"\n" + transform(seq, payload) for seq, payload in events]
