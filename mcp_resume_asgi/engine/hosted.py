@@ -187,10 +187,25 @@ class _AppChannel:
         if message is None:
             return hosted.app_receive()
         # The app's `send` (not a coroutine itself: `on_app_send`'s is the one per message, but
-        # for the response's last).
-        if message["type"] == "http.response.body" and not message.get("more_body", False):
-            return hosted.last_send(message)
+        # for the response's last, and an event written to an attached connection: `send_event`).
+        if message["type"] == "http.response.body":
+            if not message.get("more_body", False):
+                return hosted.last_send(message)
+            return hosted.send_event(message)
         return hosted.on_app_send(message)
+
+
+class _Done:
+    """An awaitable that is over at once: what the app's `send` of an event returns when nothing
+    of its recording is left to wait for (no coroutine made for it)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        return iter(())  # type: ignore[return-value]
+
+
+_DONE = _Done()
 
 
 class _Rarely:
@@ -836,6 +851,25 @@ class HostedStream:
                 await bindings.forget(self.stream_id)
 
     # ------------------------------------------------------------------ the app's answer
+    def send_event(self, message: Message) -> Awaitable[None]:
+        """The app's `send` of a body part that is not its last. The usual one - one whole event,
+        recorded, its connection attached - is recorded and written by the recorder's awaitable
+        itself (or joins the burst under way: nothing to wait for); anything else, and a stream
+        with no connection (let go once written, `on_app_send`), goes through `on_app_send`."""
+        writer = self._writer
+        if writer is not None and writer.conn is not None and self.mode is Mode.STREAM:
+            parser = self.parser
+            body: bytes = message.get("body", b"")
+            if body and (parser is None or not parser.pending):
+                frame = single_event_frame(body)
+                if frame is not None:
+                    recorder = self._recorder
+                    if recorder is None:
+                        recorder = self.recorder
+                    recording = recorder.record_frame(frame)
+                    return _DONE if recording is None else recording
+        return self.on_app_send(message)
+
     async def on_app_send(self, message: Message) -> None:
         kind = message["type"]
         if kind == "http.response.start":
