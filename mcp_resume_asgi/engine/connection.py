@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import types
-from collections.abc import Awaitable, Generator, Iterator
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -265,54 +264,25 @@ class Connection:
             self.interrupt_write()
 
     async def write_interruptibly(self, data: bytes, *, end: bool = False) -> bool | None:
-        """`write`, which `interrupt_write` can stop: True, False when gone, None when interrupted."""
-        written = self.write_now(data, end=end)
-        if written is True or written is False:
-            return written
-        return await written
+        """`write`, which `interrupt_write` can stop: True, False when gone, None when interrupted.
 
-    def write_now(self, data: bytes, *, end: bool = False) -> bool | Awaitable[bool | None]:
-        """`write_interruptibly`, begun at once: True (or False: gone) when the server's `send`
-        took `data` without waiting - the usual, it buffers - else what awaits the rest of that
-        `send`, interruptible (`_write_rest`). Every event of an attached connection is written
-        here: a write that does not wait costs no coroutine of ours, no task looked up, and its
-        writer times a stall only for a write that waits."""
+        Every event of an attached connection is written here, so on asyncio it is `send`
+        and `Interruptible.run` in one coroutine (`Interruptible` says how it is stopped)."""
         if self.gone or self.finished:
             return False
-        sending = self._send({"type": "http.response.body", "body": data, "more_body": not end})
-        steps: Any = sending if type(sending) is types.CoroutineType else sending.__await__()
-        try:
-            yielded = steps.send(None)
-        except StopIteration:
-            if end:
-                self.finished = True
-            return True
-        except Exception:  # the server reports a dead socket in its own way (OSError, ClientDisconnected...)
-            logger.debug("client connection failed on send", exc_info=True)
-            self.mark_gone()
-            return False
-        return self._write_rest(_rest(steps, yielded), end)
-
-    async def _write_rest(self, rest: Awaitable[Any], end: bool) -> bool | None:
-        """Await the rest of a `send` that waited (`write_now`), as `interrupt_write` can stop it:
-        on asyncio by cancelling this task, which takes back exactly that cancellation; on
-        another loop by an `Interruptible` (`Interruptible` says why)."""
+        message = {"type": "http.response.body", "body": data, "more_body": not end}
         task = current_asyncio_task()
         if task is None:
             writing = self.writing
             if writing is None:
                 writing = self.writing = Interruptible()
-            self.sending += 1
-            try:
-                written, interrupted = await writing.run(self._rest_sent(rest, end))
-            finally:
-                self._sent()
+            written, interrupted = await writing.run(self.send(message))
             if interrupted:
                 return False if self.gone else None
             return written
         self._write_task = task
         try:
-            await rest
+            await self._send(message)
         except asyncio.CancelledError:
             if self._write_task is not None or task.uncancel() > 0:
                 raise  # not (only) ours
@@ -326,17 +296,6 @@ class Connection:
             return False
         finally:
             self._write_task = None
-        if end:
-            self.finished = True
-        return True
-
-    async def _rest_sent(self, rest: Awaitable[Any], end: bool) -> bool:
-        try:
-            await rest
-        except Exception:
-            logger.debug("client connection failed on send", exc_info=True)
-            self.mark_gone()
-            return False
         if end:
             self.finished = True
         return True
@@ -366,18 +325,15 @@ class Connection:
             self.mark_gone()
             return False
         finally:
-            self._sent()
+            self.sending -= 1
+            if not self.sending and self._idle is not None:
+                self._idle.set()
+                self._idle = None
         if message["type"] == "http.response.start":
             self.started = True
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
             self.finished = True
         return True
-
-    def _sent(self) -> None:
-        self.sending -= 1
-        if not self.sending and self._idle is not None:
-            self._idle.set()
-            self._idle = None
 
     async def idle(self) -> None:
         """Return once no send is under way on it."""
@@ -429,31 +385,6 @@ async def _closed_send(message: Message) -> None:
 
 async def _closed_receive() -> Message:
     return {"type": "http.disconnect"}
-
-
-@types.coroutine
-def _rest(steps: Iterator[Any], yielded: Any) -> Generator[Any, Any, Any]:
-    """The rest of an awaitable whose first step was taken by hand (`Connection.write_now`):
-    yields what that step yielded, then goes on with it, passing in what its awaiter is sent
-    or thrown (a cancel, say), as `await` would have."""
-    while True:
-        try:
-            sent = yield yielded
-        except GeneratorExit:
-            close = getattr(steps, "close", None)
-            if close is not None:
-                close()
-            raise
-        except BaseException as exc:
-            try:
-                yielded = steps.throw(exc)  # type: ignore[attr-defined]
-            except StopIteration as stop:
-                return stop.value
-        else:
-            try:
-                yielded = steps.send(sent)  # type: ignore[attr-defined]
-            except StopIteration as stop:
-                return stop.value
 
 
 def current_asyncio_task() -> asyncio.Task[Any] | None:

@@ -281,10 +281,10 @@ class Writer:
 
     # ------------------------------------------------------------------ writing
     def deliver(self, batch: list[tuple[int, bytes]]) -> Awaitable[None] | None:
-        """Events were just recorded: write them to the attached connection, if it is free. The
-        usual case - it is owed exactly these, its answer has started, and the server takes them
-        without waiting - is written here and now, from the app's `send`, with no coroutine;
-        else what is returned writes them (`pump`). None: nothing to wait for."""
+        """Events were just recorded: write them to the attached connection, if it is free
+        (`pump`, the one coroutine per event; None: nothing to wait for). The usual case - it
+        is owed exactly these and its answer has started - is framed here, and `pump` writes
+        it with no `_drain` around it."""
         conn = self.conn
         if conn is None:
             return None
@@ -302,29 +302,19 @@ class Writer:
             return self.pump(conn, batch)
         delivery = conn.delivery
         last = batch[-1][0]
-        sent = conn.write_now(
-            frame_events(self.host.prefix, batch, None if delivery is None else delivery.transform),
-            end=core.final_seq is not None and last >= core.final_seq,
-        )
-        if sent is not True and sent is not False:
-            return self.pump(conn, sending=(sent, last))  # (the server's `send` waits)
-        if sent:
-            self._wrote(att, last)
-            if core.owed(att):
-                return self.pump(conn)  # (never, unless writing it recorded more)
-        if core.app_done or att.closing is not None or conn.gone:
-            return self._pumped(conn, att)
-        return None
+        data = frame_events(self.host.prefix, batch, None if delivery is None else delivery.transform)
+        return self.pump(conn, first=(data, last, core.final_seq is not None and last >= core.final_seq))
 
     async def pump(
         self,
         conn: Connection,
         batch: list[tuple[int, bytes]] | None = None,
         *,
-        sending: tuple[Awaitable[bool | None], int] | None = None,
+        first: tuple[bytes, int, bool] | None = None,
     ) -> None:
-        """Write what `conn` is owed; let it go when the core says so. (`sending`: the write of
-        events up to a seq that `deliver` began, which waits.)
+        """Write what `conn` is owed; let it go when the core says so. (`first`: the frame of the
+        events `deliver` found owed, up to a seq, and whether it ends the answer: written first,
+        here, without `_drain`.)
 
         A connection being written by another (`busy`) is left to that writer, told to look
         again (`missed`): its read of the store may have been answered before these events
@@ -339,14 +329,23 @@ class Writer:
         try:
             handed_over = False
             more = True
-            if sending is not None:
-                written = await self._waited(att, sending[0])
+            if first is not None:
+                conn.missed = False
+                core = self.core
+                # (`write`, inline: this runs once per event the app sends)
+                self.services.scheduler.arm(self.timer, core.writing(att, time.monotonic()))
+                written = await conn.write_interruptibly(first[0], end=first[2])
+                core.write_ended(att)
                 if written is None:
                     self._hand_over(conn)
                     handed_over = True
                 elif written:
-                    self._wrote(att, sending[1])
-                more = bool(written)  # (False: its client is gone, as `_drain` returns then)
+                    core.wrote(att, first[1], time.monotonic())
+                    if self.services.draining is not None:
+                        core.drain(att)  # (as `_drain` says)
+                    more = conn.missed or core.owed(att)  # (rarely: more was recorded meanwhile)
+                else:
+                    more = False  # (its client is gone, as `_drain` returns then)
             while more and not handed_over:
                 conn.missed = False
                 handed_over = not await self._drain(conn, att, batch)
@@ -358,24 +357,10 @@ class Writer:
                 conn.busy = False
         if handed_over:
             return
-        releasing = self._pumped(conn, att)
-        if releasing is not None:
-            await releasing
-
-    def _pumped(self, conn: Connection, att: Attachment) -> Awaitable[None] | None:
-        """After `conn` was written what it is owed: the release, if it is to be let go."""
         if self.core.app_done and conn.attachment is att:
             self.core.settle(att)  # caught up with a stream whose app is done: it has ended
         if conn.attachment is att and (att.closing is not None or conn.gone):
-            return self.release(conn)
-        return None
-
-    def _wrote(self, att: Attachment, last: int) -> None:
-        """Events up to `last` were written to `att`'s connection."""
-        core = self.core
-        core.wrote(att, last, time.monotonic())
-        if self.services.draining is not None:
-            core.drain(att)  # (a first connection attached during a drain: its head went with this)
+            await self.release(conn)
 
     async def _drain(self, conn: Connection, att: Attachment, batch: list[tuple[int, bytes]] | None) -> bool:
         """Write events until none are owed; False when the connection stalled and was handed over."""
@@ -419,17 +404,17 @@ class Writer:
             if conn.own_writer:
                 written: bool | None = await conn.write(data, end=complete)
             else:  # (`write`, inline: this runs once per event the app sends)
-                sent = conn.write_now(data, end=complete)
-                if sent is True or sent is False:  # (the server took it without waiting)
-                    written = sent
-                else:
-                    written = await self._waited(att, sent)
+                self.services.scheduler.arm(self.timer, core.writing(att, time.monotonic()))
+                written = await conn.write_interruptibly(data, end=complete)
+                core.write_ended(att)
             if written is None:
                 self._hand_over(conn)
                 return False
             if not written:
                 return True
-            self._wrote(att, last)
+            core.wrote(att, last, time.monotonic())
+            if self.services.draining is not None:
+                core.drain(att)  # (a first connection attached during a drain: its head went with this)
         return True
 
     def _store_down(self, att: Attachment) -> None:
@@ -452,18 +437,9 @@ class Writer:
         """Write `data`: True, False when the client is gone, None when the write stalled."""
         if conn.own_writer:
             return await conn.write(data, end=end)
-        sent = conn.write_now(data, end=end)
-        if sent is True or sent is False:
-            return sent
-        return await self._waited(att, sent)
-
-    async def _waited(self, att: Attachment, sending: Awaitable[bool | None]) -> bool | None:
-        """The rest of a write the server's `send` made wait (`Connection.write_now`): a stall is
-        timed from now (`STALL_S`; a write that did not wait cannot stall)."""
-        core = self.core
-        self.services.scheduler.arm(self.timer, core.writing(att, time.monotonic()))
-        written = await sending
-        core.write_ended(att)
+        self.services.scheduler.arm(self.timer, self.core.writing(att, time.monotonic()))
+        written = await conn.write_interruptibly(data, end=end)
+        self.core.write_ended(att)
         return written
 
     def _hand_over(self, conn: Connection) -> None:

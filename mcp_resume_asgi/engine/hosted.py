@@ -195,17 +195,9 @@ class _AppChannel:
         return hosted.on_app_send(message)
 
 
-class _Done:
-    """An awaitable that is over at once: what the app's `send` of an event returns when nothing
-    of its recording is left to wait for (no coroutine made for it)."""
-
-    __slots__ = ()
-
-    def __await__(self) -> Generator[Any, Any, None]:
-        return iter(())  # type: ignore[return-value]
-
-
-_DONE = _Done()
+async def _nothing() -> None:
+    """What the app's `send` of an event returns when it joined the burst under way (nothing of
+    its recording is left to wait for)."""
 
 
 class _Rarely:
@@ -867,7 +859,7 @@ class HostedStream:
                     if recorder is None:
                         recorder = self.recorder
                     recording = recorder.record_frame(frame)
-                    return _DONE if recording is None else recording
+                    return _nothing() if recording is None else recording
         return self.on_app_send(message)
 
     async def on_app_send(self, message: Message) -> None:
