@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from mcp_resume_asgi.engine.services import StreamServices
     from mcp_resume_asgi.policy import Policy
     from mcp_resume_asgi.store.base import Store
+    from mcp_resume_asgi.telemetry import Telemetry
 
 __all__ = ["READ_BATCH", "Writer", "WriterHost", "finish_answer", "note_detached"]
 
@@ -135,6 +136,7 @@ class Writer:
         "services",
         "store",
         "stream_id",
+        "telemetry",
         "timer",
     )
 
@@ -146,6 +148,7 @@ class Writer:
         policy: Policy,
         timer: Timer,
         *,
+        telemetry: Telemetry,
         stream_id: str,
         request_id: Any,
     ) -> None:
@@ -153,6 +156,8 @@ class Writer:
         # outlive their request until a full garbage collection (as `Recorder.hosted`).
         self.host: WriterHost = weakref.proxy(host)
         self.services = services
+        self.telemetry = telemetry
+        """Its stream's (`HostedStream.telemetry`)."""
         self.store = services.store
         self.core = core
         self.policy = policy
@@ -228,7 +233,7 @@ class Writer:
     def _count_attached(self, delta: int) -> None:
         """The stream got (+1) or lost (-1) its connection: `streams_attached`, and
         `streams_detached` while its app runs without one."""
-        telemetry = self.services.telemetry
+        telemetry = self.telemetry
         if not telemetry.enabled:
             return
         telemetry.streams_attached(delta)
@@ -246,7 +251,7 @@ class Writer:
         att = conn.attachment
         assert att is not None
         await self.open_and_pump(conn, replaced=old)
-        self.services.telemetry.replayed(time.monotonic() - started, max(att.cursor - after_seq, 0))
+        self.telemetry.replayed(time.monotonic() - started, max(att.cursor - after_seq, 0))
         if conn.attachment is att:
             await conn.listen()  # its own call watches it, until it leaves or is let go
         if conn.attachment is att and not conn.busy:
@@ -484,8 +489,8 @@ class Writer:
         its answer passes through (`HostedStream.unrecorded`; the core dropped it already)."""
         if self.conn is conn:
             self.conn = None
-            if self.services.telemetry.enabled:
-                self.services.telemetry.streams_attached(-1)
+            if self.telemetry.enabled:
+                self.telemetry.streams_attached(-1)
         conn.attachment = None
         conn.head = None
         conn.headers = []
@@ -500,7 +505,7 @@ class Writer:
         survives = conn.delivery is not None and conn.delivery.survives_close
         reason, cancels = self.core.release(att, time.monotonic(), gone=conn.gone, survives_close=survives)
         if reason in AT_WILL:
-            self.services.telemetry.closed_at_will(str(reason))
+            self.telemetry.closed_at_will(str(reason))
         if self.conn is conn:
             self.conn = None
             self._count_attached(-1)

@@ -425,7 +425,7 @@ class Recorder:
         recorded = hosted.core.record(frames)
         if recorded is None:
             return
-        hosted.services.telemetry.events_recorded(len(recorded.batch))
+        hosted.telemetry.events_recorded(len(recorded.batch))
         if self.held is not None:
             self._add_held(recorded)
             return
@@ -798,5 +798,5 @@ class Recorder:
             attached=attached,
             attach_gen=(1 if attached else 0) if gen is None else gen,
             last_contact=time.time(),
-            trace=hosted.services.telemetry.trace_of(hosted.scope, hosted.body),
+            trace=hosted.telemetry.trace_of(hosted.scope, hosted.body),
         )

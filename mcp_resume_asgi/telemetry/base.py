@@ -74,6 +74,14 @@ class Telemetry:
 
     enabled = False
 
+    def active(self) -> Telemetry:
+        """What to report one request's life through, decided once when it starts: this
+        telemetry, or `OFF` when nothing would record it (OpenTelemetry's global providers are
+        still the API's defaults: no SDK configured yet). A stream keeps its choice, so that
+        what it counted is taken back through the same one (`streams_attached` never goes below
+        zero when an SDK is configured in its middle)."""
+        return self
+
     # ---------------------------------------------------------------- spans
     def operation(
         self,
