@@ -157,7 +157,10 @@ class Writer:
         self.host: WriterHost = weakref.proxy(host)
         self.services = services
         self.telemetry = telemetry
-        """Its stream's (`HostedStream.telemetry`)."""
+        """What it reports through: its services', or `OFF` while no SDK is configured, decided
+        when it is made (`Telemetry.active`). A connection is attached and let go within one
+        writer's life (it is let go only at rest), so `streams_attached` takes back only what it
+        counted; `counted_detached` says whether the stream was counted detached."""
         self.store = services.store
         self.core = core
         self.policy = policy

@@ -279,7 +279,6 @@ class HostedStream:
         "services",
         "session_id",
         "stream_id",
-        "telemetry",
         "timer",
         "version",
     )
@@ -305,9 +304,6 @@ class HostedStream:
         front reads it once per request; the app's own auth may name someone later)."""
         self.services = services
         """The engine's services to its streams."""
-        self.telemetry = services.telemetry.active()
-        """What the stream reports through, all its life (`Telemetry.active`: off while no SDK is
-        configured, decided once here)."""
         self.kind = kind
         self.scope = scope
         self.body = body
@@ -432,7 +428,7 @@ class HostedStream:
                 self.core,
                 self.core.policy,
                 self.timer,
-                telemetry=self.telemetry,
+                telemetry=self.services.telemetry.active(),
                 stream_id=self.stream_id,
                 request_id=self.request_id,
             )
@@ -550,7 +546,8 @@ class HostedStream:
         task = current_asyncio_task()
         try:
             try:
-                self.telemetry.join(self.scope, self.body)  # (this task's context: a copy of its request's)
+                # (This task's context: a copy of its request's. No SDK configured: nothing to join.)
+                self.services.telemetry.active().join(self.scope, self.body)
                 if not self.app_stopped:
                     # Stopped (`stop_app`) on asyncio by cancelling this task, whose cancel is then
                     # taken back (`Connection.listen`'s way: no cancel scope, no frame of ours
@@ -836,7 +833,7 @@ class HostedStream:
                 writer.after_app()
             if self.counted_detached:
                 self.counted_detached = False
-                self.telemetry.streams_detached(-1)
+                self.services.telemetry.streams_detached(-1)  # (counted: see `Writer.telemetry`)
             self.arm()
             bindings = self.services.cancel_bindings
             if bindings.bound(self.stream_id):

@@ -225,9 +225,6 @@ class HostedRequest(Protocol):
 
     @property
     def services(self) -> StreamServices[Any]: ...
-    @property
-    def telemetry(self) -> Telemetry:
-        """What it reports through (its services', or `OFF`: `Telemetry.active`)."""
 
     @property
     def store(self) -> Store: ...
