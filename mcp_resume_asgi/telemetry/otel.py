@@ -4,10 +4,10 @@ requests the middleware answers itself, following the MCP semantic conventions.
 Imported only when telemetry is on and `opentelemetry-api` is installed (`telemetry_from`).
 Without an SDK configured (the global providers still the API's defaults, as wherever `mcp` brought
 `opentelemetry-api` in and nobody set one) nothing would record a report, so a request reports
-nothing: `active()` - asked once when a stream is hosted or followed - answers `OFF`, and
-`operation()` the operation that does nothing. Whether one is configured is read per request (one
-attribute of the API's module each), so an SDK set after the middleware was built - as apps do at
-startup - is used from its next request on. Providers of one's own (`OpenTelemetry(...)`) are
+nothing: `active()` - asked once by a request's writer, recorder or follower - answers `OFF`,
+and `operation()` the operation that does nothing. Whether one is configured is read each time
+(two attributes of the API's modules), so an SDK set after the middleware was built - as apps do
+at startup - is used from its next request on. Providers of one's own (`OpenTelemetry(...)`) are
 always used.
 
 Trace context: a request's parent is the context its `params._meta` carries (`traceparent`,
