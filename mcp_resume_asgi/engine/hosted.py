@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 from starlette.types import Message, Scope
 
-from mcp_resume_asgi.core.answer_mode import Answer, Mode, content_type, session_id, stream_headers
+from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_head, session_id
 from mcp_resume_asgi.core.side_slots import SideAttribute, side_attribute
 from mcp_resume_asgi.core.stream import Due, FirstGone, Reason, StreamCore
 from mcp_resume_asgi.engine import cancellation, rerun
@@ -860,8 +860,7 @@ class HostedStream:
                 recorder = self.recorder
                 if not recorder.queue(frame):  # (queued: a burst's, written when the app yields)
                     await recorder.record_frames([frame])
-                    if not self._attached():
-                        self.rest()  # (written while detached)
+                    self.rest()  # (written while detached: `rest` keeps all while attached)
                 return
             try:
                 if parser is None:
@@ -913,7 +912,7 @@ class HostedStream:
         self.app_started = True
         status = int(message["status"])
         headers: Headers = list(message.get("headers", []))
-        media = content_type(headers)
+        media, sse_headers = answer_head(headers)  # (the SSE answer's headers: None for another)
         delivery = self.delivery
         answer = self.core.response_started(
             status,
@@ -950,7 +949,8 @@ class HostedStream:
                 self.recorder.open_later()
                 self.answer_start = message
                 if first is not None:
-                    self.attach_first(first, stream_headers(headers))
+                    assert sse_headers is not None  # (a STREAM answer is SSE)
+                    self.attach_first(first, sse_headers)
                 return
             try:
                 await self.recorder.open_record(attached=first is not None and not first.gone)
@@ -966,7 +966,8 @@ class HostedStream:
                     await first.send(dict(message, headers=[*headers, UNAVAILABLE_HEADER]))
                 return
             if first is not None:
-                self.attach_first(first, stream_headers(headers))
+                assert sse_headers is not None  # (a STREAM answer is SSE)
+                self.attach_first(first, sse_headers)
             return
         self.mode = Mode.PASSTHROUGH
         if self.left_early:
