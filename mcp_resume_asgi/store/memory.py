@@ -237,8 +237,10 @@ class MemoryStore(MemoryIndexes, Store):
         entry = self._entry(stream_id)
         if entry is None:
             return False, None
-        if any(getattr(entry.meta, name) != value for name, value in expect.items()):
-            return False, entry.meta
+        meta = entry.meta
+        for name, value in expect.items():  # (a loop, not `any` of a generator: once per request)
+            if getattr(meta, name) != value:
+                return False, meta
         self._update(entry, stream_id, ttl_s, changes)
         return True, entry.meta
 
