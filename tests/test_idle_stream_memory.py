@@ -197,7 +197,7 @@ async def test_a_request_in_flight_holds_none_of_the_fronts_preparing_frames() -
     assert names[0] == "ResumeMiddleware.__call__" and "HostedStream.watch_first" in names, names
     for preparing in (
         "ResumeMiddleware._dispatch",
-        "ResumeMiddleware._post_body",
+        "ResumeMiddleware._post_here",
         "ResumeMiddleware._request",
         "RetriedPosts.host",
         "Engine.handle_request",

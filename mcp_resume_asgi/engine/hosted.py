@@ -45,7 +45,7 @@ from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_head, session_
 from mcp_resume_asgi.core.side_slots import SideAttribute, side_attribute
 from mcp_resume_asgi.core.stream import Due, FirstGone, Reason, StreamCore
 from mcp_resume_asgi.engine import cancellation, rerun
-from mcp_resume_asgi.engine.connection import Connection, Flag, current_asyncio_task
+from mcp_resume_asgi.engine.connection import Connection, Flag
 from mcp_resume_asgi.engine.delivery import Writer, finish_answer
 from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.engine.recorder import Recorder
@@ -470,7 +470,11 @@ class HostedStream:
     def mark_opened(self) -> None:
         """The stream's record exists: set `opened`, and let go of the app's response start kept
         in case the record could not be created (`unrecorded`: it is not needed from now on)."""
-        self._opened = _set(self._opened)
+        opened = self._opened
+        if opened is None:
+            self._opened = _ALREADY_SET  # (`_set`, inline: once per request)
+        else:
+            opened.set()
         self.answer_start = None
 
     # ------------------------------------------------------------------ hosting
@@ -542,7 +546,8 @@ class HostedStream:
         """The app's request and what follows it, on the engine's task: each step once.
 
         One frame for all of it (an idle stream holds this frame for as long as its app runs)."""
-        task = current_asyncio_task()
+        loop = asyncio._get_running_loop()  # (`current_asyncio_task`, inline: once per request)
+        task = None if loop is None else asyncio.current_task(loop)
         try:
             try:
                 self.services.telemetry.join(
@@ -824,9 +829,17 @@ class HostedStream:
         finally:
             self.answer_start = None
             self.core.app_finished()
-            self._done = _set(self._done)
-            if self._opened is not _ALREADY_SET:  # (set already when its record was created)
-                self._opened = _set(self._opened)
+            # (`_set`, inline: once per request each)
+            done = self._done
+            if done is None:
+                self._done = _ALREADY_SET
+            else:
+                done.set()
+            opened = self._opened
+            if opened is None:
+                self._opened = _ALREADY_SET
+            elif opened is not _ALREADY_SET:  # (set already when its record was created)
+                opened.set()
             self.app_disconnect.set()
             writer = self._writer
             if writer is not None:
@@ -834,8 +847,9 @@ class HostedStream:
             if self.counted_detached:
                 self.counted_detached = False
                 self.services.telemetry.streams_detached(-1)
-            self.arm()
-            bindings = self.services.cancel_bindings
+            services = self.services
+            services.scheduler.arm(self.timer, self.core.next_deadline())  # (`arm`, inline)
+            bindings = services.cancel_bindings
             if bindings.bound(self.stream_id):
                 await bindings.forget(self.stream_id)
 
@@ -977,7 +991,8 @@ class HostedStream:
 
     @property
     def first_attached(self) -> bool:
-        return self._attached()
+        writer = self._writer  # (`_attached`, inline: read once per request by its first write)
+        return writer is not None and writer.conn is not None
 
     async def open_now(self, *, attached: bool, gen: int = 1) -> bool:
         """Create the due record now (`Recorder.open_now`)."""
@@ -1017,10 +1032,13 @@ class HostedStream:
         """Open the SSE answer on the first connection, its head held for the first event; its
         Link, if resumable, signed by the event-id prefix the record opened with (no second HMAC)."""
         if not self.core.close_cancels:
-            headers.append(self.services.link_header(self.path, self.stream_id, 0, self.prefix or None))
+            headers.append(
+                self.services.link_header(self.scope["path"], self.stream_id, 0, self.prefix or None)
+            )
         client.headers = headers
         client.delivery = self.delivery
-        self.writer.attach(client, gen=1, cursor=0, hold_head=True, opening=self.writer.priming(0))
+        writer = self.writer
+        writer.attach(client, gen=1, cursor=0, hold_head=True, opening=writer.priming(0))
 
     async def decide(self) -> None:
         """The UPGRADED stream's answer opens: the app answered, or took too long."""
