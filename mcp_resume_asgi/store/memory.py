@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -243,6 +243,24 @@ class MemoryStore(MemoryIndexes, Store):
                 return False, meta
         self._update(entry, stream_id, ttl_s, changes)
         return True, entry.meta
+
+    def detached(
+        self, stream_id: str, gen: int, *, last_contact: float, delivered_seq: int
+    ) -> Awaitable[Any]:
+        if type(self).update_stream_if is not MemoryStore.update_stream_if:
+            # A subclass's own compare-and-set (a test's fault, or count) is what it is asked.
+            return super().detached(stream_id, gen, last_contact=last_contact, delivered_seq=delivered_seq)
+        return self._detached(stream_id, gen, last_contact, delivered_seq)
+
+    async def _detached(self, stream_id: str, gen: int, last_contact: float, delivered_seq: int) -> None:
+        """`update_stream_if`'s work for `detached`, without its two dicts and its loops."""
+        entry = self._entry(stream_id)
+        if entry is not None and entry.meta.attach_gen == gen:
+            meta = entry.meta
+            meta.attached = False
+            meta.last_contact = last_contact
+            meta.delivered_seq = delivered_seq
+            entry.wake()
 
     async def attach(self, stream_id: str, now: float) -> StreamMeta | None:
         entry = self._entry(stream_id)
