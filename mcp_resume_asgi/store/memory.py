@@ -126,7 +126,8 @@ class MemoryStore(MemoryIndexes, Store):
     def _create(self, meta: StreamMeta, ttl_s: float) -> _Entry:
         """Keep `meta` (the store's own from now on) as a new stream's record."""
         now = time.monotonic()
-        self._sweep(now)
+        if self._expiry and self._expiry[0][0] <= now:  # (`_sweep`'s test first: once per stream)
+            self._sweep(now)
         stream_id = meta.stream_id
         if stream_id in self._streams:
             self._drop(stream_id)  # (a stream created again: its waiters see the old one gone)
@@ -146,7 +147,10 @@ class MemoryStore(MemoryIndexes, Store):
         self._streams[stream_id] = entry
         heapq.heappush(self._expiry, (entry.expires_at, stream_id))
         if meta.session_id is not None:
-            self._session_streams.setdefault(meta.session_id, set()).add(stream_id)
+            streams = self._session_streams.get(meta.session_id)
+            if streams is None:  # (not `setdefault`: no set made for a session that has one)
+                streams = self._session_streams[meta.session_id] = set()
+            streams.add(stream_id)
         return entry
 
     async def open_with(
@@ -160,11 +164,19 @@ class MemoryStore(MemoryIndexes, Store):
         final_seq: int | None = None,
         retain_s: float | None = None,
     ) -> None:
-        entry = self._create(meta, ttl_s)
-        if events:
-            self._add(entry, meta.stream_id, events, max_events, max_bytes)
-        if final_seq is not None:
-            self._complete(entry, meta.stream_id, final_seq, retain_s)
+        if final_seq is not None and retain_s is not None:
+            # Created completed (a request answered at once): kept for `retain_s` from the start,
+            # one expiry entry instead of a second one `_complete` would add at once.
+            entry = self._create(meta, retain_s)
+            if events:
+                self._add(entry, meta.stream_id, events, max_events, max_bytes)
+            self._complete(entry, meta.stream_id, final_seq, None)
+        else:
+            entry = self._create(meta, ttl_s)
+            if events:
+                self._add(entry, meta.stream_id, events, max_events, max_bytes)
+            if final_seq is not None:
+                self._complete(entry, meta.stream_id, final_seq, retain_s)
         entry.wake()
 
     async def append_final(
