@@ -35,7 +35,7 @@ import logging
 import operator
 import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -102,79 +102,28 @@ def _set(flag: Flag | None) -> Flag:
 
 
 class _Waiting(Protocol):
-    """What `_ThenDisconnect` needs of its stream (a `HostedStream`)."""
+    """What `_then_disconnect` needs of its stream (a `HostedStream`)."""
 
     @property
     def app_disconnect(self) -> AppDisconnect: ...
     def rest(self) -> None: ...
 
 
-class _ThenDisconnect:
-    """(asyncio) Awaits `first`, then the stream's `app_disconnect` future: `http.disconnect`. A
-    coroutine by hand, so that an app idle on its `receive` once `first` is over holds this small
-    object, not a frame; it awaits the future by hand too (as its iterator would: none held)."""
-
-    __slots__ = ("_hosted", "_inner")
-
-    def __init__(self, first: Coroutine[Any, Any, None], hosted: _Waiting) -> None:
-        self._inner: Coroutine[Any, Any, Any] | asyncio.Future[Any] = first
-        self._hosted: _Waiting | None = hosted
-        """None once `first` is over: `_inner` is then the flag's future."""
-
-    def __await__(self) -> Generator[Any, Any, Message]:
-        return self  # (the generator protocol, by hand)
-
-    def __iter__(self) -> _ThenDisconnect:
-        return self
-
-    def __next__(self) -> Any:
-        return self.send(None)
-
-    def send(self, value: Any) -> Any:
-        inner = self._inner
-        if self._hosted is None:
-            return _await_future(inner)  # type: ignore[arg-type]
-        try:
-            return inner.send(value)  # type: ignore[union-attr]
-        except StopIteration:
-            return self._then()
-
-    def throw(self, exc: Any, value: Any = None, tb: Any = None) -> Any:
-        inner = self._inner
-        if self._hosted is None:  # (waiting on the future: as its iterator does, raised here)
-            if value is None:
-                value = exc() if isinstance(exc, type) else exc
-            raise value if tb is None else value.with_traceback(tb)
-        try:
-            if value is None and tb is None:
-                return inner.throw(exc)  # type: ignore[union-attr]
-            return inner.throw(exc, value, tb)  # type: ignore[union-attr]  # (the legacy form, passed on as it came)
-        except StopIteration:
-            return self._then()
-
-    def close(self) -> None:
-        if self._hosted is not None:
-            self._inner.close()  # type: ignore[union-attr]
-
-    def _then(self) -> Any:
-        hosted, self._hosted = self._hosted, None
-        assert hosted is not None
-        flag = hosted.app_disconnect
-        waiter = flag.future()
-        if waiter is None:  # (set meanwhile)
-            raise StopIteration(flag._result())
-        hosted.rest()  # (the app waits, its burst written)
-        self._inner = waiter
-        return _await_future(waiter)
-
-
-def _await_future(future: asyncio.Future[Any]) -> Any:
-    """One step of awaiting `future`, as its iterator takes it: yield it to the task while it is
-    pending, else its result (raised as `StopIteration`, or its exception, or its cancel)."""
-    if not future.done():
-        future._asyncio_future_blocking = True
-        return future
-    raise StopIteration(future.result())
+async def _then_disconnect(burst: Callable[[], Awaitable[None]], hosted: _Waiting) -> Message:
+    """(asyncio) The app's `receive` once it waits with its burst still to be written: `burst`
+    (its recorder's `before_wait`) first, then the stream's `app_disconnect` future, which
+    resolves to `http.disconnect`. An idle app holds this frame, so it keeps no local it no
+    longer needs (the burst's coroutine went with its `await`)."""
+    await burst()
+    del burst
+    flag = hosted.app_disconnect
+    waiter = flag.future()
+    if waiter is None:  # (set meanwhile)
+        return flag._result()
+    hosted.rest()  # (the app waits, its burst written)
+    del hosted, flag
+    message: Message = await waiter
+    return message
 
 
 class _AppChannel:
@@ -646,7 +595,7 @@ class HostedStream:
         if self.body_taken and asyncio._get_running_loop() is not None:
             recorder = self._recorder
             if recorder is not None and recorder.due_before_wait():  # (its burst is written first)
-                return _ThenDisconnect(recorder.before_wait(), self)
+                return _then_disconnect(recorder.before_wait, self)
             waiter = self.app_disconnect.future()
             if waiter is not None:
                 self.rest()
