@@ -112,13 +112,7 @@ async def finish_answer(conn: Connection, reason: Reason, cursor: int, policy: P
 def note_detached(store: Store, stream_id: str, att: Attachment) -> Awaitable[Any]:
     """Record where a connection stopped, unless a newer one has taken the stream over (the
     store's awaitable itself: no coroutine of ours around it)."""
-    return store.update_stream_if(
-        stream_id,
-        {"attach_gen": att.gen},
-        attached=False,
-        last_contact=time.time(),
-        delivered_seq=max(att.cursor, 0),
-    )
+    return store.detached(stream_id, att.gen, last_contact=time.time(), delivered_seq=max(att.cursor, 0))
 
 
 class Writer:

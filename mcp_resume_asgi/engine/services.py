@@ -225,7 +225,6 @@ class HostedRequest(Protocol):
 
     @property
     def services(self) -> StreamServices[Any]: ...
-
     @property
     def store(self) -> Store: ...
     @property
