@@ -189,6 +189,7 @@ class Recorder:
         "refused",
         "services",
         "stream_id",
+        "telemetry",
         "unavailable",
         "write_behind",
         "writes",
@@ -204,6 +205,9 @@ class Recorder:
         self.core = hosted.core
         self.services = hosted.services
         self.stream_id = hosted.stream_id
+        self.telemetry = hosted.services.telemetry.active()
+        """What it reports through: its services', or `OFF` while no SDK is configured (decided
+        when it is made, as `Writer.telemetry`)."""
         self.backlog: list[tuple[bytes, bytes]] = []
         self.backlog_bytes = 0
         self.writing = False
@@ -443,7 +447,7 @@ class Recorder:
         if bursts and recorded.final_seq is None:
             self._burst_begins()  # (before the write: one that waits for its client lets the app yield)
         services = self.services
-        services.telemetry.events_recorded(len(recorded.batch))
+        self.telemetry.events_recorded(len(recorded.batch))
         if self.held is not None:
             self._add_held(recorded)
             return
@@ -820,5 +824,5 @@ class Recorder:
             attached=attached,
             attach_gen=(1 if attached else 0) if gen is None else gen,
             last_contact=time.time(),
-            trace=hosted.services.telemetry.trace_of(hosted.scope, hosted.body),
+            trace=self.telemetry.trace_of(hosted.scope, hosted.body),
         )
