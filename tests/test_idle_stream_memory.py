@@ -19,7 +19,7 @@ import pytest
 
 from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
 from mcp_resume_asgi.core.stream import _NO_TIMING
-from mcp_resume_asgi.engine.hosted import _RARELY, AppDisconnect, _ThenDisconnect
+from mcp_resume_asgi.engine.hosted import _RARELY, AppDisconnect, _AppRun, _ThenDisconnect
 from mcp_resume_asgi.engine.scheduler import APP_TASK_NAME
 from mcp_resume_asgi.wire.asgi import Message, Receive, Scope, Send
 
@@ -99,8 +99,12 @@ def idle_app(events: int, heard: list[str]) -> Callable[[Scope, Receive, Send], 
 
 
 def awaited_chain(coro: Any) -> tuple[list[str], Any]:
-    """The coroutines `coro` awaits through (their names), and what the innermost awaits."""
+    """The coroutines `coro` awaits through (their names), and what the innermost awaits (an app
+    task's own coroutine, `_AppRun`, steps the app's by hand: named by its class)."""
     names = []
+    if isinstance(coro, _AppRun):
+        names.append("_AppRun")
+        coro = coro._inner
     while isinstance(coro, types.CoroutineType):
         names.append(coro.__qualname__)
         coro = coro.cr_await
@@ -127,11 +131,13 @@ async def test_an_idle_detached_streams_app_awaits_no_coroutine_of_ours(events: 
     client.gone.set()
     await asyncio.wait_for(call, 10)  # (the POST's call returns once its client left)
     (hosted,) = middleware.engine.live.values()
-    (task,) = middleware.engine.services.scheduler.apps._tasks
+    assert not middleware.engine.services.scheduler.apps._tasks  # (its stream holds it: `app_call`)
+    task = hosted.app_call
+    assert isinstance(task, asyncio.Task)
     await settle(lambda: len(awaited_chain(task.get_coro())[0]) == 2)
 
     names, innermost = awaited_chain(task.get_coro())
-    assert names == ["HostedStream.run", "idle_app.<locals>.app"], names
+    assert names == ["_AppRun", "idle_app.<locals>.app"], names
     # the flag's future (its iterator), or `_ThenDisconnect` when a burst was written first
     assert type(innermost).__name__ in ("FutureIter", "_ThenDisconnect"), innermost
     assert not heard
@@ -169,10 +175,11 @@ async def test_an_idle_detached_stream_holds_one_channel_and_shared_defaults() -
         client.gone.set()
         await asyncio.wait_for(call, 10)
     streams = list(middleware.engine.live.values())
-    tasks = list(middleware.engine.services.scheduler.apps._tasks)
-    assert len(streams) == 2 and len(tasks) == 2
+    tasks = [hosted.app_call for hosted in streams]
+    assert len(streams) == 2 and all(isinstance(task, asyncio.Task) for task in tasks)
     for task in tasks:
-        await settle(lambda: len(awaited_chain(task.get_coro())[0]) == 3)  # noqa: B023 (run, app, idle_app)
+        assert isinstance(task, asyncio.Task)
+        await settle(lambda: len(awaited_chain(task.get_coro())[0]) == 3)  # noqa: B023 (_AppRun, app, idle_app)
         _, innermost = awaited_chain(task.get_coro())
         assert isinstance(innermost, _ThenDisconnect), innermost
         assert isinstance(innermost._inner, asyncio.Future)  # awaited by hand: no FutureIter

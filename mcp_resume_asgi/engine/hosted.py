@@ -36,6 +36,7 @@ import operator
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -45,7 +46,7 @@ from mcp_resume_asgi.core.answer_mode import Answer, Mode, content_type, session
 from mcp_resume_asgi.core.side_slots import SideAttribute, side_attribute
 from mcp_resume_asgi.core.stream import Due, FirstGone, Reason, StreamCore
 from mcp_resume_asgi.engine import cancellation, rerun
-from mcp_resume_asgi.engine.connection import Connection, Flag, current_asyncio_task
+from mcp_resume_asgi.engine.connection import Connection, Flag
 from mcp_resume_asgi.engine.delivery import Writer, finish_answer
 from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.engine.recorder import Recorder
@@ -177,6 +178,82 @@ def _await_future(future: asyncio.Future[Any]) -> Any:
     raise StopIteration(future.result())
 
 
+class _AppRun:
+    """(asyncio) An app task's coroutine: the app's own call, then what follows it
+    (`HostedStream.app_over`). A coroutine by hand, so that an idle app's task holds this small
+    object and the app's coroutine, not a frame of ours (every idle detached stream's task)."""
+
+    __slots__ = ("_hosted", "_inner")
+
+    def __init__(self, hosted: HostedStream) -> None:
+        self._hosted: HostedStream | None = hosted
+        """None once the app's call is over: `_inner` is then `app_over`'s coroutine."""
+        self._inner: Any = None
+        """The app's call once started (`HostedStream.start_app`)."""
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        return self  # (the generator protocol, by hand)
+
+    def __iter__(self) -> _AppRun:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+    def send(self, value: Any) -> Any:
+        hosted = self._hosted
+        if hosted is None:
+            return self._inner.send(value)
+        try:
+            inner = self._inner
+            if inner is None:  # (the task's first step)
+                inner = self._inner = hosted.start_app()
+                if inner is None:
+                    raise StopIteration
+            return inner.send(value)
+        except StopIteration:
+            exc = None
+        except BaseException as error:  # (`app_over` sorts it out)
+            exc = error
+        return self._then(exc)
+
+    def throw(self, exc: Any, value: Any = None, tb: Any = None) -> Any:
+        inner = self._inner
+        if self._hosted is None:
+            if value is None and tb is None:
+                return inner.throw(exc)
+            return inner.throw(exc, value, tb)  # (the legacy form, passed on as it came)
+        if inner is None:  # thrown in before its first step: nothing of it runs (as a coroutine's body)
+            hosted, self._hosted = self._hosted, None
+            hosted.services.scheduler.apps.finished(None)
+            if value is None:
+                value = exc() if isinstance(exc, type) else exc
+            raise value if tb is None else value.with_traceback(tb)
+        try:
+            if value is None and tb is None:
+                return inner.throw(exc)
+            return inner.throw(exc, value, tb)
+        except StopIteration:
+            error = None
+        except BaseException as thrown:
+            error = thrown
+        return self._then(error)
+
+    def close(self) -> None:
+        inner = self._inner
+        if inner is not None:
+            inner.close()
+
+    def _then(self, exc: BaseException | None) -> Any:
+        hosted, self._hosted = self._hosted, None
+        assert hosted is not None
+        task = asyncio.current_task()
+        assert task is not None
+        hosted.services.scheduler.apps.hold(task)  # (its stream lets go of it now)
+        self._inner = over = hosted.app_over(exc, task)
+        return over.send(None)
+
+
 class _AppChannel:
     """The app's `receive` and `send`, one object for both (two bound methods held by every app
     for as long as it runs cost more): called with no message, it receives; with one, it sends."""
@@ -204,6 +281,7 @@ class _Rarely:
 
     __slots__ = (
         "adopted",
+        "after_app",
         "app_stopped",
         "delivery",
         "first_messages",
@@ -220,6 +298,7 @@ class _Rarely:
 
     def __init__(self) -> None:
         self.adopted = False
+        self.after_app: Callable[[], Awaitable[None]] | None = None
         self.app_stopped = False
         self.delivery: Delivery | None = None
         self.first_messages: tuple[dict[str, Any], ...] = ()
@@ -365,6 +444,8 @@ class HostedStream:
     # Read and written as attributes; kept in `_more` (`_rarely`).
     adopted: SideAttribute[bool] = _rarely("adopted")
     """A re-run: it continues the record of a run lost with its node (`adopt`)."""
+    after_app: SideAttribute[Callable[[], Awaitable[None]] | None] = _rarely("after_app")
+    """Run once the app's request is over (`host`), on its task."""
     app_stopped: SideAttribute[bool] = _rarely("app_stopped")
     delivery: SideAttribute[Delivery | None] = _rarely("delivery")
     first_messages: SideAttribute[tuple[dict[str, Any], ...]] = _rarely("first_messages")
@@ -507,7 +588,9 @@ class HostedStream:
         except BaseException:
             self._unhost()
             raise
-        self.services.scheduler.apps.start(self.run, after_app)
+        if after_app is not None:
+            self.after_app = after_app
+        self.services.scheduler.apps.start(self.run, self._app_task)
         return self.watch_first(client)
 
     async def _host_opened_ahead(
@@ -530,7 +613,9 @@ class HostedStream:
         except BaseException:
             self._unhost()
             raise
-        self.services.scheduler.apps.start(self.run, after_app)
+        if after_app is not None:
+            self.after_app = after_app
+        self.services.scheduler.apps.start(self.run, self._app_task)
         return await self.watch_first(client)
 
     def _unhost(self) -> None:
@@ -538,42 +623,56 @@ class HostedStream:
         self.timer.cancel()
         self.services.live.pop(self.stream_id, None)
 
-    async def run(self, after_app: Callable[[], Awaitable[None]] | None) -> None:
-        """The app's request and what follows it, on the engine's task: each step once.
+    def _app_task(self) -> Coroutine[Any, Any, None]:
+        """(asyncio) The app task's coroutine (`AppTasks.start`): the app's own call, then `app_over`."""
+        return _AppRun(self)  # (a coroutine by hand)
 
-        One frame for all of it (an idle stream holds this frame for as long as its app runs)."""
-        task = current_asyncio_task()
+    def start_app(self) -> Any:
+        """(asyncio) The app task's first step (`_AppRun`): the app's call, which the task runs as
+        its own coroutine (None: stopped before it started). Stopped (`stop_app`) by cancelling the
+        task, whose cancel is then taken back (`app_over`): no cancel scope, no frame of ours held
+        while the app idles."""
+        self.services.telemetry.join(self.scope, self.body)  # (this task's context: a copy of its request's)
+        if self.app_stopped:
+            return None
+        channel = _AppChannel(self)
+        app: Any = self.services.app(self.scope, channel, channel)
+        if type(app) is not CoroutineType:
+            app = app.__await__()  # (any awaitable: stepped through its iterator)
+        self.app_call = asyncio.current_task()
+        return app
+
+    async def run(self) -> None:
+        """(trio) The app's request and what follows it (`app_over`), on the engine's task."""
+        exc = None
+        try:
+            self.services.telemetry.join(
+                self.scope, self.body
+            )  # (this task's context: a copy of its request's)
+            if not self.app_stopped:
+                channel = _AppChannel(self)
+                await self._call_scoped(self.services.app(self.scope, channel, channel))
+        except BaseException as error:  # (sorted out by `app_over`)
+            exc = error
+        await self.app_over(exc, None)
+
+    async def app_over(self, exc: BaseException | None, task: asyncio.Task[Any] | None) -> None:
+        """What follows the app's call (`exc`: how it failed), each step once: the stream concluded,
+        the first connection finished, what the request's features wait for. `task`: the asyncio
+        task it runs on (None: trio), let go of by the scheduler's count at the end."""
         try:
             try:
-                self.services.telemetry.join(
-                    self.scope, self.body
-                )  # (this task's context: a copy of its request's)
-                if not self.app_stopped:
-                    # Stopped (`stop_app`) on asyncio by cancelling this task, whose cancel is then
-                    # taken back (`Connection.listen`'s way: no cancel scope, no frame of ours
-                    # held while the app idles); elsewhere by a cancel scope.
-                    channel = _AppChannel(self)
-                    app = self.services.app(self.scope, channel, channel)
-                    if task is None:
-                        await self._call_scoped(app)
+                if exc is not None:
+                    if isinstance(exc, asyncio.CancelledError) and task is not None:
+                        # Ours (`stop_app` cleared `app_call` and cancelled once) is taken back.
+                        if self.app_call is not None or task.uncancel() > 0:
+                            raise exc  # not (only) ours
+                    elif isinstance(exc, Exception):
+                        self._app_failed(exc)
                     else:
-                        self.app_call = task
-                        try:
-                            await app
-                        except asyncio.CancelledError:
-                            if self.app_call is not None or task.uncancel() > 0:
-                                raise  # not (only) ours
-                        finally:
-                            self.app_call = None
-            except Exception:
-                if self.mode is Mode.STREAM or self.mode is Mode.UPGRADED:
-                    logger.exception("app failed while streaming %s", self.stream_id)
-                elif not self.app_started:
-                    # As unwrapped, its client gets a 500 (`app_finished`); the server never sees it.
-                    logger.exception("app failed before answering %s", self.stream_id)
-                else:
-                    logger.exception("app failed after starting its response")
+                        raise exc
             finally:
+                self.app_call = None
                 if task is None:
                     # trio: the nursery's cancel (the server stopping) must not cut it short.
                     with anyio.CancelScope(shield=True):
@@ -589,14 +688,30 @@ class HostedStream:
             delivery = self.delivery
             if delivery is not None and delivery.after_app is not None:
                 await delivery.after_app()
+            after_app = self.after_app
             if after_app is not None:
                 await after_app()
+        except Exception:
+            if task is None:
+                raise  # (logged by `AppTasks`)
+            logger.exception("the app's request task failed")
         finally:
             self.timer.cancel()
             self.services.live.pop(self.stream_id, None)
             self.over = True
             if self.first is not None:
                 self.first.stop_listening()  # its call may be waiting for this
+            if task is not None:
+                self.services.scheduler.apps.finished(task)
+
+    def _app_failed(self, exc: Exception) -> None:
+        if self.mode is Mode.STREAM or self.mode is Mode.UPGRADED:
+            logger.error("app failed while streaming %s", self.stream_id, exc_info=exc)
+        elif not self.app_started:
+            # As unwrapped, its client gets a 500 (`app_finished`); the server never sees it.
+            logger.error("app failed before answering %s", self.stream_id, exc_info=exc)
+        else:
+            logger.error("app failed after starting its response", exc_info=exc)
 
     async def watch_first(self, first: Connection) -> tuple[str, int] | None:
         """The ASGI call of the request: watch its client until its connection is let go.
@@ -687,6 +802,8 @@ class HostedStream:
         self.app_stopped = True
         call, self.app_call = self.app_call, None
         if call is not None:
+            if isinstance(call, asyncio.Task):
+                self.services.scheduler.apps.hold(call)  # (its stream no longer does)
             call.cancel()
 
     async def _call_scoped(self, app: Awaitable[None]) -> None:

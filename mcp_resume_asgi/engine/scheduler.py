@@ -110,15 +110,15 @@ APP_TASK_NAME = "mcp-resume-asgi app request"
 class AppTasks:
     """The app's requests, each a task of the engine's (see the module docstring).
 
-    On asyncio a task of the loop's (`create_task`, held here: the loop keeps only weak
-    references), whether or not the lifespan ran. On trio, in the nursery the middleware
+    On asyncio a task of the loop's (`create_task`; the loop keeps only weak references: held
+    by its stream while its app runs, here after that), whether or not the lifespan ran. On trio, in the nursery the middleware
     opens around the app's lifespan (`lifespan`), else a system task. Either way the
     task runs in a copy of the context of the request that started it (an outer
     middleware's context variables reach the app), and its errors are logged, never
     raised. A task's app call is stopped from inside it (`HostedStream.stop_app`).
     """
 
-    __slots__ = ("_idle", "_lifespan", "_nursery", "_on_done", "_tasks", "_warned", "running")
+    __slots__ = ("_idle", "_lifespan", "_nursery", "_tasks", "_warned", "running")
 
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -128,14 +128,14 @@ class AppTasks:
         self._idle: anyio.Event | None = None
         self.running = 0
         """How many app tasks run now."""
-        self._on_done = self._finished
-        """Every task's done callback: one bound method for all of them, not one each."""
 
-    def start(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
-        """Run `fn(*args)` as an app task, in a copy of the calling task's context.
+    def start(self, run: Callable[[], Awaitable[Any]], body: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        """Run an app task, in a copy of the calling task's context: on trio `run()`; on asyncio
+        `body()`, the task's own coroutine.
 
-        On asyncio the task runs `fn`'s coroutine itself (no wrapper frame, no closure: an idle
-        stream's task holds them for as long as its app runs); its error is logged when it ends."""
+        On asyncio that coroutine ends the task's count itself (`finished`), and is held by whoever
+        may stop it while it runs (`HostedStream.app_call`: no set entry per idle stream, no done
+        callback), then here (`hold`) once nobody else does; its errors are its own to log."""
         if not self._lifespan and not self._warned:
             self._warned = True
             logger.warning(
@@ -146,36 +146,32 @@ class AppTasks:
         trio = sys.modules.get("trio")
         if trio is not None and _in_trio(trio):
             if self._nursery is not None:
-                self._nursery.start_soon(self._run_counted, fn, *args)  # (trio copies the caller's context)
+                self._nursery.start_soon(self._run_counted, run)  # (trio copies the caller's context)
             else:
-                trio.lowlevel.spawn_system_task(
-                    self._run_counted, fn, *args, context=contextvars.copy_context()
-                )
+                trio.lowlevel.spawn_system_task(self._run_counted, run, context=contextvars.copy_context())
             self.running += 1
             return
-        context = contextvars.copy_context()
         # One name for all of them (asyncio's own, "Task-<n>", is a string per task: held by every
         # idle stream's for as long as its app runs)
-        task = asyncio.get_running_loop().create_task(fn(*args), name=APP_TASK_NAME, context=context)
+        asyncio.get_running_loop().create_task(body(), name=APP_TASK_NAME, context=contextvars.copy_context())
         self.running += 1
-        self._tasks.add(task)
-        # (also for a task cancelled before it ran; in the task's context, not a copy of its own)
-        task.add_done_callback(self._on_done, context=context)
 
-    async def _run_counted(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    async def _run_counted(self, run: Callable[[], Awaitable[Any]]) -> None:
         try:
-            await fn(*args)
+            await run()
         except Exception:
             logger.exception("the app's request task failed")
         finally:
             self._ended()
 
-    def _finished(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled():
-            exc = task.exception()
-            if isinstance(exc, Exception):
-                logger.error("the app's request task failed", exc_info=exc)
+    def hold(self, task: asyncio.Task[Any]) -> None:
+        """(asyncio) Keep `task` until it is `finished` (the loop keeps only weak references)."""
+        self._tasks.add(task)
+
+    def finished(self, task: asyncio.Task[Any] | None) -> None:
+        """(asyncio) An app task's coroutine is over (its last step; None: the task's own is)."""
+        if task is not None:
+            self._tasks.discard(task)
         self._ended()
 
     def _ended(self) -> None:
