@@ -178,18 +178,40 @@ def _await_future(future: asyncio.Future[Any]) -> Any:
     raise StopIteration(future.result())
 
 
-class _AppRun:
-    """(asyncio) An app task's coroutine: the app's own call, then what follows it
-    (`HostedStream.app_over`). A coroutine by hand, so that an idle app's task holds this small
-    object and the app's coroutine, not a frame of ours (every idle detached stream's task)."""
+class _AppChannel:
+    """The app's `receive` and `send`, one object for both (two bound methods held by every app
+    for as long as it runs cost more): called with no message, it receives; with one, it sends."""
 
-    __slots__ = ("_hosted", "_inner")
+    __slots__ = ("_hosted",)
 
     def __init__(self, hosted: HostedStream) -> None:
-        self._hosted: HostedStream | None = hosted
-        """None once the app's call is over: `_inner` is then `app_over`'s coroutine."""
+        self._hosted = hosted
+
+    def __call__(self, message: Message | None = None) -> Awaitable[Any]:
+        hosted = self._hosted
+        if message is None:
+            return hosted.app_receive()
+        # The app's `send` (not a coroutine itself: `on_app_send`'s is the one per message, but
+        # for the response's last).
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            return hosted.last_send(message)
+        return hosted.on_app_send(message)
+
+
+class _AppRun(_AppChannel):
+    """(asyncio) An app task's coroutine: the app's own call, then what follows it
+    (`HostedStream.app_over`). A coroutine by hand, so that an idle app's task holds this small
+    object and the app's coroutine, not a frame of ours (every idle detached stream's task); it is
+    the app's `receive` and `send` too (`_AppChannel`: one object for all three)."""
+
+    __slots__ = ("_inner", "_over")
+
+    def __init__(self, hosted: HostedStream) -> None:
+        super().__init__(hosted)
         self._inner: Any = None
-        """The app's call once started (`HostedStream.start_app`)."""
+        """The app's call once started (`HostedStream.start_app`), then `app_over`'s coroutine."""
+        self._over = False
+        """The app's call is over: `_inner` is `app_over`'s coroutine."""
 
     def __await__(self) -> Generator[Any, Any, None]:
         return self  # (the generator protocol, by hand)
@@ -201,13 +223,12 @@ class _AppRun:
         return self.send(None)
 
     def send(self, value: Any) -> Any:
-        hosted = self._hosted
-        if hosted is None:
+        if self._over:
             return self._inner.send(value)
         try:
             inner = self._inner
             if inner is None:  # (the task's first step)
-                inner = self._inner = hosted.start_app()
+                inner = self._inner = self._hosted.start_app(self)
                 if inner is None:
                     raise StopIteration
             return inner.send(value)
@@ -219,13 +240,13 @@ class _AppRun:
 
     def throw(self, exc: Any, value: Any = None, tb: Any = None) -> Any:
         inner = self._inner
-        if self._hosted is None:
+        if self._over:
             if value is None and tb is None:
                 return inner.throw(exc)
             return inner.throw(exc, value, tb)  # (the legacy form, passed on as it came)
         if inner is None:  # thrown in before its first step: nothing of it runs (as a coroutine's body)
-            hosted, self._hosted = self._hosted, None
-            hosted.services.scheduler.apps.finished(None)
+            self._over = True
+            self._hosted.services.scheduler.apps.finished(None)
             if value is None:
                 value = exc() if isinstance(exc, type) else exc
             raise value if tb is None else value.with_traceback(tb)
@@ -245,33 +266,13 @@ class _AppRun:
             inner.close()
 
     def _then(self, exc: BaseException | None) -> Any:
-        hosted, self._hosted = self._hosted, None
-        assert hosted is not None
+        self._over = True
+        hosted = self._hosted
         task = asyncio.current_task()
         assert task is not None
         hosted.services.scheduler.apps.hold(task)  # (its stream lets go of it now)
         self._inner = over = hosted.app_over(exc, task)
         return over.send(None)
-
-
-class _AppChannel:
-    """The app's `receive` and `send`, one object for both (two bound methods held by every app
-    for as long as it runs cost more): called with no message, it receives; with one, it sends."""
-
-    __slots__ = ("_hosted",)
-
-    def __init__(self, hosted: HostedStream) -> None:
-        self._hosted = hosted
-
-    def __call__(self, message: Message | None = None) -> Awaitable[Any]:
-        hosted = self._hosted
-        if message is None:
-            return hosted.app_receive()
-        # The app's `send` (not a coroutine itself: `on_app_send`'s is the one per message, but
-        # for the response's last).
-        if message["type"] == "http.response.body" and not message.get("more_body", False):
-            return hosted.last_send(message)
-        return hosted.on_app_send(message)
 
 
 class _Rarely:
@@ -627,7 +628,7 @@ class HostedStream:
         """(asyncio) The app task's coroutine (`AppTasks.start`): the app's own call, then `app_over`."""
         return _AppRun(self)  # (a coroutine by hand)
 
-    def start_app(self) -> Any:
+    def start_app(self, channel: _AppChannel) -> Any:
         """(asyncio) The app task's first step (`_AppRun`): the app's call, which the task runs as
         its own coroutine (None: stopped before it started). Stopped (`stop_app`) by cancelling the
         task, whose cancel is then taken back (`app_over`): no cancel scope, no frame of ours held
@@ -635,7 +636,6 @@ class HostedStream:
         self.services.telemetry.join(self.scope, self.body)  # (this task's context: a copy of its request's)
         if self.app_stopped:
             return None
-        channel = _AppChannel(self)
         app: Any = self.services.app(self.scope, channel, channel)
         if type(app) is not CoroutineType:
             app = app.__await__()  # (any awaitable: stepped through its iterator)
@@ -748,7 +748,8 @@ class HostedStream:
         return outcome
 
     def app_receive(self) -> Awaitable[Message]:
-        """The app's `receive` (through `_AppChannel`: no closure held for as long as the app runs).
+        """The app's `receive` (through `_AppChannel`, or `_AppRun` on asyncio: no closure held for
+        as long as the app runs).
 
         Once the app has read its request and has nothing left to write, on asyncio, it is the
         flag's future itself, which resolves to `http.disconnect`: an idle app awaits it with no
