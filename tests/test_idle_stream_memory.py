@@ -21,6 +21,7 @@ from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
 from mcp_resume_asgi.core.stream import _NO_TIMING
 from mcp_resume_asgi.engine.hosted import _RARELY, AppDisconnect, _AppRun, _ThenDisconnect
 from mcp_resume_asgi.engine.scheduler import APP_TASK_NAME
+from mcp_resume_asgi.store.base import _META_DEFAULTS
 from mcp_resume_asgi.wire.asgi import Message, Receive, Scope, Send
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
@@ -212,6 +213,64 @@ async def test_a_request_in_flight_holds_none_of_the_fronts_preparing_frames() -
         assert preparing not in names, names
     client.gone.set()
     await asyncio.wait_for(call, 10)
+
+
+class AwaitableApp:
+    """An ASGI app whose call returns an awaitable that is not a coroutine (stepped through its
+    iterator by the app task's `_AppRun`)."""
+
+    def __init__(self, inner: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+        self.inner = inner
+
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        return asyncio.ensure_future(self.inner(scope, receive, send))
+
+
+async def test_an_app_whose_call_returns_another_awaitable_runs_and_ends_as_a_coroutine_does() -> None:
+    heard: list[str] = []
+    middleware = ResumeMiddleware(
+        AwaitableApp(idle_app(2, heard)),
+        policy=Policy(max_wait_s=3600, keepalive_s=3600),
+        store=MemoryStore(),
+    )
+    apps = middleware.engine.services.scheduler.apps
+    client = Client()
+    call = asyncio.ensure_future(middleware(post_scope(), client.receive, client.send))
+    await settle(lambda: client.events >= 2)
+    client.gone.set()
+    await asyncio.wait_for(call, 10)
+    (hosted,) = middleware.engine.live.values()
+    assert apps.running == 1 and isinstance(hosted.app_call, asyncio.Task)
+    hosted.disconnect_app()
+    await settle(lambda: hosted.over and apps.running == 0)
+    assert heard == ["http.disconnect"] and not apps._tasks  # (let go of once over)
+    meta = await middleware.engine.services.store.get_stream(hosted.stream_id)
+    assert meta is not None and meta.final_seq is not None  # its end recorded (`app_over`)
+
+
+async def test_an_idle_streams_record_shares_the_defaults_of_its_rarely_set_fields() -> None:
+    heard: list[str] = []
+    store = MemoryStore()
+    middleware = ResumeMiddleware(
+        idle_app(3, heard), policy=Policy(max_wait_s=3600, keepalive_s=3600), store=store
+    )
+    client = Client()
+    call = asyncio.ensure_future(middleware(post_scope(), client.receive, client.send))
+    await settle(lambda: client.events >= 3)
+    client.gone.set()
+    await asyncio.wait_for(call, 10)
+    (hosted,) = middleware.engine.live.values()
+    meta = await store.get_stream(hosted.stream_id)
+    assert meta is not None and meta._rare is _META_DEFAULTS
+    assert (meta.first_seq, meta.turn, meta.route, meta.resumable_opt_in, meta.trace) == (
+        1,
+        0,
+        -1,
+        False,
+        None,
+    )
+    hosted.disconnect_app()
+    await settle(lambda: bool(heard))
 
 
 async def first_step(steps: list[str], release: asyncio.Event) -> None:
