@@ -111,11 +111,11 @@ class AppTasks:
     """The app's requests, each a task of the engine's (see the module docstring).
 
     On asyncio a task of the loop's (`create_task`; the loop keeps only weak references: held
-    by its stream while its app runs, here after that), whether or not the lifespan ran. On trio, in the nursery the middleware
-    opens around the app's lifespan (`lifespan`), else a system task. Either way the
-    task runs in a copy of the context of the request that started it (an outer
-    middleware's context variables reach the app), and its errors are logged, never
-    raised. A task's app call is stopped from inside it (`HostedStream.stop_app`).
+    by its stream while its app runs, here after that), whether or not the lifespan ran. On
+    trio, in the nursery the middleware opens around the app's lifespan (`lifespan`), else a
+    system task. Either way the task runs in a copy of the context of the request that
+    started it (an outer middleware's context variables reach the app), and its errors are
+    logged, never raised. A task's app call is stopped from inside it (`HostedStream.stop_app`).
     """
 
     __slots__ = ("_idle", "_lifespan", "_nursery", "_tasks", "_warned", "running")
