@@ -392,6 +392,20 @@ def run_memory(stream_counts: list[int], traced_streams: int, repeats: int) -> d
                 row[key + "_all"] = [s[key] for s in samples]
             rows.append(row)
             log(f"  memory {n} streams {variant}: {row['rss_delta_per_stream']:,.0f} B/stream RSS")
+    # The same streams arriving 100 at a time, each wave's clients gone before the next: what idle
+    # streams left over time hold. Started all at once (the rows above), RSS follows the peak of every
+    # request in flight together, which pymalloc keeps.
+    largest = max(stream_counts)
+    samples = [
+        engine("memory", "--streams", str(largest), "--variant", "detached", "--wave", "100")
+        for _ in range(repeats)
+    ]
+    waves = dict(samples[0])
+    waves["rss_delta_per_stream"] = statistics.median(s["rss_delta_per_stream"] for s in samples)
+    waves["rss_delta_per_stream_all"] = [s["rss_delta_per_stream"] for s in samples]
+    log(
+        f"  memory {largest} streams detached, 100 at a time: {waves['rss_delta_per_stream']:,.0f} B/stream RSS"
+    )
     traced = {}
     for variant in ("bare", "detached"):
         traced[variant] = engine(
@@ -402,7 +416,7 @@ def run_memory(stream_counts: list[int], traced_streams: int, repeats: int) -> d
         f"{traced['detached']['traced_delta_per_stream']:,.0f} B/stream live, "
         f"{traced['detached']['traced_peak_per_stream']:,.0f} at the peak (what RSS follows)"
     )
-    return {"rows": rows, "traced": traced}
+    return {"rows": rows, "waves": waves, "traced": traced}
 
 
 # --------------------------------------------------------------------------- main
@@ -500,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
             results["engine"] = run_engine(ENGINE_EVENTS, 3 if args.quick else 7, replay_counts, redis)
         if "memory" in only:
             counts = [1_000] if args.quick else [1_000, 10_000]
-            results["memory"] = run_memory(counts, traced_streams=200, repeats=1 if args.quick else 3)
+            results["memory"] = run_memory(counts, traced_streams=2000, repeats=1 if args.quick else 3)
         if args.profile:
             from bench import profiles
 
