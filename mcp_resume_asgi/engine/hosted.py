@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import operator
@@ -180,17 +181,22 @@ def _await_future(future: asyncio.Future[Any]) -> Any:
 
 class _AppChannel:
     """The app's `receive` and `send`, one object for both (two bound methods held by every app
-    for as long as it runs cost more): called with no message, it receives; with one, it sends."""
+    for as long as it runs cost more): called with no message, it receives; with one, it sends.
+    On asyncio it is its app task's done callback too (called with the task: `app_done`), which
+    costs no object of its own either."""
 
     __slots__ = ("_hosted",)
 
     def __init__(self, hosted: HostedStream) -> None:
         self._hosted = hosted
 
-    def __call__(self, message: Message | None = None) -> Awaitable[Any]:
+    def __call__(self, message: Message | asyncio.Task[Any] | None = None) -> Awaitable[Any]:
         hosted = self._hosted
         if message is None:
             return hosted.app_receive()
+        if isinstance(message, asyncio.Task):  # (the app's task is done)
+            hosted.app_done(message)
+            return None  # type: ignore[return-value]  # (a done callback's result is not read)
         # The app's `send` (not a coroutine itself: `on_app_send`'s is the one per message, but
         # for the response's last).
         if message["type"] == "http.response.body" and not message.get("more_body", False):
@@ -198,81 +204,10 @@ class _AppChannel:
         return hosted.on_app_send(message)
 
 
-class _AppRun(_AppChannel):
-    """(asyncio) An app task's coroutine: the app's own call, then what follows it
-    (`HostedStream.app_over`). A coroutine by hand, so that an idle app's task holds this small
-    object and the app's coroutine, not a frame of ours (every idle detached stream's task); it is
-    the app's `receive` and `send` too (`_AppChannel`: one object for all three)."""
-
-    __slots__ = ("_inner", "_over")
-
-    def __init__(self, hosted: HostedStream) -> None:
-        super().__init__(hosted)
-        self._inner: Any = None
-        """The app's call once started (`HostedStream.start_app`), then `app_over`'s coroutine."""
-        self._over = False
-        """The app's call is over: `_inner` is `app_over`'s coroutine."""
-
-    def __await__(self) -> Generator[Any, Any, None]:
-        return self  # (the generator protocol, by hand)
-
-    def __iter__(self) -> _AppRun:
-        return self
-
-    def __next__(self) -> Any:
-        return self.send(None)
-
-    def send(self, value: Any) -> Any:
-        if self._over:
-            return self._inner.send(value)
-        try:
-            inner = self._inner
-            if inner is None:  # (the task's first step)
-                inner = self._inner = self._hosted.start_app(self)
-                if inner is None:
-                    raise StopIteration
-            return inner.send(value)
-        except StopIteration:
-            exc = None
-        except BaseException as error:  # (`app_over` sorts it out)
-            exc = error
-        return self._then(exc)
-
-    def throw(self, exc: Any, value: Any = None, tb: Any = None) -> Any:
-        inner = self._inner
-        if self._over:
-            if value is None and tb is None:
-                return inner.throw(exc)
-            return inner.throw(exc, value, tb)  # (the legacy form, passed on as it came)
-        if inner is None:  # thrown in before its first step: nothing of it runs (as a coroutine's body)
-            self._over = True
-            self._hosted.services.scheduler.apps.finished(None)
-            if value is None:
-                value = exc() if isinstance(exc, type) else exc
-            raise value if tb is None else value.with_traceback(tb)
-        try:
-            if value is None and tb is None:
-                return inner.throw(exc)
-            return inner.throw(exc, value, tb)
-        except StopIteration:
-            error = None
-        except BaseException as thrown:
-            error = thrown
-        return self._then(error)
-
-    def close(self) -> None:
-        inner = self._inner
-        if inner is not None:
-            inner.close()
-
-    def _then(self, exc: BaseException | None) -> Any:
-        self._over = True
-        hosted = self._hosted
-        task = asyncio.current_task()
-        assert task is not None
-        hosted.services.scheduler.apps.hold(task)  # (its stream lets go of it now)
-        self._inner = over = hosted.app_over(exc, task)
-        return over.send(None)
+async def _awaited(app: Awaitable[None]) -> None:
+    """(asyncio) An app call that returned an awaitable other than a coroutine: awaited by a
+    coroutine, which its task runs (rare: a frame of ours there is no concern)."""
+    await app
 
 
 class _Rarely:
@@ -591,7 +526,7 @@ class HostedStream:
             raise
         if after_app is not None:
             self.after_app = after_app
-        self.services.scheduler.apps.start(self.run, self._app_task)
+        self.services.scheduler.apps.start(self.run, self.begin_app)
         return self.watch_first(client)
 
     async def _host_opened_ahead(
@@ -616,7 +551,7 @@ class HostedStream:
             raise
         if after_app is not None:
             self.after_app = after_app
-        self.services.scheduler.apps.start(self.run, self._app_task)
+        self.services.scheduler.apps.start(self.run, self.begin_app)
         return await self.watch_first(client)
 
     def _unhost(self) -> None:
@@ -624,23 +559,66 @@ class HostedStream:
         self.timer.cancel()
         self.services.live.pop(self.stream_id, None)
 
-    def _app_task(self) -> Coroutine[Any, Any, None]:
-        """(asyncio) The app task's coroutine (`AppTasks.start`): the app's own call, then `app_over`."""
-        return _AppRun(self)  # (a coroutine by hand)
+    def begin_app(self, context: contextvars.Context) -> None:
+        """(asyncio, run in `context`: a copy of the request's, `AppTasks.start`) Start the app's
+        call as a task whose coroutine is the app's own (no frame of ours held while the app
+        idles); its done callback (`app_done`) starts what follows it. Stopped (`stop_app`) by
+        cancelling that task."""
+        apps = self.services.scheduler.apps
+        try:
+            self.services.telemetry.join(self.scope, self.body)  # (the task's context)
+            if not self.app_stopped:
+                channel = _AppChannel(self)
+                app: Any = self.services.app(self.scope, channel, channel)
+                if type(app) is not CoroutineType:
+                    app = _awaited(app)
+                task = self.app_call = apps.task(app, context)
+                task.add_done_callback(channel, context=context)  # (`app_done`)
+                return
+            exc = None  # stopped before it started: what follows it still runs
+        except BaseException as error:  # (the app's call failed: `app_over` sorts it out)
+            exc = error
+        apps.then(self.app_over(exc))
 
-    def start_app(self, channel: _AppChannel) -> Any:
-        """(asyncio) The app task's first step (`_AppRun`): the app's call, which the task runs as
-        its own coroutine (None: stopped before it started). Stopped (`stop_app`) by cancelling the
-        task, whose cancel is then taken back (`app_over`): no cancel scope, no frame of ours held
-        while the app idles."""
-        self.services.telemetry.join(self.scope, self.body)  # (this task's context: a copy of its request's)
+    def app_done(self, task: asyncio.Task[Any]) -> None:
+        """(asyncio) The app's task is done (its done callback, through `_AppChannel`, in its
+        context): what follows it (`app_over`), counted as the app's request still. The cancel of
+        ours (`stop_app` cleared `app_call` and cancelled once) is taken back: the request goes
+        on as if the app had returned.
+
+        Most requests end with nothing to await (their answer recorded and complete, their
+        client's call over): their end is taken here, each step as `app_over` takes it; else
+        what must be awaited runs as a task of its own (`AppTasks.then`)."""
+        exc: BaseException | None
+        if task.cancelled():
+            if self.app_call is None and task.uncancel() == 0:
+                exc = None
+            else:  # not (only) ours: raised on by what follows
+                try:
+                    task.result()
+                except asyncio.CancelledError as cancelled:
+                    exc = cancelled
+        else:
+            exc = task.exception()
+        self.app_call = None
+        apps = self.services.scheduler.apps
         if self.app_stopped:
-            return None
-        app: Any = self.services.app(self.scope, channel, channel)
-        if type(app) is not CoroutineType:
-            app = app.__await__()  # (any awaitable: stepped through its iterator)
-        self.app_call = asyncio.current_task()
-        return app
+            apps.let_go(task)  # (held since `stop_app`)
+        if exc is not None or not self._ends_at_once():
+            apps.then(self.app_over(exc))
+            return
+        later = False
+        try:
+            self._app_ended()  # (`app_finished`'s end: nothing before it to await)
+            if self._after_due():
+                apps.then(self._after_then_over())
+                later = True
+        except Exception:
+            logger.exception("the app's request task failed")  # (as `AppTasks` logs a task's)
+        finally:
+            if not later:
+                self._over_now()
+                apps.ended()
 
     async def run(self) -> None:
         """(trio) The app's request and what follows it (`app_over`), on the engine's task."""
@@ -654,55 +632,73 @@ class HostedStream:
                 await self._call_scoped(self.services.app(self.scope, channel, channel))
         except BaseException as error:  # (sorted out by `app_over`)
             exc = error
-        await self.app_over(exc, None)
+        await self.app_over(exc, trio=True)
 
-    async def app_over(self, exc: BaseException | None, task: asyncio.Task[Any] | None) -> None:
+    async def app_over(self, exc: BaseException | None, *, trio: bool = False) -> None:
         """What follows the app's call (`exc`: how it failed), each step once: the stream concluded,
-        the first connection finished, what the request's features wait for. `task`: the asyncio
-        task it runs on (None: trio), let go of by the scheduler's count at the end."""
+        the first connection finished, what the request's features wait for. On asyncio a task of
+        its own (`app_done`); on trio the app's."""
         try:
             try:
                 if exc is not None:
-                    if isinstance(exc, asyncio.CancelledError) and task is not None:
-                        # Ours (`stop_app` cleared `app_call` and cancelled once) is taken back.
-                        if self.app_call is not None or task.uncancel() > 0:
-                            raise exc  # not (only) ours
-                    elif isinstance(exc, Exception):
+                    if isinstance(exc, Exception):
                         self._app_failed(exc)
                     else:
-                        raise exc
+                        raise exc  # (a cancel not ours, among them)
             finally:
                 self.app_call = None
-                if task is None:
+                if trio:
                     # trio: the nursery's cancel (the server stopping) must not cut it short.
                     with anyio.CancelScope(shield=True):
                         await self.app_finished()
                 else:
-                    # asyncio: a loop task of its own, under no cancel scope of anyio's (stopped
-                    # from inside only: `stop_app`), so a shield has nothing to hold off.
+                    # asyncio: a loop task of its own, under no cancel scope of anyio's, so a
+                    # shield has nothing to hold off.
                     await self.app_finished()
-            if self._writer is not None or self.held is not None or self.first is not None:
-                await self.writer.finish_first()  # (else nothing to serve: no writer made for it)
-            if cancellation.frees_record(self):
-                await cancellation.forget(self)
-            delivery = self.delivery
-            if delivery is not None and delivery.after_app is not None:
-                await delivery.after_app()
-            after_app = self.after_app
-            if after_app is not None:
-                await after_app()
-        except Exception:
-            if task is None:
-                raise  # (logged by `AppTasks`)
-            logger.exception("the app's request task failed")
+            await self._after()
         finally:
-            self.timer.cancel()
-            self.services.live.pop(self.stream_id, None)
-            self.over = True
-            if self.first is not None:
-                self.first.stop_listening()  # its call may be waiting for this
-            if task is not None:
-                self.services.scheduler.apps.finished(task)
+            self._over_now()
+
+    async def _after(self) -> None:
+        """What follows the app's end (`app_finished`): the first connection finished, the record
+        freed, what the request's features wait for (when `_after_due`)."""
+        if self._writer is not None or self.held is not None or self.first is not None:
+            await self.writer.finish_first()  # (else nothing to serve: no writer made for it)
+        if cancellation.frees_record(self):
+            await cancellation.forget(self)
+        delivery = self.delivery
+        if delivery is not None and delivery.after_app is not None:
+            await delivery.after_app()
+        after_app = self.after_app
+        if after_app is not None:
+            await after_app()
+
+    def _after_due(self) -> bool:
+        """Whether `_after` has anything to do."""
+        delivery = self.delivery
+        return (
+            self._writer is not None
+            or self.held is not None
+            or self.first is not None
+            or cancellation.frees_record(self)
+            or (delivery is not None and delivery.after_app is not None)
+            or self.after_app is not None
+        )
+
+    async def _after_then_over(self) -> None:
+        """(asyncio) `_after`, then the request's end, when the app's end was taken at once (`app_done`)."""
+        try:
+            await self._after()
+        finally:
+            self._over_now()
+
+    def _over_now(self) -> None:
+        """The request is over (the last step of `app_over`)."""
+        self.timer.cancel()
+        self.services.live.pop(self.stream_id, None)
+        self.over = True
+        if self.first is not None:
+            self.first.stop_listening()  # its call may be waiting for this
 
     def _app_failed(self, exc: Exception) -> None:
         if self.mode is Mode.STREAM or self.mode is Mode.UPGRADED:
@@ -748,8 +744,7 @@ class HostedStream:
         return outcome
 
     def app_receive(self) -> Awaitable[Message]:
-        """The app's `receive` (through `_AppChannel`, or `_AppRun` on asyncio: no closure held for
-        as long as the app runs).
+        """The app's `receive` (through `_AppChannel`: no closure held for as long as the app runs).
 
         Once the app has read its request and has nothing left to write, on asyncio, it is the
         flag's future itself, which resolves to `http.disconnect`: an idle app awaits it with no
@@ -940,22 +935,55 @@ class HostedStream:
                 if first.started and not first.finished and not first.gone:
                     await first.send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            self.answer_start = None
-            self.core.app_finished()
-            self._done = _set(self._done)
-            if self._opened is not _ALREADY_SET:  # (set already when its record was created)
-                self._opened = _set(self._opened)
-            self.app_disconnect.set()
-            writer = self._writer
-            if writer is not None:
-                writer.after_app()
-            if self.counted_detached:
-                self.counted_detached = False
-                self.services.telemetry.streams_detached(-1)
-            self.arm()
+            self._app_ended()
             bindings = self.services.cancel_bindings
             if bindings.bound(self.stream_id):
                 await bindings.forget(self.stream_id)
+
+    def _ends_at_once(self) -> bool:
+        """(`app_done`) Whether `app_finished` has nothing to await: no write left, the answer
+        recorded complete (nothing to record of the app's end), no binding to forget - as most
+        requests end. False may be said of some that have nothing either (they take the way
+        that awaits: the same steps)."""
+        recorder = self._recorder
+        if recorder is not None and recorder.flush_due():
+            return False
+        mode = self.mode
+        if mode is Mode.UPGRADED and not self.core.final_seq:
+            return False  # (its JSON answer recorded)
+        if (mode is Mode.STREAM or mode is Mode.UPGRADED) and (self.meta_created or self.record_due):
+            if (
+                self.core.final_seq is None
+                or self.expired
+                or (self.parser is not None and self.parser.pending.strip())
+                or (self.core.policy.rerun_on_loss and self.services.node is not None)
+            ):
+                return False
+        elif mode is None and self.first is not None:
+            first = self.first
+            if not first.started and not first.gone:
+                return False
+        elif recorder is not None and recorder.unavailable and self.first is not None:
+            first = self.first
+            if first.started and not first.finished and not first.gone:
+                return False
+        return not self.services.cancel_bindings.bound(self.stream_id)
+
+    def _app_ended(self) -> None:
+        """The end of `app_finished`, whatever it wrote (none of it awaits)."""
+        self.answer_start = None
+        self.core.app_finished()
+        self._done = _set(self._done)
+        if self._opened is not _ALREADY_SET:  # (set already when its record was created)
+            self._opened = _set(self._opened)
+        self.app_disconnect.set()
+        writer = self._writer
+        if writer is not None:
+            writer.after_app()
+        if self.counted_detached:
+            self.counted_detached = False
+            self.services.telemetry.streams_detached(-1)
+        self.arm()
 
     # ------------------------------------------------------------------ the app's answer
     async def on_app_send(self, message: Message) -> None:
