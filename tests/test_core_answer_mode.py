@@ -8,6 +8,7 @@ import pytest
 from mcp_resume_asgi.core.answer_mode import (
     SKIP_APP_HEADERS,
     Answer,
+    answer_head,
     answer_mode,
     content_type,
     session_id,
@@ -88,3 +89,22 @@ def test_stream_headers_drop_what_the_engine_sets_and_ask_proxies_not_to_buffer(
     own = [(b"X-Accel-Buffering", b"yes")]
     assert stream_headers(own) == own  # the app's own choice stands
     assert {b"content-length", b"link", b"transfer-encoding"} == SKIP_APP_HEADERS
+
+
+def test_answer_head_reads_what_content_type_and_stream_headers_read_kept_or_not() -> None:
+    """`answer_head` is `content_type` and, for SSE, `stream_headers` (a list of its own each
+    time: the caller appends to it), whether the head was kept or read afresh."""
+    heads = [
+        [(b"content-type", b"text/event-stream"), (b"mcp-session-id", b"s1"), (b"content-length", b"9")],
+        [(b"Content-Type", b"text/event-stream; charset=utf-8"), (b"x-accel-buffering", b"yes")],
+        [(b"content-type", b"application/json"), (b"content-length", b"2")],
+        [[b"content-type", b"text/event-stream"], [b"link", b"<x>"]],  # (pairs as lists: not kept)
+        [],
+    ]
+    for headers in heads * 2:
+        media, sse = answer_head(headers)
+        assert media == content_type(headers)
+        assert sse == (stream_headers(headers) if media == b"text/event-stream" else None)
+        if sse is not None:
+            sse.append((b"link", b"<y>"))  # (the next read of the same head is not changed)
+    assert answer_head(heads[0])[1] == stream_headers(heads[0])

@@ -11,6 +11,7 @@ import pytest
 from mcp_resume_asgi.core.cancel_notices import CancelNotice
 from mcp_resume_asgi.http.post_sorting import INVALID_KEY, Post, idempotency_key, sort_post
 from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.headers import named_once
 
 SSE_AND_JSON = (b"accept", b"application/json, text/event-stream")
 
@@ -119,3 +120,22 @@ def test_an_idempotency_key_is_one_header_of_1_to_255_printable_ascii_characters
         scope((b"idempotency-key", b"a"), (b"idempotency-key", b"b")),
     ):
         assert idempotency_key(refused) is INVALID_KEY
+
+
+def test_headers_read_by_name_sort_and_key_a_post_as_read_one_by_one() -> None:
+    """`named_once` (the headers by name, none repeated) gives `sort_post` and `idempotency_key`
+    the answers they read from the scope; a repeated name gives no map (read one by one)."""
+    for headers in (
+        [(b"accept", b"application/json, text/event-stream"), (b"idempotency-key", b"k-1")],
+        [(b"accept", b"application/json")],
+        [(b"accept", b"text/event-stream;q=0, */*"), (b"idempotency-key", b"")],
+        [(b"idempotency-key", b"x" * 256)],
+    ):
+        plain = {"type": "http", "headers": headers}
+        named = named_once(plain)
+        assert named is not None
+        message = body({"jsonrpc": "2.0", "id": 1, "method": "tools/call"})
+        assert sort_post(plain, message, named).kind is sort_post(plain, message).kind
+        assert idempotency_key(plain, named) == idempotency_key(plain)
+    repeated = {"type": "http", "headers": [(b"idempotency-key", b"a"), (b"idempotency-key", b"a")]}
+    assert named_once(repeated) is None and idempotency_key(repeated) is INVALID_KEY

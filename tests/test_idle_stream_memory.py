@@ -1,7 +1,8 @@
 """What a request holds while it waits (issue 21's memory bar, `bench/engine.py memory`).
 
-An idle detached stream's app awaits its `receive` with no coroutine frame of ours under it
-(the disconnect flag's future itself, or `_ThenDisconnect` once its burst is written), and
+An idle detached stream's app is its task's coroutine (no frame of ours over it: the task's done
+callback starts what follows it) and awaits its `receive` with no coroutine frame of ours under it
+(the disconnect flag's future itself, or `_then_disconnect`'s one frame once its burst is written), and
 hears `http.disconnect` from it; a request whose call watches its client holds none of the
 front's frames that sorted and prepared it (nor, through them, its parsed JSON). Both hold
 for every stream at once, so a frame there is memory times the streams (asyncio only: the
@@ -19,7 +20,7 @@ import pytest
 
 from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
 from mcp_resume_asgi.core.stream import _NO_TIMING
-from mcp_resume_asgi.engine.hosted import _RARELY, AppDisconnect, _AppChannel, _ThenDisconnect
+from mcp_resume_asgi.engine.hosted import _RARELY, AppDisconnect, _AppChannel, _then_disconnect
 from mcp_resume_asgi.engine.scheduler import APP_TASK_NAME
 from mcp_resume_asgi.store.base import _META_DEFAULTS
 from mcp_resume_asgi.wire.asgi import Message, Receive, Scope, Send
@@ -108,6 +109,15 @@ def awaited_chain(coro: Any) -> tuple[list[str], Any]:
     return names, coro
 
 
+def waits_on_the_flag(coro: Any) -> bool:
+    """The app's task waits on a future right under the app or `_then_disconnect` (its burst written)."""
+    names, innermost = awaited_chain(coro)
+    return type(innermost).__name__ == "FutureIter" and names[-1] in (
+        "idle_app.<locals>.app",
+        "_then_disconnect",
+    )
+
+
 async def settle(condition: Callable[[], bool]) -> None:
     for _ in range(1000):
         if condition():
@@ -117,7 +127,7 @@ async def settle(condition: Callable[[], bool]) -> None:
 
 
 @pytest.mark.parametrize("events", [1, 10])
-async def test_an_idle_detached_streams_app_awaits_no_coroutine_of_ours(events: int) -> None:
+async def test_an_idle_detached_streams_app_awaits_the_flags_future(events: int) -> None:
     heard: list[str] = []
     middleware = ResumeMiddleware(
         idle_app(events, heard), policy=Policy(max_wait_s=3600, keepalive_s=3600), store=MemoryStore()
@@ -131,15 +141,18 @@ async def test_an_idle_detached_streams_app_awaits_no_coroutine_of_ours(events: 
     assert not middleware.engine.services.scheduler.apps._tasks  # (its stream holds it: `app_call`)
     task = hosted.app_call
     assert isinstance(task, asyncio.Task)
-    await settle(lambda: len(awaited_chain(task.get_coro())[0]) == 1)
+    await settle(lambda: waits_on_the_flag(task.get_coro()))
 
-    names, innermost = awaited_chain(task.get_coro())
-    assert names == ["idle_app.<locals>.app"], names  # the task's coroutine is the app's own call
+    names, _ = awaited_chain(task.get_coro())
+    # the task's coroutine is the app's own call; the flag's future (its iterator) under it, or
+    # under `_then_disconnect` when a burst was written first
+    assert names in (
+        ["idle_app.<locals>.app"],
+        ["idle_app.<locals>.app", "_then_disconnect"],
+    ), names
     # what follows the app is started by the task's done callback: the app's channel, no object
     # of its own (nor a frame of ours waiting for the app)
     assert isinstance(task._callbacks[0][0], _AppChannel), task._callbacks  # type: ignore[attr-defined]
-    # the flag's future (its iterator), or `_ThenDisconnect` when a burst was written first
-    assert type(innermost).__name__ in ("FutureIter", "_ThenDisconnect"), innermost
     assert not heard
     hosted.disconnect_app()
     await settle(lambda: bool(heard))
@@ -158,8 +171,8 @@ def receive_and_send(events: int, heard: list[str], seen: list[tuple[Receive, Se
 
 
 async def test_an_idle_detached_stream_holds_one_channel_and_shared_defaults() -> None:
-    """What every idle stream holds once: one object as the app's `receive` and `send`, no future
-    iterator under `_ThenDisconnect`, the shared defaults of what few streams write (`_Rarely`,
+    """What every idle stream holds once: one object as the app's `receive` and `send`, one frame
+    of ours (`_then_disconnect`) over the flag's future, the shared defaults of what few streams write (`_Rarely`,
     `_Timing`), a task named once for all, and its session id shared with its session's streams."""
     heard: list[str] = []
     seen: list[tuple[Receive, Send]] = []
@@ -179,10 +192,10 @@ async def test_an_idle_detached_stream_holds_one_channel_and_shared_defaults() -
     assert len(streams) == 2 and all(isinstance(task, asyncio.Task) for task in tasks)
     for task in tasks:
         assert isinstance(task, asyncio.Task)
-        await settle(lambda: len(awaited_chain(task.get_coro())[0]) == 2)  # noqa: B023 (app, idle_app)
-        _, innermost = awaited_chain(task.get_coro())
-        assert isinstance(innermost, _ThenDisconnect), innermost
-        assert isinstance(innermost._inner, asyncio.Future)  # awaited by hand: no FutureIter
+        await settle(lambda: waits_on_the_flag(task.get_coro()))  # noqa: B023 (awaited at once)
+        names, _ = awaited_chain(task.get_coro())
+        assert names[0] == "receive_and_send.<locals>.app", names  # (the app's own call)
+        assert names[-1] == "_then_disconnect" and names.count("_then_disconnect") == 1, names
         assert task.get_name() == APP_TASK_NAME
     assert all(receive is send for receive, send in seen), seen
     for hosted in streams:
@@ -204,7 +217,7 @@ async def test_a_request_in_flight_holds_none_of_the_fronts_preparing_frames() -
     assert names[0] == "ResumeMiddleware.__call__" and "HostedStream.watch_first" in names, names
     for preparing in (
         "ResumeMiddleware._dispatch",
-        "ResumeMiddleware._post_body",
+        "ResumeMiddleware._post_here",
         "ResumeMiddleware._request",
         "RetriedPosts.host",
         "Engine.handle_request",
@@ -286,7 +299,7 @@ async def awaiting(awaitable: Awaitable[Message]) -> Message:
 
 
 class Waiting:
-    """What `_ThenDisconnect` needs of its stream: the flag, and `rest` (told once it waits)."""
+    """What `_then_disconnect` needs of its stream: the flag, and `rest` (told once it waits)."""
 
     def __init__(self, flag: AppDisconnect) -> None:
         self.app_disconnect = flag
@@ -299,7 +312,7 @@ class Waiting:
 async def test_then_disconnect_awaits_its_first_step_then_the_flag() -> None:
     flag, steps, release = AppDisconnect(), [], asyncio.Event()
     stream = Waiting(flag)
-    waiting = asyncio.ensure_future(awaiting(_ThenDisconnect(first_step(steps, release), stream)))
+    waiting = asyncio.ensure_future(awaiting(_then_disconnect(lambda: first_step(steps, release), stream)))
     await settle(lambda: release._waiters is not None and bool(release._waiters))
     assert not stream.rested
     release.set()
@@ -312,7 +325,9 @@ async def test_then_disconnect_awaits_its_first_step_then_the_flag() -> None:
 
 async def test_then_disconnect_when_the_flag_was_set_during_its_first_step() -> None:
     flag, steps, release = AppDisconnect(), [], asyncio.Event()
-    waiting = asyncio.ensure_future(awaiting(_ThenDisconnect(first_step(steps, release), Waiting(flag))))
+    waiting = asyncio.ensure_future(
+        awaiting(_then_disconnect(lambda: first_step(steps, release), Waiting(flag)))
+    )
     await settle(lambda: bool(release._waiters))
     flag.set()
     release.set()
@@ -323,7 +338,9 @@ async def test_then_disconnect_when_the_flag_was_set_during_its_first_step() -> 
 @pytest.mark.parametrize("during", ["first step", "flag"])
 async def test_then_disconnect_is_cancelled_where_it_waits(during: str) -> None:
     flag, steps, release = AppDisconnect(), [], asyncio.Event()
-    waiting = asyncio.ensure_future(awaiting(_ThenDisconnect(first_step(steps, release), Waiting(flag))))
+    waiting = asyncio.ensure_future(
+        awaiting(_then_disconnect(lambda: first_step(steps, release), Waiting(flag)))
+    )
     await settle(lambda: bool(release._waiters))
     if during == "flag":
         release.set()

@@ -194,6 +194,22 @@ async def test_update_stream_if_is_a_compare_and_set(store: Store) -> None:
     assert applied
 
 
+async def test_detached_notes_where_its_connection_stopped_unless_a_newer_one_took_over(store: Store) -> None:
+    """`detached`: `update_stream_if` on `attach_gen` (a store's own is as that one)."""
+    await store.create_stream(meta(), ttl_s=60)
+    taken = await store.attach("s1", 5.0)
+    assert taken is not None and taken.attached and taken.attach_gen == 1
+    version = taken.version
+    await store.detached("s1", 2, last_contact=7.0, delivered_seq=3)  # (another generation's: nothing)
+    kept = await store.get_stream("s1")
+    assert kept is not None and kept.attached and kept.last_contact == 5.0 and kept.version == version
+    await store.detached("s1", 1, last_contact=7.0, delivered_seq=3)
+    left = await store.get_stream("s1")
+    assert left is not None and not left.attached and left.last_contact == 7.0 and left.delivered_seq == 3
+    assert left.version == version + 1
+    await store.detached("missing", 1, last_contact=7.0, delivered_seq=3)
+
+
 @pytest.mark.slow
 async def test_update_stream_if_serialises_concurrent_read_modify_writes(make: Factory) -> None:
     first = await make()

@@ -24,6 +24,7 @@ __all__ = [
     "Answer",
     "Headers",
     "Mode",
+    "answer_head",
     "answer_mode",
     "content_type",
     "session_id",
@@ -115,3 +116,31 @@ def stream_headers(headers: Headers) -> Headers:
     if not buffering:
         kept.append((b"x-accel-buffering", b"no"))
     return kept
+
+
+#: SSE answers' heads, as `answer_head` read them: an app answers with the same few (its session's
+#: id the one value that changes), each read in Python before. At most `_MAX_SSE_HEADS`, then afresh.
+_SSE_HEADS: dict[tuple[tuple[bytes, bytes], ...], tuple[tuple[bytes, bytes], ...]] = {}
+_MAX_SSE_HEADS = 64
+
+
+def answer_head(headers: Headers) -> tuple[bytes, Headers | None]:
+    """`content_type(headers)`, and for an SSE answer `stream_headers(headers)` too (a list of its
+    own), else None. The heads of SSE answers are kept (`_SSE_HEADS`): reading one again is a
+    lookup."""
+    try:
+        key: tuple[tuple[bytes, bytes], ...] | None = tuple(headers)
+        kept = _SSE_HEADS.get(key)  # type: ignore[arg-type]
+    except TypeError:  # (pairs given as lists: not hashable)
+        key = kept = None
+    if kept is not None:
+        return EVENT_STREAM, list(kept)
+    media = content_type(headers)
+    if media != EVENT_STREAM:
+        return media, None
+    sse = stream_headers(headers)
+    if key is not None:
+        if len(_SSE_HEADS) >= _MAX_SSE_HEADS:
+            _SSE_HEADS.clear()
+        _SSE_HEADS[key] = tuple(sse)
+    return media, sse

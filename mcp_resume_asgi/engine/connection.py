@@ -213,7 +213,8 @@ class Connection:
             return
         self.listening = True
         try:
-            task = current_asyncio_task()
+            loop = asyncio._get_running_loop()  # (`current_asyncio_task`, inline: once per request)
+            task = None if loop is None else asyncio.current_task(loop)
             if task is None:
                 listener = self.listener
                 if listener is None:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from mcp_resume_asgi.engine.services import StreamServices
     from mcp_resume_asgi.policy import Policy
     from mcp_resume_asgi.store.base import Store
+    from mcp_resume_asgi.telemetry import Telemetry
 
 __all__ = ["READ_BATCH", "Writer", "WriterHost", "finish_answer", "note_detached"]
 
@@ -111,13 +112,7 @@ async def finish_answer(conn: Connection, reason: Reason, cursor: int, policy: P
 def note_detached(store: Store, stream_id: str, att: Attachment) -> Awaitable[Any]:
     """Record where a connection stopped, unless a newer one has taken the stream over (the
     store's awaitable itself: no coroutine of ours around it)."""
-    return store.update_stream_if(
-        stream_id,
-        {"attach_gen": att.gen},
-        attached=False,
-        last_contact=time.time(),
-        delivered_seq=max(att.cursor, 0),
-    )
+    return store.detached(stream_id, att.gen, last_contact=time.time(), delivered_seq=max(att.cursor, 0))
 
 
 class Writer:
@@ -135,6 +130,7 @@ class Writer:
         "services",
         "store",
         "stream_id",
+        "telemetry",
         "timer",
     )
 
@@ -146,6 +142,7 @@ class Writer:
         policy: Policy,
         timer: Timer,
         *,
+        telemetry: Telemetry,
         stream_id: str,
         request_id: Any,
     ) -> None:
@@ -153,6 +150,11 @@ class Writer:
         # outlive their request until a full garbage collection (as `Recorder.hosted`).
         self.host: WriterHost = weakref.proxy(host)
         self.services = services
+        self.telemetry = telemetry
+        """What it reports through: its services', or `OFF` while no SDK is configured, decided
+        when it is made (`Telemetry.active`). A connection is attached and let go within one
+        writer's life (it is let go only at rest), so `streams_attached` takes back only what it
+        counted; `counted_detached` says whether the stream was counted detached."""
         self.store = services.store
         self.core = core
         self.policy = policy
@@ -228,7 +230,7 @@ class Writer:
     def _count_attached(self, delta: int) -> None:
         """The stream got (+1) or lost (-1) its connection: `streams_attached`, and
         `streams_detached` while its app runs without one."""
-        telemetry = self.services.telemetry
+        telemetry = self.telemetry
         if not telemetry.enabled:
             return
         telemetry.streams_attached(delta)
@@ -246,7 +248,7 @@ class Writer:
         att = conn.attachment
         assert att is not None
         await self.open_and_pump(conn, replaced=old)
-        self.services.telemetry.replayed(time.monotonic() - started, max(att.cursor - after_seq, 0))
+        self.telemetry.replayed(time.monotonic() - started, max(att.cursor - after_seq, 0))
         if conn.attachment is att:
             await conn.listen()  # its own call watches it, until it leaves or is let go
         if conn.attachment is att and not conn.busy:
@@ -484,8 +486,8 @@ class Writer:
         its answer passes through (`HostedStream.unrecorded`; the core dropped it already)."""
         if self.conn is conn:
             self.conn = None
-            if self.services.telemetry.enabled:
-                self.services.telemetry.streams_attached(-1)
+            if self.telemetry.enabled:
+                self.telemetry.streams_attached(-1)
         conn.attachment = None
         conn.head = None
         conn.headers = []
@@ -500,7 +502,7 @@ class Writer:
         survives = conn.delivery is not None and conn.delivery.survives_close
         reason, cancels = self.core.release(att, time.monotonic(), gone=conn.gone, survives_close=survives)
         if reason in AT_WILL:
-            self.services.telemetry.closed_at_will(str(reason))
+            self.telemetry.closed_at_will(str(reason))
         if self.conn is conn:
             self.conn = None
             self._count_attached(-1)

@@ -34,6 +34,7 @@ from mcp_resume_asgi.wire.sse import KEEPALIVE, encode_payload, frame_events, pr
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine.services import StreamServices
     from mcp_resume_asgi.store.base import Store
+    from mcp_resume_asgi.telemetry import Telemetry
 
 __all__ = ["follow"]
 
@@ -73,36 +74,38 @@ async def follow(
     reason = Reason.GONE
     waiting = _Waiting(core, att)
     services.followers.add(waiting.drain)
-    services.telemetry.streams_attached(1)
+    telemetry = services.telemetry.active()  # (decided once: what it counts, it takes back)
+    telemetry.streams_attached(1)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch, conn, tg.cancel_scope)
             if await conn.open():
-                replay = _Replay(meta.last_seq, after_seq, now)
+                replay = _Replay(telemetry, meta.last_seq, after_seq, now)
                 reason = await _loop(services, conn, core, att, meta, prefix, replay, waiting)
             tg.cancel_scope.cancel()
     finally:
         services.followers.discard(waiting.drain)
-        services.telemetry.streams_attached(-1)
+        telemetry.streams_attached(-1)
         with anyio.CancelScope(shield=True):
-            await _end(services, conn, meta.stream_id, att, reason, policy)
+            await _end(services, telemetry, conn, meta.stream_id, att, reason, policy)
     return str(reason), att.cursor
 
 
 class _Replay:
     """A resume catching up with what was recorded before it attached (`up_to`)."""
 
-    __slots__ = ("after", "started", "up_to")
+    __slots__ = ("after", "started", "telemetry", "up_to")
 
-    def __init__(self, up_to: int, after: int, started: float) -> None:
+    def __init__(self, telemetry: Telemetry, up_to: int, after: int, started: float) -> None:
+        self.telemetry = telemetry
         self.up_to: int | None = up_to
         self.after = after
         self.started = started
 
-    def caught_up(self, services: StreamServices[Any], cursor: int) -> None:
+    def caught_up(self, cursor: int) -> None:
         if self.up_to is not None and cursor >= self.up_to:
             self.up_to = None
-            services.telemetry.replayed(time.monotonic() - self.started, max(cursor - self.after, 0))
+            self.telemetry.replayed(time.monotonic() - self.started, max(cursor - self.after, 0))
 
 
 class _Waiting:
@@ -159,7 +162,7 @@ async def _loop(
             if not await conn.write(frame_events(prefix, events, transform)):
                 return Reason.GONE
             core.wrote(att, events[-1][0], time.monotonic())
-        replay.caught_up(services, att.cursor)
+        replay.caught_up(att.cursor)
         outcome = core.followed(att, None if meta_now is None else meta.attach_gen)
         if outcome is not None:
             return outcome
@@ -211,6 +214,7 @@ async def _recorded_since(store: Store, stream_id: str, cursor: int) -> bool:
 
 async def _end(
     services: StreamServices[Any],
+    telemetry: Telemetry,
     conn: Connection,
     stream_id: str,
     att: Attachment,
@@ -219,7 +223,7 @@ async def _end(
 ) -> None:
     """Finish the answer and note where it stopped (unless a newer connection took over)."""
     if reason in AT_WILL:
-        services.telemetry.closed_at_will(str(reason))
+        telemetry.closed_at_will(str(reason))
     await finish_answer(conn, reason, att.cursor, policy)
     conn.released.set()
     await note_detached(services.store, stream_id, att)

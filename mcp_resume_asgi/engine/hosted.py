@@ -36,14 +36,14 @@ import logging
 import operator
 import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from starlette.types import Message, Scope
 
-from mcp_resume_asgi.core.answer_mode import Answer, Mode, content_type, session_id, stream_headers
+from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_head, session_id
 from mcp_resume_asgi.core.side_slots import SideAttribute, side_attribute
 from mcp_resume_asgi.core.stream import Due, FirstGone, Reason, StreamCore
 from mcp_resume_asgi.engine import cancellation, rerun
@@ -104,79 +104,28 @@ def _set(flag: Flag | None) -> Flag:
 
 
 class _Waiting(Protocol):
-    """What `_ThenDisconnect` needs of its stream (a `HostedStream`)."""
+    """What `_then_disconnect` needs of its stream (a `HostedStream`)."""
 
     @property
     def app_disconnect(self) -> AppDisconnect: ...
     def rest(self) -> None: ...
 
 
-class _ThenDisconnect:
-    """(asyncio) Awaits `first`, then the stream's `app_disconnect` future: `http.disconnect`. A
-    coroutine by hand, so that an app idle on its `receive` once `first` is over holds this small
-    object, not a frame; it awaits the future by hand too (as its iterator would: none held)."""
-
-    __slots__ = ("_hosted", "_inner")
-
-    def __init__(self, first: Coroutine[Any, Any, None], hosted: _Waiting) -> None:
-        self._inner: Coroutine[Any, Any, Any] | asyncio.Future[Any] = first
-        self._hosted: _Waiting | None = hosted
-        """None once `first` is over: `_inner` is then the flag's future."""
-
-    def __await__(self) -> Generator[Any, Any, Message]:
-        return self  # (the generator protocol, by hand)
-
-    def __iter__(self) -> _ThenDisconnect:
-        return self
-
-    def __next__(self) -> Any:
-        return self.send(None)
-
-    def send(self, value: Any) -> Any:
-        inner = self._inner
-        if self._hosted is None:
-            return _await_future(inner)  # type: ignore[arg-type]
-        try:
-            return inner.send(value)  # type: ignore[union-attr]
-        except StopIteration:
-            return self._then()
-
-    def throw(self, exc: Any, value: Any = None, tb: Any = None) -> Any:
-        inner = self._inner
-        if self._hosted is None:  # (waiting on the future: as its iterator does, raised here)
-            if value is None:
-                value = exc() if isinstance(exc, type) else exc
-            raise value if tb is None else value.with_traceback(tb)
-        try:
-            if value is None and tb is None:
-                return inner.throw(exc)  # type: ignore[union-attr]
-            return inner.throw(exc, value, tb)  # type: ignore[union-attr]  # (the legacy form, passed on as it came)
-        except StopIteration:
-            return self._then()
-
-    def close(self) -> None:
-        if self._hosted is not None:
-            self._inner.close()  # type: ignore[union-attr]
-
-    def _then(self) -> Any:
-        hosted, self._hosted = self._hosted, None
-        assert hosted is not None
-        flag = hosted.app_disconnect
-        waiter = flag.future()
-        if waiter is None:  # (set meanwhile)
-            raise StopIteration(flag._result())
-        hosted.rest()  # (the app waits, its burst written)
-        self._inner = waiter
-        return _await_future(waiter)
-
-
-def _await_future(future: asyncio.Future[Any]) -> Any:
-    """One step of awaiting `future`, as its iterator takes it: yield it to the task while it is
-    pending, else its result (raised as `StopIteration`, or its exception, or its cancel)."""
-    if not future.done():
-        future._asyncio_future_blocking = True
-        return future
-    raise StopIteration(future.result())
+async def _then_disconnect(burst: Callable[[], Awaitable[None]], hosted: _Waiting) -> Message:
+    """(asyncio) The app's `receive` once it waits with its burst still to be written: `burst`
+    (its recorder's `before_wait`) first, then the stream's `app_disconnect` future, which
+    resolves to `http.disconnect`. An idle app holds this frame, so it keeps no local it no
+    longer needs (the burst's coroutine went with its `await`)."""
+    await burst()
+    del burst
+    flag = hosted.app_disconnect
+    waiter = flag.future()
+    if waiter is None:  # (set meanwhile)
+        return flag._result()
+    hosted.rest()  # (the app waits, its burst written)
+    del hosted, flag
+    message: Message = await waiter
+    return message
 
 
 class _AppChannel:
@@ -445,6 +394,7 @@ class HostedStream:
                 self.core,
                 self.core.policy,
                 self.timer,
+                telemetry=self.services.telemetry.active(),
                 stream_id=self.stream_id,
                 request_id=self.request_id,
             )
@@ -487,7 +437,11 @@ class HostedStream:
     def mark_opened(self) -> None:
         """The stream's record exists: set `opened`, and let go of the app's response start kept
         in case the record could not be created (`unrecorded`: it is not needed from now on)."""
-        self._opened = _set(self._opened)
+        opened = self._opened
+        if opened is None:
+            self._opened = _ALREADY_SET  # (`_set`, inline: once per request)
+        else:
+            opened.set()
         self.answer_start = None
 
     # ------------------------------------------------------------------ hosting
@@ -566,7 +520,8 @@ class HostedStream:
         cancelling that task."""
         apps = self.services.scheduler.apps
         try:
-            self.services.telemetry.join(self.scope, self.body)  # (the task's context)
+            # (the task's context. No SDK configured: nothing to join.)
+            self.services.telemetry.active().join(self.scope, self.body)
             if not self.app_stopped:
                 channel = _AppChannel(self)
                 app: Any = self.services.app(self.scope, channel, channel)
@@ -624,9 +579,8 @@ class HostedStream:
         """(trio) The app's request and what follows it (`app_over`), on the engine's task."""
         exc = None
         try:
-            self.services.telemetry.join(
-                self.scope, self.body
-            )  # (this task's context: a copy of its request's)
+            # (This task's context: a copy of its request's. No SDK configured: nothing to join.)
+            self.services.telemetry.active().join(self.scope, self.body)
             if not self.app_stopped:
                 channel = _AppChannel(self)
                 await self._call_scoped(self.services.app(self.scope, channel, channel))
@@ -752,7 +706,7 @@ class HostedStream:
         if self.body_taken and asyncio._get_running_loop() is not None:
             recorder = self._recorder
             if recorder is not None and recorder.due_before_wait():  # (its burst is written first)
-                return _ThenDisconnect(recorder.before_wait(), self)
+                return _then_disconnect(recorder.before_wait, self)
             waiter = self.app_disconnect.future()
             if waiter is not None:
                 self.rest()
@@ -973,17 +927,25 @@ class HostedStream:
         """The end of `app_finished`, whatever it wrote (none of it awaits)."""
         self.answer_start = None
         self.core.app_finished()
-        self._done = _set(self._done)
-        if self._opened is not _ALREADY_SET:  # (set already when its record was created)
-            self._opened = _set(self._opened)
+        # (`_set`, inline: once per request each)
+        done = self._done
+        if done is None:
+            self._done = _ALREADY_SET
+        else:
+            done.set()
+        opened = self._opened
+        if opened is None:
+            self._opened = _ALREADY_SET
+        elif opened is not _ALREADY_SET:  # (set already when its record was created)
+            opened.set()
         self.app_disconnect.set()
         writer = self._writer
         if writer is not None:
             writer.after_app()
         if self.counted_detached:
             self.counted_detached = False
-            self.services.telemetry.streams_detached(-1)
-        self.arm()
+            self.services.telemetry.streams_detached(-1)  # (counted: see `Writer.telemetry`)
+        self.services.scheduler.arm(self.timer, self.core.next_deadline())  # (`arm`, inline)
 
     # ------------------------------------------------------------------ the app's answer
     async def on_app_send(self, message: Message) -> None:
@@ -1006,8 +968,7 @@ class HostedStream:
                 recorder = self.recorder
                 if not recorder.queue(frame):  # (queued: a burst's, written when the app yields)
                     await recorder.record_frames([frame])
-                    if not self._attached():
-                        self.rest()  # (written while detached)
+                    self.rest()  # (written while detached: `rest` keeps all while attached)
                 return
             try:
                 if parser is None:
@@ -1059,7 +1020,7 @@ class HostedStream:
         self.app_started = True
         status = int(message["status"])
         headers: Headers = list(message.get("headers", []))
-        media = content_type(headers)
+        media, sse_headers = answer_head(headers)  # (the SSE answer's headers: None for another)
         delivery = self.delivery
         answer = self.core.response_started(
             status,
@@ -1096,7 +1057,8 @@ class HostedStream:
                 self.recorder.open_later()
                 self.answer_start = message
                 if first is not None:
-                    self.attach_first(first, stream_headers(headers))
+                    assert sse_headers is not None  # (a STREAM answer is SSE)
+                    self.attach_first(first, sse_headers)
                 return
             try:
                 await self.recorder.open_record(attached=first is not None and not first.gone)
@@ -1112,7 +1074,8 @@ class HostedStream:
                     await first.send(dict(message, headers=[*headers, UNAVAILABLE_HEADER]))
                 return
             if first is not None:
-                self.attach_first(first, stream_headers(headers))
+                assert sse_headers is not None  # (a STREAM answer is SSE)
+                self.attach_first(first, sse_headers)
             return
         self.mode = Mode.PASSTHROUGH
         if self.left_early:
@@ -1122,7 +1085,8 @@ class HostedStream:
 
     @property
     def first_attached(self) -> bool:
-        return self._attached()
+        writer = self._writer  # (`_attached`, inline: read once per request by its first write)
+        return writer is not None and writer.conn is not None
 
     async def open_now(self, *, attached: bool, gen: int = 1) -> bool:
         """Create the due record now (`Recorder.open_now`)."""
@@ -1162,10 +1126,13 @@ class HostedStream:
         """Open the SSE answer on the first connection, its head held for the first event; its
         Link, if resumable, signed by the event-id prefix the record opened with (no second HMAC)."""
         if not self.core.close_cancels:
-            headers.append(self.services.link_header(self.path, self.stream_id, 0, self.prefix or None))
+            headers.append(
+                self.services.link_header(self.scope["path"], self.stream_id, 0, self.prefix or None)
+            )
         client.headers = headers
         client.delivery = self.delivery
-        self.writer.attach(client, gen=1, cursor=0, hold_head=True, opening=self.writer.priming(0))
+        writer = self.writer
+        writer.attach(client, gen=1, cursor=0, hold_head=True, opening=writer.priming(0))
 
     async def decide(self) -> None:
         """The UPGRADED stream's answer opens: the app answered, or took too long."""

@@ -184,6 +184,7 @@ class Recorder:
         "opening_over",
         "refusal_recorded",
         "refused",
+        "telemetry",
         "unavailable",
         "write_behind",
         "writes",
@@ -195,6 +196,9 @@ class Recorder:
         # their request until a full garbage collection (under load, most of them get
         # there), where plain references free them as soon as the request ends.
         self.hosted: RecordedStream = weakref.proxy(hosted)
+        self.telemetry = hosted.services.telemetry.active()
+        """What it reports through: its services', or `OFF` while no SDK is configured (decided
+        when it is made, as `Writer.telemetry`)."""
         self.backlog: list[tuple[bytes, bytes]] = []
         self.backlog_bytes = 0
         self.writing = False
@@ -425,7 +429,7 @@ class Recorder:
         recorded = hosted.core.record(frames)
         if recorded is None:
             return
-        hosted.services.telemetry.events_recorded(len(recorded.batch))
+        self.telemetry.events_recorded(len(recorded.batch))
         if self.held is not None:
             self._add_held(recorded)
             return
@@ -798,5 +802,5 @@ class Recorder:
             attached=attached,
             attach_gen=(1 if attached else 0) if gen is None else gen,
             last_contact=time.time(),
-            trace=hosted.services.telemetry.trace_of(hosted.scope, hosted.body),
+            trace=self.telemetry.trace_of(hosted.scope, hosted.body),
         )

@@ -38,7 +38,7 @@ from starlette.authentication import AuthCredentials, BaseUser, SimpleUser, Unau
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_resume_asgi.wire import jsonrpc as p
-from mcp_resume_asgi.wire.principal import PrincipalOf
+from mcp_resume_asgi.wire.principal import PrincipalOf, default_principal
 from mcp_resume_asgi.wire.replies import send_json
 from mcp_resume_asgi.wire.scope_keys import RELAYED_CALLER
 
@@ -125,7 +125,20 @@ def principal_with_relays(principal_of: PrincipalOf) -> PrincipalOf:
             return caller.principal_in(scope, principal_of)
         return principal_of(scope)
 
-    return principal
+    if principal_of is not default_principal:
+        return principal
+
+    def default(scope: Scope) -> str | None:
+        # (`principal` of `default_principal`, read three times per request: without a user,
+        # nobody - what `default_principal` says - without calling it)
+        caller = scope.get(RELAYED_CALLER)
+        if isinstance(caller, RelayedCaller):
+            return caller.principal_in(scope, default_principal)
+        if scope.get("user") is None:
+            return None
+        return default_principal(scope)
+
+    return default
 
 
 # ---------------------------------------------------------------------------- the relaying node

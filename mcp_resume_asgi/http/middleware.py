@@ -56,7 +56,7 @@ from mcp_resume_asgi.telemetry import TelemetrySetting, telemetry_from
 from mcp_resume_asgi.wire import header_rules
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import ASGIApp, Message, Receive, Scope, Send, check_asgi_app
-from mcp_resume_asgi.wire.headers import accepts_sse, header, is_json
+from mcp_resume_asgi.wire.headers import accepts_sse, header, is_json, named_once
 from mcp_resume_asgi.wire.principal import PrincipalOf, default_principal
 from mcp_resume_asgi.wire.replies import send_bytes, send_jsonrpc_error
 from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY, RELAYED_FROM, STREAM_SEGMENT
@@ -348,7 +348,12 @@ class ResumeMiddleware:
             # A request to host comes back as its awaitable, awaited here: the frames that sorted
             # and prepared it (and the parsed JSON they hold) are gone while its call watches
             # its client, which a burst of requests in flight holds at once.
-            hosting = await self._post_body(scope, receive, tracked, body)
+            # (a function of its own before: one call fewer per POST)
+            hosting = await (
+                self._post_here(scope, receive, tracked, body)
+                if self.node is None
+                else self._post_on_node(scope, receive, tracked, body)
+            )
             if hosting is not None:
                 await hosting
         except Exception as exc:
@@ -365,15 +370,6 @@ class ResumeMiddleware:
                 body=body,
             )
 
-    def _post_body(
-        self, scope: Scope, receive: Receive, send: Send, body: bytes
-    ) -> Awaitable[Awaitable[Any] | None]:
-        """Serve the POST, or resolve to the awaitable that hosts its request (`_request`). Not a
-        coroutine itself: a request's only one is `_request`'s."""
-        if self.node is not None:  # (one node alone holds every session: nothing to ask)
-            return self._post_on_node(scope, receive, send, body)
-        return self._post_here(scope, receive, send, body)
-
     async def _post_on_node(
         self, scope: Scope, receive: Receive, send: Send, body: bytes
     ) -> Awaitable[Any] | None:
@@ -388,9 +384,10 @@ class ResumeMiddleware:
     def _post_here(
         self, scope: Scope, receive: Receive, send: Send, body: bytes
     ) -> Awaitable[Awaitable[Any] | None]:
-        sort = sort_post(scope, body)
+        named = named_once(scope)  # (its headers read once: several are read below)
+        sort = sort_post(scope, body, named)
         if sort.kind is Post.REQUEST:
-            return self._request(scope, receive, send, body, sort.message)
+            return self._request(scope, receive, send, body, sort.message, named)
         return self._post_other(scope, receive, send, body, sort)
 
     async def _post_other(
@@ -409,17 +406,28 @@ class ResumeMiddleware:
                 await self.answers.answered(session_id, answered)
 
     async def _request(
-        self, scope: Scope, receive: Receive, send: Send, body: bytes, message: dict[str, Any]
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        body: bytes,
+        message: dict[str, Any],
+        named: dict[bytes, bytes] | None = None,
     ) -> Awaitable[Any] | None:
         """Answer a request here (refused, or a feature layer's), or return the awaitable that
-        hosts it (the engine port's `host`: awaited by `_post`)."""
+        hosts it (the engine port's `host`: awaited by `_post`). `named`: its headers by name,
+        if none repeats (`headers.named_once`)."""
         method: str = message["method"]
         params = message.get("params")
         tool = params.get("name") if method == "tools/call" and isinstance(params, dict) else None
         route, policy = self.routes.choose(
             self._local_path(scope), method, tool if isinstance(tool, str) else None
         )
-        session_id = header(scope, b"mcp-session-id")
+        if named is None:
+            session_id = header(scope, b"mcp-session-id")
+        else:
+            value = named.get(b"mcp-session-id")
+            session_id = None if value is None else value.decode("latin-1")
         if method == "initialize":
             requested = params.get("protocolVersion") if isinstance(params, dict) else None
             version = p.valid_version(requested if isinstance(requested, str) else None) or p.DEFAULT_VERSION
@@ -427,7 +435,7 @@ class ResumeMiddleware:
             version = self.engine.known_version(scope, session_id) or await self.engine.version_for(
                 scope, session_id
             )
-        key = idempotency_key(scope)
+        key = idempotency_key(scope, named)
         if key is INVALID_KEY:
             await send_jsonrpc_error(
                 send, 400, p.INVALID_REQUEST, "Idempotency-Key must be 1-255 printable ASCII characters"

@@ -19,7 +19,7 @@ from mcp_resume_asgi.core.cancel_notices import METHOD as CANCEL_METHOD
 from mcp_resume_asgi.core.cancel_notices import CancelNotice, notice_of
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import Scope
-from mcp_resume_asgi.wire.headers import accepts_sse, header, header_count
+from mcp_resume_asgi.wire.headers import acceptable, accepts_sse, header, header_count
 
 __all__ = ["INVALID_KEY", "Invalid", "Post", "Sorted", "idempotency_key", "sort_post"]
 
@@ -54,8 +54,9 @@ class Sorted:
     """For `TO_APP`: the ids of the client's answers to server requests in it."""
 
 
-def sort_post(scope: Scope, body: bytes) -> Sorted:
-    """Who answers the JSON POST `body` that came with `scope` (see the module docstring)."""
+def sort_post(scope: Scope, body: bytes, named: dict[bytes, bytes] | None = None) -> Sorted:
+    """Who answers the JSON POST `body` that came with `scope` (see the module docstring).
+    `named`: its headers by name, if none repeats (`headers.named_once`)."""
     message = p.loads_wire(body)
     if message is None and p.non_finite(body):
         return Sorted(Post.NOT_JSON)
@@ -69,11 +70,21 @@ def sort_post(scope: Scope, body: bytes) -> Sorted:
             )
             if notice is not None:
                 return Sorted(Post.CANCEL_NOTICE, message, notice)
-        if isinstance(method, str) and "id" in message and p.valid_id(message["id"]) and accepts_sse(scope):
+        if (
+            isinstance(method, str)
+            and "id" in message
+            and p.valid_id(message["id"])
+            and (accepts_sse(scope) if named is None else _accepts_sse(named.get(b"accept")))
+        ):
             return Sorted(Post.REQUEST, message)
     # A stock client answers a server-to-client request by POSTing it to the endpoint.
     batch: list[Any] = message if isinstance(message, list) else [message]
     return Sorted(Post.TO_APP, message, answered=[m["id"] for m in batch if p.is_response(m)])
+
+
+def _accepts_sse(accept: bytes | None) -> bool:
+    """`accepts_sse` of a request whose `Accept` is this one line (None: none)."""
+    return acceptable(None if accept is None else accept.decode("latin-1"), "text/event-stream")
 
 
 class Invalid(Enum):
@@ -86,17 +97,21 @@ INVALID_KEY = Invalid.KEY
 """What `idempotency_key` returns for an `Idempotency-Key` the request is refused for."""
 
 
-def idempotency_key(scope: Scope) -> str | Invalid | None:
+def idempotency_key(scope: Scope, named: dict[bytes, bytes] | None = None) -> str | Invalid | None:
     """The request's `Idempotency-Key`: None without one, `INVALID_KEY` unless it is one
-    header of 1-255 printable ASCII characters."""
-    key = header(scope, b"idempotency-key")
-    if key is None:
-        return None
-    if (
-        header_count(scope, b"idempotency-key") > 1
-        or not 0 < len(key) <= 255
-        or not key.isascii()
-        or not key.isprintable()
-    ):
+    header of 1-255 printable ASCII characters. `named`: its headers by name, if none repeats
+    (`headers.named_once`)."""
+    if named is None:
+        key = header(scope, b"idempotency-key")
+        if key is None:
+            return None
+        if header_count(scope, b"idempotency-key") > 1:
+            return INVALID_KEY
+    else:
+        value = named.get(b"idempotency-key")
+        if value is None:
+            return None
+        key = value.decode("latin-1")
+    if not 0 < len(key) <= 255 or not key.isascii() or not key.isprintable():
         return INVALID_KEY
     return key

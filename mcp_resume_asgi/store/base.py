@@ -16,7 +16,7 @@ from __future__ import annotations
 import abc
 import enum
 import operator
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -372,6 +372,21 @@ class Store(abc.ABC):
         do a read-modify-write (detach only if `attach_gen` is still ours, `turn + 1`,
         `pending_inputs` edits) without losing another node's concurrent change.
         """
+
+    def detached(
+        self, stream_id: str, gen: int, *, last_contact: float, delivered_seq: int
+    ) -> Awaitable[Any]:
+        """The stream's connection of generation `gen` was let go: not attached any more, in
+        contact at `last_contact`, delivered up to `delivered_seq` - unless a newer connection
+        has taken the stream over. `update_stream_if` on `attach_gen`, which this is; a store
+        may do it more cheaply (once per request, `MemoryStore`'s does)."""
+        return self.update_stream_if(
+            stream_id,
+            {"attach_gen": gen},
+            attached=False,
+            last_contact=last_contact,
+            delivered_seq=delivered_seq,
+        )
 
     @abc.abstractmethod
     async def attach(self, stream_id: str, now: float) -> StreamMeta | None:

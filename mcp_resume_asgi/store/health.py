@@ -125,7 +125,7 @@ class StoreHealth:
         self.log.failed(exc)  # the cause once per outage, then a reminder a minute
 
     def maybe_recovered(self) -> None:
-        if self.log.down and self.down_until <= time.monotonic():
+        if self.log.down_since is not None and self.down_until <= time.monotonic():  # (`down`: every request)
             self.log.recovered()
 
     def is_outage(self, exc: BaseException) -> bool:

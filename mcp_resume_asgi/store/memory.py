@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -126,7 +126,8 @@ class MemoryStore(MemoryIndexes, Store):
     def _create(self, meta: StreamMeta, ttl_s: float) -> _Entry:
         """Keep `meta` (the store's own from now on) as a new stream's record."""
         now = time.monotonic()
-        self._sweep(now)
+        if self._expiry and self._expiry[0][0] <= now:  # (`_sweep`'s test first: once per stream)
+            self._sweep(now)
         stream_id = meta.stream_id
         if stream_id in self._streams:
             self._drop(stream_id)  # (a stream created again: its waiters see the old one gone)
@@ -146,7 +147,10 @@ class MemoryStore(MemoryIndexes, Store):
         self._streams[stream_id] = entry
         heapq.heappush(self._expiry, (entry.expires_at, stream_id))
         if meta.session_id is not None:
-            self._session_streams.setdefault(meta.session_id, set()).add(stream_id)
+            streams = self._session_streams.get(meta.session_id)
+            if streams is None:  # (not `setdefault`: no set made for a session that has one)
+                streams = self._session_streams[meta.session_id] = set()
+            streams.add(stream_id)
         return entry
 
     async def open_with(
@@ -160,11 +164,19 @@ class MemoryStore(MemoryIndexes, Store):
         final_seq: int | None = None,
         retain_s: float | None = None,
     ) -> None:
-        entry = self._create(meta, ttl_s)
-        if events:
-            self._add(entry, meta.stream_id, events, max_events, max_bytes)
-        if final_seq is not None:
-            self._complete(entry, meta.stream_id, final_seq, retain_s)
+        if final_seq is not None and retain_s is not None:
+            # Created completed (a request answered at once): kept for `retain_s` from the start,
+            # one expiry entry instead of a second one `_complete` would add at once.
+            entry = self._create(meta, retain_s)
+            if events:
+                self._add(entry, meta.stream_id, events, max_events, max_bytes)
+            self._complete(entry, meta.stream_id, final_seq, None)
+        else:
+            entry = self._create(meta, ttl_s)
+            if events:
+                self._add(entry, meta.stream_id, events, max_events, max_bytes)
+            if final_seq is not None:
+                self._complete(entry, meta.stream_id, final_seq, retain_s)
         entry.wake()
 
     async def append_final(
@@ -237,10 +249,30 @@ class MemoryStore(MemoryIndexes, Store):
         entry = self._entry(stream_id)
         if entry is None:
             return False, None
-        if any(getattr(entry.meta, name) != value for name, value in expect.items()):
-            return False, entry.meta
+        meta = entry.meta
+        for name, value in expect.items():  # (a loop, not `any` of a generator: once per request)
+            if getattr(meta, name) != value:
+                return False, meta
         self._update(entry, stream_id, ttl_s, changes)
         return True, entry.meta
+
+    def detached(
+        self, stream_id: str, gen: int, *, last_contact: float, delivered_seq: int
+    ) -> Awaitable[Any]:
+        if type(self).update_stream_if is not MemoryStore.update_stream_if:
+            # A subclass's own compare-and-set (a test's fault, or count) is what it is asked.
+            return super().detached(stream_id, gen, last_contact=last_contact, delivered_seq=delivered_seq)
+        return self._detached(stream_id, gen, last_contact, delivered_seq)
+
+    async def _detached(self, stream_id: str, gen: int, last_contact: float, delivered_seq: int) -> None:
+        """`update_stream_if`'s work for `detached`, without its two dicts and its loops."""
+        entry = self._entry(stream_id)
+        if entry is not None and entry.meta.attach_gen == gen:
+            meta = entry.meta
+            meta.attached = False
+            meta.last_contact = last_contact
+            meta.delivered_seq = delivered_seq
+            entry.wake()
 
     async def attach(self, stream_id: str, now: float) -> StreamMeta | None:
         entry = self._entry(stream_id)

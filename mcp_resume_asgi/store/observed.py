@@ -4,7 +4,8 @@
 else an `ObservedStore` in front of it, which counts each outage once, when the store stops
 answering after it had answered (`mcp_resume.store.outages`), and - for a `shared` store, one
 other processes reach over the network - reports each call's duration by store and operation
-(`mcp_resume.store.operation.duration`). A store kept in process (`MemoryStore`) is not timed:
+(`mcp_resume.store.operation.duration`), while something records it (`Telemetry.active`: not
+before an SDK is configured under the global providers). A store kept in process (`MemoryStore`) is not timed:
 its calls do no I/O and last microseconds, while a histogram sample costs the OpenTelemetry
 SDK more than the call itself (~70k instructions, two to four per `tools/call`); one that can
 never be down either (`is_unavailable_error` not overridden) is not wrapped at all. `wait`
@@ -66,7 +67,7 @@ class ObservedStore(Store):
 
     async def _timed(self, operation: str, call: Awaitable[T]) -> T:
         # (Its callers return this coroutine, not one of their own around it: one per store call.)
-        timed = self.timed
+        timed = self.timed and self.telemetry.active().enabled  # (no SDK configured: not timed)
         start = time.perf_counter() if timed else 0.0
         try:
             result = await call

@@ -74,6 +74,14 @@ class Telemetry:
 
     enabled = False
 
+    def active(self) -> Telemetry:
+        """What to report through now: this telemetry, or `OFF` when nothing would record it
+        (OpenTelemetry's global providers still the API's defaults: no SDK configured yet). Asked
+        once by each part of a request that reports (its writer, its recorder, a follower), which
+        keeps the answer: what it counted is taken back through the same one, so
+        `streams_attached` never goes below zero when an SDK is configured in a stream's middle."""
+        return self
+
     # ---------------------------------------------------------------- spans
     def operation(
         self,

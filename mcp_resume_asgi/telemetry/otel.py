@@ -2,8 +2,13 @@
 requests the middleware answers itself, following the MCP semantic conventions.
 
 Imported only when telemetry is on and `opentelemetry-api` is installed (`telemetry_from`).
-Without an SDK configured the API's instruments and tracer are no-ops (proxies that start
-reporting once one is), so this costs little more than the calls themselves.
+Without an SDK configured (the global providers still the API's defaults, as wherever `mcp` brought
+`opentelemetry-api` in and nobody set one) nothing would record a report, so a request reports
+nothing: `active()` - asked once by a request's writer, recorder or follower - answers `OFF`,
+and `operation()` the operation that does nothing. Whether one is configured is read each time
+(two attributes of the API's modules), so an SDK set after the middleware was built - as apps do
+at startup - is used from its next request on. Providers of one's own (`OpenTelemetry(...)`) are
+always used.
 
 Trace context: a request's parent is the context its `params._meta` carries (`traceparent`,
 `tracestate`, `baggage`, unprefixed, SEP-414), else the span current around the middleware
@@ -32,11 +37,12 @@ from opentelemetry import context as otel_context
 from opentelemetry import metrics, propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import _internal as _metrics_state
 from opentelemetry.propagators.textmap import Getter
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from mcp_resume_asgi.telemetry import names as n
-from mcp_resume_asgi.telemetry.base import AttributeValue, Operation, SendLike, Telemetry
+from mcp_resume_asgi.telemetry.base import NO_OPERATION, OFF, AttributeValue, Operation, SendLike, Telemetry
 
 __all__ = ["OtelTelemetry", "format_traceparent", "parse_traceparent"]
 
@@ -52,6 +58,14 @@ REPLAY_SIZE_BUCKETS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000)
 _ENCLOSING: ContextVar[OtelOperation | None] = ContextVar("mcp_resume_operation", default=None)
 """The outermost operation of this request (a REST route's): an operation within it (the MCP
 request the route makes, `tasks/get`) hands it the record's creator it was admitted to."""
+#: Where the API keeps the global providers once one is set (`set_tracer_provider`,
+#: `set_meter_provider`, or the `OTEL_PYTHON_*_PROVIDER` variables, loaded when this module's
+#: `OtelTelemetry` asks for its tracer and meter): None until then, and never unset. Read per
+#: request, an attribute load each. Should a later API keep them elsewhere, every request counts as
+#: configured: the cost of before, never a lost span.
+_GLOBALS_READABLE = hasattr(trace, "_TRACER_PROVIDER") and hasattr(_metrics_state, "_METER_PROVIDER")
+
+
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 _ROOT = Context()
 
@@ -442,6 +456,7 @@ class OtelTelemetry(Telemetry):
     are asynchronous instruments (`_Tally`); histograms and spans are the SDK's own calls."""
 
     __slots__ = (
+        "_global",
         "counts",
         "drain_duration",
         "operation_duration",
@@ -490,6 +505,13 @@ class OtelTelemetry(Telemetry):
             explicit_bucket_boundaries_advisory=n.DURATION_BUCKETS,
         )
         self.counts = _tallies_of(meter_provider, meter)
+        self._global = _GLOBALS_READABLE and tracer_provider is None and meter_provider is None
+        """It reports through the global providers only: nothing is recorded until one is set."""
+
+    def active(self) -> Telemetry:
+        if self._global and trace._TRACER_PROVIDER is None and _metrics_state._METER_PROVIDER is None:
+            return OFF  # (no SDK configured: its defaults record nothing)
+        return self
 
     # ---------------------------------------------------------------- spans
     def operation(
@@ -504,6 +526,8 @@ class OtelTelemetry(Telemetry):
         poll: bool = False,
         start_ns: int | None = None,
     ) -> Operation:
+        if self._global and trace._TRACER_PROVIDER is None and _metrics_state._METER_PROVIDER is None:
+            return NO_OPERATION  # (no SDK configured: `active`)
         return OtelOperation(
             self,
             scope,

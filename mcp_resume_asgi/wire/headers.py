@@ -38,6 +38,7 @@ __all__ = [
     "is_json",
     "media_ranges",
     "media_types",
+    "named_once",
     "param_headers",
 ]
 
@@ -131,6 +132,17 @@ def header(scope: Scope, name: bytes) -> str | None:
             decoded: str = value.decode("latin-1")  # (latin-1 decodes every byte)
             return decoded
     return None
+
+
+def named_once(scope: Scope) -> dict[bytes, bytes] | None:
+    """The request's headers by name when no name comes twice, made in one pass in C: a request's
+    several reads of its headers are then lookups (`header`, `accept_header`, ... each walk
+    them). None when a name repeats (or the headers are no list): read them with those."""
+    headers = scope["headers"]
+    if type(headers) is not list:
+        return None
+    named = dict(headers)
+    return named if len(named) == len(headers) else None
 
 
 def header_count(scope: Scope, name: bytes) -> int:
