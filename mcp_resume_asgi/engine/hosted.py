@@ -840,6 +840,13 @@ class HostedStream:
             writer.drain()
 
     async def app_finished(self) -> None:
+        """The app's request is over: what it left is written and recorded, its first connection
+        finished. When there is nothing to await (`_ends_at_once`, as `app_done` finds on
+        asyncio), only its synchronous end runs - here too, so that both ways take the same steps:
+        a step that awaits belongs after this check, and `_ends_at_once` must learn of it."""
+        if self._ends_at_once():
+            self._app_ended()
+            return
         try:
             recorder = self._recorder
             if recorder is not None and recorder.flush_due():  # (none: nothing left to write)
