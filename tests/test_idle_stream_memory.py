@@ -1,6 +1,7 @@
 """What a request holds while it waits (issue 21's memory bar, `bench/engine.py memory`).
 
-An idle detached stream's app awaits its `receive` with no coroutine frame of ours under it
+An idle detached stream's app is its task's coroutine (no frame of ours over it: the task's done
+callback starts what follows it) and awaits its `receive` with no coroutine frame of ours under it
 (the disconnect flag's future itself, or `_then_disconnect`'s one frame once its burst is written), and
 hears `http.disconnect` from it; a request whose call watches its client holds none of the
 front's frames that sorted and prepared it (nor, through them, its parsed JSON). Both hold
@@ -19,8 +20,9 @@ import pytest
 
 from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
 from mcp_resume_asgi.core.stream import _NO_TIMING
-from mcp_resume_asgi.engine.hosted import _RARELY, AppDisconnect, _then_disconnect
+from mcp_resume_asgi.engine.hosted import _RARELY, AppDisconnect, _AppChannel, _then_disconnect
 from mcp_resume_asgi.engine.scheduler import APP_TASK_NAME
+from mcp_resume_asgi.store.base import _META_DEFAULTS
 from mcp_resume_asgi.wire.asgi import Message, Receive, Scope, Send
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
@@ -136,15 +138,21 @@ async def test_an_idle_detached_streams_app_awaits_the_flags_future(events: int)
     client.gone.set()
     await asyncio.wait_for(call, 10)  # (the POST's call returns once its client left)
     (hosted,) = middleware.engine.live.values()
-    (task,) = middleware.engine.services.scheduler.apps._tasks
+    assert not middleware.engine.services.scheduler.apps._tasks  # (its stream holds it: `app_call`)
+    task = hosted.app_call
+    assert isinstance(task, asyncio.Task)
     await settle(lambda: waits_on_the_flag(task.get_coro()))
 
     names, _ = awaited_chain(task.get_coro())
-    # the flag's future (its iterator), under `_then_disconnect` when a burst was written first
+    # the task's coroutine is the app's own call; the flag's future (its iterator) under it, or
+    # under `_then_disconnect` when a burst was written first
     assert names in (
-        ["HostedStream.run", "idle_app.<locals>.app"],
-        ["HostedStream.run", "idle_app.<locals>.app", "_then_disconnect"],
+        ["idle_app.<locals>.app"],
+        ["idle_app.<locals>.app", "_then_disconnect"],
     ), names
+    # what follows the app is started by the task's done callback: the app's channel, no object
+    # of its own (nor a frame of ours waiting for the app)
+    assert isinstance(task._callbacks[0][0], _AppChannel), task._callbacks  # type: ignore[attr-defined]
     assert not heard
     hosted.disconnect_app()
     await settle(lambda: bool(heard))
@@ -180,11 +188,13 @@ async def test_an_idle_detached_stream_holds_one_channel_and_shared_defaults() -
         client.gone.set()
         await asyncio.wait_for(call, 10)
     streams = list(middleware.engine.live.values())
-    tasks = list(middleware.engine.services.scheduler.apps._tasks)
-    assert len(streams) == 2 and len(tasks) == 2
+    tasks = [hosted.app_call for hosted in streams]
+    assert len(streams) == 2 and all(isinstance(task, asyncio.Task) for task in tasks)
     for task in tasks:
+        assert isinstance(task, asyncio.Task)
         await settle(lambda: waits_on_the_flag(task.get_coro()))  # noqa: B023 (awaited at once)
         names, _ = awaited_chain(task.get_coro())
+        assert names[0] == "receive_and_send.<locals>.app", names  # (the app's own call)
         assert names[-1] == "_then_disconnect" and names.count("_then_disconnect") == 1, names
         assert task.get_name() == APP_TASK_NAME
     assert all(receive is send for receive, send in seen), seen
@@ -215,6 +225,64 @@ async def test_a_request_in_flight_holds_none_of_the_fronts_preparing_frames() -
         assert preparing not in names, names
     client.gone.set()
     await asyncio.wait_for(call, 10)
+
+
+class AwaitableApp:
+    """An ASGI app whose call returns an awaitable that is not a coroutine (awaited by a coroutine
+    of ours, `_awaited`, the app task's)."""
+
+    def __init__(self, inner: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+        self.inner = inner
+
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        return asyncio.ensure_future(self.inner(scope, receive, send))
+
+
+async def test_an_app_whose_call_returns_another_awaitable_runs_and_ends_as_a_coroutine_does() -> None:
+    heard: list[str] = []
+    middleware = ResumeMiddleware(
+        AwaitableApp(idle_app(2, heard)),
+        policy=Policy(max_wait_s=3600, keepalive_s=3600),
+        store=MemoryStore(),
+    )
+    apps = middleware.engine.services.scheduler.apps
+    client = Client()
+    call = asyncio.ensure_future(middleware(post_scope(), client.receive, client.send))
+    await settle(lambda: client.events >= 2)
+    client.gone.set()
+    await asyncio.wait_for(call, 10)
+    (hosted,) = middleware.engine.live.values()
+    assert apps.running == 1 and isinstance(hosted.app_call, asyncio.Task)
+    hosted.disconnect_app()
+    await settle(lambda: hosted.over and apps.running == 0)
+    assert heard == ["http.disconnect"] and not apps._tasks  # (let go of once over)
+    meta = await middleware.engine.services.store.get_stream(hosted.stream_id)
+    assert meta is not None and meta.final_seq is not None  # its end recorded (`app_over`)
+
+
+async def test_an_idle_streams_record_shares_the_defaults_of_its_rarely_set_fields() -> None:
+    heard: list[str] = []
+    store = MemoryStore()
+    middleware = ResumeMiddleware(
+        idle_app(3, heard), policy=Policy(max_wait_s=3600, keepalive_s=3600), store=store
+    )
+    client = Client()
+    call = asyncio.ensure_future(middleware(post_scope(), client.receive, client.send))
+    await settle(lambda: client.events >= 3)
+    client.gone.set()
+    await asyncio.wait_for(call, 10)
+    (hosted,) = middleware.engine.live.values()
+    meta = await store.get_stream(hosted.stream_id)
+    assert meta is not None and meta._rare is _META_DEFAULTS
+    assert (meta.first_seq, meta.turn, meta.route, meta.resumable_opt_in, meta.trace) == (
+        1,
+        0,
+        -1,
+        False,
+        None,
+    )
+    hosted.disconnect_app()
+    await settle(lambda: bool(heard))
 
 
 async def first_step(steps: list[str], release: asyncio.Event) -> None:
@@ -337,3 +405,116 @@ async def test_an_idle_detached_stream_lets_go_of_its_recorder_and_makes_one_whe
     read = await store.read(hosted.stream_id, 0, 100)
     assert [seq for seq, _ in read] == list(range(1, events + 5))
     assert read[-1][1].count(b"without") == 1 and b"notifications/progress" in read[-2][1]
+
+
+def stoppable_app(steps: list[str], *, swallow: bool) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+    """`idle_app`'s stream, then waits on its `receive`; cancelled there, it notes it and raises
+    on (or, `swallow`, returns)."""
+    inner = idle_app(1, [])
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await inner(scope, receive, send)
+        except asyncio.CancelledError:
+            steps.append("cancelled")
+            if not swallow:
+                raise
+        steps.append("returned")
+
+    return app
+
+
+async def detached(app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> tuple[Any, Any, MemoryStore]:
+    store = MemoryStore()
+    middleware = ResumeMiddleware(app, policy=Policy(max_wait_s=3600, keepalive_s=3600), store=store)
+    client = Client()
+    call = asyncio.ensure_future(middleware(post_scope(), client.receive, client.send))
+    await settle(lambda: client.events >= 1)
+    client.gone.set()
+    await asyncio.wait_for(call, 10)
+    (hosted,) = middleware.engine.live.values()
+    return middleware, hosted, store
+
+
+@pytest.mark.parametrize("swallow", [False, True])
+async def test_stop_app_ends_an_idle_app_and_its_request_goes_on_as_if_it_had_returned(swallow: bool) -> None:
+    """The cancel of ours (`stop_app`) is taken back, whether the app raises it or swallows it:
+    what follows the app runs whole (its end recorded, `after_app`), its task held meanwhile."""
+    steps: list[str] = []
+    middleware, hosted, store = await detached(stoppable_app(steps, swallow=swallow))
+    apps = middleware.engine.services.scheduler.apps
+    task = hosted.app_call
+    assert isinstance(task, asyncio.Task) and apps.running == 1
+    after: list[str] = []
+
+    async def after_app() -> None:
+        after.append("after")
+
+    hosted.after_app = after_app
+    hosted.stop_app()
+    assert task in apps._tasks  # (held while it stops: its stream no longer holds it)
+    await settle(lambda: hosted.over and apps.running == 0)
+    assert steps == (["cancelled", "returned"] if swallow else ["cancelled"])
+    assert after == ["after"] and not apps._tasks and not middleware.engine.live
+    assert task.cancelled() is not swallow
+    meta = await store.get_stream(hosted.stream_id)
+    assert meta is not None and meta.final_seq is not None and meta.state.value == "completed"
+
+
+async def test_a_cancel_not_ours_is_raised_on_after_the_apps_end_is_recorded() -> None:
+    """A cancel of the app's task that `stop_app` did not make (a server stopping) is not taken
+    back: the app's end is recorded, what would follow it does not run, and the request is over."""
+    steps: list[str] = []
+    middleware, hosted, store = await detached(stoppable_app(steps, swallow=False))
+    apps = middleware.engine.services.scheduler.apps
+    task = hosted.app_call
+    assert isinstance(task, asyncio.Task)
+    after: list[str] = []
+
+    async def after_app() -> None:
+        after.append("after")
+
+    hosted.after_app = after_app
+    made: list[asyncio.Task[Any]] = []
+    loop = asyncio.get_running_loop()
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        made.append(asyncio.Task(coro, loop=loop, **kwargs))
+        return made[-1]
+
+    loop.set_task_factory(factory)  # type: ignore[arg-type]
+    try:
+        task.cancel()
+        await settle(lambda: hosted.over and apps.running == 0)
+    finally:
+        loop.set_task_factory(None)
+    assert steps == ["cancelled"] and after == [] and not apps._tasks
+    (follow_up,) = [t for t in made if t.get_coro().__qualname__ == "HostedStream.app_over"]
+    assert follow_up.cancelled()  # raised on
+    meta = await store.get_stream(hosted.stream_id)
+    assert meta is not None and meta.final_seq is not None  # (its end recorded: `app_finished`)
+
+
+async def test_an_app_failing_while_idle_is_logged_once_and_its_request_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    release = asyncio.Event()
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        await receive()
+        headers = [(b"content-type", b"text/event-stream"), (b"mcp-session-id", SESSION)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": EVENT, "more_body": True})
+        await release.wait()
+        raise RuntimeError("boom")
+
+    middleware, hosted, store = await detached(app)
+    apps = middleware.engine.services.scheduler.apps
+    release.set()
+    await settle(lambda: hosted.over and apps.running == 0)
+    failed = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(failed) == 1 and "app failed while streaming" in failed[0].getMessage(), failed
+    read = await store.read(hosted.stream_id, 0, 100)
+    assert read[-1][1].count(b"without") == 1  # the stream's error answer

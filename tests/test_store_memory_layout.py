@@ -155,3 +155,29 @@ def test_an_entry_drops_its_oldest_in_place() -> None:
     assert entry.count() == 0 and entry.nbytes == 0 and len(entry.buf) == 0
     entry.add(101, b"again")
     assert entry.events(entry.after(100), 10) == [(101, b"again")]
+
+
+def test_stream_meta_keeps_its_rarely_set_fields_apart_yet_is_the_same_dataclass() -> None:
+    import dataclasses
+
+    from mcp_resume_asgi.store.base import _META_DEFAULTS
+
+    plain = StreamMeta("a", StreamKind.REQUEST, None, None, "2025-11-25", "/mcp")
+    other = StreamMeta("b", StreamKind.REQUEST, None, None, "2025-11-25", "/mcp", route=-1, turn=0)
+    assert plain._rare is _META_DEFAULTS and other._rare is _META_DEFAULTS  # shared while at defaults
+    assert not hasattr(plain, "__dict__")
+    names = [f.name for f in dataclasses.fields(StreamMeta)]
+    assert names[10] == "first_seq" and names[-1] == "trace" and len(names) == 24
+    assert StreamMeta.__match_args__ == tuple(names)
+    plain.turn = 0  # (a default written: still shared)
+    assert plain._rare is _META_DEFAULTS
+    plain.turn = 2
+    assert (
+        plain._rare is not _META_DEFAULTS and plain.turn == 2 and other.turn == 0 and _META_DEFAULTS.turn == 0
+    )
+    assert plain.copy() == plain and plain.copy()._rare is not plain._rare
+    assert dataclasses.replace(plain, trace="t").trace == "t" and plain.trace is None
+    assert plain != dataclasses.replace(plain, first_seq=3)
+    assert "turn=2" in repr(plain) and dataclasses.asdict(plain)["turn"] == 2
+    made = StreamMeta(**{name: getattr(plain, name) for name in names})
+    assert made == plain and made.pending_inputs is plain.pending_inputs

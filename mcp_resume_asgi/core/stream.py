@@ -318,7 +318,6 @@ class StreamCore:
     __slots__ = (
         "_timing",
         "app_done",
-        "arrived_at",
         "cancelled",
         "close_cancels",
         "conn",
@@ -362,14 +361,14 @@ class StreamCore:
         self.input_seqs: list[int] = _NO_INPUTS  # (a list of its own from its first input)
         self.conn: Attachment | None = None
         self.contact_at = now
-        """Last moment a client was known to be in contact (the resume window counts from it)."""
+        """Last moment a client was known to be in contact (the resume window counts from it); the
+        request's arrival until a client attaches (no slot of its own for that: `answer_within`)."""
         self.app_done = False
         self.responded = False
         """The app's response start was seen (`response_started`; it comes once)."""
         self.expiry_paused = False
         """Set while the host checks the store before expiring (and for good once it expires)."""
         self.decide_by: float | None = None
-        self.arrived_at = now
         self._timing = _NO_TIMING
         """The deadlines of features and mirrors (`_Timing`), shared defaults until one is set."""
 
@@ -519,10 +518,11 @@ class StreamCore:
     def answer_within(self, deadline_s: float) -> None:
         """The first connection's answer is the feature layer's deadline frame once the request
         has run `deadline_s` since it arrived (however long the app takes to start its answer);
-        0: at once, whatever the app answers (a task from the start)."""
+        0: at once, whatever the app answers (a task from the start). Set when the request is
+        hosted, before any client contact: `contact_at` is still its arrival."""
         if self.phase not in (Phase.NEW, Phase.HELD):
             self._refuse("answer_within")
-        self.answer_by = self.arrived_at + deadline_s
+        self.answer_by = self.contact_at + deadline_s
         self.answer_at_once = deadline_s == 0
 
     def hold(self, now: float, hold_s: float) -> None:

@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import operator
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -124,17 +126,22 @@ async def _then_disconnect(burst: Callable[[], Awaitable[None]], hosted: _Waitin
 
 class _AppChannel:
     """The app's `receive` and `send`, one object for both (two bound methods held by every app
-    for as long as it runs cost more): called with no message, it receives; with one, it sends."""
+    for as long as it runs cost more): called with no message, it receives; with one, it sends.
+    On asyncio it is its app task's done callback too (called with the task: `app_done`), which
+    costs no object of its own either."""
 
     __slots__ = ("_hosted",)
 
     def __init__(self, hosted: HostedStream) -> None:
         self._hosted = hosted
 
-    def __call__(self, message: Message | None = None) -> Awaitable[Any]:
+    def __call__(self, message: Message | asyncio.Task[Any] | None = None) -> Awaitable[Any]:
         hosted = self._hosted
         if message is None:
             return hosted.app_receive()
+        if isinstance(message, asyncio.Task):  # (the app's task is done)
+            hosted.app_done(message)
+            return None  # type: ignore[return-value]  # (a done callback's result is not read)
         # The app's `send` (not a coroutine itself: `on_app_send`'s is the one per message, but
         # for the response's last, and an event written to an attached connection: `send_event`).
         if message["type"] == "http.response.body":
@@ -149,6 +156,12 @@ async def _nothing() -> None:
     its recording is left to wait for)."""
 
 
+async def _awaited(app: Awaitable[None]) -> None:
+    """(asyncio) An app call that returned an awaitable other than a coroutine: awaited by a
+    coroutine, which its task runs (rare: a frame of ours there is no concern)."""
+    await app
+
+
 class _Rarely:
     """What a hosted stream rarely needs (an upgraded or passed-through answer, features, re-runs,
     the drain's hand-over), apart: most streams never write any of it, and one idle detached
@@ -156,6 +169,7 @@ class _Rarely:
 
     __slots__ = (
         "adopted",
+        "after_app",
         "app_stopped",
         "delivery",
         "first_messages",
@@ -172,6 +186,7 @@ class _Rarely:
 
     def __init__(self) -> None:
         self.adopted = False
+        self.after_app: Callable[[], Awaitable[None]] | None = None
         self.app_stopped = False
         self.delivery: Delivery | None = None
         self.first_messages: tuple[dict[str, Any], ...] = ()
@@ -317,6 +332,8 @@ class HostedStream:
     # Read and written as attributes; kept in `_more` (`_rarely`).
     adopted: SideAttribute[bool] = _rarely("adopted")
     """A re-run: it continues the record of a run lost with its node (`adopt`)."""
+    after_app: SideAttribute[Callable[[], Awaitable[None]] | None] = _rarely("after_app")
+    """Run once the app's request is over (`host`), on its task."""
     app_stopped: SideAttribute[bool] = _rarely("app_stopped")
     delivery: SideAttribute[Delivery | None] = _rarely("delivery")
     first_messages: SideAttribute[tuple[dict[str, Any], ...]] = _rarely("first_messages")
@@ -464,7 +481,9 @@ class HostedStream:
         except BaseException:
             self._unhost()
             raise
-        self.services.scheduler.apps.start(self.run, after_app)
+        if after_app is not None:
+            self.after_app = after_app
+        self.services.scheduler.apps.start(self.run, self.begin_app)
         return self.watch_first(client)
 
     async def _host_opened_ahead(
@@ -487,7 +506,9 @@ class HostedStream:
         except BaseException:
             self._unhost()
             raise
-        self.services.scheduler.apps.start(self.run, after_app)
+        if after_app is not None:
+            self.after_app = after_app
+        self.services.scheduler.apps.start(self.run, self.begin_app)
         return await self.watch_first(client)
 
     def _unhost(self) -> None:
@@ -495,65 +516,155 @@ class HostedStream:
         self.timer.cancel()
         self.services.live.pop(self.stream_id, None)
 
-    async def run(self, after_app: Callable[[], Awaitable[None]] | None) -> None:
-        """The app's request and what follows it, on the engine's task: each step once.
+    def begin_app(self, context: contextvars.Context) -> None:
+        """(asyncio, run in `context`: a copy of the request's, `AppTasks.start`) Start the app's
+        call as a task whose coroutine is the app's own (no frame of ours held while the app
+        idles); its done callback (`app_done`) starts what follows it. Stopped (`stop_app`) by
+        cancelling that task."""
+        apps = self.services.scheduler.apps
+        try:
+            # (the task's context. No SDK configured: nothing to join.)
+            self.services.telemetry.active().join(self.scope, self.body)
+            if not self.app_stopped:
+                channel = _AppChannel(self)
+                app: Any = self.services.app(self.scope, channel, channel)
+                if type(app) is not CoroutineType:
+                    app = _awaited(app)
+                task = self.app_call = apps.task(app, context)
+                task.add_done_callback(channel, context=context)  # (`app_done`)
+                return
+            exc = None  # stopped before it started: what follows it still runs
+        except BaseException as error:  # (the app's call failed: `app_over` sorts it out)
+            exc = error
+        apps.then(self.app_over(exc))
 
-        One frame for all of it (an idle stream holds this frame for as long as its app runs)."""
-        loop = asyncio._get_running_loop()  # (`current_asyncio_task`, inline: once per request)
-        task = None if loop is None else asyncio.current_task(loop)
+    def app_done(self, task: asyncio.Task[Any]) -> None:
+        """(asyncio) The app's task is done (its done callback, through `_AppChannel`, in its
+        context): what follows it (`app_over`), counted as the app's request still. The cancel of
+        ours (`stop_app` cleared `app_call` and cancelled once) is taken back: the request goes
+        on as if the app had returned.
+
+        Most requests end with nothing to await (their answer recorded and complete, their
+        client's call over): their end is taken here, each step as `app_over` takes it; else
+        what must be awaited runs as a task of its own (`AppTasks.then`)."""
+        exc: BaseException | None
+        if task.cancelled():
+            if self.app_call is None and task.uncancel() == 0:
+                exc = None
+            else:  # not (only) ours: raised on by what follows
+                try:
+                    task.result()
+                except asyncio.CancelledError as cancelled:
+                    exc = cancelled
+        else:
+            exc = task.exception()
+        self.app_call = None
+        apps = self.services.scheduler.apps
+        if self.app_stopped:
+            apps.let_go(task)  # (held since `stop_app`)
+        if exc is not None or not self._ends_at_once():
+            apps.then(self.app_over(exc))
+            return
+        later = False
+        try:
+            self._app_ended()  # (`app_finished`'s end: nothing before it to await)
+            if self._after_due():
+                apps.then(self._after_then_over())
+                later = True
+        except Exception:
+            logger.exception("the app's request task failed")  # (as `AppTasks` logs a task's)
+        finally:
+            if not later:
+                self._over_now()
+                apps.ended()
+
+    async def run(self) -> None:
+        """(trio) The app's request and what follows it (`app_over`), on the engine's task."""
+        exc = None
+        try:
+            # (This task's context: a copy of its request's. No SDK configured: nothing to join.)
+            self.services.telemetry.active().join(self.scope, self.body)
+            if not self.app_stopped:
+                channel = _AppChannel(self)
+                await self._call_scoped(self.services.app(self.scope, channel, channel))
+        except BaseException as error:  # (sorted out by `app_over`)
+            exc = error
+        await self.app_over(exc, trio=True)
+
+    async def app_over(self, exc: BaseException | None, *, trio: bool = False) -> None:
+        """What follows the app's call (`exc`: how it failed), each step once: the stream concluded,
+        the first connection finished, what the request's features wait for. On asyncio a task of
+        its own (`app_done`); on trio the app's."""
         try:
             try:
-                # (This task's context: a copy of its request's. No SDK configured: nothing to join.)
-                self.services.telemetry.active().join(self.scope, self.body)
-                if not self.app_stopped:
-                    # Stopped (`stop_app`) on asyncio by cancelling this task, whose cancel is then
-                    # taken back (`Connection.listen`'s way: no cancel scope, no frame of ours
-                    # held while the app idles); elsewhere by a cancel scope.
-                    channel = _AppChannel(self)
-                    app = self.services.app(self.scope, channel, channel)
-                    if task is None:
-                        await self._call_scoped(app)
+                if exc is not None:
+                    if isinstance(exc, Exception):
+                        self._app_failed(exc)
                     else:
-                        self.app_call = task
-                        try:
-                            await app
-                        except asyncio.CancelledError:
-                            if self.app_call is not None or task.uncancel() > 0:
-                                raise  # not (only) ours
-                        finally:
-                            self.app_call = None
-            except Exception:
-                if self.mode is Mode.STREAM or self.mode is Mode.UPGRADED:
-                    logger.exception("app failed while streaming %s", self.stream_id)
-                elif not self.app_started:
-                    # As unwrapped, its client gets a 500 (`app_finished`); the server never sees it.
-                    logger.exception("app failed before answering %s", self.stream_id)
-                else:
-                    logger.exception("app failed after starting its response")
+                        raise exc  # (a cancel not ours, among them)
             finally:
-                if task is None:
+                self.app_call = None
+                if trio:
                     # trio: the nursery's cancel (the server stopping) must not cut it short.
                     with anyio.CancelScope(shield=True):
                         await self.app_finished()
                 else:
-                    # asyncio: a loop task of its own, under no cancel scope of anyio's (stopped
-                    # from inside only: `stop_app`), so a shield has nothing to hold off.
+                    # asyncio: a loop task of its own, under no cancel scope of anyio's, so a
+                    # shield has nothing to hold off.
                     await self.app_finished()
-            if self._writer is not None or self.held is not None or self.first is not None:
-                await self.writer.finish_first()  # (else nothing to serve: no writer made for it)
-            if cancellation.frees_record(self):
-                await cancellation.forget(self)
-            delivery = self.delivery
-            if delivery is not None and delivery.after_app is not None:
-                await delivery.after_app()
-            if after_app is not None:
-                await after_app()
+            await self._after()
         finally:
-            self.timer.cancel()
-            self.services.live.pop(self.stream_id, None)
-            self.over = True
-            if self.first is not None:
-                self.first.stop_listening()  # its call may be waiting for this
+            self._over_now()
+
+    async def _after(self) -> None:
+        """What follows the app's end (`app_finished`): the first connection finished, the record
+        freed, what the request's features wait for (when `_after_due`)."""
+        if self._writer is not None or self.held is not None or self.first is not None:
+            await self.writer.finish_first()  # (else nothing to serve: no writer made for it)
+        if cancellation.frees_record(self):
+            await cancellation.forget(self)
+        delivery = self.delivery
+        if delivery is not None and delivery.after_app is not None:
+            await delivery.after_app()
+        after_app = self.after_app
+        if after_app is not None:
+            await after_app()
+
+    def _after_due(self) -> bool:
+        """Whether `_after` has anything to do."""
+        delivery = self.delivery
+        return (
+            self._writer is not None
+            or self.held is not None
+            or self.first is not None
+            or cancellation.frees_record(self)
+            or (delivery is not None and delivery.after_app is not None)
+            or self.after_app is not None
+        )
+
+    async def _after_then_over(self) -> None:
+        """(asyncio) `_after`, then the request's end, when the app's end was taken at once (`app_done`)."""
+        try:
+            await self._after()
+        finally:
+            self._over_now()
+
+    def _over_now(self) -> None:
+        """The request is over (the last step of `app_over`)."""
+        self.timer.cancel()
+        self.services.live.pop(self.stream_id, None)
+        self.over = True
+        if self.first is not None:
+            self.first.stop_listening()  # its call may be waiting for this
+
+    def _app_failed(self, exc: Exception) -> None:
+        if self.mode is Mode.STREAM or self.mode is Mode.UPGRADED:
+            logger.error("app failed while streaming %s", self.stream_id, exc_info=exc)
+        elif not self.app_started:
+            # As unwrapped, its client gets a 500 (`app_finished`); the server never sees it.
+            logger.error("app failed before answering %s", self.stream_id, exc_info=exc)
+        else:
+            logger.error("app failed after starting its response", exc_info=exc)
 
     async def watch_first(self, first: Connection) -> tuple[str, int] | None:
         """The ASGI call of the request: watch its client until its connection is let go.
@@ -644,6 +755,8 @@ class HostedStream:
         self.app_stopped = True
         call, self.app_call = self.app_call, None
         if call is not None:
+            if isinstance(call, asyncio.Task):
+                self.services.scheduler.apps.hold(call)  # (its stream no longer does)
             call.cancel()
 
     async def _call_scoped(self, app: Awaitable[None]) -> None:
@@ -730,6 +843,13 @@ class HostedStream:
             writer.drain()
 
     async def app_finished(self) -> None:
+        """The app's request is over: what it left is written and recorded, its first connection
+        finished. When there is nothing to await (`_ends_at_once`, as `app_done` finds on
+        asyncio), only its synchronous end runs - here too, so that both ways take the same steps:
+        a step that awaits belongs after this check, and `_ends_at_once` must learn of it."""
+        if self._ends_at_once():
+            self._app_ended()
+            return
         try:
             recorder = self._recorder
             if recorder is not None and recorder.flush_due():  # (none: nothing left to write)
@@ -779,31 +899,63 @@ class HostedStream:
                 if first.started and not first.finished and not first.gone:
                     await first.send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            self.answer_start = None
-            self.core.app_finished()
-            # (`_set`, inline: once per request each)
-            done = self._done
-            if done is None:
-                self._done = _ALREADY_SET
-            else:
-                done.set()
-            opened = self._opened
-            if opened is None:
-                self._opened = _ALREADY_SET
-            elif opened is not _ALREADY_SET:  # (set already when its record was created)
-                opened.set()
-            self.app_disconnect.set()
-            writer = self._writer
-            if writer is not None:
-                writer.after_app()
-            if self.counted_detached:
-                self.counted_detached = False
-                self.services.telemetry.streams_detached(-1)  # (counted: see `Writer.telemetry`)
-            services = self.services
-            services.scheduler.arm(self.timer, self.core.next_deadline())  # (`arm`, inline)
-            bindings = services.cancel_bindings
+            self._app_ended()
+            bindings = self.services.cancel_bindings
             if bindings.bound(self.stream_id):
                 await bindings.forget(self.stream_id)
+
+    def _ends_at_once(self) -> bool:
+        """(`app_done`) Whether `app_finished` has nothing to await: no write left, the answer
+        recorded complete (nothing to record of the app's end), no binding to forget - as most
+        requests end. False may be said of some that have nothing either (they take the way
+        that awaits: the same steps)."""
+        recorder = self._recorder
+        if recorder is not None and recorder.flush_due():
+            return False
+        mode = self.mode
+        if mode is Mode.UPGRADED and not self.core.final_seq:
+            return False  # (its JSON answer recorded)
+        if (mode is Mode.STREAM or mode is Mode.UPGRADED) and (self.meta_created or self.record_due):
+            if (
+                self.core.final_seq is None
+                or self.expired
+                or (self.parser is not None and self.parser.pending.strip())
+                or (self.core.policy.rerun_on_loss and self.services.node is not None)
+            ):
+                return False
+        elif mode is None and self.first is not None:
+            first = self.first
+            if not first.started and not first.gone:
+                return False
+        elif recorder is not None and recorder.unavailable and self.first is not None:
+            first = self.first
+            if first.started and not first.finished and not first.gone:
+                return False
+        return not self.services.cancel_bindings.bound(self.stream_id)
+
+    def _app_ended(self) -> None:
+        """The end of `app_finished`, whatever it wrote (none of it awaits)."""
+        self.answer_start = None
+        self.core.app_finished()
+        # (`_set`, inline: once per request each)
+        done = self._done
+        if done is None:
+            self._done = _ALREADY_SET
+        else:
+            done.set()
+        opened = self._opened
+        if opened is None:
+            self._opened = _ALREADY_SET
+        elif opened is not _ALREADY_SET:  # (set already when its record was created)
+            opened.set()
+        self.app_disconnect.set()
+        writer = self._writer
+        if writer is not None:
+            writer.after_app()
+        if self.counted_detached:
+            self.counted_detached = False
+            self.services.telemetry.streams_detached(-1)  # (counted: see `Writer.telemetry`)
+        self.services.scheduler.arm(self.timer, self.core.next_deadline())  # (`arm`, inline)
 
     # ------------------------------------------------------------------ the app's answer
     def send_event(self, message: Message) -> Awaitable[None]:

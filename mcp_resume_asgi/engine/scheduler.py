@@ -110,12 +110,16 @@ APP_TASK_NAME = "mcp-resume-asgi app request"
 class AppTasks:
     """The app's requests, each a task of the engine's (see the module docstring).
 
-    On asyncio a task of the loop's (`create_task`, held here: the loop keeps only weak
-    references), whether or not the lifespan ran. On trio, in the nursery the middleware
-    opens around the app's lifespan (`lifespan`), else a system task. Either way the
-    task runs in a copy of the context of the request that started it (an outer
-    middleware's context variables reach the app), and its errors are logged, never
-    raised. A task's app call is stopped from inside it (`HostedStream.stop_app`).
+    On asyncio a task of the loop's (`create_task`) whose coroutine is the app's own call, whether
+    or not the lifespan ran; what follows the app is a task of its own (`then`), started by the
+    app task's done callback. The loop keeps only weak references to tasks: an app's is held by
+    its stream (`HostedStream.app_call`, the stream held by the engine's live streams) while it
+    runs, here once its stream lets go of it (`hold`), and a follow-up is held here. On trio, in
+    the nursery the middleware opens around the app's lifespan (`lifespan`), else a system task:
+    the app's call and what follows it, one task. Either way the task runs in a copy of the
+    context of the request that started it (an outer middleware's context variables reach the
+    app), and its errors are logged, never raised. A task's app call is stopped from inside it
+    (`HostedStream.stop_app`).
     """
 
     __slots__ = ("_idle", "_lifespan", "_nursery", "_on_done", "_tasks", "_warned", "running")
@@ -127,15 +131,14 @@ class AppTasks:
         self._warned = False
         self._idle: anyio.Event | None = None
         self.running = 0
-        """How many app tasks run now."""
+        """How many app requests run now (an app's call, or what follows it)."""
         self._on_done = self._finished
-        """Every task's done callback: one bound method for all of them, not one each."""
+        """Every follow-up's done callback: one bound method for all of them, not one each."""
 
-    def start(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
-        """Run `fn(*args)` as an app task, in a copy of the calling task's context.
-
-        On asyncio the task runs `fn`'s coroutine itself (no wrapper frame, no closure: an idle
-        stream's task holds them for as long as its app runs); its error is logged when it ends."""
+    def start(self, run: Callable[[], Awaitable[Any]], begin: Callable[[contextvars.Context], None]) -> None:
+        """Run an app request, in a copy of the calling task's context: on trio `run()` as a task;
+        on asyncio `begin(context)`, called in that context, which starts the app's task (`task`)
+        and, once it is over, what follows it (`then`), which ends the count."""
         if not self._lifespan and not self._warned:
             self._warned = True
             logger.warning(
@@ -143,28 +146,33 @@ class AppTasks:
                 "and FastAPI's mount do not pass it on): the app's requests run as loose tasks, which "
                 "no shutdown waits for. Wrap the outermost app, or pass the lifespan on, to drain them."
             )
+        self.running += 1
         trio = sys.modules.get("trio")
         if trio is not None and _in_trio(trio):
             if self._nursery is not None:
-                self._nursery.start_soon(self._run_counted, fn, *args)  # (trio copies the caller's context)
+                self._nursery.start_soon(self._run_counted, run)  # (trio copies the caller's context)
             else:
-                trio.lowlevel.spawn_system_task(
-                    self._run_counted, fn, *args, context=contextvars.copy_context()
-                )
-            self.running += 1
+                trio.lowlevel.spawn_system_task(self._run_counted, run, context=contextvars.copy_context())
             return
         context = contextvars.copy_context()
-        # One name for all of them (asyncio's own, "Task-<n>", is a string per task: held by every
-        # idle stream's for as long as its app runs)
-        task = asyncio.get_running_loop().create_task(fn(*args), name=APP_TASK_NAME, context=context)
-        self.running += 1
-        self._tasks.add(task)
-        # (also for a task cancelled before it ran; in the task's context, not a copy of its own)
-        task.add_done_callback(self._on_done, context=context)
+        context.run(begin, context)
 
-    async def _run_counted(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    def task(self, coro: Coroutine[Any, Any, Any], context: contextvars.Context) -> asyncio.Task[Any]:
+        """(asyncio) An app's task on `coro` (its own call), in `context`; not held here (`start`).
+        One name for all of them (asyncio's own, "Task-<n>", is a string per task: held by every
+        idle stream's for as long as its app runs)."""
+        return asyncio.get_running_loop().create_task(coro, name=APP_TASK_NAME, context=context)
+
+    def then(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """(asyncio) Run `coro`, what follows an app's call, as a task held here, in a copy of the
+        current context (the app task's); when it ends, its app request is over (`running`)."""
+        task = asyncio.get_running_loop().create_task(coro, name=APP_TASK_NAME)
+        self._tasks.add(task)
+        task.add_done_callback(self._on_done)  # (also for a task cancelled before it ran)
+
+    async def _run_counted(self, run: Callable[[], Awaitable[Any]]) -> None:
         try:
-            await fn(*args)
+            await run()
         except Exception:
             logger.exception("the app's request task failed")
         finally:
@@ -176,6 +184,17 @@ class AppTasks:
             exc = task.exception()
             if isinstance(exc, Exception):
                 logger.error("the app's request task failed", exc_info=exc)
+        self._ended()
+
+    def hold(self, task: asyncio.Task[Any]) -> None:
+        """(asyncio) Keep an app's `task` until `let_go` (the loop keeps only weak references)."""
+        self._tasks.add(task)
+
+    def let_go(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+
+    def ended(self) -> None:
+        """(asyncio) An app request whose end was taken at once is over (`HostedStream.app_done`)."""
         self._ended()
 
     def _ended(self) -> None:

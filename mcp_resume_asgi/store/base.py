@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import abc
 import enum
+import operator
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from mcp_resume_asgi.store.index_bounds import MAX_INDEX_MEMBER_BYTES as MAX_INDEX_MEMBER_BYTES
 from mcp_resume_asgi.store.index_bounds import MAX_INDEX_NAME_BYTES as MAX_INDEX_NAME_BYTES
@@ -43,9 +44,90 @@ class StreamState(enum.StrEnum):
     """Nobody came back within the resume window; the app's work was cancelled."""
 
 
-@dataclass(slots=True)
+_T = TypeVar("_T")
+
+
+class _MetaRarely:
+    """The fields of a `StreamMeta` that most records keep at their defaults, apart (`_rarely`)."""
+
+    __slots__ = ("first_seq", "resumable_opt_in", "route", "trace", "turn")
+
+    def __init__(
+        self,
+        first_seq: int = 1,
+        resumable_opt_in: bool = False,
+        route: int = -1,
+        trace: str | None = None,
+        turn: int = 0,
+    ) -> None:
+        self.first_seq = first_seq
+        self.resumable_opt_in = resumable_opt_in
+        self.route = route
+        self.trace = trace
+        self.turn = turn
+
+
+_META_DEFAULTS = _MetaRarely()
+"""The defaults, shared by every record that keeps them all (never written itself)."""
+
+
+class _Rare(Protocol[_T]):
+    """(typing) What `_rarely` makes: a field of type `_T`."""
+
+    def __get__(self, owner: Any, owner_type: Any = None) -> _T: ...
+    def __set__(self, owner: Any, value: _T) -> None: ...
+
+
+def _rarely(name: str) -> Any:
+    """A `StreamMeta` field kept in its `_MetaRarely`: read as is; a write that changes a default
+    gives the record one of its own (as `core.side_slots` does for the engine's objects)."""
+    default = getattr(_META_DEFAULTS, name)
+
+    def write(meta: StreamMeta, value: Any) -> None:
+        rare = meta._rare
+        if rare is _META_DEFAULTS:
+            if value is default:
+                return
+            rare = meta._rare = _MetaRarely()
+        setattr(rare, name, value)
+
+    return property(operator.attrgetter(f"_rare.{name}"), write)
+
+
+_FRESH: Any = object()
+"""(`StreamMeta`) No list given: a new one."""
+
+
 class StreamMeta:
-    """Everything about a stream that a node other than its owner may need."""
+    """Everything about a stream that a node other than its owner may need.
+
+    A store may hold thousands of these, one per stream in its resume window, so the fields most
+    records keep at their defaults (`first_seq`, `turn`, `route`, `resumable_opt_in`, `trace`) lie
+    in a side object shared until one of them is written; each is a field all the same."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+    __slots__ = (
+        "_rare",
+        "attach_gen",
+        "attached",
+        "delivered_seq",
+        "final_seq",
+        "issued_inputs",
+        "kind",
+        "last_contact",
+        "last_seq",
+        "method",
+        "owner",
+        "path",
+        "pending_inputs",
+        "principal",
+        "protocol_version",
+        "request_id",
+        "session_id",
+        "state",
+        "stream_id",
+        "version",
+    )
 
     stream_id: str
     kind: StreamKind
@@ -54,50 +136,102 @@ class StreamMeta:
     protocol_version: str
     path: str
     """Path of the app's MCP endpoint, where client answers are delivered."""
-    request_id: JSONValue = None
-    method: str | None = None
-    state: StreamState = StreamState.RUNNING
-    last_seq: int = 0
+    request_id: JSONValue
+    method: str | None
+    state: StreamState
+    last_seq: int
     """Highest seq recorded so far (0: only the priming position exists)."""
-    first_seq: int = 1
+    first_seq: _Rare[int] = _rarely("first_seq")
     """Lowest seq still retained; a resume from before `first_seq - 1` hit a gap."""
-    final_seq: int | None = None
-    delivered_seq: int = 0
+    final_seq: int | None
+    delivered_seq: int
     """Highest seq written to some client connection."""
-    pending_inputs: list[JSONValue] = field(default_factory=list)
+    pending_inputs: list[JSONValue]
     """Ids of server-to-client requests on this stream that still wait for an answer."""
-    issued_inputs: list[JSONValue] = field(default_factory=list)
-    attach_gen: int = 0
+    issued_inputs: list[JSONValue]
+    attach_gen: int
     """Bumped by every new client attachment; an older attachment that sees a newer
     generation knows it was replaced and leaves."""
-    attached: bool = False
-    last_contact: float = 0.0
-    turn: int = 0
-    owner: str = ""
+    attached: bool
+    last_contact: float
+    turn: _Rare[int] = _rarely("turn")
+    owner: str
     """Node that runs the app's side of the stream."""
-    route: int = -1
+    route: _Rare[int] = _rarely("route")
     """Index of the route whose policy governs the stream (-1: the default policy)."""
-    resumable_opt_in: bool = False
+    resumable_opt_in: _Rare[bool] = _rarely("resumable_opt_in")
     """The client of a 2026-07-28 request asked for a resumable stream
     (`protocol.RESUMABLE_STREAMS_EXTENSION`); without it that revision's streams are not."""
-    version: int = 0
+    version: int
     """Kept by the store, not the caller: bumped by every change to the stream (events
     appended or dropped, metadata updated, an attach). A waiter passes the version it
     last saw to `Store.wait`, so a change made between its read and its wait - on
     another node, say - wakes it at once instead of being missed. (Keep the number,
     not the object: `get_stream` may hand out the store's live record.)"""
-    trace: str | None = None
+    trace: _Rare[str | None] = _rarely("trace")
     """The W3C `traceparent` of the request that created the stream, if telemetry is on
     (`telemetry`): a resume on any node links its span to it. 55 characters at most; a
     record without it (written before it existed) reads as None."""
+
+    def __init__(
+        self,
+        stream_id: str,
+        kind: StreamKind,
+        session_id: str | None,
+        principal: str | None,
+        protocol_version: str,
+        path: str,
+        request_id: JSONValue = None,
+        method: str | None = None,
+        state: StreamState = StreamState.RUNNING,
+        last_seq: int = 0,
+        first_seq: int = 1,
+        final_seq: int | None = None,
+        delivered_seq: int = 0,
+        pending_inputs: list[JSONValue] = _FRESH,
+        issued_inputs: list[JSONValue] = _FRESH,
+        attach_gen: int = 0,
+        attached: bool = False,
+        last_contact: float = 0.0,
+        turn: int = 0,
+        owner: str = "",
+        route: int = -1,
+        resumable_opt_in: bool = False,
+        version: int = 0,
+        trace: str | None = None,
+    ) -> None:
+        self.stream_id = stream_id
+        self.kind = kind
+        self.session_id = session_id
+        self.principal = principal
+        self.protocol_version = protocol_version
+        self.path = path
+        self.request_id = request_id
+        self.method = method
+        self.state = state
+        self.last_seq = last_seq
+        self.final_seq = final_seq
+        self.delivered_seq = delivered_seq
+        self.pending_inputs = [] if pending_inputs is _FRESH else pending_inputs
+        self.issued_inputs = [] if issued_inputs is _FRESH else issued_inputs
+        self.attach_gen = attach_gen
+        self.attached = attached
+        self.last_contact = last_contact
+        self.owner = owner
+        self.version = version
+        if first_seq == 1 and turn == 0 and route == -1 and trace is None and resumable_opt_in is False:
+            self._rare = _META_DEFAULTS
+        else:
+            self._rare = _MetaRarely(first_seq, resumable_opt_in, route, trace, turn)
 
     @property
     def waiting_for_input(self) -> bool:
         return bool(self.pending_inputs) and self.state is StreamState.RUNNING
 
     def copy(self) -> StreamMeta:
-        """A copy with lists of its own; `copy.copy` on a slotted dataclass is ~20x slower."""
-        return StreamMeta(
+        """A copy with lists of its own (its rarely set fields shared while at their defaults);
+        `copy.copy` on a slotted class is ~20x slower."""
+        copied = StreamMeta(
             self.stream_id,
             self.kind,
             self.session_id,
@@ -108,21 +242,27 @@ class StreamMeta:
             self.method,
             self.state,
             self.last_seq,
-            self.first_seq,
-            self.final_seq,
-            self.delivered_seq,
-            list(self.pending_inputs),
-            list(self.issued_inputs),
-            self.attach_gen,
-            self.attached,
-            self.last_contact,
-            self.turn,
-            self.owner,
-            self.route,
-            self.resumable_opt_in,
-            self.version,
-            self.trace,
+            final_seq=self.final_seq,
+            delivered_seq=self.delivered_seq,
+            pending_inputs=list(self.pending_inputs),
+            issued_inputs=list(self.issued_inputs),
+            attach_gen=self.attach_gen,
+            attached=self.attached,
+            last_contact=self.last_contact,
+            owner=self.owner,
+            version=self.version,
         )
+        rare = self._rare
+        if rare is not _META_DEFAULTS:
+            copied._rare = _MetaRarely(
+                rare.first_seq, rare.resumable_opt_in, rare.route, rare.trace, rare.turn
+            )
+        return copied
+
+
+# A dataclass of its own `__slots__` and `__init__` (fields, repr, eq, `replace` as any dataclass's);
+# applied here, not as a decorator, so that type checkers take the class as written.
+dataclass(init=False)(StreamMeta)
 
 
 @dataclass(slots=True)
