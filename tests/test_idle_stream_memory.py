@@ -109,6 +109,16 @@ def awaited_chain(coro: Any) -> tuple[list[str], Any]:
     return names, coro
 
 
+async def leave_after(middleware: ResumeMiddleware, events: int) -> None:
+    """POST one request, take its first `events` events and leave: its stream goes on detached.
+    The POST's call returns once its client left."""
+    client = Client()
+    call = asyncio.ensure_future(middleware(post_scope(), client.receive, client.send))
+    await settle(lambda: client.events >= events)
+    client.gone.set()
+    await asyncio.wait_for(call, 10)
+
+
 def waits_on_the_flag(coro: Any) -> bool:
     """The app's task waits on a future right under the app or `_then_disconnect` (its burst written)."""
     names, innermost = awaited_chain(coro)
@@ -132,11 +142,7 @@ async def test_an_idle_detached_streams_app_awaits_the_flags_future(events: int)
     middleware = ResumeMiddleware(
         idle_app(events, heard), policy=Policy(max_wait_s=3600, keepalive_s=3600), store=MemoryStore()
     )
-    client = Client()
-    call = asyncio.ensure_future(middleware(post_scope(), client.receive, client.send))
-    await settle(lambda: client.events >= events)
-    client.gone.set()
-    await asyncio.wait_for(call, 10)  # (the POST's call returns once its client left)
+    await leave_after(middleware, events)
     (hosted,) = middleware.engine.live.values()
     assert not middleware.engine.services.scheduler.apps._tasks  # (its stream holds it: `app_call`)
     task = hosted.app_call
@@ -182,11 +188,7 @@ async def test_an_idle_detached_stream_holds_one_channel_and_shared_defaults() -
         store=MemoryStore(),
     )
     for _ in range(2):
-        client = Client()
-        call = asyncio.ensure_future(middleware(post_scope(), client.receive, client.send))
-        await settle(lambda: client.events >= 10)  # noqa: B023 (awaited at once)
-        client.gone.set()
-        await asyncio.wait_for(call, 10)
+        await leave_after(middleware, 10)
     streams = list(middleware.engine.live.values())
     tasks = [hosted.app_call for hosted in streams]
     assert len(streams) == 2 and all(isinstance(task, asyncio.Task) for task in tasks)
@@ -246,11 +248,7 @@ async def test_an_app_whose_call_returns_another_awaitable_runs_and_ends_as_a_co
         store=MemoryStore(),
     )
     apps = middleware.engine.services.scheduler.apps
-    client = Client()
-    call = asyncio.ensure_future(middleware(post_scope(), client.receive, client.send))
-    await settle(lambda: client.events >= 2)
-    client.gone.set()
-    await asyncio.wait_for(call, 10)
+    await leave_after(middleware, 2)
     (hosted,) = middleware.engine.live.values()
     assert apps.running == 1 and isinstance(hosted.app_call, asyncio.Task)
     hosted.disconnect_app()
@@ -266,11 +264,7 @@ async def test_an_idle_streams_record_shares_the_defaults_of_its_rarely_set_fiel
     middleware = ResumeMiddleware(
         idle_app(3, heard), policy=Policy(max_wait_s=3600, keepalive_s=3600), store=store
     )
-    client = Client()
-    call = asyncio.ensure_future(middleware(post_scope(), client.receive, client.send))
-    await settle(lambda: client.events >= 3)
-    client.gone.set()
-    await asyncio.wait_for(call, 10)
+    await leave_after(middleware, 3)
     (hosted,) = middleware.engine.live.values()
     meta = await store.get_stream(hosted.stream_id)
     assert meta is not None and meta._rare is _META_DEFAULTS
@@ -387,11 +381,7 @@ async def test_an_idle_detached_stream_lets_go_of_its_recorder_and_makes_one_whe
     middleware = ResumeMiddleware(
         later_app(events, more, 3), policy=Policy(max_wait_s=3600, keepalive_s=3600), store=store
     )
-    client = Client()
-    call = asyncio.ensure_future(middleware(post_scope(), client.receive, client.send))
-    await settle(lambda: client.events >= events)
-    client.gone.set()
-    await asyncio.wait_for(call, 10)
+    await leave_after(middleware, events)
     (hosted,) = middleware.engine.live.values()
     # detached, its app quiet: neither a recorder nor a writer held
     await settle(lambda: hosted._recorder is None and hosted._writer is None)
@@ -427,11 +417,7 @@ def stoppable_app(steps: list[str], *, swallow: bool) -> Callable[[Scope, Receiv
 async def detached(app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> tuple[Any, Any, MemoryStore]:
     store = MemoryStore()
     middleware = ResumeMiddleware(app, policy=Policy(max_wait_s=3600, keepalive_s=3600), store=store)
-    client = Client()
-    call = asyncio.ensure_future(middleware(post_scope(), client.receive, client.send))
-    await settle(lambda: client.events >= 1)
-    client.gone.set()
-    await asyncio.wait_for(call, 10)
+    await leave_after(middleware, 1)
     (hosted,) = middleware.engine.live.values()
     return middleware, hosted, store
 
