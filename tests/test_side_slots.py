@@ -1,8 +1,8 @@
-"""`core.side_slots`: rarely written attributes share one defaults object until written."""
+"""`wire.side_slots`: rarely written attributes share one defaults object until written."""
 
 from __future__ import annotations
 
-from mcp_resume_asgi.core.side_slots import SideAttribute, side_attribute
+from mcp_resume_asgi.wire.side_slots import SideAttribute, side_attribute
 
 
 class _Side:

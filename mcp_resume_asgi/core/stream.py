@@ -46,9 +46,9 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_mode
-from mcp_resume_asgi.core.side_slots import SideAttribute, side_attribute
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.side_slots import SideAttribute, side_attribute
 
 __all__ = [
     "AT_WILL",

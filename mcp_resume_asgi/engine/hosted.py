@@ -44,7 +44,6 @@ import anyio
 from starlette.types import Message, Scope
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_head, session_id
-from mcp_resume_asgi.core.side_slots import SideAttribute, side_attribute
 from mcp_resume_asgi.core.stream import Due, FirstGone, Reason, StreamCore
 from mcp_resume_asgi.engine import cancellation, rerun
 from mcp_resume_asgi.engine.connection import Connection, Flag
@@ -58,6 +57,7 @@ from mcp_resume_asgi.store.base import StreamKind
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.headers import Headers
 from mcp_resume_asgi.wire.replies import UNAVAILABLE_HEADER, send_bytes
+from mcp_resume_asgi.wire.side_slots import SideAttribute, side_attribute
 from mcp_resume_asgi.wire.sse import SSEError, SSEEvent, SSEParser, single_event_frame
 from mcp_resume_asgi.wire.tokens import new_stream_id
 

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import abc
 import enum
-import operator
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from mcp_resume_asgi.store.index_bounds import MAX_INDEX_MEMBER_BYTES as MAX_INDEX_MEMBER_BYTES
 from mcp_resume_asgi.store.index_bounds import MAX_INDEX_NAME_BYTES as MAX_INDEX_NAME_BYTES
 from mcp_resume_asgi.store.index_bounds import MAX_INDEX_PAGE as MAX_INDEX_PAGE
+from mcp_resume_asgi.wire.side_slots import SideAttribute, side_attribute
 
 JSONValue = Any
 """A decoded JSON value (a JSON-RPC id is a str or an int)."""
@@ -71,27 +71,9 @@ _META_DEFAULTS = _MetaRarely()
 """The defaults, shared by every record that keeps them all (never written itself)."""
 
 
-class _Rare(Protocol[_T]):
-    """(typing) What `_rarely` makes: a field of type `_T`."""
-
-    def __get__(self, owner: Any, owner_type: Any = None) -> _T: ...
-    def __set__(self, owner: Any, value: _T) -> None: ...
-
-
 def _rarely(name: str) -> Any:
-    """A `StreamMeta` field kept in its `_MetaRarely`: read as is; a write that changes a default
-    gives the record one of its own (as `core.side_slots` does for the engine's objects)."""
-    default = getattr(_META_DEFAULTS, name)
-
-    def write(meta: StreamMeta, value: Any) -> None:
-        rare = meta._rare
-        if rare is _META_DEFAULTS:
-            if value is default:
-                return
-            rare = meta._rare = _MetaRarely()
-        setattr(rare, name, value)
-
-    return property(operator.attrgetter(f"_rare.{name}"), write)
+    """A `StreamMeta` field kept in its `_MetaRarely` (`side_slots`)."""
+    return side_attribute("_rare", _META_DEFAULTS, _MetaRarely, name)
 
 
 _FRESH: Any = object()
@@ -141,7 +123,7 @@ class StreamMeta:
     state: StreamState
     last_seq: int
     """Highest seq recorded so far (0: only the priming position exists)."""
-    first_seq: _Rare[int] = _rarely("first_seq")
+    first_seq: SideAttribute[int] = _rarely("first_seq")
     """Lowest seq still retained; a resume from before `first_seq - 1` hit a gap."""
     final_seq: int | None
     delivered_seq: int
@@ -154,12 +136,12 @@ class StreamMeta:
     generation knows it was replaced and leaves."""
     attached: bool
     last_contact: float
-    turn: _Rare[int] = _rarely("turn")
+    turn: SideAttribute[int] = _rarely("turn")
     owner: str
     """Node that runs the app's side of the stream."""
-    route: _Rare[int] = _rarely("route")
+    route: SideAttribute[int] = _rarely("route")
     """Index of the route whose policy governs the stream (-1: the default policy)."""
-    resumable_opt_in: _Rare[bool] = _rarely("resumable_opt_in")
+    resumable_opt_in: SideAttribute[bool] = _rarely("resumable_opt_in")
     """The client of a 2026-07-28 request asked for a resumable stream
     (`protocol.RESUMABLE_STREAMS_EXTENSION`); without it that revision's streams are not."""
     version: int
@@ -168,7 +150,7 @@ class StreamMeta:
     last saw to `Store.wait`, so a change made between its read and its wait - on
     another node, say - wakes it at once instead of being missed. (Keep the number,
     not the object: `get_stream` may hand out the store's live record.)"""
-    trace: _Rare[str | None] = _rarely("trace")
+    trace: SideAttribute[str | None] = _rarely("trace")
     """The W3C `traceparent` of the request that created the stream, if telemetry is on
     (`telemetry`): a resume on any node links its span to it. 55 characters at most; a
     record without it (written before it existed) reads as None."""

@@ -4,6 +4,9 @@ An object that lives long and by the thousands (an idle detached stream: its cor
 pays for every slot it has. Attributes that few of them ever write are kept instead in a side
 object (`holder`), which every object shares - one instance of defaults - until it writes a value
 other than the default: only then does it get a side object of its own.
+
+In `wire`, the bottom layer, because both `core` (the stream's state) and `store` (its record)
+use it, and neither may import the other.
 """
 
 from __future__ import annotations
