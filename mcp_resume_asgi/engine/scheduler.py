@@ -81,6 +81,9 @@ def _in_trio(trio: Any) -> bool:
     return True
 
 
+_NEVER = float("inf")
+
+
 class Timer:
     """One target's place in the scheduler: its callback and the earliest entry it has there.
 
@@ -93,7 +96,7 @@ class Timer:
 
     def __init__(self, callback: Callable[[float], float | None]) -> None:
         self.callback: Callable[[float], float | None] | None = callback
-        self.armed_at = float("inf")
+        self.armed_at = _NEVER
 
     def cancel(self) -> None:
         self.callback = None
@@ -101,6 +104,13 @@ class Timer:
     def __lt__(self, other: Timer) -> bool:
         """Two timers' entries due at the same moment: any fixed order will do."""
         return id(self) < id(other)
+
+
+def _stale(entry: tuple[float, Timer]) -> bool:
+    """An entry that calls nothing: its target was cancelled, or armed for another moment since
+    (the earliest entry a target has is the one that counts; `arm` None: none counts)."""
+    target = entry[1]
+    return target.armed_at != entry[0] or target.callback is None
 
 
 APP_TASK_NAME = "mcp-resume-asgi app request"
@@ -250,8 +260,14 @@ class Scheduler:
         self._sleep_until = float("inf")
 
     def arm(self, target: Timer, when: float | None) -> None:
-        """Make sure `target.callback` runs at `when` (or earlier, or up to `SLACK_S` later)."""
-        if when is None or when >= target.armed_at or target.callback is None:
+        """Make sure `target.callback` runs at `when` (or earlier, or up to `SLACK_S` later).
+
+        None: the target has nothing pending (its next deadline is none): its entries go stale,
+        and are dropped without a call, nor a wake-up once they are the earliest (`_fire`)."""
+        if when is None:
+            target.armed_at = _NEVER  # (a quick call's entries: no wake-up for any of them)
+            return
+        if when >= target.armed_at or target.callback is None:
             return
         target.armed_at = when
         heapq.heappush(self._heap, (when, target))
@@ -280,8 +296,8 @@ class Scheduler:
         for target, now in self._due():
             self.arm(target, self._call(target, now))
         heap = self._heap
-        while heap and heap[0][1].callback is None:
-            heapq.heappop(heap)  # a finished target's entry: no need to wake for it
+        while heap and _stale(heap[0]):
+            heapq.heappop(heap)  # no need to wake for it
         if heap and heap[0][0] < self._handle_at - SLACK_S and self._loop is not None:
             # (what the callbacks armed may be later than what was waiting already; one due
             # again at once fires on the loop's next round: what fired acts first)
@@ -316,8 +332,8 @@ class Scheduler:
         try:
             heap = self._heap
             while heap:
-                while heap and heap[0][1].callback is None:
-                    heapq.heappop(heap)  # a finished target's entry: no need to wake for it
+                while heap and _stale(heap[0]):
+                    heapq.heappop(heap)  # no need to wake for it
                 if not heap:
                     break
                 now = time.monotonic()
