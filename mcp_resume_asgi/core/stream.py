@@ -791,6 +791,14 @@ class StreamCore:
         conn.write_since = now
         return now + STALL_S
 
+    def stall_at(self) -> float | None:
+        """When the write in flight to the attached connection counts as stalled (`Due.STALLED`;
+        None: no write in flight)."""
+        conn = self.conn
+        if conn is None or conn.write_since is None:
+            return None
+        return conn.write_since + STALL_S
+
     def write_started(self, conn: Attachment, now: float) -> None:
         conn.write_since = now
 

@@ -334,8 +334,7 @@ class Writer:
             if first is not None:
                 conn.missed = False
                 core = self.core
-                # (`write`, inline: this runs once per event the app sends)
-                self.services.scheduler.arm(self.timer, core.writing(att, time.monotonic()))
+                self.writing(att)  # (`write`, inline: this runs once per event the app sends)
                 written = await conn.write_interruptibly(first[0], end=first[2])
                 core.write_ended(att)
                 if written is None:
@@ -406,7 +405,7 @@ class Writer:
             if conn.own_writer:
                 written: bool | None = await conn.write(data, end=complete)
             else:  # (`write`, inline: this runs once per event the app sends)
-                self.services.scheduler.arm(self.timer, core.writing(att, time.monotonic()))
+                self.writing(att)
                 written = await conn.write_interruptibly(data, end=complete)
                 core.write_ended(att)
             if written is None:
@@ -439,10 +438,26 @@ class Writer:
         """Write `data`: True, False when the client is gone, None when the write stalled."""
         if conn.own_writer:
             return await conn.write(data, end=end)
-        self.services.scheduler.arm(self.timer, self.core.writing(att, time.monotonic()))
+        self.writing(att)
         written = await conn.write_interruptibly(data, end=end)
         self.core.write_ended(att)
         return written
+
+    def writing(self, att: Attachment) -> None:
+        """A write to `att` starts (`StreamCore.writing`). Its stall deadline is armed only if the
+        write is still under way on the loop's next round (`Scheduler.after_round`): nearly every
+        write completes at once, and a deadline armed per write would cost an entry and, for the
+        earliest, a move of the scheduler's wake-up."""
+        when = self.core.writing(att, time.monotonic())
+        if when < self.timer.armed_at:  # (else the stream's timer fires before it anyway)
+            scheduler = self.services.scheduler
+            if not scheduler.after_round(self._arm_stall):
+                scheduler.arm(self.timer, when)
+
+    def _arm_stall(self) -> None:
+        when = self.core.stall_at()
+        if when is not None:  # (None: no write in flight, not "no deadline": `arm` is not told)
+            self.services.scheduler.arm(self.timer, when)
 
     def _hand_over(self, conn: Connection) -> None:
         logger.debug("stream %s: a connection stalled; it gets a writer of its own", self.stream_id)

@@ -254,6 +254,8 @@ class Scheduler:
         self._handle: asyncio.TimerHandle | None = None
         self._handle_at = float("inf")
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._round: list[Callable[[], object]] | None = None
+        """(asyncio) What to call on the loop's next round (`after_round`)."""
         # trio: a driver task while the heap holds entries
         self._running = False
         self._wake: anyio.Event | None = None
@@ -281,6 +283,30 @@ class Scheduler:
         else:
             self._running = True
             spawn(self._drive)
+
+    def after_round(self, fn: Callable[[], object]) -> bool:
+        """(asyncio) Call `fn()` on the loop's next round, with whatever else this round asked
+        for (one callback for all of them): for a deadline that what set it nearly always takes
+        back before then (a write's stall: most writes complete without waiting), armed by `fn`
+        only if it is still needed, which then costs no entry and moves no wake-up. False on
+        trio, where nothing is called (arm it at once)."""
+        loop = asyncio._get_running_loop()
+        if loop is None:
+            return False
+        due = self._round
+        if due is None:
+            due = self._round = []
+            loop.call_soon(self._round_ended)
+        due.append(fn)
+        return True
+
+    def _round_ended(self) -> None:
+        due, self._round = self._round, None
+        for fn in due or ():
+            try:
+                fn()
+            except Exception:
+                logger.exception("a stream timer failed")
 
     # ------------------------------------------------------------------ asyncio: one handle
     def _call_at(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
