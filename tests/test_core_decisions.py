@@ -111,6 +111,21 @@ def test_writing_returns_its_stall_deadline_and_write_ended_clears_it() -> None:
     assert att.write_since is None and core.due(20.0) == []
 
 
+def test_stall_at_is_the_attached_connections_write_in_flight_only() -> None:
+    core = make()
+    assert core.stall_at() is None  # nothing attached
+    att = attached(core, 1)
+    core.record([note(1)])
+    assert core.stall_at() is None  # attached, nothing being written
+    core.writing(att, 10.0)
+    assert core.stall_at() == 10.0 + STALL_S
+    core.wrote(att, 1, 10.1)
+    assert core.stall_at() is None  # written: nothing left to arm for it
+    core.writing(att, 11.0)
+    core.detach(att.gen, 11.0)
+    assert core.stall_at() is None  # (`due` looks only at the attached connection's write too)
+
+
 # ---------------------------------------------------------------------- a mirror
 
 

@@ -118,3 +118,35 @@ async def test_timers_due_at_the_same_moment_all_fire() -> None:
         scheduler.arm(seen.timer(name), when)  # (entries `(when, timer)` tie: ordered by the timers)
     await seen.wait_for(3)
     assert sorted(seen.fired) == ["a", "b", "c"]
+
+
+async def test_arming_for_no_deadline_lets_the_targets_entries_go_without_a_call() -> None:
+    scheduler, seen = Scheduler(), Recorder()
+    now = time.monotonic()
+    done = seen.timer("done")
+    scheduler.arm(done, now + 0.01)
+    scheduler.arm(done, None)  # its next deadline is none: what it armed is stale
+    scheduler.arm(seen.timer("kept"), now + 0.03)
+    await seen.wait_for(1)
+    await anyio.sleep(0.02)
+    assert seen.fired == ["kept"]
+    assert not scheduler._heap, "the stale entry went too"
+    scheduler.arm(done, time.monotonic() + 0.005)  # armed again later: it fires
+    await seen.wait_for(2)
+    assert seen.fired == ["kept", "done"]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_after_round_calls_once_on_the_next_round_for_all_asked_in_this_one() -> None:
+    scheduler, calls = Scheduler(), []
+    assert scheduler.after_round(lambda: calls.append(1))
+    assert scheduler.after_round(lambda: calls.append(2))
+    assert calls == []  # not now: on the loop's next round
+    await anyio.sleep(0)
+    await anyio.sleep(0)
+    assert calls == [1, 2]
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_after_round_is_refused_on_trio() -> None:
+    assert not Scheduler().after_round(lambda: None)

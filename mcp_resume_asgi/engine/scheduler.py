@@ -12,7 +12,11 @@ due target's callback with the time, which must not block: anything slow it star
 as a task of its own (`spawn`).
 
 Entries are never removed: a target re-arms for its next deadline when it fires,
-and a target whose deadline moved later just finds nothing due.
+and a target whose deadline moved later just finds nothing due. A target armed
+for no deadline (`arm` None: a quick call, over) lets its entries go stale: they
+are dropped without a call, and no wake-up is set for them. A deadline that what
+set it nearly always takes back at once (a write's stall) is armed only if it is
+still needed on the loop's next round (`after_round`).
 
 The app's requests run here too (`AppTasks`): as tasks of the engine's, not of the
 server's request task, so a POST's ASGI call ends when its client is gone while
