@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from mcp_resume_asgi.engine.scheduler import Scheduler, Timer
@@ -142,8 +143,8 @@ async def test_after_round_calls_once_on_the_next_round_for_all_asked_in_this_on
     assert scheduler.after_round(lambda: calls.append(1))
     assert scheduler.after_round(lambda: calls.append(2))
     assert calls == []  # not now: on the loop's next round
-    await anyio.sleep(0)
-    await anyio.sleep(0)
+    await anyio.lowlevel.checkpoint()
+    await anyio.lowlevel.checkpoint()
     assert calls == [1, 2]
 
 
