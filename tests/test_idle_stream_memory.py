@@ -84,17 +84,22 @@ class Client:
             self.events += message.get("body", b"").count(b"data: {")
 
 
+async def open_answer(receive: Receive, send: Send, events: int) -> None:
+    """What the test apps do first: read the request, open an SSE answer, send `events` events."""
+    await receive()
+    headers = [(b"content-type", b"text/event-stream"), (b"mcp-session-id", SESSION)]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    for _ in range(events):
+        await send({"type": "http.response.body", "body": EVENT, "more_body": True})
+
+
 def idle_app(events: int, heard: list[str]) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
     """Streams `events` progress notifications without yielding, then idles on `receive`."""
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        await receive()
-        headers = [(b"content-type", b"text/event-stream"), (b"mcp-session-id", SESSION)]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        for _ in range(events):
-            await send({"type": "http.response.body", "body": EVENT, "more_body": True})
+        await open_answer(receive, send, events)
         heard.append((await receive())["type"])
 
     return app
@@ -489,10 +494,7 @@ async def test_an_app_failing_while_idle_is_logged_once_and_its_request_ends(
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        await receive()
-        headers = [(b"content-type", b"text/event-stream"), (b"mcp-session-id", SESSION)]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": EVENT, "more_body": True})
+        await open_answer(receive, send, 1)
         await release.wait()
         raise RuntimeError("boom")
 
