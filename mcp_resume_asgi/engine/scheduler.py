@@ -341,8 +341,8 @@ class Scheduler:
         due = []
         while heap and heap[0][0] <= now:
             entry = heapq.heappop(heap)
-            if entry[1].armed_at == entry[0]:  # else stale: the target was armed earlier and fired since
-                entry[1].armed_at = float("inf")
+            if not _stale(entry):
+                entry[1].armed_at = _NEVER
                 due.append((entry[1], now))
         return due
 
