@@ -11,7 +11,6 @@ outside valgrind; the server's counters are zeroed after a warm-up and dumped af
 """
 import asyncio, glob, os, shutil, subprocess, sys, tempfile
 
-here = os.path.dirname(os.path.abspath(__file__))
 tree = os.getcwd()
 sys.path.insert(0, tree)
 from bench.loadgen import Connection, Session  # noqa: E402
