@@ -52,6 +52,11 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 ASGIHandler = Callable[[Scope, Receive, Send], Awaitable[None]]
+#: A node's heartbeat value while it serves its sessions.
+ALIVE = "alive"
+#: A node's heartbeat value once its drain began: alive for what it still runs (relays of its
+#: streams, answers to its requests), but its sessions are other nodes' to take over.
+LEAVING = "leaving"
 #: How often, at most, relay messages refused for one reason are logged as a warning.
 WARN_EVERY_S = 60.0
 _HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"upgrade"}
@@ -88,6 +93,9 @@ class Node:
         self.seal = RelaySeal(signer if signer is not None else TokenSigner(None), self.node_id)
         self._refusals: TTLCache[str, bool] = TTLCache(maxsize=64, ttl=WARN_EVERY_S)
         self.running = False
+        self.status = ALIVE
+        """What this node's heartbeat says: `ALIVE`, or `LEAVING` once its drain began (its
+        sessions are then taken over by other nodes, `engine/adoption.py`)."""
         self._up: anyio.Event | None = None
         """Set when `running` becomes True, for whoever waits for it (`wait_running`)."""
         self._handler: ASGIHandler | None = None
@@ -106,7 +114,7 @@ class Node:
         self._handler = handler
         async with anyio.create_task_group() as tg, self.store.subscribe(self.channel) as inbox:
             self._task_group = tg
-            await self.store.set_key(self.channel, "alive", self.timeout_s)
+            await self.store.set_key(self.channel, self.status, self.timeout_s)
             self.running = True
             up, self._up = self._up, None
             if up is not None:
@@ -144,7 +152,7 @@ class Node:
         while True:
             await anyio.sleep(self.timeout_s / 3)
             try:
-                await self.store.set_key(self.channel, "alive", self.timeout_s)
+                await self.store.set_key(self.channel, self.status, self.timeout_s)
             except Exception as exc:
                 self.heartbeats.failed(exc)
             else:
@@ -152,6 +160,31 @@ class Node:
 
     async def alive(self, node_id: str) -> bool:
         return node_id == self.node_id or await self.store.get_key(keys.node(node_id)) is not None
+
+    async def holds_sessions(self, node_id: str) -> bool:
+        """Whether node `node_id` is alive and not leaving: its sessions are its own to serve."""
+        if node_id == self.node_id:
+            return self.status == ALIVE
+        return await self.store.get_key(keys.node(node_id)) == ALIVE
+
+    async def leaving(self) -> None:
+        """This node drains: its heartbeat says so from now on (its sessions are adoptable)."""
+        self.status = LEAVING
+        if self.running:
+            try:
+                await self.store.set_key(self.channel, LEAVING, self.timeout_s)
+            except Exception as exc:
+                self.heartbeats.failed(exc)
+
+    async def left(self) -> None:
+        """This node exits cleanly: its heartbeat goes at once, so no node waits `timeout_s`
+        for it (a relay to it fails at once, its sessions are taken over)."""
+        self.status = LEAVING
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.timeout_s):
+            try:
+                await self.store.delete_key(self.channel)
+            except Exception as exc:
+                self.heartbeats.failed(exc)
 
     def _dispatch(self, raw: bytes) -> None:
         try:
@@ -275,8 +308,12 @@ class Node:
             self._served.pop(relay_id, None)
 
     # -- the receiving node's side ---------------------------------------------------------
-    async def relay(self, owner: str, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
-        """Send this request to `owner` and stream its answer back to our client."""
+    async def relay(
+        self, owner: str, scope: Scope, receive: Receive, send: Send, body: bytes, *, give_back: bool = False
+    ) -> bool:
+        """Send this request to `owner` and stream its answer back to our client. True once
+        answered; with `give_back`, False when `owner` did not take it (nothing was sent: the
+        caller serves it another way), else that is a 503."""
         relay_id = secrets.token_hex(8)
         replies_in, replies = anyio.create_memory_object_stream[dict[str, Any]](1024)
         self._replies[relay_id] = replies_in
@@ -298,6 +335,7 @@ class Node:
             now=time.time(),
         )
         started = False
+        acknowledged = False
         # Set instead of raised inside the task group, which would wrap it in an ExceptionGroup.
         owner_lost = False
         try:
@@ -313,7 +351,6 @@ class Node:
 
                 tg.start_soon(tell_owner_when_gone)
                 expected = 1
-                acknowledged = False
                 while True:
                     reply: dict[str, Any] | None = None
                     with anyio.move_on_after(self.timeout_s):
@@ -358,6 +395,9 @@ class Node:
         except LookupError:
             if started:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
+            elif give_back and not acknowledged:
+                logger.info("relay %s: node %s did not answer; serving the request here", relay_id, owner)
+                return False
             else:
                 logger.warning("relay %s: node %s did not answer", relay_id, owner)
                 await send_json(
@@ -369,3 +409,4 @@ class Node:
         finally:
             self._replies.pop(relay_id, None)
             replies_in.close()
+        return True

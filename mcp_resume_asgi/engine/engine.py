@@ -34,6 +34,7 @@ from mcp_resume_asgi.core.resume import Resume
 from mcp_resume_asgi.core.stream import close_cancels, primed
 from mcp_resume_asgi.engine import rerun
 from mcp_resume_asgi.engine.admission import Admission, post_to_app
+from mcp_resume_asgi.engine.adoption import Adoptions, SessionAliases
 from mcp_resume_asgi.engine.cancellation import cancel_app
 from mcp_resume_asgi.engine.cluster import Node
 from mcp_resume_asgi.engine.connection import Connection
@@ -110,12 +111,15 @@ class Engine:
         host_with: Callable[[Engine], HostRequest],
         request_bound: int | None = None,
         telemetry: Telemetry = OFF,
+        aliases: SessionAliases | None = None,
     ) -> None:
         """`on_store_outage` is told when a store call (one made inside the app's `send`, say)
         finds the store down. `host_with(engine)` is the port's `host`: the front's way to host
         a request around `handle_request` (`http/retried_posts.py` claims an `Idempotency-Key`
         first), so the layers that host a request through the port go the same way.
-        `request_bound`: the largest request body the front takes (the REST face keeps to it)."""
+        `request_bound`: the largest request body the front takes (the REST face keeps to it).
+        `aliases`: the layer around the app that maps adopted sessions' ids (`adoption.py`),
+        if the front put one there (else adopted sessions are not mapped)."""
         self.services: StreamServices[HostedStream] = StreamServices(
             app,
             store=store,
@@ -146,6 +150,18 @@ class Engine:
         self.known_features: Any = ()
         """The feature layers in front of this engine, as last seen (relayed requests get them too)."""
         self.admission = Admission(app, principal=principal, store=store, node=node)
+        self.adoptions = Adoptions(
+            app,
+            aliases if aliases is not None else SessionAliases(app),
+            sessions=services.sessions,
+            store=store,
+            node_id=node_id,
+            node=node,
+            principal=principal,
+            admission=self.admission,
+            telemetry=telemetry,
+        )
+        """The sessions this node took over from a node that was gone."""
         self.port = EnginePort(
             host=host_with(self),
             serve=self.serve_stream,
@@ -550,6 +566,8 @@ class Engine:
         apps = services.scheduler.apps
         started = time.monotonic()
         services.draining = "closing"
+        if self.node is not None:
+            await self.node.leaving()  # its sessions are other nodes' to take over from now on
         self._close_attached()
         for hosted in list(self.live.values()):
             if hosted.kind is StreamKind.STANDALONE:
@@ -608,7 +626,9 @@ class Engine:
     async def end_session(self, session_id: str) -> None:
         stream_ids = await self.store.delete_session(session_id)
         self.services.sessions.forget(session_id)  # (after: a read meanwhile would keep it again)
+        self.adoptions.forget(session_id)
         await self.store.delete_key(keys.standalone(session_id))
+        await self.store.delete_key(keys.session_record(session_id))
         for stream_id in stream_ids:
             hosted = self.live.get(stream_id)
             if hosted is not None:

@@ -63,6 +63,17 @@ def session_owner(session_id: str) -> str:
     return f"owner:{session_id}"
 
 
+def session_record(session_id: str) -> str:
+    """What makes a session, sealed, for a node that takes it over (`wire/session_record.py`)."""
+    return f"session-record:{session_id}"
+
+
+def session_adoption(session_id: str, lost: str) -> str:
+    """Taken (`add_key`) by the one node that takes the session over from node `lost`, which
+    held it and is gone (its value: the adopting node's id)."""
+    return f"session-adoption:{session_id}:{lost}"
+
+
 # -- cancel notices ------------------------------------------------------------------------
 
 #: The start of every cancel binding's index name (`cancel_binding`).
