@@ -20,6 +20,7 @@ answer early, which a resumable client treats like any dropped connection.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import secrets
@@ -101,6 +102,10 @@ class Node:
         self._handler: ASGIHandler | None = None
         self._replies: dict[str, MemoryObjectSendStream[dict[str, Any]]] = {}
         self._served: dict[str, anyio.Event] = {}
+        self._relayed_streams: set[anyio.CancelScope] = set()
+        """The relays from here whose client may resume them elsewhere (`let_streams_go` ends
+        them): GET streams, and answers that are SSE streams."""
+        self._let_go: set[anyio.CancelScope] = set()
         self._task_group: anyio.abc.TaskGroup | None = None
         self.link = OutageLog(f"node {self.node_id}: cluster link", level=logging.ERROR, log_to=logger)
         self.heartbeats = OutageLog(f"node {self.node_id}: heartbeat", level=logging.WARNING, log_to=logger)
@@ -175,6 +180,15 @@ class Node:
                 await self.store.set_key(self.channel, LEAVING, self.timeout_s)
             except Exception as exc:
                 self.heartbeats.failed(exc)
+
+    def let_streams_go(self) -> None:
+        """This node drains: end every stream it relays that its client may resume elsewhere
+        (a GET stream, an SSE answer: its client resumes it, on a node that stays), as it ends
+        its own."""
+        for scope in self._relayed_streams:
+            self._let_go.add(scope)
+            scope.cancel()
+        self._relayed_streams.clear()
 
     async def left(self) -> None:
         """This node exits cleanly: its heartbeat goes at once, so no node waits `timeout_s`
@@ -342,6 +356,8 @@ class Node:
             if await self.store.publish(keys.node(owner), json.dumps(message).encode()) == 0:
                 raise LookupError("nobody listens")
             async with anyio.create_task_group() as tg:
+                if scope["method"] == "GET":
+                    self._relayed_streams.add(tg.cancel_scope)
 
                 async def tell_owner_when_gone() -> None:
                     while (await receive())["type"] != "http.disconnect":
@@ -368,11 +384,17 @@ class Node:
                         continue
                     if reply["t"] == "start" and not started:
                         started = True
+                        head = [(_unb64(k), _unb64(v)) for k, v in reply.get("headers", [])]
+                        if any(
+                            k.lower() == b"content-type" and v.startswith(b"text/event-stream")
+                            for k, v in head
+                        ):
+                            self._relayed_streams.add(tg.cancel_scope)  # its client resumes it
                         await send(
                             {
                                 "type": "http.response.start",
                                 "status": int(reply.get("status", 502)),
-                                "headers": [(_unb64(k), _unb64(v)) for k, v in reply.get("headers", [])],
+                                "headers": head,
                             }
                         )
                         continue
@@ -390,8 +412,14 @@ class Node:
                     if not more:
                         break
                 tg.cancel_scope.cancel()
-            if owner_lost:
-                raise LookupError("the owner died")
+            let_go = tg.cancel_scope in self._let_go
+            self._let_go.discard(tg.cancel_scope)
+            self._relayed_streams.discard(tg.cancel_scope)
+            if let_go:
+                with contextlib.suppress(Exception):
+                    await self._publish(keys.node(owner), {"t": "gone", "id": relay_id})
+            if owner_lost or let_go:
+                raise LookupError("the owner died, or this node let the relay go")
         except LookupError:
             if started:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})

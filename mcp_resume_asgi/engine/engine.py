@@ -621,6 +621,8 @@ class Engine:
             hosted.drain()
         for close in list(self.services.followers):
             close()
+        if self.node is not None:
+            self.node.let_streams_go()
 
     # ------------------------------------------------------------------ sessions and shared helpers
     async def end_session(self, session_id: str) -> None:

@@ -1,0 +1,148 @@
+"""Sessions belong to the fleet: a node that leaves (SIGTERM) or dies (SIGKILL) takes no session
+with it, and a call it was running completes.
+
+Two uvicorn nodes on one Redis behind the round-robin proxy (`tests.support.cluster`), node A
+with `--timeout-graceful-shutdown 2`. Ten clients each open a session (the round robin puts
+about half on A), make a call streaming progress, and once every call streams, A gets its
+signal and the balancer drops it. Then each client lists the tools and makes a second call on
+the same session. What must hold: 10/10 first calls complete with every progress event once
+and in order, and 10/10 sessions go on, through B, which took A's sessions over (`engine/
+adoption.py`): the id each client knows never changed.
+
+The figures (how long after the signal the first call on a moved session was answered, the
+calls that failed) are printed for the report (`docs/guides/deploy.md`, `BENCHMARKS.md`).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import Any
+
+import anyio
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from mcp_resume_asgi.client import McpError
+from tests.support.cluster import cluster, pid_of, port_of, prefix
+from tests.support.exchanges import Recorder, recorded_session
+from tests.support.mcp_client import result_text, text
+from tests.support.proxy import CutProxy
+from tests.support.stores import require_redis
+from tests.support.timing import scaled
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(150), pytest.mark.slow]
+
+__all__ = ["prefix"]  # the fixture, used by name
+
+CLIENTS = 10
+STEPS = 20
+SECONDS = 3.0
+NODE_TIMEOUT_S = 2.0
+GRACEFUL_S = 2.0
+
+
+async def _first_call(client: str, session: Any, progress: list[float]) -> str:
+    async def on_progress(p: float, total: float | None = None, message: str | None = None) -> None:
+        progress.append(p)
+
+    args = {"seconds": SECONDS, "steps": STEPS}
+    if client == "stock":
+        result = await session.call_tool(
+            "slow_progress", args, progress_callback=on_progress, read_timeout_seconds=scaled(60)
+        )
+        return result_text(result)
+    return text(await session.call_tool("slow_progress", args, on_progress=on_progress))
+
+
+async def _goes_on(client: str, session: Any) -> str:
+    """`tools/list` and a second call on the same session: the second call's text."""
+    args = {"seconds": 0.1, "steps": 2}
+    if client == "stock":
+        tools = await session.list_tools()
+        assert any(tool.name == "slow_progress" for tool in tools.tools)
+        return result_text(await session.call_tool("slow_progress", args, read_timeout_seconds=scaled(30)))
+    listed = await session.request("tools/list")
+    assert any(tool["name"] == "slow_progress" for tool in listed["tools"])
+    return text(await session.call_tool("slow_progress", args))
+
+
+@pytest.mark.parametrize(
+    ("client", "how"),
+    [("stock", signal.SIGTERM), ("helper", signal.SIGTERM), ("helper", signal.SIGKILL)],
+    ids=["stock-sigterm", "helper-sigterm", "helper-sigkill"],
+)
+async def test_a_node_leaving_mid_call_takes_no_session_with_it(
+    prefix: str, client: str, how: signal.Signals
+) -> None:
+    require_redis()
+    policy: dict[str, Any] = {"retry_ms": 50}
+    if how is signal.SIGKILL:
+        policy["rerun_on_loss"] = True
+    options = {"node_timeout_s": NODE_TIMEOUT_S}
+    recorder = Recorder()
+    progress: dict[int, list[float]] = {i: [] for i in range(CLIENTS)}
+    first: dict[int, str] = {}
+    then: dict[int, str] = {}
+    moved_at: dict[int, float] = {}
+    signalled = anyio.Event()
+    signalled_at = 0.0
+    opened = 0
+    all_opened = anyio.Event()
+
+    async with (
+        cluster(2, prefix, policy=policy, options=options, graceful_shutdown=GRACEFUL_S) as (a, b),
+        CutProxy([port_of(a), port_of(b)]) as proxy,
+    ):
+
+        async def one_client(i: int) -> None:
+            nonlocal opened
+            try:
+                async with recorded_session(client, proxy.mcp_url, recorder) as session:
+                    if client == "stock":
+                        await session.list_tools()
+                    opened += 1
+                    if opened == CLIENTS:
+                        all_opened.set()
+                    await all_opened.wait()
+                    try:
+                        first[i] = await _first_call(client, session, progress[i])
+                    except (MCPError, McpError) as exc:
+                        first[i] = f"error: {exc}"
+                    await signalled.wait()
+                    try:
+                        then[i] = await _goes_on(client, session)
+                        moved_at[i] = time.monotonic() - signalled_at
+                    except (MCPError, McpError) as exc:
+                        then[i] = f"error: {exc}"
+            except Exception as exc:
+                first.setdefault(i, f"{type(exc).__name__}: {exc}")
+                then.setdefault(i, f"{type(exc).__name__}: {exc}")
+
+        with anyio.fail_after(scaled(120)):
+            async with anyio.create_task_group() as tg:
+                for i in range(CLIENTS):
+                    tg.start_soon(one_client, i)
+                await all_opened.wait()
+                while not all(progress.values()):
+                    await anyio.sleep(0.05)
+                await anyio.sleep(0.5)
+                proxy.backend_ports = [port_of(b)]  # A is not ready any more: the balancer drops it
+                a.signal(how)
+                signalled_at = time.monotonic()
+                signalled.set()
+    on_a = [e for e in recorder.where(method="POST", rpc="initialize") if e.node == pid_of(a)]
+    failed = sum(1 for v in [*first.values(), *then.values()] if v != f"done {STEPS}" and v != "done 2")
+    print(
+        f"\n{client} {how.name}: {len(on_a)} of {CLIENTS} sessions opened on A; calls failed: {failed}; "
+        f"second call answered {min(moved_at.values(), default=0):.2f}-"
+        f"{max(moved_at.values(), default=0):.2f}s after the signal"
+    )
+    assert on_a, "the round robin put no session on A"
+    assert first == {i: f"done {STEPS}" for i in range(CLIENTS)}, first
+    for i in range(CLIENTS):
+        if how is signal.SIGTERM:
+            assert progress[i] == [float(n) for n in range(1, STEPS + 1)], (i, progress[i])
+        else:  # the first run's progress, then the re-run's from 1: each in order
+            assert progress[i][-STEPS:] == [float(n) for n in range(1, STEPS + 1)], (i, progress[i])
+    assert then == {i: "done 2" for i in range(CLIENTS)}, then
