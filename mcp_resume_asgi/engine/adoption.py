@@ -187,15 +187,45 @@ class Adoptions:
         )
         return None
 
-    async def _adopt(self, scope: Scope, session_id: str, lost: str) -> None:
+    async def for_rerun(self, scope: Scope, session_id: str) -> None:
+        """A lost call of the session runs again here (`Engine.rerun`, `scope`: its stored
+        request, its caller seated): the session is taken over here first if its node is gone
+        too; if another node holds it now, this node's app opens it for the re-run alone (the
+        session stays where it is)."""
+        await self.settled(session_id)
+        if self.holds(session_id):
+            return
+        owner = await self.store.get_key(keys.session_owner(session_id))
+        if owner is None or owner == self.node_id:
+            return
+        record = await self.sessions.record(session_id)
+        if record is None or self.principal(scope) != record.principal:
+            return
+        lost = owner
+        for _ in range(MAX_CLAIM_HOPS):
+            if self.node is not None and await self.node.holds_sessions(lost):
+                await self._adopt(scope, session_id, lost, moved=False)
+                return
+            winner = await self.store.add_key(
+                keys.session_adoption(session_id, lost), self.node_id, self.sessions.ttl_s
+            )
+            if winner is None:
+                await self._adopt(scope, session_id, lost)
+                return
+            if winner == self.node_id:
+                await self.settled(session_id)
+                return
+            lost = winner
+
+    async def _adopt(self, scope: Scope, session_id: str, lost: str, *, moved: bool = True) -> None:
         pending = self._pending[session_id] = anyio.Event()
         try:
-            await self._replay(scope, session_id, lost)
+            await self._replay(scope, session_id, lost, moved)
         finally:
             del self._pending[session_id]
             pending.set()
 
-    async def _replay(self, scope: Scope, session_id: str, lost: str) -> None:
+    async def _replay(self, scope: Scope, session_id: str, lost: str, moved: bool) -> None:
         record = await self.sessions.record(session_id)
         if record is None:
             return
@@ -221,6 +251,9 @@ class Adoptions:
                     message["method"],
                     answer.status,
                 )
+        if not moved:
+            logger.info("session %s: opened here for a re-run; it stays on node %s", session_id, lost)
+            return
         await self.store.set_key(keys.session_owner(session_id), self.node_id, self.sessions.ttl_s)
         self.telemetry.session_adopted()
         logger.info("session %s: taken over from node %s, now on node %s", session_id, lost, self.node_id)

@@ -485,6 +485,8 @@ class Engine:
             return taken is not None and (taken.owner != lost or taken.final_seq is not None)
         round_ = stored.round + 1
         await rerun.save(self.store, stream_id, dataclasses.replace(stored, round=round_), ttl)
+        if meta.session_id is not None:
+            await self.adoptions.for_rerun(scope, meta.session_id)  # (its app must know the session)
         hosted = HostedStream(
             self.services,
             kind=StreamKind.REQUEST,
