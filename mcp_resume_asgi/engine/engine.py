@@ -52,6 +52,7 @@ from mcp_resume_asgi.engine.port import (
 )
 from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.engine.services import StreamServices
+from mcp_resume_asgi.engine.sweep import Sweep
 from mcp_resume_asgi.policy import Policy, RouteTable, running_ttl
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import GapError, Store, StreamKind, StreamMeta, StreamState
@@ -162,6 +163,8 @@ class Engine:
             telemetry=telemetry,
         )
         """The sessions this node took over from a node that was gone."""
+        self.sweep = Sweep(store, node, services.scheduler, self.rerun) if node is not None else None
+        """Finds the re-runnable calls of nodes that are gone (started once the node runs)."""
         self.port = EnginePort(
             host=host_with(self),
             serve=self.serve_stream,

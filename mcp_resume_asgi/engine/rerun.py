@@ -21,6 +21,7 @@ import json
 import logging
 from typing import Any
 
+from mcp_resume_asgi.engine import sweep
 from mcp_resume_asgi.engine.relayed_caller import describe, seat
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
@@ -154,6 +155,7 @@ async def save(store: Store, stream_id: str, request: StoredRequest, ttl_s: floa
         )
         return False
     await store.set_key(keys.rerun_request(stream_id), text, ttl_s)
+    await sweep.indexed(store, stream_id, ttl_s)  # (found by a sweep if nobody follows it)
     return True
 
 
@@ -166,6 +168,7 @@ async def load(store: Store, stream_id: str) -> StoredRequest | None:
 async def forget(store: Store, stream_id: str) -> None:
     """The call was answered (or ended): nothing is run again."""
     await store.delete_key(keys.rerun_request(stream_id))
+    await sweep.unindexed(store, stream_id)
 
 
 async def claim(store: Store, node_id: str, stream_id: str, round_: int, ttl_s: float) -> bool:

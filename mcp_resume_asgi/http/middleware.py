@@ -292,14 +292,19 @@ class ResumeMiddleware:
         assert self.node is not None
         node = self.node
 
+        sweep = self.engine.sweep
+
         async def send_once_running(message: Message) -> None:
-            if message["type"] == "lifespan.startup.complete" and not await node.wait_running(node.timeout_s):
-                logger.warning(
-                    "node %s: the cluster link is not up %.1f s into the startup; serving without it "
-                    "meanwhile (a session held by another node is not relayed there until it is)",
-                    node.node_id,
-                    node.timeout_s,
-                )
+            if message["type"] == "lifespan.startup.complete":
+                if not await node.wait_running(node.timeout_s):
+                    logger.warning(
+                        "node %s: the cluster link is not up %.1f s into the startup; serving without it "
+                        "meanwhile (a session held by another node is not relayed there until it is)",
+                        node.node_id,
+                        node.timeout_s,
+                    )
+                if sweep is not None:
+                    sweep.start()  # now, and every node_timeout_s: calls of nodes that are gone
             await send(message)
 
         async with anyio.create_task_group() as tg:
@@ -313,6 +318,8 @@ class ResumeMiddleware:
                 await self.app(scope, receive, send_once_running)
                 await node.left()  # (a clean exit: no node waits for this one's heartbeat to lapse)
             finally:
+                if sweep is not None:
+                    sweep.stop()
                 tg.cancel_scope.cancel()
 
     async def _relayed(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -44,6 +44,10 @@ def rerun_request(stream_id: str) -> str:
     return f"rerun-request:{stream_id}"
 
 
+#: The index of the calls whose request is kept to run again (`engine/sweep.py` reads it).
+RERUN_INDEX = "reruns"
+
+
 def rerun_claim(stream_id: str, round_: int) -> str:
     """Taken (`add_key`) by the one node that runs the stream's request again after its
     `round_`-th loss (0: the first run's node was lost)."""
