@@ -20,10 +20,11 @@ import time
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from mcp_resume_asgi.client import McpError
+from mcp_resume_asgi.client import McpError, ResumableSession, ResumableTransport
 from tests.support.cluster import cluster, pid_of, port_of, prefix
 from tests.support.exchanges import Recorder, recorded_session
 from tests.support.mcp_client import result_text, text
@@ -146,3 +147,64 @@ async def test_a_node_leaving_mid_call_takes_no_session_with_it(
         else:  # the first run's progress, then the re-run's from 1: each in order
             assert progress[i][-STEPS:] == [float(n) for n in range(1, STEPS + 1)], (i, progress[i])
     assert then == {i: "done 2" for i in range(CLIENTS)}, then
+
+
+async def test_the_client_helper_rides_a_restart_out(prefix: str) -> None:
+    """One node serving a session is killed mid-call (`rerun_on_loss`), and nothing answers for
+    a while; then its next life (node B, same store) comes up behind the proxy. The helper keeps
+    trying meanwhile (`reconnect_s`): the call completes (run again), the session goes on. When
+    nothing comes back within `reconnect_s`, the call ends with an error that says so."""
+    require_redis()
+    policy = {"retry_ms": 50, "rerun_on_loss": True}
+    recorder = Recorder()
+    progress: list[float] = []
+    async with (
+        cluster(2, prefix, policy=policy, options={"node_timeout_s": NODE_TIMEOUT_S}) as (a, b),
+        CutProxy([port_of(a)]) as proxy,
+    ):
+        with anyio.fail_after(scaled(60)):
+            async with recorded_session("helper", proxy.mcp_url, recorder) as session:
+                async with anyio.create_task_group() as tg:
+                    outcome: dict[str, str] = {}
+
+                    async def call() -> None:
+                        outcome["first"] = await _first_call("helper", session, progress)
+
+                    tg.start_soon(call)
+                    while len(progress) < 3:
+                        await anyio.sleep(0.05)
+                    a.kill()
+                    down_at = time.monotonic()
+                    await anyio.sleep(3.0)  # nothing answers: the proxy's backend refuses
+                    proxy.backend_ports = [port_of(b)]
+                    up_at = time.monotonic()
+                outcome["then"] = await _goes_on("helper", session)
+                answered = time.monotonic() - up_at
+            async with (
+                httpx.AsyncClient(
+                    transport=ResumableTransport(reconnect_s=1.0, default_retry_ms=100),
+                    timeout=httpx.Timeout(30, read=60),
+                ) as http,
+                ResumableSession(proxy.mcp_url, http_client=http) as late,
+            ):
+                late_progress: list[float] = []
+                async with anyio.create_task_group() as tg:
+
+                    async def doomed() -> None:
+                        try:
+                            outcome["late"] = await _first_call("helper", late, late_progress)
+                        except McpError as exc:
+                            outcome["late"] = f"error: {exc.message}"
+
+                    tg.start_soon(doomed)
+                    while not late_progress:
+                        await anyio.sleep(0.05)
+                    b.kill()
+    print(
+        f"\nrestart: nothing answered for {up_at - down_at:.1f}s; the call completed and the session's "
+        f"next call was answered {answered:.2f}s after the node came back"
+    )
+    assert outcome["first"] == f"done {STEPS}", outcome
+    assert progress[-STEPS:] == [float(n) for n in range(1, STEPS + 1)], progress
+    assert outcome["then"] == "done 2", outcome
+    assert outcome["late"].startswith("error: ") and "no server answered" in outcome["late"], outcome
