@@ -19,6 +19,7 @@ import contextlib
 import signal
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -233,3 +234,87 @@ async def test_the_client_helper_rides_a_restart_out(prefix: str) -> None:
     assert progress[-STEPS:] == [float(n) for n in range(1, STEPS + 1)], progress
     assert outcome["then"] == "done 2", outcome
     assert outcome["late"].startswith("error: ") and "no server answered" in outcome["late"], outcome
+
+
+async def _short_call(client: str, session: Any) -> str:
+    """A 1 s call streaming progress: its text."""
+    args = {"seconds": 1.0, "steps": 5}
+    if client == "helper":
+        return text(await session.call_tool("slow_progress", args))
+    progress: list[float] = []
+
+    async def on_progress(p: float, total: float | None = None, message: str | None = None) -> None:
+        progress.append(p)
+
+    result = await session.call_tool(
+        "slow_progress", args, progress_callback=on_progress, read_timeout_seconds=scaled(60)
+    )
+    return result_text(result)
+
+
+@pytest.mark.parametrize("client", ["stock", "helper"])
+async def test_a_rolling_deploy_fails_no_call_and_loses_no_session(
+    prefix: str, client: str, tmp_path: Path
+) -> None:
+    """Ten sessions call a 1 s streaming tool one call after the other while the service is
+    deployed: nodes A and B serve, A is drained (SIGTERM) and its replacement C takes its place
+    behind the proxy, then B the same way with D. Every call succeeds, every session lives to
+    the end (its calls answered by the new nodes once the old ones are gone)."""
+    require_redis()
+    options = {"node_timeout_s": NODE_TIMEOUT_S}
+    recorder = Recorder()
+    calls: dict[int, list[tuple[float, float, str]]] = {i: [] for i in range(CLIENTS)}
+    done = anyio.Event()
+    async with (
+        cluster(
+            4,
+            prefix,
+            policy={"retry_ms": 50},
+            options=options,
+            graceful_shutdown=GRACEFUL_S,
+            log_dir=tmp_path,
+        ) as (a, b, c, d),
+        CutProxy([port_of(a), port_of(b)]) as proxy,
+    ):
+
+        async def one_client(i: int) -> None:
+            async with _session(client, proxy.mcp_url, recorder) as session:
+                if client != "helper":
+                    await session.list_tools()
+                while not done.is_set():
+                    started = time.monotonic()
+                    try:
+                        outcome = await _short_call(client, session)
+                    except (MCPError, McpError) as exc:
+                        outcome = f"error: {exc}"
+                    calls[i].append((started, time.monotonic(), outcome))
+
+        with anyio.fail_after(scaled(120)):
+            async with anyio.create_task_group() as tg:
+                for i in range(CLIENTS):
+                    tg.start_soon(one_client, i)
+                await anyio.sleep(3.0)
+                deploy_started = time.monotonic()
+                for old, new in ((a, c), (b, d)):
+                    kept = [p for p in proxy.backend_ports if p != port_of(old)]
+                    proxy.backend_ports = [*kept, port_of(new)]
+                    old.signal(signal.SIGTERM)
+                    await anyio.to_thread.run_sync(old.wait, scaled(40))
+                deploy_ended = time.monotonic()
+                await anyio.sleep(3.0)
+                done.set()
+    logs = await anyio.to_thread.run_sync(lambda: [log.read_text() for log in tmp_path.glob("node-*.log")])
+    adoptions = sum(log.count("taken over from node") for log in logs)
+    every = [call for made in calls.values() for call in made]
+    failed = [call for call in every if call[2] != "done 5"]
+    during = [end - start for start, end, _ in every if end > deploy_started and start < deploy_ended]
+    print(
+        f"\n{client} rolling deploy: {len(every)} calls, {len(failed)} failed; deploy took "
+        f"{deploy_ended - deploy_started:.1f}s; sessions taken over: {adoptions}; calls overlapping the "
+        f"deploy took {min(during):.2f}-{max(during):.2f}s (a call alone takes 1 s)"
+    )
+    warnings = [line for log in logs for line in log.splitlines() if " WARNING " in line or "did not answer" in line or "taken over" in line]
+    assert failed == [], (failed[:5], warnings[:20])
+    for i, made in calls.items():
+        assert made and made[-1][0] > deploy_ended, f"session {i} made no call after the deploy"
+    assert adoptions >= 1

@@ -104,7 +104,7 @@ class Node:
         self._served: dict[str, anyio.Event] = {}
         self._relayed_streams: set[anyio.CancelScope] = set()
         """The relays from here whose client may resume them elsewhere (`let_streams_go` ends
-        them): GET streams, and answers that are SSE streams."""
+        them): GET streams, and SSE answers once an event with an id went through."""
         self._let_go: set[anyio.CancelScope] = set()
         self._task_group: anyio.abc.TaskGroup | None = None
         self.link = OutageLog(f"node {self.node_id}: cluster link", level=logging.ERROR, log_to=logger)
@@ -349,6 +349,7 @@ class Node:
             now=time.time(),
         )
         started = False
+        sse = False
         acknowledged = False
         # Set instead of raised inside the task group, which would wrap it in an ExceptionGroup.
         owner_lost = False
@@ -385,11 +386,10 @@ class Node:
                     if reply["t"] == "start" and not started:
                         started = True
                         head = [(_unb64(k), _unb64(v)) for k, v in reply.get("headers", [])]
-                        if any(
+                        sse = any(
                             k.lower() == b"content-type" and v.startswith(b"text/event-stream")
                             for k, v in head
-                        ):
-                            self._relayed_streams.add(tg.cancel_scope)  # its client resumes it
+                        )
                         await send(
                             {
                                 "type": "http.response.start",
@@ -406,9 +406,11 @@ class Node:
                         break
                     expected += 1
                     more = bool(reply.get("more"))
-                    await send(
-                        {"type": "http.response.body", "body": _unb64(reply.get("body")), "more_body": more}
-                    )
+                    part = _unb64(reply.get("body"))
+                    await send({"type": "http.response.body", "body": part, "more_body": more})
+                    if sse and b"\nid:" in b"\n" + part:
+                        # Its client has an event id to resume from: a drain here may let it go.
+                        self._relayed_streams.add(tg.cancel_scope)
                     if not more:
                         break
                 tg.cancel_scope.cancel()

@@ -346,14 +346,9 @@ class ResumeMiddleware:
             return None
         if await node.holds_sessions(owner):
             return owner
-        if node.status != ALIVE:
-            # This node is leaving too: it takes nothing over (its client comes back elsewhere).
-            if not await node.alive(owner):
-                await send_jsonrpc_error(
-                    send, 404, p.INVALID_REQUEST, "session not found: the server holding it is gone"
-                )
-                return ""
-            return owner
+        if node.status != ALIVE and await node.alive(owner):
+            return owner  # (both leaving: the one that holds it serves it while it can)
+        # (A node leaving takes over too: its next request goes on to a node that stays.)
         return await adoptions.take_over(scope, send, session_id, owner)
 
     async def _relay_session(
@@ -366,7 +361,7 @@ class ResumeMiddleware:
         if await self.node.relay(owner, scope, receive, send, body, give_back=True):
             return True
         session_id = header(scope, b"mcp-session-id")
-        if session_id is None or self.node.status != ALIVE:
+        if session_id is None:
             await send_jsonrpc_error(
                 send, 503, p.STREAM_ERROR, "the server holding this session is not answering"
             )
