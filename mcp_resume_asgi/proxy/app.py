@@ -4,9 +4,10 @@ Wrapped by `resumable(...)`, it gives a server written in any language every fea
 middleware gives a Python app: the layers above see an ASGI app like any other, and
 this one forwards each request it gets to the upstream URL and its answer back.
 
-* Both ways streamed: the request body goes up as it arrives (bounded by
-  `max_body_bytes`, a 413 past it), the answer comes down as the upstream writes it, an
-  SSE answer one whole event at a time (`sse_events.py`, each bounded by `max_event_bytes`).
+* The answer streams down as the upstream writes it, an SSE answer one whole event at a
+  time (`sse_events.py`, each bounded by `max_event_bytes`). The request body goes up
+  whole, bounded by `max_body_bytes` (a 413 past it): a JSON-RPC message is short, and the
+  layers above may have rewritten it, so it is re-framed with its own `Content-Length`.
 * End-to-end headers pass, hop-by-hop ones stop (`forwarded_headers.py`); the upstream's
   statuses, headers and bodies, its errors included, reach the client as they are.
 * The upstream authenticates: credentials pass up untouched and name the caller to the
@@ -23,7 +24,7 @@ this one forwards each request it gets to the upstream URL and its answer back.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -176,25 +177,9 @@ class ProxyApp:
         query = scope.get("query_string") or b""
         return self._origin.copy_with(raw_path=raw_path + (b"?" + query if query else b""))
 
-    def _has_body(self, scope: Scope) -> bool:
-        names = {name.lower() for name, _ in scope["headers"]}
-        return b"content-length" in names or b"transfer-encoding" in names
-
     async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
-        length = _content_length(scope)
-        if length == -1:
-            await send_jsonrpc_error(send, 400, p.INVALID_REQUEST, "bad Content-Length")
-            return
-        if length is not None and length > self.max_body_bytes:
-            await send_jsonrpc_error(
-                send, 413, p.INVALID_REQUEST, f"request body over {self.max_body_bytes} bytes"
-            )
-            return
-        headers = to_upstream(scope["headers"], self._host.encode("ascii"), scope.get("scheme", "http"))
-        content = self._body(receive) if self._has_body(scope) else None
-        request = self._http().build_request(scope["method"], self._url(scope), headers=headers, content=content)
         try:
-            response = await self._http().send(request, stream=True)
+            body = await self._body(scope, receive)
         except _BodyTooLarge:
             await send_jsonrpc_error(
                 send, 413, p.INVALID_REQUEST, f"request body over {self.max_body_bytes} bytes"
@@ -202,6 +187,10 @@ class ProxyApp:
             return
         except _ClientGone:
             return
+        headers = to_upstream(scope["headers"], self._host, scope.get("scheme", "http"))
+        request = self._http().build_request(scope["method"], self._url(scope), headers=headers, content=body)
+        try:
+            response = await self._http().send(request, stream=True)
         except httpx.ReadTimeout:
             logger.warning(
                 "the upstream %s sent no answer to %s %s within %ss",
@@ -223,7 +212,13 @@ class ProxyApp:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
 
-    async def _body(self, receive: Receive) -> AsyncIterator[bytes]:
+    async def _body(self, scope: Scope, receive: Receive) -> bytes | None:
+        """The request's body, whole (None: it has none). The layers above may have rewritten it
+        (its `Content-Length` the client's), so it goes up re-framed with its own length."""
+        names = {name.lower() for name, _ in scope["headers"]}
+        if b"content-length" not in names and b"transfer-encoding" not in names:
+            return None
+        chunks: list[bytes] = []
         total = 0
         while True:
             message = await receive()
@@ -233,10 +228,9 @@ class ProxyApp:
             total += len(chunk)
             if total > self.max_body_bytes:
                 raise _BodyTooLarge
-            if chunk:
-                yield chunk
+            chunks.append(chunk)
             if not message.get("more_body", False):
-                return
+                return b"".join(chunks)
 
     async def _answer(self, response: httpx.Response, receive: Receive, send: Send) -> None:
         headers = to_client(response.headers.raw)
@@ -275,19 +269,6 @@ async def _cancel_when_gone(receive: Receive, scope: anyio.CancelScope) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
     scope.cancel()
-
-
-def _content_length(scope: Scope) -> int | None:
-    """The request's Content-Length; None when absent, -1 when unreadable or repeated unequal."""
-    values = {value for name, value in scope["headers"] if name.lower() == b"content-length"}
-    if not values:
-        return None
-    if len(values) > 1:
-        return -1
-    raw = values.pop().strip()
-    if not raw.isdigit() or len(raw) > 18:
-        return -1
-    return int(raw)
 
 
 def proxy_app(upstream: str, **options: Any) -> ProxyApp:

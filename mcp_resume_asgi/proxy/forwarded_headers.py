@@ -10,8 +10,8 @@ Towards the upstream, three headers are the proxy's own: `Host` names the upstre
 server with DNS rebinding protection, the `mcp` SDK's among them, checks it), the
 client's host travelling in `X-Forwarded-Host`; `Accept-Encoding` is `identity`, because
 the middleware above the proxy reads the upstream's answers (compress at the edge, not
-behind it); and `Content-Length` is the one the client sent, so a body the proxy streams
-is never re-framed. Plain data in, plain data out.
+behind it); and `Content-Length` is the length of the body the proxy sends (the layers
+above may have rewritten the client's). Plain data in, plain data out.
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ HOP_BY_HOP = frozenset(
     }
 )
 #: Set by the proxy itself towards the upstream.
-_OWN_UPSTREAM = frozenset({b"host", b"accept-encoding", b"x-forwarded-host", b"x-forwarded-proto"})
+_OWN_UPSTREAM = frozenset(
+    {b"host", b"accept-encoding", b"content-length", b"x-forwarded-host", b"x-forwarded-proto"}
+)
 
 
 def _named_by_connection(headers: Iterable[tuple[bytes, bytes]]) -> set[bytes]:
