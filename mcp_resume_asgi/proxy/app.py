@@ -56,6 +56,10 @@ DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_CONNECTIONS = 4096
 
 
+#: Methods whose empty body is sent as none at all (no `Content-Length: 0`).
+_NO_BODY = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
+
+
 class UpstreamURLError(ValueError):
     """The upstream URL is not an absolute http(s) URL."""
 
@@ -213,11 +217,9 @@ class ProxyApp:
                 await response.aclose()
 
     async def _body(self, scope: Scope, receive: Receive) -> bytes | None:
-        """The request's body, whole (None: it has none). The layers above may have rewritten it
-        (its `Content-Length` the client's), so it goes up re-framed with its own length."""
-        names = {name.lower() for name, _ in scope["headers"]}
-        if b"content-length" not in names and b"transfer-encoding" not in names:
-            return None
+        """The request's body, whole (None: a GET, HEAD, DELETE or OPTIONS without one). The layers
+        above may have rewritten it, or relayed it from another node without its framing
+        headers, so it is always read, and goes up with its own `Content-Length`."""
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -230,7 +232,8 @@ class ProxyApp:
                 raise _BodyTooLarge
             chunks.append(chunk)
             if not message.get("more_body", False):
-                return b"".join(chunks)
+                body = b"".join(chunks)
+                return None if not body and scope["method"] in _NO_BODY else body
 
     async def _answer(self, response: httpx.Response, receive: Receive, send: Send) -> None:
         headers = to_client(response.headers.raw)

@@ -75,6 +75,10 @@ function jsonError(res, status, message) {
 }
 
 const httpServer = http.createServer(async (req, res) => {
+  res.on('finish', () => {
+    // On stderr, which the test shows when it fails: what the server refused, and why.
+    if (res.statusCode >= 400) console.error(`${req.method} ${req.url} -> ${res.statusCode}`, JSON.stringify(req.headers));
+  });
   try {
     const url = new URL(req.url, 'http://localhost');
     if (url.pathname === '/__stats__') {
