@@ -97,7 +97,9 @@ class Deployment:
 def upstream(request: pytest.FixtureRequest) -> Iterator[Upstream]:
     if request.param == "ts":
         node, _ = TS_PEER.prepare()
-        process = ReadyProcess([node, str(TS_DIR / "server.mjs"), "--port", "0"], ready=NODE_READY, cwd=TS_DIR)
+        process = ReadyProcess(
+            [node, str(TS_DIR / "server.mjs"), "--port", "0"], ready=NODE_READY, cwd=TS_DIR
+        )
         process.start()
         try:
             yield Upstream("ts", process.port)
@@ -118,7 +120,9 @@ def deployment(upstream: Upstream, request: pytest.FixtureRequest) -> Iterator[D
     deployment = Deployment(upstream, request.param)
     prefix = ""
     if request.param == "memory":
-        deployment.nodes = [mcp_resume("proxy", "--upstream", upstream.mcp_url, "--port", "0", *PROXY_OPTIONS)]
+        deployment.nodes = [
+            mcp_resume("proxy", "--upstream", upstream.mcp_url, "--port", "0", *PROXY_OPTIONS)
+        ]
     else:
         stores.require_redis()
         prefix = stores.redis_prefix("test-proxy-e2e")
@@ -161,7 +165,9 @@ async def _client(url: str, outcomes: list[Outcome]) -> None:
         async with http, ResumableSession(url, http_client=http, tasks=False) as session:
             for outcome in mine:
 
-                async def on_progress(p: float, total: float | None, message: str | None, into: Outcome = outcome) -> None:
+                async def on_progress(
+                    p: float, total: float | None, message: str | None, into: Outcome = outcome
+                ) -> None:
                     into.progress.append(p)
 
                 try:
@@ -225,7 +231,9 @@ async def test_the_rest_face_serves_the_upstreams_tools(deployment: Deployment) 
         assert listed.status_code == 200, listed.text
         assert {"echo", "slow_progress"} <= {tool["name"] for tool in listed.json()["tools"]}, listed.text
         put = await http.put(
-            f"/mcp/tools/echo/calls/{call_id}", json={"text": "over rest"}, headers={"idempotency-key": call_id}
+            f"/mcp/tools/echo/calls/{call_id}",
+            json={"text": "over rest"},
+            headers={"idempotency-key": call_id},
         )
         assert put.status_code == 201, put.text
         assert put.json()["status"] == "success" and _text(put.json()["result"]) == "over rest"
@@ -247,7 +255,9 @@ async def test_a_retried_post_with_an_idempotency_key_runs_the_tool_once(deploym
         answers = []
         for client in (first, second):
             session.client = client
-            reply = await session.exchange("POST", "/mcp", call, headers=session.headers(idempotency_key=text))
+            reply = await session.exchange(
+                "POST", "/mcp", call, headers=session.headers(idempotency_key=text)
+            )
             assert reply.status == 200, reply.raw
             answers.append([m for m in reply.messages() if "result" in m or "error" in m])
     after = await anyio.to_thread.run_sync(deployment.upstream.runs)
@@ -257,7 +267,9 @@ async def test_a_retried_post_with_an_idempotency_key_runs_the_tool_once(deploym
 
 async def test_an_unreachable_upstream_is_a_502_with_a_json_rpc_error() -> None:
     with socket_port() as port:
-        node = mcp_resume("proxy", "--upstream", f"http://127.0.0.1:{port}/mcp", "--port", "0", "--log-level", "warning")
+        node = mcp_resume(
+            "proxy", "--upstream", f"http://127.0.0.1:{port}/mcp", "--port", "0", "--log-level", "warning"
+        )
         await anyio.to_thread.run_sync(node.start)
     try:
         async with httpx.AsyncClient(timeout=30) as http:

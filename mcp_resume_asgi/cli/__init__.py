@@ -62,22 +62,65 @@ counts and the newest. Read-only. Principals and payloads are left out unless as
 def _serving_options(parser: argparse.ArgumentParser) -> None:
     net = parser.add_argument_group("serving")
     net.add_argument("--host", default="127.0.0.1", help="interface to listen on (default %(default)s)")
-    net.add_argument("--port", type=int, default=8000, help="port to listen on; 0 picks a free one (default %(default)s)")
-    net.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], help="(default %(default)s)")
+    net.add_argument(
+        "--port", type=int, default=8000, help="port to listen on; 0 picks a free one (default %(default)s)"
+    )
+    net.add_argument(
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="(default %(default)s)",
+    )
     net.add_argument("--access-log", action="store_true", help="log every request (uvicorn's access log)")
     store = parser.add_argument_group("store and nodes")
-    store.add_argument("--store", default="memory://", help="store URL: memory://, sqlite:///path.db, redis://host:6379/0 (default %(default)s)")
+    store.add_argument(
+        "--store",
+        default="memory://",
+        help="store URL: memory://, sqlite:///path.db, redis://host:6379/0 (default %(default)s)",
+    )
     store.add_argument("--prefix", default="", help="key prefix in a Redis store (default mcp-resume:)")
-    store.add_argument("--secret", default="", help="signing secret, the same on every node (needed with a shared store; >= 16 chars)")
-    store.add_argument("--node-timeout-s", type=float, default=5.0, help="a node silent this long is gone (default %(default)s)")
-    store.add_argument("--drain-s", type=float, default=DEFAULT_DRAIN_S, help="on SIGTERM, how long running work goes on (default %(default)s)")
+    store.add_argument(
+        "--secret",
+        default="",
+        help="signing secret, the same on every node (needed with a shared store; >= 16 chars)",
+    )
+    store.add_argument(
+        "--node-timeout-s",
+        type=float,
+        default=5.0,
+        help="a node silent this long is gone (default %(default)s)",
+    )
+    store.add_argument(
+        "--drain-s",
+        type=float,
+        default=DEFAULT_DRAIN_S,
+        help="on SIGTERM, how long running work goes on (default %(default)s)",
+    )
     features = parser.add_argument_group("features")
-    features.add_argument("--tasks", action="store_true", help="the Tasks extension for 2026-07-28 clients (with --policy task_after_s=N)")
-    features.add_argument("--rest", action="store_true", help="the REST face: PUT/GET <path>/tools/{name}/calls/{id}")
+    features.add_argument(
+        "--tasks",
+        action="store_true",
+        help="the Tasks extension for 2026-07-28 clients (with --policy task_after_s=N)",
+    )
+    features.add_argument(
+        "--rest", action="store_true", help="the REST face: PUT/GET <path>/tools/{name}/calls/{id}"
+    )
     features.add_argument("--resumable-requests", action="store_true", help="SEP-975 requests/resume")
-    features.add_argument("--resume-tokens", action="store_true", help="_meta.nextResumeToken interim results")
-    features.add_argument("--policy", action="append", metavar="NAME=VALUE", help="a Policy field, repeatable: --policy retry_ms=500 --policy task_after_s=2 (or one JSON object)")
-    features.add_argument("--option", action="append", metavar="NAME=VALUE", help="another keyword of resumable(), repeatable: --option session_ttl_s=3600")
+    features.add_argument(
+        "--resume-tokens", action="store_true", help="_meta.nextResumeToken interim results"
+    )
+    features.add_argument(
+        "--policy",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a Policy field, repeatable: --policy retry_ms=500 --policy task_after_s=2 (or one JSON object)",
+    )
+    features.add_argument(
+        "--option",
+        action="append",
+        metavar="NAME=VALUE",
+        help="another keyword of resumable(), repeatable: --option session_ttl_s=3600",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,35 +131,73 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     proxy = commands.add_parser(
-        "proxy", help="put the middleware in front of any MCP server (any language)", description=_PROXY,
+        "proxy",
+        help="put the middleware in front of any MCP server (any language)",
+        description=_PROXY,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    proxy.add_argument("--upstream", default="", metavar="URL", help="the upstream MCP endpoint, e.g. http://127.0.0.1:3000/mcp (required)")
+    proxy.add_argument(
+        "--upstream",
+        default="",
+        metavar="URL",
+        help="the upstream MCP endpoint, e.g. http://127.0.0.1:3000/mcp (required)",
+    )
     up = proxy.add_argument_group("upstream")
-    up.add_argument("--connect-timeout-s", type=float, default=10.0, help="connecting to the upstream (default %(default)s)")
-    up.add_argument("--read-timeout-s", type=float, default=None, help="how long the upstream may stay silent (default: as long as the work takes)")
-    up.add_argument("--credential-headers", action="append", metavar="NAME", help="request headers that carry credentials (default authorization, cookie, x-api-key)")
+    up.add_argument(
+        "--connect-timeout-s",
+        type=float,
+        default=10.0,
+        help="connecting to the upstream (default %(default)s)",
+    )
+    up.add_argument(
+        "--read-timeout-s",
+        type=float,
+        default=None,
+        help="how long the upstream may stay silent (default: as long as the work takes)",
+    )
+    up.add_argument(
+        "--credential-headers",
+        action="append",
+        metavar="NAME",
+        help="request headers that carry credentials (default authorization, cookie, x-api-key)",
+    )
     _serving_options(proxy)
 
     serve = commands.add_parser(
-        "serve", help="wrap and serve a Python app found by import string", description=_SERVE,
+        "serve",
+        help="wrap and serve a Python app found by import string",
+        description=_SERVE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    serve.add_argument("target", metavar="TARGET", nargs="?", default=None, help="module:attribute, e.g. my_server:mcp [env: MCP_RESUME_TARGET]")
+    serve.add_argument(
+        "target",
+        metavar="TARGET",
+        nargs="?",
+        default=None,
+        help="module:attribute, e.g. my_server:mcp [env: MCP_RESUME_TARGET]",
+    )
     serve.add_argument("--factory", action="store_true", help="TARGET is a function that returns the app")
     serve.add_argument("--path", default="/mcp", help="the app's MCP endpoint (default %(default)s)")
     _serving_options(serve)
 
     inspect = commands.add_parser(
-        "inspect", help="show what a store holds (read-only)", description=_INSPECT,
+        "inspect",
+        help="show what a store holds (read-only)",
+        description=_INSPECT,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     inspect.add_argument("--store", default="", help="store URL, e.g. redis://localhost:6379/0 (required)")
     inspect.add_argument("--prefix", default="", help="key prefix in a Redis store (default mcp-resume:)")
     inspect.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    inspect.add_argument("--show-principals", action="store_true", help="include principals (who started what)")
-    inspect.add_argument("--show-payloads", action="store_true", help="include recorded payloads (events, results)")
-    inspect.add_argument("--limit", type=int, default=10, help="how many of the newest to list per kind (default %(default)s)")
+    inspect.add_argument(
+        "--show-principals", action="store_true", help="include principals (who started what)"
+    )
+    inspect.add_argument(
+        "--show-payloads", action="store_true", help="include recorded payloads (events, results)"
+    )
+    inspect.add_argument(
+        "--limit", type=int, default=10, help="how many of the newest to list per kind (default %(default)s)"
+    )
     return parser
 
 
@@ -148,7 +229,9 @@ def _proxy(args: argparse.Namespace) -> None:
     from mcp_resume_asgi.proxy import DEFAULT_CREDENTIAL_HEADERS, ProxyApp
 
     if not args.upstream:
-        raise OptionError("--upstream URL is required (or MCP_RESUME_UPSTREAM), e.g. http://127.0.0.1:3000/mcp")
+        raise OptionError(
+            "--upstream URL is required (or MCP_RESUME_UPSTREAM), e.g. http://127.0.0.1:3000/mcp"
+        )
     app = ProxyApp(
         args.upstream,
         connect_timeout_s=args.connect_timeout_s,
@@ -162,9 +245,9 @@ def _proxy(args: argparse.Namespace) -> None:
 
 
 def _serve(args: argparse.Namespace) -> None:
-    from mcp_resume_asgi.cli.serving import find_app, run, wrapped_app
-
     import os
+
+    from mcp_resume_asgi.cli.serving import find_app, run, wrapped_app
 
     target = args.target or os.environ.get("MCP_RESUME_TARGET", "")
     if not target:

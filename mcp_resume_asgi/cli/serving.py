@@ -22,7 +22,7 @@ from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.store.urls import store_from_url
 from mcp_resume_asgi.wire.asgi import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["AppNotFound", "Announced", "find_app", "wrapped_app", "run"]
+__all__ = ["Announced", "AppNotFound", "find_app", "run", "wrapped_app"]
 
 logger = logging.getLogger(__name__)
 

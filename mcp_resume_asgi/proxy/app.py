@@ -84,7 +84,9 @@ def _checked_url(url: str) -> httpx.URL:
             "e.g. http://127.0.0.1:3000/mcp"
         )
     if parts.query or parts.fragment:
-        raise UpstreamURLError(f"bad upstream URL {url!r}: no query or fragment (the path names the endpoint)")
+        raise UpstreamURLError(
+            f"bad upstream URL {url!r}: no query or fragment (the path names the endpoint)"
+        )
     return httpx.URL(url)
 
 
@@ -203,7 +205,9 @@ class ProxyApp:
                 scope["path"],
                 self.read_timeout_s,
             )
-            await send_jsonrpc_error(send, 504, p.INTERNAL_ERROR, "the upstream MCP server did not answer in time")
+            await send_jsonrpc_error(
+                send, 504, p.INTERNAL_ERROR, "the upstream MCP server did not answer in time"
+            )
             return
         except httpx.HTTPError as exc:
             self._went_unreachable(exc)

@@ -23,8 +23,16 @@ class CountedCalls:
             await self.app(scope, receive, send)
             return
         if scope["path"] == "/__stats__":
-            body = json.dumps({"echo": self.runs["echo"], "slow_progress": self.runs["slow_progress"]}).encode()
-            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+            body = json.dumps(
+                {"echo": self.runs["echo"], "slow_progress": self.runs["slow_progress"]}
+            ).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
             await send({"type": "http.response.body", "body": body})
             return
         if scope["method"] != "POST":

@@ -31,12 +31,19 @@ NODE_READY = re.compile(r"^READY (\d+)$")
 
 class ReadyProcess:
     def __init__(
-        self, cmd: Sequence[str], *, ready: re.Pattern[str], env: dict[str, str] | None = None, cwd: Path = REPO_ROOT
+        self,
+        cmd: Sequence[str],
+        *,
+        ready: re.Pattern[str],
+        env: dict[str, str] | None = None,
+        cwd: Path = REPO_ROOT,
     ) -> None:
         self.cmd = list(cmd)
         self.ready = ready
         self.env = {**os.environ, **(env or {})}
-        self.env["PYTHONPATH"] = os.pathsep.join(x for x in (str(REPO_ROOT), self.env.get("PYTHONPATH", "")) if x)
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            x for x in (str(REPO_ROOT), self.env.get("PYTHONPATH", "")) if x
+        )
         self.env.setdefault("PYTHONUNBUFFERED", "1")
         self.cwd = cwd
         self.port = 0
@@ -66,7 +73,9 @@ class ReadyProcess:
                 line = self._queue.get(timeout=max(deadline - time.monotonic(), 0.01))
             except queue.Empty:
                 self.stop()
-                raise RuntimeError(f"{self.cmd} said nothing ready within {timeout_s}s: {self.lines}") from None
+                raise RuntimeError(
+                    f"{self.cmd} said nothing ready within {timeout_s}s: {self.lines}"
+                ) from None
             if line is None:
                 raise RuntimeError(f"{self.cmd} exited with {proc.wait()} before it was ready: {self.lines}")
             found = self.ready.match(line)
