@@ -24,6 +24,7 @@ import contextlib
 import json
 import os
 import random
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -294,3 +295,33 @@ def socket_port() -> Iterator[int]:
     port = sock.getsockname()[1]
     sock.close()
     yield port
+
+
+async def test_inspect_shows_the_nodes_sessions_and_calls_without_principals(deployment: Deployment) -> None:
+    if deployment.store != "redis":
+        pytest.skip("a memory store lives inside its process: nothing to inspect from outside")
+    node = deployment.nodes[0]
+    store = node.cmd[node.cmd.index("--store") + 1]
+    prefix = node.cmd[node.cmd.index("--prefix") + 1]
+    command = [sys.executable, "-m", "mcp_resume_asgi.cli", "inspect", "--store", store, "--prefix", prefix]
+    auth = {"authorization": "Bearer inspected"}
+    async with (
+        httpx.AsyncClient(timeout=30, headers=auth) as http,
+        ResumableSession(deployment.mcp_url(), http_client=http) as session,
+    ):
+        await session.call_tool("echo", {"text": "seen"})
+        put = await http.put(
+            f"{node.url}/mcp/tools/echo/calls/inspected",
+            json={"text": "x"},
+            headers={"idempotency-key": "i-1"},
+        )
+        assert put.status_code in (200, 201), put.text
+        done = await anyio.run_process([*command, "--json"], env=node.env, check=False)
+        table = await anyio.run_process(command, env=node.env, check=False)
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout)
+    assert view["counts"]["nodes"] == 2 and all(n["alive"] for n in view["newest"]["nodes"]), view
+    assert view["counts"]["sessions"] >= 1 and view["counts"]["streams"] >= 1, view
+    assert view["counts"]["rest_calls"] >= 1, view
+    assert "principal" not in done.stdout.decode() and "proxy:" not in done.stdout.decode()
+    assert table.returncode == 0 and b"nodes: 2" in table.stdout, table.stdout
