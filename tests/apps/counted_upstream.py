@@ -49,7 +49,7 @@ class CountedCalls:
         body = b"".join(chunks)
         try:
             parsed = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # (the server's own answer to such a body is its business)
             parsed = None
         if isinstance(parsed, dict) and parsed.get("method") == "tools/call":
             name = (parsed.get("params") or {}).get("name")
