@@ -124,9 +124,13 @@ class Announced:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on host:port (port 0: a free one), IPv6 if the host is one."""
+    """A listening socket on host:port (port 0: a free one), IPv6 if the host is one, its
+    connections without Nagle's delay."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only on accepted sockets whose proto says TCP,
+    # and a socket made with proto 0 passes 0 on. Without it every SSE answer (its head, then its
+    # events) waits ~40 ms on Nagle and the peer's delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
