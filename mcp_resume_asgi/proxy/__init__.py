@@ -7,6 +7,16 @@ streams, Tasks, the REST face, `Idempotency-Key`, drains and several nodes. It n
 
 from __future__ import annotations
 
+try:
+    import httpx as _httpx  # noqa: F401  (the proxy forwards with it)
+except ModuleNotFoundError as exc:  # say which extra brings it, not only what is missing
+    if exc.name != "httpx":
+        raise
+    raise ImportError(
+        "mcp_resume_asgi.proxy needs httpx, which the `proxy` extra installs: "
+        "pip install 'mcp-resume-asgi[proxy]'"
+    ) from None
+
 from mcp_resume_asgi.proxy.app import ProxyApp, UpstreamURLError, proxy_app
 from mcp_resume_asgi.proxy.credentials import DEFAULT_CREDENTIAL_HEADERS, ProxiedCaller
 
