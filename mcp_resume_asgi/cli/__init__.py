@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import secrets
 import socket
 import sys
@@ -245,7 +246,6 @@ def _proxy(args: argparse.Namespace) -> None:
 
 
 def _serve(args: argparse.Namespace) -> None:
-    import os
 
     from mcp_resume_asgi.cli.serving import find_app, run, wrapped_app
 
