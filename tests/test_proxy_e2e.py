@@ -49,7 +49,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(240)]
 TS_DIR = Path(__file__).resolve().parent / "ts_server"
 TS_PEER = NpmPeer(TS_DIR, ("@modelcontextprotocol/sdk",), min_node_major=18)
 SECRET = "proxy-e2e-secret-0123456789abcdef"
-CLIENTS, CALLS, STEPS, SECONDS = 5, 4, 10, 1.5
+CLIENTS, CALLS, STEPS, SECONDS = 5, 4, 10, 1.0
 CUTS = (0.2, 1.2)
 PROXY_OPTIONS = [
     "--tasks",
@@ -202,7 +202,7 @@ async def test_chaos_twenty_calls_exact_through_cut_connections(deployment: Depl
     )
     print(summary)
     assert len(outcomes) == CLIENTS * CALLS and len(exact) == CLIENTS * CALLS, summary
-    assert proxy.stats.cuts >= CLIENTS * CALLS, summary
+    assert proxy.stats.cuts >= CLIENTS * CALLS // 2, summary  # (a cut every other call, at least)
 
 
 async def test_a_long_call_of_an_auto_mode_client_becomes_a_task_and_completes_through_tasks_get(
@@ -220,7 +220,7 @@ async def test_a_long_call_of_an_auto_mode_client_becomes_a_task_and_completes_t
         ResumableSession(deployment.mcp_url(), http_client=http, protocol_version="auto") as session,
     ):
         with anyio.fail_after(scaled(30)):
-            result = await session.call_tool("slow_progress", {"seconds": 2.0, "steps": 4})
+            result = await session.call_tool("slow_progress", {"seconds": 1.2, "steps": 4})
         version = session.protocol_version
     assert _text(result) == "done 4"
     assert "tasks/get" in methods, (version, methods)
