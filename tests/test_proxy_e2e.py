@@ -323,6 +323,9 @@ async def test_inspect_shows_the_nodes_sessions_and_calls_without_principals(dep
         assert put.status_code in (200, 201), put.text
         done = await anyio.run_process([*command, "--json"], env=node.env, check=False)
         table = await anyio.run_process(command, env=node.env, check=False)
+        asked = await anyio.run_process(
+            [*command, "--json", "--show-principals", "--limit", "1000"], env=node.env, check=False
+        )
     assert done.returncode == 0, done.stderr
     view = json.loads(done.stdout)
     assert view["counts"]["nodes"] == 2 and all(n["alive"] for n in view["newest"]["nodes"]), view
@@ -330,3 +333,6 @@ async def test_inspect_shows_the_nodes_sessions_and_calls_without_principals(dep
     assert view["counts"]["rest_calls"] >= 1, view
     assert "principal" not in done.stdout.decode() and "proxy:" not in done.stdout.decode()
     assert table.returncode == 0 and b"nodes: 2" in table.stdout, table.stdout
+    # Asked, the streams name who started them: this caller by its credentials' digest.
+    streams = json.loads(asked.stdout)["newest"]["streams"]
+    assert any(str(s.get("principal", "")).startswith("proxy:") for s in streams), streams
