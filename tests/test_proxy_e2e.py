@@ -16,7 +16,11 @@ processes are shared by the module's tests (module-scoped fixtures). For each of
   server, which speaks 2025 only) whose long call becomes a task and completes through
   `tasks/get`;
 * the REST face: the upstream's tools listed, a call made with PUT and read back with GET;
-* a `tools/call` POST with an `Idempotency-Key` sent twice (to the other node on Redis): one run.
+* a `tools/call` POST with an `Idempotency-Key` sent twice (to the other node on Redis): one run;
+* `mcp-resume inspect` on the Redis store of the two nodes.
+
+And, with nodes of their own: a node told to stop (SIGTERM) mid-call drains, its client resumes on
+the other node; a proxy whose upstream does not listen answers 502 with a JSON-RPC error.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import contextlib
 import json
 import os
 import random
+import signal
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -269,6 +274,59 @@ async def test_a_retried_post_with_an_idempotency_key_runs_the_tool_once(deploym
     after = await anyio.to_thread.run_sync(deployment.upstream.runs)
     assert answers[0] == answers[1] and _text(answers[0][0]["result"]) == text, answers
     assert after["echo"] - before["echo"] == 1, (before, after)
+
+
+async def test_a_node_told_to_stop_drains_and_its_call_completes_through_the_other(
+    upstream: Upstream,
+) -> None:
+    """Two proxy nodes on Redis behind a balancer; SIGTERM the node serving a call mid-call: its
+    drain closes the client's connection with `retry:` while the call goes on through its proxy
+    to the upstream, the client resumes on the other node from the store, every progress event
+    once and in order, and the stopped node exits cleanly once the call is done."""
+    stores.require_redis()
+    prefix = stores.redis_prefix("test-proxy-drain")
+    store = ["--store", stores.redis_url(), "--prefix", prefix, "--secret", SECRET, "--drain-s", "10"]
+    nodes = [
+        mcp_resume("proxy", "--upstream", upstream.mcp_url, "--port", "0", *store, *PROXY_OPTIONS)
+        for _ in range(2)
+    ]
+    progress: list[float] = []
+    result: dict[str, Any] = {}
+    try:
+        for node in nodes:
+            await anyio.to_thread.run_sync(node.start)
+        by_port = {node.port: node for node in nodes}
+        async with CutProxy([node.port for node in nodes]) as balancer:
+            stopped: list[ReadyProcess] = []
+            signalled_at = 0
+
+            async def on_progress(p: float, total: float | None, message: str | None) -> None:
+                nonlocal signalled_at
+                progress.append(p)
+                if len(progress) == 2:
+                    stopped.append(by_port[balancer.records[-1].backend_port])  # the call's connection
+                    signalled_at = len(balancer.records)
+                    stopped[0].signal(signal.SIGTERM)
+
+            inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
+            async with (
+                httpx.AsyncClient(transport=ResumableTransport(inner, max_attempts=20), timeout=30) as http,
+                ResumableSession(balancer.mcp_url, http_client=http, tasks=False) as session,
+            ):
+                with anyio.fail_after(scaled(30)):
+                    result = await session.call_tool(
+                        "slow_progress", {"seconds": 1.5, "steps": 6}, on_progress=on_progress
+                    )
+                resumed = [r.backend_port for r in balancer.records[signalled_at:] if not r.cut]
+            # The call's connection was closed by the drain: it went on through the other node.
+            assert resumed and stopped[0].port not in resumed[-1:], (resumed, stopped[0].port)
+            # (uvicorn re-raises the signal it handled once shut down: the status says SIGTERM)
+            assert stopped and await anyio.to_thread.run_sync(stopped[0].wait, 20) in (0, -signal.SIGTERM)
+    finally:
+        for node in nodes:
+            await anyio.to_thread.run_sync(node.stop)
+        stores.delete_prefix_sync(stores.redis_url(), prefix)
+    assert _text(result) == "done 6" and progress == [float(i) for i in range(1, 7)], (result, progress)
 
 
 async def test_an_unreachable_upstream_is_a_502_with_a_json_rpc_error() -> None:

@@ -83,6 +83,16 @@ class ReadyProcess:
                 self.port = int(found.group(1))
                 return self
 
+    def signal(self, sig: int) -> None:
+        """Send `sig` to the child (SIGTERM: the server's own drain and stop)."""
+        assert self._proc is not None
+        self._proc.send_signal(sig)
+
+    def wait(self, timeout_s: float) -> int:
+        """The child's exit status once it exited (`subprocess.TimeoutExpired` after `timeout_s`)."""
+        assert self._proc is not None
+        return self._proc.wait(scaled(timeout_s))
+
     def stop(self) -> None:
         proc = self._proc
         if proc is None or proc.poll() is not None:
