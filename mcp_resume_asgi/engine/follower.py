@@ -53,7 +53,7 @@ async def follow(
     """Serve `conn` from the store until the stream is over for it, it leaves or is closed."""
     now = time.monotonic()
     delivery = conn.delivery or Delivery()
-    node = services.node
+    watches = services.owner_watches
     core = StreamCore.mirror(
         policy,
         version=meta.protocol_version,
@@ -61,7 +61,7 @@ async def follow(
         request_id=meta.request_id,
         opted_in=meta.resumable_opt_in,
         now=now,
-        owner_check_s=node.timeout_s / 2 if node is not None else None,
+        owner_watch=None if watches is None else watches.of(meta.stream_id, now),
     )
     core.attach(meta.attach_gen, after_seq, now, at_will=delivery.at_will, deadline_s=delivery.deadline_s)
     att = core.conn
