@@ -92,7 +92,7 @@ async def test_two_clients_replacing_each_other_on_a_lost_nodes_stream_get_its_e
 
     print(f"\nconnections on B: {dict(attached)}; endings: {endings}")
     assert ended.is_set(), f"the followers never learned the stream's end ({dict(attached)} connections)"
-    (name, message), *_ = endings
+    (_, message), *_ = endings
     assert isinstance(message, dict), endings
     assert message["error"]["code"] == -32000
     assert "stopped" in message["error"]["message"]
