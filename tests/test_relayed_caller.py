@@ -146,7 +146,7 @@ def test_a_request_seal_does_not_open_as_a_reply_nor_the_other_way() -> None:
 
 @pytest.mark.anyio
 async def test_the_relaying_node_takes_only_sealed_replies() -> None:
-    """`Node._dispatch`: a forged part of the answer never reaches the relay's reader; the
+    """`Node._receive`: a forged part of the answer never reaches the relay's reader; the
     sealed one does; a forged "gone" does not end a relayed request being served."""
     import anyio
 
@@ -157,17 +157,17 @@ async def test_the_relaying_node_takes_only_sealed_replies() -> None:
     into, out = anyio.create_memory_object_stream[dict[str, Any]](8)
     node._replies["r1"] = into
     forged = {"t": "body", "id": "r1", "seq": 1, "body": "Zm9yZ2Vk", "more": False}
-    node._dispatch(json.dumps(forged).encode())
-    node._dispatch(json.dumps({**seal_for("owner").seal_message(BODY), "seal": "x" * 43}).encode())
-    node._dispatch(json.dumps(seal_for("owner").seal_message(BODY)).encode())
+    node._receive(json.dumps(forged).encode())
+    node._receive(json.dumps({**seal_for("owner").seal_message(BODY), "seal": "x" * 43}).encode())
+    node._receive(json.dumps(seal_for("owner").seal_message(BODY)).encode())
     assert out.receive_nowait() == BODY
     with pytest.raises(anyio.WouldBlock):
         out.receive_nowait()
     gone = anyio.Event()
     node._served["r2"] = gone
-    node._dispatch(json.dumps({"t": "gone", "id": "r2"}).encode())
+    node._receive(json.dumps({"t": "gone", "id": "r2"}).encode())
     assert not gone.is_set()
-    node._dispatch(json.dumps(seal_for("owner").seal_message({"t": "gone", "id": "r2"})).encode())
+    node._receive(json.dumps(seal_for("owner").seal_message({"t": "gone", "id": "r2"})).encode())
     assert gone.is_set()
 
 

@@ -45,6 +45,9 @@ class OutageLog:
     a line (and a traceback) per failure buries the cause and everything else in the
     log. So: the cause once when the outage starts, at `level`; a reminder at most
     every `remind_s` while it lasts (each other failure at DEBUG); INFO when it is back.
+    An operation that comes back and fails again for the same cause within `remind_s` of
+    that cause's last line (a link that flaps) is one condition: its outages start and end
+    at DEBUG until `remind_s` has passed, and the next line says how many there were.
     Lines go to `log_to`, the logger of the part that retries (this module's by default).
     """
 
@@ -63,6 +66,12 @@ class OutageLog:
         self.down_since: float | None = None
         self._reminded = 0.0
         self._failures = 0
+        self._logged_cause: str | None = None
+        """The cause of the last outage logged at `level` (at `_reminded`)."""
+        self._quiet = False
+        """This outage is logged at DEBUG: its cause was logged less than `remind_s` ago."""
+        self._quiet_outages = 0
+        """Outages logged at DEBUG since the last line at `level`."""
 
     @property
     def down(self) -> bool:
@@ -73,12 +82,22 @@ class OutageLog:
         cause = describe_error(exc)
         self._failures += 1
         if self.down_since is None:
-            self.down_since = self._reminded = now
+            self.down_since = now
             self._failures = 1
+            self._quiet = cause == self._logged_cause and now - self._reminded < self.remind_s
+            if self._quiet:
+                self._quiet_outages += 1
+                self.logger.debug("%s failed again (%s), %d times now", self.what, cause, self._quiet_outages)
+                return
+            self._reminded = now
+            self._logged_cause = cause
+            again = f" ({self._quiet_outages} more times since last logged)" if self._quiet_outages else ""
+            self._quiet_outages = 0
             self.logger.log(
                 self.level,
-                "%s failed (%s); retrying, logged again at most every %.0f s until it is back",
+                "%s failed%s (%s); retrying, logged again at most every %.0f s until it is back",
                 self.what,
+                again,
                 cause,
                 self.remind_s,
             )
@@ -98,7 +117,8 @@ class OutageLog:
     def recovered(self) -> None:
         if self.down_since is None:
             return
-        self.logger.info(
+        self.logger.log(
+            logging.DEBUG if self._quiet else logging.INFO,
             "%s is back after %.1f s (%d failed attempts)",
             self.what,
             time.monotonic() - self.down_since,
