@@ -9,6 +9,7 @@ the middleware answers meanwhile is the ASGI side's (`http/outage.py`).
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 from mcp_resume_asgi.store.base import Store
@@ -17,6 +18,8 @@ logger = logging.getLogger(__name__)
 
 #: After the store failed, how long requests skip it before trying again.
 STORE_RETRY_S = 2.0
+#: The most causes an `OutageLog` remembers having logged (the oldest are forgotten).
+_CAUSES_KEPT = 32
 
 
 def describe_error(exc: BaseException) -> str:
@@ -66,12 +69,11 @@ class OutageLog:
         self.down_since: float | None = None
         self._reminded = 0.0
         self._failures = 0
-        self._logged_cause: str | None = None
-        """The cause of the last outage logged at `level` (at `_reminded`)."""
+        self._logged: dict[str, tuple[float, int]] = {}
+        """By cause logged at `level`: when, and how many outages of that cause were logged at DEBUG
+        since (the causes of the last `remind_s`, and those with such outages; `_CAUSES_KEPT`)."""
         self._quiet = False
         """This outage is logged at DEBUG: its cause was logged less than `remind_s` ago."""
-        self._quiet_outages = 0
-        """Outages logged at DEBUG since the last line at `level`."""
 
     @property
     def down(self) -> bool:
@@ -84,15 +86,23 @@ class OutageLog:
         if self.down_since is None:
             self.down_since = now
             self._failures = 1
-            self._quiet = cause == self._logged_cause and now - self._reminded < self.remind_s
+            logged_at, quiet = self._logged.get(cause, (-math.inf, 0))
+            self._quiet = now - logged_at < self.remind_s
             if self._quiet:
-                self._quiet_outages += 1
-                self.logger.debug("%s failed again (%s), %d times now", self.what, cause, self._quiet_outages)
+                self._logged[cause] = (logged_at, quiet + 1)
+                self.logger.debug(
+                    "%s failed again (%s), %d times since last logged", self.what, cause, quiet + 1
+                )
                 return
             self._reminded = now
-            self._logged_cause = cause
-            again = f" ({self._quiet_outages} more times since last logged)" if self._quiet_outages else ""
-            self._quiet_outages = 0
+            self._logged.pop(cause, None)
+            self._logged = {  # (the causes of this interval, and those with outages not told yet)
+                c: at
+                for c, at in list(self._logged.items())[-_CAUSES_KEPT:]
+                if at[1] or now - at[0] < self.remind_s
+            }
+            self._logged[cause] = (now, 0)
+            again = f" ({quiet} more times since last logged)" if quiet else ""
             self.logger.log(
                 self.level,
                 "%s failed%s (%s); retrying, logged again at most every %.0f s until it is back",
