@@ -8,12 +8,14 @@ closed with `retry:` and comes back at once). Then A is killed (SIGKILL).
 Each connection on B lives far less than the owner check's interval, so a check timed per
 connection is never made: the clients would replace each other for ever, the call neither
 ended nor run again. The check is timed per stream on B, whoever is attached: one of the two
-clients gets the stream's end (-32000, "the server running this request stopped").
+clients gets the stream's end - -32000, "the server running this request stopped"; or, where
+the tool may run again (`tests.apps.rerun_app`, `rerun_on_loss`), the re-run's result.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from typing import Any
 
@@ -32,11 +34,16 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90), pytest.mark.slow]
 __all__ = ["prefix"]  # the fixture, used by name
 
 NODE_TIMEOUT_S = 2.0
+RERUN_APP = "tests.apps.rerun_app:create_app"
 
 
-async def test_two_clients_replacing_each_other_on_a_lost_nodes_stream_get_its_end(prefix: str) -> None:
+@pytest.mark.parametrize("rerun", [False, True], ids=["run-once", "rerun"])
+async def test_two_clients_replacing_each_other_on_a_lost_nodes_stream_get_its_end(
+    prefix: str, rerun: bool
+) -> None:
     require_redis()
     options = {"node_timeout_s": NODE_TIMEOUT_S}
+    app = {"target": RERUN_APP, "env": {"MCP_RESUME_RERUN": "1"}} if rerun else {}
     ended = anyio.Event()
     replacing = anyio.Event()
     """Set once both clients attached three times each: they replace each other."""
@@ -44,13 +51,16 @@ async def test_two_clients_replacing_each_other_on_a_lost_nodes_stream_get_its_e
     endings: list[tuple[str, Any]] = []
 
     async with (
-        cluster(2, prefix, policy={"retry_ms": 20}, options=options) as (a, b),
+        cluster(2, prefix, policy={"retry_ms": 20}, options=options, **app) as (a, b),
         httpx.AsyncClient(base_url=f"http://{HOST}:{port_of(a)}", timeout=scaled(30)) as on_a,
         httpx.AsyncClient(base_url=f"http://{HOST}:{port_of(b)}", timeout=scaled(30)) as on_b,
     ):
         caller = RawSession(on_a)
         assert (await caller.initialize()).status == 200
-        call = caller.tool_call("slow_progress", {"seconds": 60, "steps": 600}, progress=True)
+        if rerun:
+            call = caller.tool_call("counted", {"seconds": 3, "steps": 30, "tag": "followed"}, progress=True)
+        else:
+            call = caller.tool_call("slow_progress", {"seconds": 60, "steps": 600}, progress=True)
         first = await caller.exchange("POST", "/mcp", call, stop_after=3)
         assert first.status == 200 and first.last_id is not None
 
@@ -86,13 +96,18 @@ async def test_two_clients_replacing_each_other_on_a_lost_nodes_stream_get_its_e
             with anyio.fail_after(scaled(20)):
                 await replacing.wait()
             a.kill()
+            killed_at = time.monotonic()
             with anyio.move_on_after(scaled(30)):
                 await ended.wait()
+            took = time.monotonic() - killed_at
             tg.cancel_scope.cancel()
 
-    print(f"\nconnections on B: {dict(attached)}; endings: {endings}")
+    print(f"\nconnections on B: {dict(attached)}; ended {took:.2f} s after the kill: {endings}")
     assert ended.is_set(), f"the followers never learned the stream's end ({dict(attached)} connections)"
     (_, message), *_ = endings
     assert isinstance(message, dict), endings
-    assert message["error"]["code"] == -32000
-    assert "stopped" in message["error"]["message"]
+    if rerun:
+        assert message["result"]["content"][0]["text"] == "counted followed", message
+    else:
+        assert message["error"]["code"] == -32000
+        assert "stopped" in message["error"]["message"]
