@@ -97,7 +97,8 @@ async def test_two_clients_replacing_each_other_on_a_lost_nodes_stream_get_its_e
                 await replacing.wait()
             a.kill()
             killed_at = time.monotonic()
-            with anyio.move_on_after(scaled(30)):
+            # About `node_timeout_s` to find the owner dead (and the re-run's 3 s), generously.
+            with anyio.move_on_after(NODE_TIMEOUT_S + scaled(10) + (3 if rerun else 0)):
                 await ended.wait()
             took = time.monotonic() - killed_at
             tg.cancel_scope.cancel()
