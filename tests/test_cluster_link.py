@@ -221,7 +221,7 @@ async def test_a_replayed_part_of_an_answer_is_dropped_and_the_answer_goes_on(ag
                 owner.go.set()  # (published after those: B reads them first)
             if again == "replayed":
                 assert answer == [(200, b"one;two;three", True)]
-                assert b.dropped["a part of its answer came again"] == 2
+                assert b.dropped["a 'body' message of its answer came again"] == 2
             else:
                 assert answer == [(200, b"one;", True)]  # ended where the part is missing
         finally:

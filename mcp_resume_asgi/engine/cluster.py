@@ -72,6 +72,34 @@ _MAX_BODY_BYTES = 4 * 1024 * 1024
 _HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"upgrade"}
 
 
+class _Replies:
+    """Where the answer of a relay under way goes, on the node that relayed it: its messages each
+    once, the parts in order (a copy of one taken already - late, or replayed by whoever can
+    publish - is dropped before it is queued, so copies cannot fill the queue either)."""
+
+    __slots__ = ("into", "next_part", "seen")
+
+    def __init__(self, into: MemoryObjectSendStream[dict[str, Any]]) -> None:
+        self.into = into
+        self.seen: set[str] = set()
+        """The kinds of message taken that come once (`ack`, `start`)."""
+        self.next_part = 1
+
+    def new(self, message: dict[str, Any]) -> bool:
+        """Whether `message` (opened) was not taken already: if so, it counts as taken now."""
+        kind = str(message.get("t"))
+        if kind != "body":
+            if kind in self.seen:
+                return False
+            self.seen.add(kind)
+            return True
+        part = message.get("seq")
+        if isinstance(part, bool) or not isinstance(part, int) or part < self.next_part:
+            return False
+        self.next_part = part + 1  # (one past it missing: the reader ends the answer there)
+        return True
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
@@ -112,7 +140,7 @@ class Node:
         self._up: anyio.Event | None = None
         """Set when `running` becomes True, for whoever waits for it (`wait_running`)."""
         self._handler: ASGIHandler | None = None
-        self._replies: dict[str, MemoryObjectSendStream[dict[str, Any]]] = {}
+        self._replies: dict[str, _Replies] = {}
         self._served: dict[str, anyio.Event] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self.link = OutageLog(f"node {self.node_id}: cluster link", level=logging.ERROR, log_to=logger)
@@ -192,6 +220,7 @@ class Node:
             self._dispatch(message)
         except Exception as exc:
             self._refused(message["id"], f"it could not be read ({type(exc).__name__})")
+            logger.debug("node %s: the message it could not read", self.node_id, exc_info=exc)
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         kind = message.get("t")
@@ -206,14 +235,18 @@ class Node:
             if gone is not None and self._opened(message) is not None:
                 gone.set()
         elif kind in ("ack", "start", "body"):
-            reply = self._replies.get(message["id"])
-            if reply is not None and (part := self._opened(message)) is not None:
-                try:
-                    reply.send_nowait(part)
-                except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    logger.warning("relay %s: reader is behind; dropping the relay", message["id"])
-                    self._replies.pop(message["id"], None)
-                    reply.close()
+            replies = self._replies.get(message["id"])
+            if replies is None or (taken := self._opened(message)) is None:
+                return
+            if not replies.new(taken):
+                self._refused(message["id"], f"a {kind!r} message of its answer came again")
+                return
+            try:
+                replies.into.send_nowait(taken)
+            except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                logger.warning("relay %s: reader is behind; dropping the relay", message["id"])
+                self._replies.pop(message["id"], None)
+                replies.into.close()
 
     def _opened(self, message: dict[str, Any]) -> dict[str, Any] | None:
         """A relay's reply or "gone" message as it was sealed, or None (refused, logged)."""
@@ -331,7 +364,7 @@ class Node:
         """Send this request to `owner` and stream its answer back to our client."""
         relay_id = secrets.token_hex(8)
         replies_in, replies = anyio.create_memory_object_stream[dict[str, Any]](1024)
-        self._replies[relay_id] = replies_in
+        self._replies[relay_id] = _Replies(replies_in)
         headers = [[_b64(k), _b64(v)] for k, v in scope["headers"] if k not in _HOP_BY_HOP]
         request = {
             "method": scope["method"],
@@ -393,12 +426,7 @@ class Node:
                         continue
                     if reply["t"] != "body" or not started:
                         continue
-                    part = reply.get("seq")
-                    if isinstance(part, bool) or not isinstance(part, int) or part < expected:
-                        # Taken already (late, or replayed by whoever can publish): not the next one.
-                        self._refused(relay_id, "a part of its answer came again")
-                        continue
-                    if part > expected:
+                    if reply.get("seq") != expected:  # (a copy of one taken is dropped before)
                         logger.warning("relay %s: a part of the answer was lost; ending it", relay_id)
                         await send({"type": "http.response.body", "body": b"", "more_body": False})
                         break
