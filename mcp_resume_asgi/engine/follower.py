@@ -7,7 +7,8 @@ complete, at-will closes, keep-alives, the feature layer's deadline - come from
 a `StreamCore` fed from the store's record (`observe`), the same object that
 decides for hosted streams. Two duties are a follower's own: telling the store a
 client is still in contact (the owner's resume window counts from it), and
-noticing that the owner died with the stream unfinished.
+noticing that the owner died with the stream unfinished (asked on the stream's schedule on
+this node, which a connection taking the stream over keeps: `core/owner_watch.py`).
 
 What a follower reports (`telemetry`): the replay - from the attach until the connection has
 what was recorded before it, how long and how many events - and its at-will closes.
