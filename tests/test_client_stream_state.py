@@ -331,3 +331,26 @@ def test_attempts_no_server_answers_go_on_for_reconnect_s_then_give_up_saying_so
     s.unanswered("HTTP 502", 200.0)
     with pytest.raises(GiveUp, match=r"no server answered for 10 s \(reconnect_s=10"):
         s.unanswered("HTTP 502", 210.0)
+
+
+def test_the_stream_of_an_initialize_resumes_in_the_session_its_answer_named() -> None:
+    """An `initialize` POST carries no session id; its SSE answer names one. A resume of that
+    stream goes out with it: a node other than the one that answered checks the resume's
+    session against the stream's, and refused (404) one without it."""
+    import weakref
+
+    from mcp_resume_asgi.client import ResumableTransport
+    from mcp_resume_asgi.client.logical_stream import LogicalStream
+
+    request = httpx.Request("POST", MCP, headers={"accept": "application/json, text/event-stream"})
+    response = httpx.Response(200, headers={"content-type": "text/event-stream", "mcp-session-id": "s-9"})
+    stream = LogicalStream(
+        ResumableTransport(httpx.AsyncHTTPTransport()),
+        request,
+        0,
+        response,
+        tokens=TokenBook(),
+        live=weakref.WeakSet(),
+    )
+    assert stream.state.session_id == "s-9"
+    assert dict(stream.state.headers(post=False))[b"mcp-session-id"] == b"s-9"

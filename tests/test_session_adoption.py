@@ -313,7 +313,12 @@ async def test_a_rolling_deploy_fails_no_call_and_loses_no_session(
         f"{deploy_ended - deploy_started:.1f}s; sessions taken over: {adoptions}; calls overlapping the "
         f"deploy took {min(during):.2f}-{max(during):.2f}s (a call alone takes 1 s)"
     )
-    warnings = [line for log in logs for line in log.splitlines() if " WARNING " in line or "did not answer" in line or "taken over" in line]
+    warnings = [
+        line
+        for log in logs
+        for line in log.splitlines()
+        if " WARNING " in line or "did not answer" in line or "taken over" in line
+    ]
     assert failed == [], (failed[:5], warnings[:20])
     for i, made in calls.items():
         assert made and made[-1][0] > deploy_ended, f"session {i} made no call after the deploy"
