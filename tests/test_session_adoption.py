@@ -16,6 +16,7 @@ calls that failed) are printed for the report (`docs/guides/deploy.md`, `BENCHMA
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import time
 from collections.abc import AsyncIterator
@@ -26,6 +27,7 @@ import anyio
 import httpx
 import pytest
 from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from mcp_resume_asgi.client import McpError, ResumableSession, ResumableTransport
@@ -45,6 +47,18 @@ STEPS = 20
 SECONDS = 3.0
 NODE_TIMEOUT_S = 2.0
 GRACEFUL_S = 2.0
+
+
+async def _logs(folder: Path) -> list[str]:
+    """Each node's log (`cluster(log_dir=...)`)."""
+    return await anyio.to_thread.run_sync(lambda: [log.read_text() for log in folder.glob("node-*.log")])
+
+
+async def _replays(folder: Path) -> list[float]:
+    """How long each adoption's replay took, as the adopting node logged it, sorted."""
+    return sorted(
+        float(t) for log in await _logs(folder) for t in re.findall(r"replayed in ([0-9.]+) s", log)
+    )
 
 
 async def _first_call(client: str, session: Any, progress: list[float]) -> str:
@@ -80,7 +94,10 @@ async def _session(client: str, url: str, recorder: Recorder) -> AsyncIterator[A
     resumable-streams opt-in: such a call cannot move, and must end within the server's
     graceful timeout; `docs/guides/deploy.md`.)"""
     if client == "legacy":
-        async with Client(url, mode="legacy", log_level="debug") as mcp:
+        async with (
+            recorder.httpx2_client() as http,
+            Client(streamable_http_client(url, http_client=http), mode="legacy", log_level="debug") as mcp,
+        ):
             yield mcp
     else:
         async with recorded_session(client, url, recorder) as session:
@@ -98,7 +115,7 @@ async def _session(client: str, url: str, recorder: Recorder) -> AsyncIterator[A
     ids=["stock-sigterm", "legacy-sigterm", "helper-sigterm", "helper-sigkill"],
 )
 async def test_a_node_leaving_mid_call_takes_no_session_with_it(
-    prefix: str, client: str, how: signal.Signals
+    prefix: str, client: str, how: signal.Signals, tmp_path: Path
 ) -> None:
     require_redis()
     policy: dict[str, Any] = {"retry_ms": 50}
@@ -116,7 +133,9 @@ async def test_a_node_leaving_mid_call_takes_no_session_with_it(
     all_opened = anyio.Event()
 
     async with (
-        cluster(2, prefix, policy=policy, options=options, graceful_shutdown=GRACEFUL_S) as (a, b),
+        cluster(
+            2, prefix, policy=policy, options=options, graceful_shutdown=GRACEFUL_S, log_dir=tmp_path
+        ) as (a, b),
         CutProxy([port_of(a), port_of(b)]) as proxy,
     ):
 
@@ -157,13 +176,13 @@ async def test_a_node_leaving_mid_call_takes_no_session_with_it(
                 signalled_at = time.monotonic()
                 signalled.set()
     on_a = [e for e in recorder.where(method="POST", rpc="initialize") if e.node == pid_of(a)]
-    if client == "legacy":  # (its own HTTP client: not recorded)
-        on_a = [pid_of(a)]
     failed = sum(1 for v in [*first.values(), *then.values()] if v != f"done {STEPS}" and v != "done 2")
+    replays = await _replays(tmp_path)
     print(
         f"\n{client} {how.name}: {len(on_a)} of {CLIENTS} sessions opened on A; calls failed: {failed}; "
         f"second call answered {min(moved_at.values(), default=0):.2f}-"
-        f"{max(moved_at.values(), default=0):.2f}s after the signal"
+        f"{max(moved_at.values(), default=0):.2f}s after the signal; {len(replays)} sessions taken over, "
+        f"replayed in {replays[0] if replays else 0:.3f}-{replays[-1] if replays else 0:.3f}s"
     )
     assert on_a, "the round robin put no session on A"
     assert first == {i: f"done {STEPS}" for i in range(CLIENTS)}, first
@@ -303,15 +322,17 @@ async def test_a_rolling_deploy_fails_no_call_and_loses_no_session(
                 deploy_ended = time.monotonic()
                 await anyio.sleep(3.0)
                 done.set()
-    logs = await anyio.to_thread.run_sync(lambda: [log.read_text() for log in tmp_path.glob("node-*.log")])
+    logs = await _logs(tmp_path)
     adoptions = sum(log.count("taken over from node") for log in logs)
+    replays = await _replays(tmp_path)
     every = [call for made in calls.values() for call in made]
     failed = [call for call in every if call[2] != "done 5"]
     during = [end - start for start, end, _ in every if end > deploy_started and start < deploy_ended]
     print(
         f"\n{client} rolling deploy: {len(every)} calls, {len(failed)} failed; deploy took "
         f"{deploy_ended - deploy_started:.1f}s; sessions taken over: {adoptions}; calls overlapping the "
-        f"deploy took {min(during):.2f}-{max(during):.2f}s (a call alone takes 1 s)"
+        f"deploy took {min(during):.2f}-{max(during):.2f}s (a call alone takes 1 s); a session's replay "
+        f"took {replays[0]:.3f}-{replays[-1]:.3f}s (median {replays[len(replays) // 2]:.3f})"
     )
     warnings = [
         line

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Awaitable
 
 import anyio
@@ -220,12 +221,12 @@ class Adoptions:
     async def _adopt(self, scope: Scope, session_id: str, lost: str, *, moved: bool = True) -> None:
         pending = self._pending[session_id] = anyio.Event()
         try:
-            await self._replay(scope, session_id, lost, moved)
+            await self._replay(scope, session_id, lost, moved, time.monotonic())
         finally:
             del self._pending[session_id]
             pending.set()
 
-    async def _replay(self, scope: Scope, session_id: str, lost: str, moved: bool) -> None:
+    async def _replay(self, scope: Scope, session_id: str, lost: str, moved: bool, began: float) -> None:
         record = await self.sessions.record(session_id)
         if record is None:
             return
@@ -256,4 +257,10 @@ class Adoptions:
             return
         await self.store.set_key(keys.session_owner(session_id), self.node_id, self.sessions.ttl_s)
         self.telemetry.session_adopted()
-        logger.info("session %s: taken over from node %s, now on node %s", session_id, lost, self.node_id)
+        logger.info(
+            "session %s: taken over from node %s, now on node %s (replayed in %.3f s)",
+            session_id,
+            lost,
+            self.node_id,
+            time.monotonic() - began,
+        )
