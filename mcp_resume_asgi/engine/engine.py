@@ -435,7 +435,15 @@ class Engine:
             return False
         policy = policy or route_policy
         stream_id, lost = meta.stream_id, meta.owner
-        stored = await rerun.load(self.store, stream_id)
+        stored = await rerun.load(self.store, self.signer, stream_id)
+        if isinstance(stored, rerun.Refused):
+            logger.warning(
+                "stream %s: its node %s was lost and its stored request is refused (%s): it is not run again",
+                stream_id,
+                lost,
+                stored.why,
+            )
+            return False
         if stored is None:
             current = await self.store.get_stream(stream_id)
             if current is not None and (current.owner != lost or current.final_seq is not None):
@@ -443,6 +451,16 @@ class Engine:
             logger.warning(
                 "stream %s: its node %s was lost and its request is not kept (too large, or expired): "
                 "it is not run again",
+                stream_id,
+                lost,
+            )
+            return False
+        if stored.stream != rerun.bound(
+            meta.principal, meta.session_id, meta.request_id, meta.method, meta.route
+        ):
+            logger.warning(
+                "stream %s: its node %s was lost and its record does not name the caller, session or "
+                "request its sealed request was kept for (the record was rewritten): it is not run again",
                 stream_id,
                 lost,
             )
@@ -468,7 +486,7 @@ class Engine:
                 await rerun.release(self.store, self.node_id, stream_id, stored.round)
             return taken is not None and (taken.owner != lost or taken.final_seq is not None)
         round_ = stored.round + 1
-        await rerun.save(self.store, stream_id, dataclasses.replace(stored, round=round_), ttl)
+        await rerun.save(self.store, self.signer, stream_id, dataclasses.replace(stored, round=round_), ttl)
         hosted = HostedStream(
             self.services,
             kind=StreamKind.REQUEST,

@@ -797,8 +797,11 @@ class Recorder:
         await hosted.store.create_stream(self._meta(attached=attached), ttl_s=ttl)
         if hosted.policy.rerun_on_loss and hosted.kind is StreamKind.REQUEST and services.node is not None:
             # Kept for another node to run again if this one is lost (deleted once answered).
-            stored = rerun.capture(hosted.scope, hosted.body, services.principal)
-            await rerun.save(hosted.store, hosted.stream_id, stored, ttl)
+            bound = rerun.bound(
+                hosted.principal, hosted.session_id, hosted.request_id, hosted.method, hosted.route
+            )
+            stored = rerun.capture(hosted.scope, hosted.body, services.principal, bound)
+            await rerun.save(hosted.store, services.signer, hosted.stream_id, stored, ttl)
         hosted.meta_created = True
         hosted.mark_opened()
         if hosted.kind is StreamKind.STANDALONE and hosted.session_id is not None:
