@@ -443,6 +443,7 @@ class Engine:
                 lost,
                 stored.why,
             )
+            await rerun.forget(self.store, stream_id)  # (the call ends: nothing to keep)
             return False
         if stored is None:
             current = await self.store.get_stream(stream_id)
@@ -464,10 +465,12 @@ class Engine:
                 stream_id,
                 lost,
             )
+            await rerun.forget(self.store, stream_id)
             return False
         scope = rerun.scope_of(stored)
         if scope is None:
             logger.warning("stream %s: its stored caller is malformed; it is not run again", stream_id)
+            await rerun.forget(self.store, stream_id)
             return False
         ttl = running_ttl(policy)
         if not await rerun.claim(self.store, self.node_id, stream_id, stored.round, ttl):

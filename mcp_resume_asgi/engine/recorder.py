@@ -795,7 +795,14 @@ class Recorder:
             hosted.mark_opened()
             return
         await hosted.store.create_stream(self._meta(attached=attached), ttl_s=ttl)
-        if hosted.policy.rerun_on_loss and hosted.kind is StreamKind.REQUEST and services.node is not None:
+        if (
+            hosted.policy.rerun_on_loss
+            and hosted.kind is StreamKind.REQUEST
+            and services.node is not None
+            and rerun.may_run_again(
+                hosted.version, hosted.session_id, hosted.opted_in, self._outlives_close()
+            )
+        ):
             # Kept for another node to run again if this one is lost (deleted once answered).
             bound = rerun.bound(
                 hosted.principal, hosted.session_id, hosted.request_id, hosted.method, hosted.route
@@ -807,6 +814,12 @@ class Recorder:
         if hosted.kind is StreamKind.STANDALONE and hosted.session_id is not None:
             # The app accepted the GET: from now on a second GET of the session resumes this one.
             await hosted.store.set_key(keys.standalone(hosted.session_id), hosted.stream_id, ttl)
+
+    def _outlives_close(self) -> bool:
+        """Whether the stream's request goes on when its client closes (a task), or may come to
+        (a feature layer's deadline may make it one)."""
+        delivery = self.hosted.delivery
+        return delivery is not None and (delivery.survives_close or delivery.on_deadline is not None)
 
     def _meta(self, *, attached: bool, gen: int | None = None) -> StreamMeta:
         """The stream's record as it is created (one created when its first connection is let

@@ -29,9 +29,11 @@ import json
 import logging
 from typing import Any
 
+from mcp_resume_asgi.core.stream import close_cancels
 from mcp_resume_asgi.engine.relayed_caller import describe, seat
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
+from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import Scope, http_scope
 from mcp_resume_asgi.wire.principal import PrincipalOf
 from mcp_resume_asgi.wire.tokens import TokenSigner
@@ -52,6 +54,7 @@ __all__ = [
     "forget",
     "load",
     "marker",
+    "may_run_again",
     "open_sealed",
     "release",
     "save",
@@ -116,6 +119,19 @@ def bound(
     """What a stream's record says of who runs its request: kept sealed with the request, and
     compared with the record before a re-run (a record rewritten since is not run)."""
     return {"principal": principal, "session": session_id, "id": request_id, "method": method, "route": route}
+
+
+def may_run_again(version: str, session_id: str | None, opted_in: bool, outlives_close: bool) -> bool:
+    """Whether a request can ever be run again after its node is lost, so whether it is kept.
+
+    Not a request of a 2025 session: the session lives in the memory of its node, and no other
+    node's app would take the request. Not a 2026-07-28 request whose close cancels it (no
+    resumable-streams opt-in) unless it may outlive its client's close (it is or may become a
+    task, `outlives_close`): when its node is lost, its client's connection goes with it and
+    nobody can follow the call. Whatever cannot be run again is not written to the store."""
+    if session_id is not None and not p.at_least(version, p.SINGLE_EXCHANGE_VERSION):
+        return False
+    return outlives_close or not close_cancels(version, opted_in)
 
 
 def capture(
