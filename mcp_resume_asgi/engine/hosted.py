@@ -1116,6 +1116,13 @@ class HostedStream:
             await first.send(message)
 
     @property
+    def outlives_close(self) -> bool:
+        """Whether its request goes on when its client closes (a task), or may come to (a feature
+        layer's deadline may make it one)."""
+        delivery = self.delivery
+        return delivery is not None and (delivery.survives_close or delivery.on_deadline is not None)
+
+    @property
     def first_attached(self) -> bool:
         writer = self._writer  # (`_attached`, inline: read once per request by its first write)
         return writer is not None and writer.conn is not None

@@ -109,6 +109,11 @@ class RecordedStream(HostedRequest, Protocol):
     def expired(self) -> bool: ...
     @property
     def json_status(self) -> int: ...
+    @property
+    def outlives_close(self) -> bool:
+        """Its request goes on when its client closes (a task), or may come to (a feature
+        layer's deadline may make it one)."""
+
     def mark_opened(self) -> None:
         """The stream's record exists (its `opened` flag is set)."""
 
@@ -799,9 +804,7 @@ class Recorder:
             hosted.policy.rerun_on_loss
             and hosted.kind is StreamKind.REQUEST
             and services.node is not None
-            and rerun.may_run_again(
-                hosted.version, hosted.session_id, hosted.opted_in, self._outlives_close()
-            )
+            and rerun.may_run_again(hosted.version, hosted.session_id, hosted.opted_in, hosted.outlives_close)
         ):
             # Kept for another node to run again if this one is lost (deleted once answered).
             bound = rerun.bound(
@@ -814,12 +817,6 @@ class Recorder:
         if hosted.kind is StreamKind.STANDALONE and hosted.session_id is not None:
             # The app accepted the GET: from now on a second GET of the session resumes this one.
             await hosted.store.set_key(keys.standalone(hosted.session_id), hosted.stream_id, ttl)
-
-    def _outlives_close(self) -> bool:
-        """Whether the stream's request goes on when its client closes (a task), or may come to
-        (a feature layer's deadline may make it one)."""
-        delivery = self.hosted.delivery
-        return delivery is not None and (delivery.survives_close or delivery.on_deadline is not None)
 
     def _meta(self, *, attached: bool, gen: int | None = None) -> StreamMeta:
         """The stream's record as it is created (one created when its first connection is let
