@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mcp_resume_asgi.store.base import (
+    FencedError,
     GapError,
     KeyAndStream,
     SessionInfo,
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from mcp_resume_asgi.store.redis import RedisStore
 
 __all__ = [
+    "FencedError",
     "GapError",
     "KeyAndStream",
     "MemoryStore",
