@@ -52,6 +52,7 @@ __all__ = [
     "drained",
     "encode",
     "forget",
+    "kept",
     "load",
     "marker",
     "may_run_again",
@@ -71,21 +72,14 @@ MAX_REQUEST_BYTES = 256 * 1024
 MARKER_LOGGER = "mcp-resume-asgi"
 #: The signing purpose of stored requests (a seal is valid for nothing else).
 SEAL_PURPOSE = "rerun-request"
-#: The only headers kept: what the app's auth reads (a bearer token, a cookie, an API key),
-#: the session, the revision, and what the body is and what answer is taken. Nothing else of
-#: the request is written to the store (no proxy's headers, no tracing, no attempt's own).
-KEPT_HEADERS = frozenset(
-    {
-        b"authorization",
-        b"cookie",
-        b"x-api-key",
-        b"mcp-session-id",
-        b"mcp-protocol-version",
-        b"content-type",
-        b"accept",
-        b"host",
-    }
-)
+#: The only headers kept, with the protocol's own (`Mcp-*`: the session, the revision, the
+#: 2026-07-28 routing headers, which the app checks against the body): what the app's auth
+#: reads (a bearer token, a cookie, an API key), and what the body is and what answer is
+#: taken. Nothing else of the request is written to the store (no proxy's headers, no
+#: tracing, no attempt's own: `Last-Event-ID`, `Idempotency-Key`).
+KEPT_HEADERS = frozenset({b"authorization", b"cookie", b"x-api-key", b"content-type", b"accept", b"host"})
+#: The start of the protocol's own headers, all kept.
+_PROTOCOL_HEADERS = b"mcp-"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -134,6 +128,11 @@ def may_run_again(version: str, session_id: str | None, opted_in: bool, outlives
     return outlives_close or not close_cancels(version, opted_in)
 
 
+def kept(name: bytes) -> bool:
+    """Whether a header (its lowercase name) is kept with a stored request."""
+    return name in KEPT_HEADERS or name.startswith(_PROTOCOL_HEADERS)
+
+
 def capture(
     scope: Scope, body: bytes, principal_of: PrincipalOf, stream: dict[str, Any] | None = None
 ) -> StoredRequest:
@@ -144,7 +143,7 @@ def capture(
         path=str(scope["path"]),
         query=bytes(scope.get("query_string", b"")),
         scheme=str(scope.get("scheme", "http")),
-        headers=[(k, v) for k, v in scope["headers"] if k in KEPT_HEADERS],
+        headers=[(k, v) for k, v in scope["headers"] if kept(k)],
         body=body,
         caller=describe(scope, principal_of),
         stream=stream or {},
