@@ -757,8 +757,11 @@ class HostedStream:
     def fenced_by(self, owner: str | None) -> None:
         """A write of its events found the record owned by `owner`: this node was taken for lost
         (paused past its timeout, cut off from the store) and that node runs the request again.
-        The app's work here is orphaned: stopped, with nothing more written of it (no event, no
-        error, no end: the record is the other node's), and said once."""
+        The app's work here is orphaned: told its client is gone and its call cancelled at once
+        (another node runs it: no grace is owed), with nothing more written of it (no event, no
+        error, no end: the record is the other node's), and said once. (An app that runs its
+        tool apart from its HTTP call, as the `mcp` SDK's stateless mode does, is stopped only
+        as far as its call: its tool's later events are dropped.)"""
         if self.fenced:
             return
         self.fenced = True
@@ -769,6 +772,7 @@ class HostedStream:
             self.services.node_id,
             owner,
         )
+        self.disconnect_app()
         self.stop_app()
 
     def stop_app(self) -> None:
