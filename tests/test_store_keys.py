@@ -73,6 +73,7 @@ def test_the_rest_keys() -> None:
     assert keys.rest_call_of_member("alice", "echo", member) == keys.rest_call("alice", "echo", "c-1")
     call = keys.rest_call("alice", "echo", "c-1")
     assert keys.rest_cancel(call) == f"{call}:cancel"
+    assert keys.rest_store_mark() == "rest-store-mark"
     assert keys.rest_advance(call, "W/1", "0/k") == f"{call}:advance:W/1:a7146bf7ccf5e3e0"
     assert keys.rest_advance(call, "W/1", "1/k") != keys.rest_advance(call, "W/1", "0/k")
     assert keys.is_rest_call_member(member)
@@ -95,6 +96,7 @@ def test_no_two_formats_share_a_prefix() -> None:
         keys.task_answer("s", "k"),
         keys.task_round("s", 1),
         keys.rest_call(None, "t", "c"),
+        keys.rest_store_mark(),
     ]
     indexes = [
         keys.cancel_binding("/", "p", 1, None) or "",

@@ -154,6 +154,12 @@ def rest_call_of_member(principal: str | None, tool: str, member: str) -> str:
     return f"rest:{_digest(principal)}:{_digest(tool, 24)}:{member}"
 
 
+def rest_store_mark() -> str:
+    """The REST face's mark of the store (`rest/store_mark`): a random id, which a store that
+    lost what it held no longer has, and when a node found that out."""
+    return "rest-store-mark"
+
+
 def rest_cancel(call_key: str) -> str:
     """Set when a cancel arrives before the call's task exists (its PUT then cancels it)."""
     return f"{call_key}:cancel"
