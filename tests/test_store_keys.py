@@ -29,6 +29,7 @@ def test_the_engine_keys() -> None:
 
 def test_the_cluster_keys() -> None:
     assert keys.node("a1b2c3") == "node:a1b2c3"
+    assert keys.nodes_index() == "nodes"
     assert keys.session_owner("sess-1") == "owner:sess-1"
 
 
@@ -102,6 +103,7 @@ def test_no_two_formats_share_a_prefix() -> None:
         keys.cancel_binding("/", "p", 1, None) or "",
         keys.task_index("p"),
         keys.rest_calls_index(None, "t"),
+        keys.nodes_index(),
     ]
     for names in (stored_keys, indexes):
         firsts = [name.split(":", 1)[0] for name in names]

@@ -58,6 +58,12 @@ def node(node_id: str) -> str:
     return f"node:{node_id}"
 
 
+def nodes_index() -> str:
+    """The nodes that may serve clients now (an index: each member a node id, expiring with its
+    heartbeat; a draining node takes itself out)."""
+    return "nodes"
+
+
 def session_owner(session_id: str) -> str:
     """The node holding a session (its value: the node id)."""
     return f"owner:{session_id}"
