@@ -273,8 +273,9 @@ class ResumeMiddleware:
             undo()
 
     async def drain(self) -> Drained:
-        """Drain this node now (`Engine.drain`): every connection a client may resume elsewhere
-        is closed at once after `retry:`, the app's work goes on for up to `drain_s`, then what is
+        """Drain this node now (`Engine.drain`): where another node can serve its clients, every
+        connection a client may resume there is closed at once after `retry:` (elsewhere they stay
+        attached, answered on), the app's work goes on for up to `drain_s`, then what is
         left ends with an error that says the server shut down. The server's SIGTERM/SIGINT
         starts it, and the lifespan's shutdown waits for it; a host that handles signals itself
         awaits this. Calls after the first wait for its end."""
