@@ -207,6 +207,10 @@ async def test_a_rest_call_the_store_lost_is_failed_saying_so() -> None:
         assert cached.status_code == 304
         assert (await http.get("/mcp/tools/nosuchtool/calls/c-1", headers=ALICE)).status_code == 404
         assert (await http.get(url, headers={})).status_code == 401
+        cancelled = await http.post(f"{url}/cancel", headers=ALICE)
+        assert cancelled.status_code == 200 and cancelled.json() == lost, "over already: as a finished call"
+        advance = await http.post(f"{url}/advance", json={}, headers=ALICE | {"if-match": "*"})
+        assert advance.status_code == 409, advance.text
         again = await http.put(url, json={"seconds": 0.1}, headers={"idempotency-key": "k-1"} | ALICE)
         assert again.status_code == 201, again.text
         with anyio.fail_after(scaled(15)):

@@ -282,6 +282,8 @@ class ToolCalls:
     ) -> Reply:
         found = await self._find(scope, route)
         if isinstance(found, Reply):
+            if found.status == 404 and (await self._lost(scope, route, found)).status == 200:
+                return _problem(409, "the call is failed (the store lost it): it waits for no result")
             return found
         key, record = found
         if_match = header(scope, b"if-match")
@@ -331,8 +333,8 @@ class ToolCalls:
 
     async def cancel(self, scope: Scope, route: Route) -> Reply:
         found = await self._find(scope, route)
-        if isinstance(found, Reply):
-            return found
+        if isinstance(found, Reply):  # (a lost call is over: its cancel answers it, as a finished one's)
+            return await self._lost(scope, route, found) if found.status == 404 else found
         key, record = found
         if record.task_id is not None:
             answer = await self.wire.call(scope, "tasks/cancel", {"taskId": record.task_id})
