@@ -122,7 +122,13 @@ class ResumeMiddleware:
             )
         signer = TokenSigner(secret)
         self.node = (
-            Node(self.store, timeout_s=node_timeout_s, signer=signer, principal=principal)
+            Node(
+                self.store,
+                timeout_s=node_timeout_s,
+                signer=signer,
+                principal=principal,
+                max_body_bytes=max_body_bytes,
+            )
             if self.store.shared
             else None
         )
