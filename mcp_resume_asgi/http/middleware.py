@@ -50,8 +50,9 @@ from mcp_resume_asgi.policy import Policy, RoutesSpec, RouteTable
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
 from mcp_resume_asgi.store.health import StoreHealth
-from mcp_resume_asgi.store.memory import MemoryStore, StoreFullError
+from mcp_resume_asgi.store.memory import StoreFullError
 from mcp_resume_asgi.store.observed import observed
+from mcp_resume_asgi.store.urls import store_from_setting
 from mcp_resume_asgi.telemetry import TelemetrySetting, telemetry_from
 from mcp_resume_asgi.wire import header_rules
 from mcp_resume_asgi.wire import jsonrpc as p
@@ -84,7 +85,7 @@ class ResumeMiddleware:
         *,
         policy: Policy | None = None,
         routes: RoutesSpec | None = None,
-        store: Store | None = None,
+        store: Store | str | None = None,
         secret: str | bytes | None = None,
         path: str | Sequence[str] = "/mcp",
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
@@ -94,7 +95,8 @@ class ResumeMiddleware:
         telemetry: TelemetrySetting = True,
         drain_s: float = DEFAULT_DRAIN_S,
     ) -> None:
-        """`drain_s`: the drain's budget (`drain`): how long the app's running requests go on
+        """`store`: a `Store` or a store URL (`store.urls`); none given, `MCP_RESUME_STORE` or a
+        `MemoryStore`. `drain_s`: the drain's budget (`drain`): how long the app's running requests go on
         once the server's shutdown began before they are ended (each stream then ends with an
         error event its client can read, a task is `failed`)."""
         check_asgi_app(app, wrapper="ResumeMiddleware")
@@ -114,7 +116,7 @@ class ResumeMiddleware:
         self.max_body_bytes = max_body_bytes
         self.routes = RouteTable(policy or Policy(), routes)
         telemetry_of = telemetry_from(telemetry)  # (`telemetry`: OpenTelemetry if installed, else off)
-        self.store = observed(store if store is not None else MemoryStore(), telemetry_of)
+        self.store = observed(store_from_setting(store), telemetry_of)
         if self.store.shared and secret is None:
             raise ValueError(
                 "a store shared by several processes needs a shared `secret`: a stream URL or event id "
