@@ -24,7 +24,7 @@ def resumable(
     *,
     policy: Policy | None = None,
     routes: RoutesSpec | None = None,
-    store: Store | None = None,
+    store: Store | str | None = None,
     secret: str | bytes | None = None,
     resumable_requests: bool | Mapping[str, Any] = False,
     resume_tokens: bool | Mapping[str, Any] = False,
@@ -40,6 +40,10 @@ def resumable(
     `tasks=True` adds the Tasks extension (`TasksMiddleware`; which calls become tasks
     is each route's `Policy.task_after_s`); `rest=True` (or a dict of `RestMiddleware`
     options) adds the REST face (SEP-1597) outermost, and the Tasks layer it needs.
+
+    `store` is a `Store`, or a store URL (`memory://`, `sqlite:///path.db`, `redis://host:6379/0`:
+    `store.urls.store_from_url`); none given, the URL in the `MCP_RESUME_STORE` environment
+    variable, else a `MemoryStore`.
 
     The result has `drain()` (`ResumeMiddleware.drain`): a host that handles SIGTERM itself
     awaits it before stopping its server; under uvicorn, hypercorn and granian the server's

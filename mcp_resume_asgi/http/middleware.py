@@ -51,8 +51,9 @@ from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
 from mcp_resume_asgi.store.encrypted import encrypted
 from mcp_resume_asgi.store.health import StoreHealth
-from mcp_resume_asgi.store.memory import MemoryStore, StoreFullError
+from mcp_resume_asgi.store.memory import StoreFullError
 from mcp_resume_asgi.store.observed import observed
+from mcp_resume_asgi.store.urls import store_from_setting
 from mcp_resume_asgi.telemetry import TelemetrySetting, telemetry_from
 from mcp_resume_asgi.wire import header_rules
 from mcp_resume_asgi.wire import jsonrpc as p
@@ -86,7 +87,7 @@ class ResumeMiddleware:
         *,
         policy: Policy | None = None,
         routes: RoutesSpec | None = None,
-        store: Store | None = None,
+        store: Store | str | None = None,
         secret: str | bytes | None = None,
         encryption_key: str | bytes | None = None,
         path: str | Sequence[str] = "/mcp",
@@ -97,7 +98,8 @@ class ResumeMiddleware:
         telemetry: TelemetrySetting = True,
         drain_s: float = DEFAULT_DRAIN_S,
     ) -> None:
-        """`drain_s`: the drain's budget (`drain`): how long the app's running requests go on
+        """`store`: a `Store` or a store URL (`store.urls`); none given, `MCP_RESUME_STORE` or a
+        `MemoryStore`. `drain_s`: the drain's budget (`drain`): how long the app's running requests go on
         once the server's shutdown began before they are ended (each stream then ends with an
         error event its client can read, a task is `failed`).
 
@@ -124,7 +126,7 @@ class ResumeMiddleware:
         self.routes = RouteTable(policy or Policy(), routes)
         telemetry_of = telemetry_from(telemetry)  # (`telemetry`: OpenTelemetry if installed, else off)
         cipher = StoreCipher(encryption_key) if encryption_key is not None else None
-        self.store = observed(encrypted(store if store is not None else MemoryStore(), cipher), telemetry_of)
+        self.store = observed(encrypted(store_from_setting(store), cipher), telemetry_of)
         if self.store.shared and secret is None:
             raise ValueError(
                 "a store shared by several processes needs a shared `secret`: a stream URL or event id "
@@ -289,8 +291,9 @@ class ResumeMiddleware:
             undo()
 
     async def drain(self) -> Drained:
-        """Drain this node now (`Engine.drain`): every connection a client may resume elsewhere
-        is closed at once after `retry:`, the app's work goes on for up to `drain_s`, then what is
+        """Drain this node now (`Engine.drain`): where another node can serve its clients, every
+        connection a client may resume there is closed at once after `retry:` (elsewhere they stay
+        attached, answered on), the app's work goes on for up to `drain_s`, then what is
         left ends with an error that says the server shut down. The server's SIGTERM/SIGINT
         starts it, and the lifespan's shutdown waits for it; a host that handles signals itself
         awaits this. Calls after the first wait for its end."""

@@ -2,6 +2,8 @@
 
 `RedisStore` is imported on first use (`from mcp_resume_asgi.store import RedisStore`),
 so the core never imports `redis`; it needs `pip install mcp-resume-asgi[redis]`.
+`SQLiteStore` (one process, on one file, standard library `sqlite3`) is imported on first use
+too. `store_from_url("sqlite:///path.db")` names any of them by URL (`urls.py`).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from mcp_resume_asgi.store.base import (
     StreamState,
 )
 from mcp_resume_asgi.store.memory import MemoryStore
+from mcp_resume_asgi.store.urls import store_from_url
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.store.redis import RedisStore
+    from mcp_resume_asgi.store.sqlite import SQLiteStore
 
 __all__ = [
     "FencedError",
@@ -31,6 +35,7 @@ __all__ = [
     "KeyAndStream",
     "MemoryStore",
     "RedisStore",
+    "SQLiteStore",
     "SessionInfo",
     "Store",
     "StoreFullError",
@@ -38,10 +43,15 @@ __all__ = [
     "StreamKind",
     "StreamMeta",
     "StreamState",
+    "store_from_url",
 ]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "SQLiteStore":
+        from mcp_resume_asgi.store.sqlite import SQLiteStore
+
+        return SQLiteStore
     if name == "RedisStore":
         try:
             from mcp_resume_asgi.store.redis import RedisStore
