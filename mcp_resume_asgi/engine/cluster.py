@@ -68,6 +68,8 @@ ALIVE = "alive"
 LEAVING = "leaving"
 #: How often, at most, messages dropped for one reason are logged as a warning.
 WARN_EVERY_S = 60.0
+#: Most nodes the roll call holds (`keys.nodes_index`): far above any fleet.
+MAX_NODES = 10_000
 #: The most answer bytes one relay message carries: a longer body chunk travels in several parts.
 PART_BYTES = 256 * 1024
 #: What a relay message may hold besides its request's body (base64, in JSON in JSON): headers,
@@ -143,6 +145,8 @@ class Node:
         """How many messages of this node's channel were dropped (unread or refused), by why."""
         self._warned: TTLCache[str, bool] = TTLCache(maxsize=64, ttl=WARN_EVERY_S)
         self.running = False
+        self.leaving = False
+        """Draining: off the roll call of the nodes that may serve clients (`leave`)."""
         self.status = ALIVE
         """What this node's heartbeat says: `ALIVE`, or `LEAVING` once its drain began (its
         sessions are then taken over by other nodes, `engine/adoption.py`)."""
@@ -169,6 +173,7 @@ class Node:
         async with anyio.create_task_group() as tg, self.store.subscribe(self.channel) as inbox:
             self._task_group = tg
             await self.store.set_key(self.channel, self.status, self.timeout_s)
+            await self._on_roll_call()
             self.running = True
             up, self._up = self._up, None
             if up is not None:
@@ -207,10 +212,32 @@ class Node:
             await anyio.sleep(self.timeout_s / 3)
             try:
                 await self.store.set_key(self.channel, self.status, self.timeout_s)
+                await self._on_roll_call()
             except Exception as exc:
                 self.heartbeats.failed(exc)
             else:
                 self.heartbeats.recovered()
+
+    async def _on_roll_call(self) -> None:
+        """On the roll call of the nodes that may serve clients until the heartbeat lapses,
+        unless this node is leaving."""
+        if not self.leaving:
+            await self.store.index_add(
+                keys.nodes_index(), self.node_id, time.time() + self.timeout_s, cap=MAX_NODES
+            )
+
+    async def leave(self) -> bool:
+        """This node drains: it takes itself off the roll call, and answers whether another
+        node is on it (alive, not draining), that can serve its clients from the store."""
+        self.leaving = True
+        self.status = LEAVING  # its sessions are other nodes' to take over from now on
+        try:
+            await self.store.set_key(self.channel, LEAVING, self.timeout_s)
+        except Exception as exc:
+            self.heartbeats.failed(exc)
+        await self.store.index_remove(keys.nodes_index(), self.node_id)
+        listed = await self.store.index_page(keys.nodes_index(), limit=2)
+        return any(member != self.node_id for member, _ in listed)
 
     async def alive(self, node_id: str) -> bool:
         return node_id == self.node_id or await self.store.get_key(keys.node(node_id)) is not None
@@ -220,15 +247,6 @@ class Node:
         if node_id == self.node_id:
             return self.status == ALIVE
         return await self.store.get_key(keys.node(node_id)) == ALIVE
-
-    async def leaving(self) -> None:
-        """This node drains: its heartbeat says so from now on (its sessions are adoptable)."""
-        self.status = LEAVING
-        if self.running:
-            try:
-                await self.store.set_key(self.channel, LEAVING, self.timeout_s)
-            except Exception as exc:
-                self.heartbeats.failed(exc)
 
     def let_streams_go(self) -> None:
         """This node drains: end every stream it relays that its client may resume elsewhere
