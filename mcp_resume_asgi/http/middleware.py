@@ -122,10 +122,12 @@ class ResumeMiddleware:
                 "a store shared by several processes needs a shared `secret`: a stream URL or event id "
                 "minted by one process must verify in the others"
             )
+        if secret is None:
+            secret = self.store.own_secret()  # (a durable store's: tokens outlive a restart)
         signer = TokenSigner(secret)
         self.node = (
             Node(self.store, timeout_s=node_timeout_s, signer=signer, principal=principal)
-            if self.store.shared
+            if self.store.shared or self.store.durable
             else None
         )
         self.outage = StoreHealth(self.store)

@@ -307,6 +307,11 @@ class Store(abc.ABC):
     """True when other processes see the same data (the middleware then runs as a node
     of a cluster: heartbeats, session owners, relays)."""
 
+    durable: bool = False
+    """True when what the store holds outlives this process, which a restart finds again
+    (`SQLiteStore`): the middleware then runs the process as a node (a heartbeat), so that what
+    an earlier life left running has an owner no longer alive, as a lost node's would."""
+
     write_behind: bool = False
     """True when each write costs a round trip: the engine then lets the app go on while
     a write is in flight and records what it sent meanwhile as one batch."""
@@ -315,6 +320,11 @@ class Store(abc.ABC):
         """Whether `exc`, raised by this store, means the store cannot be reached right now
         (the middleware then serves requests without resumability until it recovers)."""
         return False
+
+    def own_secret(self) -> bytes | None:
+        """A secret the store keeps, for a process configured with none, so that the stream URLs
+        and event ids it mints still verify after a restart (None: the store keeps none)."""
+        return None
 
     @abc.abstractmethod
     async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None: ...

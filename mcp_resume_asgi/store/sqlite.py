@@ -1,16 +1,425 @@
-"""`SQLiteStore`: the `Store` contract on one SQLite file, for one process (being built)."""
+"""`SQLiteStore`: the `Store` contract on one SQLite file, so one process survives its own restart.
+
+The store is a `MemoryStore` that writes every change through to a file before the change's
+call returns. Reads are served from memory (the process that holds the file's lock is the only
+one that writes it, so memory and file agree); each write changes memory, then hands the
+file's rows for it to the writer thread (`sqlite_writer.py`) and waits for their commit, so the
+event loop never waits on the disk and a busy server commits many writes at once. At startup
+the store reads the file back (`sqlite_file.load`): the streams, their events, the sessions,
+keys and index members of the process's earlier life, all of it within the memory store's
+bounds, which therefore bound the file too.
+
+What a returned write survives, and what a power loss can take: `sqlite_file.py`. A write that
+fails (the disk full, or the file at `max_file_bytes`) raises `SQLiteStoreError`, which the
+middleware takes as a store outage (`is_unavailable_error`): it serves without the store
+meanwhile, as on a Redis outage; memory keeps the change, the file does not, and the stream's
+rows are written whole again with its next change.
+
+A restarted process is a new node (`durable`): what the earlier life left running has an owner
+no longer alive (its heartbeat key is dropped when the file is opened), so its streams, tasks
+and REST calls are found, and ended or re-run, as another node's would be (`engine/cluster.py`).
+Stream URLs and event ids are signed with a secret kept in the file when none is configured
+(`own_secret`), so those minted before the restart still verify.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+import anyio
+
+from mcp_resume_asgi.store import sqlite_file
+from mcp_resume_asgi.store.base import (
+    KeyAndStream,
+    SessionInfo,
+    Store,
+    StoreUsage,
+    StreamMeta,
+)
 from mcp_resume_asgi.store.memory import MemoryStore
+from mcp_resume_asgi.store.memory_stream import StreamEntry
+from mcp_resume_asgi.store.sqlite_file import SQLiteStoreError, SQLiteStoreLockedError
+from mcp_resume_asgi.store.sqlite_writer import Op, SQLiteWriter
 
-__all__ = ["SQLiteStore"]
+__all__ = ["SQLiteStore", "SQLiteStoreError", "SQLiteStoreLockedError"]
+
+_ALL = 1 << 62
+"""Events to copy from an entry: all of them."""
+
+_UPSERT_STREAM = "INSERT OR REPLACE INTO streams (id, meta, expires_at, touched) VALUES (?, ?, ?, ?)"
+_UPSERT_EVENT = "INSERT OR REPLACE INTO events (stream, seq, payload) VALUES (?, ?, ?)"
+_DELETE_EVENTS = "DELETE FROM events WHERE stream = ?"
+_TRIM_EVENTS = "DELETE FROM events WHERE stream = ? AND seq < ?"
+_DELETE_STREAM = "DELETE FROM streams WHERE id = ?"
+_UPSERT_SESSION = "INSERT OR REPLACE INTO sessions (id, info, expires_at) VALUES (?, ?, ?)"
+_DELETE_SESSION = "DELETE FROM sessions WHERE id = ?"
+_UPSERT_KEY = "INSERT OR REPLACE INTO keys (key, value, expires_at) VALUES (?, ?, ?)"
+_DELETE_KEY = "DELETE FROM keys WHERE key = ?"
+_UPSERT_MEMBER = "INSERT OR REPLACE INTO members (idx, member, expires_at) VALUES (?, ?, ?)"
+_DELETE_MEMBER = "DELETE FROM members WHERE idx = ? AND member = ?"
 
 
-class SQLiteStore(MemoryStore):
-    """Not usable yet: refuses to be built, so a `sqlite://` URL fails at startup."""
+def _describe(path: str) -> Any:
+    def describe(error: sqlite3.Error) -> Exception:
+        return SQLiteStoreError(f"the store file {path} could not be written: {error}")
 
-    def __init__(self, path: str, **options: Any) -> None:
-        raise NotImplementedError("SQLiteStore is not available in this build")
+    return describe
+
+
+class SQLiteStore(Store):
+    """`Store` on one SQLite file, for one process (see the module docstring).
+
+    `path`: the file (created if absent; `<path>.lock`, `-wal` and `-shm` beside it). The bounds
+    are `MemoryStore`'s, and bound the file as they bound memory; `max_file_bytes`, when given,
+    bounds the file itself (a write that would pass it fails as on a full disk).
+
+    Opening the file reads it back, takes its lock and starts the writer thread: build the store
+    once per process, at startup; a second process is refused (`SQLiteStoreLockedError`).
+    `aclose` (or `close`) lets the file go.
+    """
+
+    durable = True
+    write_behind = True
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        max_bytes: int = 256 * 1024 * 1024,
+        max_streams: int = 100_000,
+        max_sessions: int = 100_000,
+        max_keys: int = 100_000,
+        max_index_members: int = 1_000_000,
+        max_file_bytes: int | None = None,
+    ) -> None:
+        if max_file_bytes is not None and max_file_bytes <= 0:
+            raise ValueError("max_file_bytes must be positive")
+        self.path = os.fspath(path)
+        if not self.path or self.path == ":memory:" or self.path.startswith("file:"):
+            raise ValueError("SQLiteStore needs the path of a file (for memory only, use MemoryStore)")
+        self.max_bytes = max_bytes
+        self.max_streams = max_streams
+        self.max_sessions = max_sessions
+        self.max_keys = max_keys
+        self.max_index_members = max_index_members
+        self._memory = MemoryStore(
+            max_bytes=max_bytes,
+            max_streams=max_streams,
+            max_sessions=max_sessions,
+            max_keys=max_keys,
+            max_index_members=max_index_members,
+        )
+        changed: set[str] = set()
+        self._changed = changed
+        """Streams changed in memory since their rows were last handed to the writer."""
+
+        class JournaledEntry(StreamEntry):
+            """A stream entry that notes each change of its stream, for the file."""
+
+            __slots__ = ()
+
+            def wake(self) -> None:
+                StreamEntry.wake(self)
+                changed.add(self.meta.stream_id)
+
+        self._memory.entry_type = JournaledEntry
+        self._lock_fd = sqlite_file.lock(self.path)
+        try:
+            connection = sqlite_file.connect(self.path, max_file_bytes=max_file_bytes)
+            try:
+                self._secret = sqlite_file.secret(connection)
+                self._saved = sqlite_file.load(connection, self._memory)
+            except BaseException:
+                connection.close()
+                raise
+        except BaseException:
+            sqlite_file.unlock(self._lock_fd)
+            raise
+        self._changed.clear()
+        """(What loading changed is in the file already.)"""
+        self._touched = 0
+        self._closed = False
+        self._writer = SQLiteWriter(
+            connection,
+            name=f"SQLiteStore {self.path}",
+            maintain=self._maintain,
+            describe=_describe(self.path),
+        )
+        self._closing = threading.Lock()
+
+    def is_unavailable_error(self, exc: BaseException) -> bool:
+        return isinstance(exc, SQLiteStoreError)
+
+    def own_secret(self) -> bytes:
+        return self._secret
+
+    # -- the file ----------------------------------------------------------------------
+    def _maintain(self, connection: sqlite3.Connection) -> None:
+        sqlite_file.sweep(
+            connection,
+            max_sessions=self.max_sessions,
+            max_keys=self.max_keys,
+            max_members=self.max_index_members,
+        )
+
+    def _stream_rows(self) -> list[Op]:
+        """The rows of every stream changed since its last write, and forget they changed."""
+        ops: list[Op] = []
+        changed = self._changed
+        if not changed:
+            return ops
+        mono, wall = time.monotonic(), time.time()
+        held, saved = self._memory.held, self._saved
+        for stream_id in changed:
+            entry = held(stream_id)
+            if entry is None:
+                ops.append((_DELETE_EVENTS, (stream_id,), False))
+                ops.append((_DELETE_STREAM, (stream_id,), False))
+                saved.pop(stream_id, None)
+                continue
+            meta = entry.meta
+            self._touched += 1
+            ops.append(
+                (
+                    _UPSERT_STREAM,
+                    (stream_id, sqlite_file.encode_meta(meta), entry.expires_at - mono + wall, self._touched),
+                    False,
+                )
+            )
+            was = saved.get(stream_id)
+            if was is None:
+                ops.append((_DELETE_EVENTS, (stream_id,), False))
+                first = 0
+            else:
+                if meta.first_seq > was[1]:
+                    ops.append((_TRIM_EVENTS, (stream_id, meta.first_seq), False))
+                first = entry.after(was[0])
+            if first < entry.count():
+                ops.append(
+                    (_UPSERT_EVENT, [(stream_id, seq, p) for seq, p in entry.events(first, _ALL)], True)
+                )
+            saved[stream_id] = (meta.last_seq, meta.first_seq)
+        changed.clear()
+        return ops
+
+    async def _write(self, *ops: Op) -> None:
+        """Hand the changed streams' rows and `ops` to the writer; return once they committed."""
+        rows = self._stream_rows()
+        if ops:
+            rows.extend(ops)
+        if not rows:
+            return
+        if self._closed:
+            raise SQLiteStoreError(f"the store file {self.path} is closed")
+        try:
+            await self._writer.write(rows)
+        except SQLiteStoreError:
+            # Written whole again with the next change (memory keeps what the file lacks).
+            for sql, parameters, _ in rows:
+                if sql == _UPSERT_STREAM:
+                    stream_id = parameters[0]
+                    assert isinstance(stream_id, str)
+                    self._saved.pop(stream_id, None)
+                    self._changed.add(stream_id)
+            raise
+
+    # -- streams -----------------------------------------------------------------------
+    async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None:
+        await self._memory.create_stream(meta, ttl_s)
+        self._changed.add(meta.stream_id)
+        await self._write()
+
+    async def open_with(
+        self,
+        meta: StreamMeta,
+        ttl_s: float,
+        events: Sequence[tuple[int, bytes]],
+        *,
+        max_events: int,
+        max_bytes: int,
+        final_seq: int | None = None,
+        retain_s: float | None = None,
+    ) -> None:
+        stream_id = meta.stream_id
+        await self._memory.open_with(
+            meta, ttl_s, events, max_events=max_events, max_bytes=max_bytes, final_seq=final_seq, retain_s=retain_s
+        )
+        self._changed.add(stream_id)
+        await self._write()
+
+    async def append_final(
+        self,
+        stream_id: str,
+        events: Sequence[tuple[int, bytes]],
+        *,
+        max_events: int,
+        max_bytes: int,
+        final_seq: int,
+        retain_s: float | None = None,
+    ) -> bool:
+        done = await self._memory.append_final(
+            stream_id, events, max_events=max_events, max_bytes=max_bytes, final_seq=final_seq, retain_s=retain_s
+        )
+        await self._write()
+        return done
+
+    async def get_stream(self, stream_id: str) -> StreamMeta | None:
+        return await self._memory.get_stream(stream_id)
+
+    async def update_stream(
+        self, stream_id: str, ttl_s: float | None = None, *, returning: bool = False, **changes: Any
+    ) -> StreamMeta | None:
+        meta = await self._memory.update_stream(stream_id, ttl_s, returning=returning, **changes)
+        if meta is not None:
+            meta = meta.copy()  # (as it is after this change: others may change it while it is written)
+        await self._write()
+        return meta
+
+    async def update_stream_if(
+        self,
+        stream_id: str,
+        expect: Mapping[str, Any],
+        ttl_s: float | None = None,
+        **changes: Any,
+    ) -> tuple[bool, StreamMeta | None]:
+        applied, meta = await self._memory.update_stream_if(stream_id, expect, ttl_s, **changes)
+        if meta is not None:
+            meta = meta.copy()
+        await self._write()
+        return applied, meta
+
+    async def detached(self, stream_id: str, gen: int, *, last_contact: float, delivered_seq: int) -> None:
+        await self._memory.detached(stream_id, gen, last_contact=last_contact, delivered_seq=delivered_seq)
+        await self._write()
+
+    async def attach(self, stream_id: str, now: float) -> StreamMeta | None:
+        meta = await self._memory.attach(stream_id, now)
+        if meta is not None:
+            meta = meta.copy()
+        await self._write()
+        return meta
+
+    async def delete_stream(self, stream_id: str) -> None:
+        await self._memory.delete_stream(stream_id)
+        self._changed.add(stream_id)
+        await self._write()
+
+    async def append(
+        self, stream_id: str, events: Sequence[tuple[int, bytes]], *, max_events: int, max_bytes: int
+    ) -> None:
+        await self._memory.append(stream_id, events, max_events=max_events, max_bytes=max_bytes)
+        await self._write()
+
+    async def read(self, stream_id: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
+        return await self._memory.read(stream_id, after_seq, limit)
+
+    async def read_with_meta(
+        self, stream_id: str, after_seq: int, limit: int = 1000
+    ) -> tuple[list[tuple[int, bytes]], StreamMeta | None]:
+        return await self._memory.read_with_meta(stream_id, after_seq, limit)
+
+    async def read_key_and_stream(self, key: str, stream_id: str) -> KeyAndStream:
+        return await self._memory.read_key_and_stream(key, stream_id)
+
+    async def wait(
+        self, stream_id: str, after_seq: int, within_s: float, *, version: int | None = None
+    ) -> None:
+        await self._memory.wait(stream_id, after_seq, within_s, version=version)
+
+    async def usage(self) -> StoreUsage:
+        return await self._memory.usage()
+
+    # -- sessions and keys -------------------------------------------------------------
+    async def put_session(self, info: SessionInfo, ttl_s: float) -> None:
+        await self._memory.put_session(info, ttl_s)
+        await self._write(
+            (_UPSERT_SESSION, (info.session_id, sqlite_file.encode_session(info), time.time() + ttl_s), False)
+        )
+
+    async def get_session(self, session_id: str) -> SessionInfo | None:
+        return await self._memory.get_session(session_id)
+
+    async def delete_session(self, session_id: str) -> list[str]:
+        streams = await self._memory.delete_session(session_id)
+        await self._write((_DELETE_SESSION, (session_id,), False))
+        return streams
+
+    async def set_key(self, key: str, value: str, ttl_s: float) -> None:
+        await self._memory.set_key(key, value, ttl_s)
+        await self._write((_UPSERT_KEY, (key, value, time.time() + ttl_s), False))
+
+    async def get_key(self, key: str) -> str | None:
+        return await self._memory.get_key(key)
+
+    async def delete_key(self, key: str, value: str | None = None) -> bool:
+        deleted = await self._memory.delete_key(key, value)
+        if deleted:
+            await self._write((_DELETE_KEY, (key,), False))
+        return deleted
+
+    async def add_key(self, key: str, value: str, ttl_s: float) -> str | None:
+        found = await self._memory.add_key(key, value, ttl_s)
+        if found is None:
+            await self._write((_UPSERT_KEY, (key, value, time.time() + ttl_s), False))
+        return found
+
+    async def replace_key(self, key: str, expected: str | None, value: str, ttl_s: float) -> bool:
+        replaced = await self._memory.replace_key(key, expected, value, ttl_s)
+        if replaced:
+            await self._write((_UPSERT_KEY, (key, value, time.time() + ttl_s), False))
+        return replaced
+
+    # -- one process: messages between its tasks ---------------------------------------
+    async def publish(self, channel: str, message: bytes) -> int:
+        return await self._memory.publish(channel, message)
+
+    def subscribe(self, channel: str) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
+        return self._memory.subscribe(channel)
+
+    # -- indexes -----------------------------------------------------------------------
+    async def index_add(self, index: str, member: str, expires_at: float, *, cap: int) -> bool:
+        added = await self._memory.index_add(index, member, expires_at, cap=cap)
+        if added:
+            if expires_at <= time.time():
+                await self._write((_DELETE_MEMBER, (index, member), False))
+            else:
+                await self._write((_UPSERT_MEMBER, (index, member, expires_at), False))
+        return added
+
+    async def index_remove(self, index: str, member: str) -> None:
+        await self._memory.index_remove(index, member)
+        await self._write((_DELETE_MEMBER, (index, member), False))
+
+    async def index_page(
+        self, index: str, *, after: tuple[float, str] | None = None, limit: int = 100
+    ) -> list[tuple[str, float]]:
+        return await self._memory.index_page(index, after=after, limit=limit)
+
+    async def index_count(self, index: str) -> int:
+        return await self._memory.index_count(index)
+
+    # -- closing -----------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Write what is pending, stop the writer, let the file and its lock go."""
+        if self._closed:
+            return
+        with contextlib.suppress(SQLiteStoreError):
+            await self._write()
+        await anyio.to_thread.run_sync(self.close)
+
+    def close(self) -> None:
+        """`aclose` from outside an event loop (what is pending in memory and not yet handed to
+        the writer is not written)."""
+        with self._closing:
+            if self._closed:
+                return
+            self._closed = True
+            self._writer.close()
+            sqlite_file.unlock(self._lock_fd)
