@@ -221,13 +221,11 @@ class SQLiteStore(Store):
         try:
             await self._writer.write(rows)
         except SQLiteStoreError:
-            # Written whole again with the next change (memory keeps what the file lacks).
+            # Each stream of it is written whole with its next change (memory keeps what the
+            # file lacks meanwhile); not at once with others' writes, which it would fail too.
             for sql, parameters, _ in rows:
                 if sql == _UPSERT_STREAM:
-                    stream_id = parameters[0]
-                    assert isinstance(stream_id, str)
-                    self._saved.pop(stream_id, None)
-                    self._changed.add(stream_id)
+                    self._saved.pop(str(parameters[0]), None)
             raise
 
     # -- streams -----------------------------------------------------------------------
