@@ -67,7 +67,9 @@ async def test_a_store_opened_again_holds_what_it_held(tmp_path: Path) -> None:
         **BOUNDS,
     )
     await store.create_stream(meta("running", pending_inputs=["q1"]), 60)
-    await store.append("running", [(i, f"data: {i}\n\n".encode()) for i in range(1, 6)], max_events=3, max_bytes=1 << 20)
+    await store.append(
+        "running", [(i, f"data: {i}\n\n".encode()) for i in range(1, 6)], max_events=3, max_bytes=1 << 20
+    )
     await store.create_stream(meta("gone"), 60)
     await store.delete_stream("gone")
     await store.put_session(SessionInfo("sess", "2025-11-25", "alice", {"elicitation": {}}), 60)
@@ -126,7 +128,10 @@ async def test_a_stream_trimmed_by_the_global_budget_is_trimmed_in_the_file(tmp_
     finally:
         await again.aclose()
     with contextlib.closing(sqlite3.connect(path)) as db:
-        assert db.execute("SELECT stream, seq FROM events ORDER BY stream, seq").fetchall() == [("a", 2), ("b", 1)]
+        assert db.execute("SELECT stream, seq FROM events ORDER BY stream, seq").fetchall() == [
+            ("a", 2),
+            ("b", 1),
+        ]
 
 
 async def test_the_earlier_lifes_node_heartbeats_are_gone_on_open(tmp_path: Path) -> None:
@@ -165,8 +170,7 @@ def child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_a_second_process_on_the_same_file_is_refused_at_startup(tmp_path: Path) -> None:
+def test_a_second_process_on_the_same_file_is_refused_at_startup(tmp_path: Path) -> None:
     path = tmp_path / "mcp.db"
     store = SQLiteStore(path)
     try:
@@ -184,7 +188,7 @@ async def test_a_second_process_on_the_same_file_is_refused_at_startup(tmp_path:
         with pytest.raises(SQLiteStoreLockedError):  # (a second store in this process too)
             SQLiteStore(path)
     finally:
-        await store.aclose()
+        store.close()
     reopened = store_from_url(f"sqlite://{path}")  # the file is free again
     assert isinstance(reopened, SQLiteStore)
     reopened.close()
@@ -209,8 +213,7 @@ anyio.run(main)
 """
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_sigkill_mid_write_leaves_a_file_that_opens_with_every_returned_write(tmp_path: Path) -> None:
+def test_sigkill_mid_write_leaves_a_file_that_opens_with_every_returned_write(tmp_path: Path) -> None:
     path = tmp_path / "mcp.db"
     child = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(path)], env=child_env(), stdout=subprocess.PIPE, text=True
@@ -218,28 +221,31 @@ async def test_sigkill_mid_write_leaves_a_file_that_opens_with_every_returned_wr
     try:
         assert child.stdout is not None
         returned = 0
-        with anyio.fail_after(scaled(60)):
-            while returned < 400:
-                line = await anyio.to_thread.run_sync(child.stdout.readline)
-                assert line, "the writer stopped"
-                returned = int(line)
+        while returned < 400:
+            line = child.stdout.readline()
+            assert line, "the writer stopped"
+            returned = int(line)
         child.send_signal(signal.SIGKILL)  # mid-write: it writes without a pause
     finally:
         child.kill()
-        child.wait()
+        child.wait(timeout=scaled(30))
     with contextlib.closing(sqlite3.connect(path)) as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    store = SQLiteStore(path)
-    try:
-        found = await store.get_stream("w")
-        assert found is not None and found.last_seq >= returned
-        events = await store.read("w", 0, limit=10**6)
-        assert [seq for seq, _ in events] == list(range(1, found.last_seq + 1))
-        assert all(payload == b"data: " + b"x" * (seq % 5000) + b"\n\n" for seq, payload in events)
-        assert int(await store.get_key(f"k{returned % 1000}") or 0) >= returned
-        await store.append("w", [(found.last_seq + 1, b"data: after\n\n")], **BOUNDS)  # it writes on
-    finally:
-        await store.aclose()
+
+    async def reopened() -> None:
+        store = SQLiteStore(path)
+        try:
+            found = await store.get_stream("w")
+            assert found is not None and found.last_seq >= returned
+            events = await store.read("w", 0, limit=10**6)
+            assert [seq for seq, _ in events] == list(range(1, found.last_seq + 1))
+            assert all(payload == b"data: " + b"x" * (seq % 5000) + b"\n\n" for seq, payload in events)
+            assert int(await store.get_key(f"k{returned % 1000}") or 0) >= returned
+            await store.append("w", [(found.last_seq + 1, b"data: after\n\n")], **BOUNDS)  # it writes on
+        finally:
+            await store.aclose()
+
+    anyio.run(reopened)
 
 
 # ----------------------------------------------------------------------------- a full file

@@ -247,7 +247,13 @@ class SQLiteStore(Store):
     ) -> None:
         stream_id = meta.stream_id
         await self._memory.open_with(
-            meta, ttl_s, events, max_events=max_events, max_bytes=max_bytes, final_seq=final_seq, retain_s=retain_s
+            meta,
+            ttl_s,
+            events,
+            max_events=max_events,
+            max_bytes=max_bytes,
+            final_seq=final_seq,
+            retain_s=retain_s,
         )
         self._changed.add(stream_id)
         await self._write()
@@ -263,7 +269,12 @@ class SQLiteStore(Store):
         retain_s: float | None = None,
     ) -> bool:
         done = await self._memory.append_final(
-            stream_id, events, max_events=max_events, max_bytes=max_bytes, final_seq=final_seq, retain_s=retain_s
+            stream_id,
+            events,
+            max_events=max_events,
+            max_bytes=max_bytes,
+            final_seq=final_seq,
+            retain_s=retain_s,
         )
         await self._write()
         return done

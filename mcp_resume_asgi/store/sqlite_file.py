@@ -135,7 +135,9 @@ def connect(path: str, *, max_file_bytes: int | None) -> sqlite3.Connection:
         if found is None:
             connection.execute("INSERT INTO info VALUES ('schema', ?)", (SCHEMA_VERSION,))
         elif found[0] != SCHEMA_VERSION:
-            raise ValueError(f"{path}: a store file of schema {found[0]!r}; this version reads {SCHEMA_VERSION}")
+            raise ValueError(
+                f"{path}: a store file of schema {found[0]!r}; this version reads {SCHEMA_VERSION}"
+            )
     except sqlite3.DatabaseError as exc:
         connection.close()
         raise ValueError(f"{path}: not a store file this version can open ({exc})") from None
@@ -338,15 +340,13 @@ def sweep(connection: sqlite3.Connection, *, max_sessions: int, max_keys: int, m
     connection.executemany("DELETE FROM streams WHERE id = ?", expired)
     for table, bound in (("sessions", max_sessions), ("keys", max_keys), ("members", max_members)):
         connection.execute(
-            f"DELETE FROM {table} WHERE rowid IN "
-            f"(SELECT rowid FROM {table} WHERE expires_at <= ? LIMIT ?)",
+            f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE expires_at <= ? LIMIT ?)",
             (cutoff, SWEEP_ROWS),
         )
         over = connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0] - bound
         if over > 0:
             connection.execute(
-                f"DELETE FROM {table} WHERE rowid IN "
-                f"(SELECT rowid FROM {table} ORDER BY expires_at LIMIT ?)",
+                f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} ORDER BY expires_at LIMIT ?)",
                 (min(over, SWEEP_ROWS),),
             )
     connection.execute("COMMIT")

@@ -15,6 +15,7 @@ own), it runs `maintain`, a bounded sweep of expired rows (`sqlite_file.sweep`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import sqlite3
@@ -171,14 +172,10 @@ class SQLiteWriter:
 
     def _rollback(self) -> None:
         if self._connection.in_transaction:
-            try:
+            with contextlib.suppress(sqlite3.Error):  # (SQLite rolled it back itself: a full disk)
                 self._connection.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass  # (SQLite rolled it back itself: a full disk, an I/O error)
 
     @staticmethod
     def _report(done: _Done, error: BaseException | None) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # (the caller's event loop is closed: nobody to tell)
             done(error)
-        except RuntimeError:
-            pass  # (the caller's event loop is closed: nobody is left to tell)
