@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import sqlite3
@@ -200,7 +201,7 @@ from mcp_resume_asgi.store import StreamKind, StreamMeta
 from mcp_resume_asgi.store.sqlite import SQLiteStore
 
 async def main():
-    store = SQLiteStore(sys.argv[1])
+    store = SQLiteStore(sys.argv[1], wait_for_commit=sys.argv[2] == "wait")
     await store.create_stream(StreamMeta("w", StreamKind.REQUEST, "sess", None, "2025-11-25", "/mcp"), 600)
     seq = 0
     while True:
@@ -213,10 +214,13 @@ anyio.run(main)
 """
 
 
-def test_sigkill_mid_write_leaves_a_file_that_opens_with_every_returned_write(tmp_path: Path) -> None:
+@pytest.mark.parametrize("writes", ["wait", "queue"])
+def test_sigkill_mid_write_leaves_a_file_that_opens(tmp_path: Path, writes: str) -> None:
+    """Waiting for commits (`wait_for_commit`), every write that returned is found; queued, a
+    prefix of them is (what the writer had committed), whole."""
     path = tmp_path / "mcp.db"
     child = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(path)], env=child_env(), stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", WRITER, str(path), writes], env=child_env(), stdout=subprocess.PIPE, text=True
     )
     try:
         assert child.stdout is not None
@@ -236,11 +240,13 @@ def test_sigkill_mid_write_leaves_a_file_that_opens_with_every_returned_write(tm
         store = SQLiteStore(path)
         try:
             found = await store.get_stream("w")
-            assert found is not None and found.last_seq >= returned
+            assert found is not None
+            if writes == "wait":
+                assert found.last_seq >= returned
+                assert int(await store.get_key(f"k{returned % 1000}") or 0) >= returned
             events = await store.read("w", 0, limit=10**6)
             assert [seq for seq, _ in events] == list(range(1, found.last_seq + 1))
             assert all(payload == b"data: " + b"x" * (seq % 5000) + b"\n\n" for seq, payload in events)
-            assert int(await store.get_key(f"k{returned % 1000}") or 0) >= returned
             await store.append("w", [(found.last_seq + 1, b"data: after\n\n")], **BOUNDS)  # it writes on
         finally:
             await store.aclose()
@@ -251,7 +257,7 @@ def test_sigkill_mid_write_leaves_a_file_that_opens_with_every_returned_write(tm
 # ----------------------------------------------------------------------------- a full file
 async def test_a_full_file_fails_the_write_as_an_outage_and_the_store_goes_on(tmp_path: Path) -> None:
     path = tmp_path / "mcp.db"
-    store = SQLiteStore(path, max_file_bytes=128 * 1024)
+    store = SQLiteStore(path, max_file_bytes=128 * 1024, wait_for_commit=True)
     try:
         await store.set_key("small", "fits", 60)
         await store.create_stream(meta("big"), 60)
@@ -269,6 +275,38 @@ async def test_a_full_file_fails_the_write_as_an_outage_and_the_store_goes_on(tm
     try:
         assert await again.get_key("small") == "fits" and await again.get_key("after") == "fits too"
         assert await again.get_stream("big") is None
+    finally:
+        await again.aclose()
+
+
+async def test_a_queued_write_that_fails_is_logged_and_the_next_writes_wait_until_one_succeeds(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    path = tmp_path / "mcp.db"
+    store = SQLiteStore(path, max_file_bytes=128 * 1024)
+    big = {**BOUNDS, "max_bytes": 1 << 30}
+    try:
+        await store.create_stream(meta("big"), 60)
+        await store.create_stream(meta("bigger"), 60)
+        await store.append("big", [(1, os.urandom(512 * 1024))], **big)  # queued: returns
+        with anyio.fail_after(scaled(30)):
+            while not any("could not be written" in r.getMessage() for r in caplog.records):
+                await anyio.sleep(0.01)
+        assert (await store.read("big", 0))[0][0] == 1  # (memory keeps it)
+        with pytest.raises(SQLiteStoreError, match="database or disk is full") as caught:
+            await store.append("bigger", [(1, os.urandom(512 * 1024))], **big)  # waits, and fails
+        assert store.is_unavailable_error(caught.value)
+        await store.set_key("after", "fits", 60)  # waited for: it succeeds, the outage is over
+        await store.set_key("queued again", "fits", 60)
+        logged = [r.getMessage() for r in caplog.records]
+        assert sum("could not be written" in line for line in logged) == 1  # once per outage
+        assert f"the store file {path} is written again" in logged
+    finally:
+        await store.aclose()
+    again = SQLiteStore(path)
+    try:
+        assert await again.get_key("after") == "fits" and await again.get_key("queued again") == "fits"
     finally:
         await again.aclose()
 

@@ -1,19 +1,24 @@
 """`SQLiteStore`: the `Store` contract on one SQLite file, so one process survives its own restart.
 
-The store is a `MemoryStore` that writes every change through to a file before the change's
-call returns. Reads are served from memory (the process that holds the file's lock is the only
-one that writes it, so memory and file agree); each write changes memory, then hands the
-file's rows for it to the writer thread (`sqlite_writer.py`) and waits for their commit, so the
-event loop never waits on the disk and a busy server commits many writes at once. At startup
-the store reads the file back (`sqlite_file.load`): the streams, their events, the sessions,
-keys and index members of the process's earlier life, all of it within the memory store's
-bounds, which therefore bound the file too.
+The store is a `MemoryStore` whose every change is also written to a file. Reads are served
+from memory (the process that holds the file's lock is the only one that writes it, so memory
+and file agree); each change is made in memory, then its rows for the file (the stream's record
+and new events, a session, a key...) are handed to the writer thread (`sqlite_writer.py`),
+which commits whatever is queued in one transaction: the event loop never waits on the disk,
+and a busy server commits many writes at once. At startup the store reads the file back
+(`sqlite_file.load`): the streams, their events, the sessions, keys and index members of the
+process's earlier life, within the memory store's bounds, which therefore bound the file too.
 
-What a returned write survives, and what a power loss can take: `sqlite_file.py`. A write that
-fails (the disk full, or the file at `max_file_bytes`) raises `SQLiteStoreError`, which the
-middleware takes as a store outage (`is_unavailable_error`): it serves without the store
-meanwhile, as on a Redis outage; memory keeps the change, the file does not, and the stream's
-rows are written whole again with its next change.
+When a write returns: by default once queued (the writer commits it at its next round, a
+fraction of a millisecond later on an idle machine); with `wait_for_commit=True`, once committed
+(then in the file, and a failed write raises at its own call), at the cost of a thread round
+trip per write. What a committed write survives, and what a power loss can take: `sqlite_file.py`.
+
+A write that fails (the disk full, or the file at `max_file_bytes`) is logged once, and the
+writes after it wait for their commit until one succeeds, raising `SQLiteStoreError` meanwhile:
+the middleware takes that as a store outage (`is_unavailable_error`) and serves without the
+store, as on a Redis outage. Memory keeps the change the file lacks; the stream's rows are
+written whole with its next change.
 
 A restarted process is a new node (`durable`): what the earlier life left running has an owner
 no longer alive (its heartbeat key is dropped when the file is opened), so its streams, tasks
@@ -25,6 +30,7 @@ Stream URLs and event ids are signed with a secret kept in the file when none is
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 import threading
@@ -50,6 +56,10 @@ from mcp_resume_asgi.store.sqlite_writer import Op, SQLiteWriter
 
 __all__ = ["SQLiteStore", "SQLiteStoreError", "SQLiteStoreLockedError"]
 
+logger = logging.getLogger(__name__)
+
+#: Writes queued for the writer beyond which a write waits for its commit (the writer is behind).
+MAX_QUEUED = 1024
 _ALL = 1 << 62
 """Events to copy from an entry: all of them."""
 
@@ -76,9 +86,10 @@ def _describe(path: str) -> Any:
 class SQLiteStore(Store):
     """`Store` on one SQLite file, for one process (see the module docstring).
 
-    `path`: the file (created if absent; `<path>.lock`, `-wal` and `-shm` beside it). The bounds
+    `path`: the file (created if absent; `<path>.lock` and `<path>-wal` beside it). The bounds
     are `MemoryStore`'s, and bound the file as they bound memory; `max_file_bytes`, when given,
     bounds the file itself (a write that would pass it fails as on a full disk).
+    `wait_for_commit`: each write returns once committed, not once queued.
 
     Opening the file reads it back, takes its lock and starts the writer thread: build the store
     once per process, at startup; a second process is refused (`SQLiteStoreLockedError`).
@@ -86,7 +97,6 @@ class SQLiteStore(Store):
     """
 
     durable = True
-    write_behind = True
 
     def __init__(
         self,
@@ -98,6 +108,7 @@ class SQLiteStore(Store):
         max_keys: int = 100_000,
         max_index_members: int = 1_000_000,
         max_file_bytes: int | None = None,
+        wait_for_commit: bool = False,
     ) -> None:
         if max_file_bytes is not None and max_file_bytes <= 0:
             raise ValueError("max_file_bytes must be positive")
@@ -146,6 +157,12 @@ class SQLiteStore(Store):
         """(What loading changed is in the file already.)"""
         self._touched = 0
         self._closed = False
+        self.wait_for_commit = wait_for_commit
+        self.write_behind = wait_for_commit  # (a write that waits for the disk: the app goes on meanwhile)
+        self._unsaved: list[str] = []
+        """Streams whose last write failed: written whole with their next change."""
+        self._failed: BaseException | None = None
+        """The last write failed (the next ones wait for their commit until one succeeds)."""
         self._writer = SQLiteWriter(
             connection,
             name=f"SQLiteStore {self.path}",
@@ -172,11 +189,14 @@ class SQLiteStore(Store):
     def _stream_rows(self) -> list[Op]:
         """The rows of every stream changed since its last write, and forget they changed."""
         ops: list[Op] = []
+        saved = self._saved
+        while self._unsaved:
+            saved.pop(self._unsaved.pop(), None)
         changed = self._changed
         if not changed:
             return ops
         mono, wall = time.monotonic(), time.time()
-        held, saved = self._memory.held, self._saved
+        held = self._memory.held
         for stream_id in changed:
             entry = held(stream_id)
             if entry is None:
@@ -210,7 +230,8 @@ class SQLiteStore(Store):
         return ops
 
     async def _write(self, *ops: Op) -> None:
-        """Hand the changed streams' rows and `ops` to the writer; return once they committed."""
+        """Hand the changed streams' rows and `ops` to the writer (see the class docstring for
+        when this waits for their commit)."""
         rows = self._stream_rows()
         if ops:
             rows.extend(ops)
@@ -218,15 +239,30 @@ class SQLiteStore(Store):
             return
         if self._closed:
             raise SQLiteStoreError(f"the store file {self.path} is closed")
-        try:
-            await self._writer.write(rows)
-        except SQLiteStoreError:
-            # Each stream of it is written whole with its next change (memory keeps what the
-            # file lacks meanwhile); not at once with others' writes, which it would fail too.
-            for sql, parameters, _ in rows:
-                if sql == _UPSERT_STREAM:
-                    self._saved.pop(str(parameters[0]), None)
-            raise
+        if self.wait_for_commit or self._failed is not None or self._writer.queued >= MAX_QUEUED:
+            try:
+                await self._writer.write(rows)
+            except SQLiteStoreError as exc:
+                self._written(rows, exc)
+                raise
+            self._written(rows, None)
+        else:
+            self._writer.submit(rows, lambda error: self._written(rows, error))
+
+    def _written(self, rows: list[Op], error: BaseException | None) -> None:
+        """A write committed, or failed (on the writer's thread when it was not waited for)."""
+        if error is None:
+            if self._failed is not None:
+                self._failed = None
+                logger.warning("the store file %s is written again", self.path)
+            return
+        first, self._failed = self._failed is None, error
+        if first:
+            logger.error("%s", error)  # ("the store file ... could not be written: <cause>")
+        # Each stream of it is written whole with its next change (memory keeps what the file
+        # lacks meanwhile); not at once with others' writes, which it would fail too. (Noted
+        # here, on whichever thread; forgotten by `_stream_rows`, on the loop's.)
+        self._unsaved.extend(str(parameters[0]) for sql, parameters, _ in rows if sql == _UPSERT_STREAM)
 
     # -- streams -----------------------------------------------------------------------
     async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None:

@@ -1,7 +1,7 @@
 """The one thread that writes a `SQLiteStore`'s file, so the event loop never waits on the disk.
 
-Writes are queued by the loop (`SQLiteWriter.write`, which the caller awaits) and run by a
-dedicated thread, which owns the SQLite connection from then on. What has piled up while the
+Writes are queued by the loop (`SQLiteWriter.write`, which the caller awaits, or `submit`,
+which it does not) and run by a dedicated thread, which owns the SQLite connection from then on. What has piled up while the
 thread was busy is committed together, in one transaction (a group commit: a busy server pays
 one commit for many writes); should that transaction fail, each write of it is tried alone, so
 only the writes that fail themselves report an error. A write is reported done to its caller
@@ -74,6 +74,16 @@ class SQLiteWriter:
     @property
     def alive(self) -> bool:
         return self._thread.is_alive()
+
+    @property
+    def queued(self) -> int:
+        """Writes queued and not yet taken by the thread (approximately)."""
+        return self._queue.qsize()
+
+    def submit(self, ops: Sequence[Op], done: Callable[[BaseException | None], None]) -> None:
+        """Queue `ops` without waiting: `done(error or None)` is called on the writer's thread
+        once their transaction committed or failed."""
+        self._queue.put((ops, done))
 
     async def write(self, ops: Sequence[Op]) -> None:
         """Run `ops` in a transaction of the writer's; return once it committed (raise if not).
