@@ -54,13 +54,23 @@ def log(text: str) -> None:
 async def _ours(folder: str, n_events: int) -> tuple[Any, Any, Any]:
     """Our stream of `n_events`, recorded through the middleware; (through the middleware, the store
     alone, the store) as callables of one run each."""
-    from bench.engine import REQUEST, FakeClient, event_bodies, parse_events, post_scope, resume_scope, stream_app
+    from bench.engine import (
+        REQUEST,
+        FakeClient,
+        event_bodies,
+        parse_events,
+        post_scope,
+        resume_scope,
+        stream_app,
+    )
     from mcp_resume_asgi import Policy, ResumeMiddleware
     from mcp_resume_asgi.store.sqlite import SQLiteStore
 
     store = SQLiteStore(os.path.join(folder, "ours.db"))
     middleware = ResumeMiddleware(
-        stream_app(event_bodies(n_events, final=True), checkpoint=False, idle=False), policy=Policy(), store=store
+        stream_app(event_bodies(n_events, final=True), checkpoint=False, idle=False),
+        policy=Policy(),
+        store=store,
     )
     first = FakeClient(REQUEST, keep=True)
     await middleware(post_scope(), first.receive, first.send)
@@ -194,7 +204,9 @@ def plot(http: dict[str, Any], replay: dict[str, Any], path: Path) -> None:
     for ax, tool in zip(axes, tools, strict=False):
         for i, v in enumerate(VARIANTS):
             xs = [k + (i - 1) * width for k in range(len(concurrencies))]
-            ax.bar(xs, [by[(tool, v, c)]["rps"] for c in concurrencies], width, label=LABELS[v], color=COLORS[v])
+            ax.bar(
+                xs, [by[(tool, v, c)]["rps"] for c in concurrencies], width, label=LABELS[v], color=COLORS[v]
+            )
         ax.set_xticks(range(len(concurrencies)), [str(c) for c in concurrencies])
         ax.set_xlabel("clients")
         ax.set_ylabel("req/s (median)")
