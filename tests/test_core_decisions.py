@@ -10,6 +10,7 @@ import itertools
 import pytest
 
 from mcp_resume_asgi.core.answer_mode import Mode
+from mcp_resume_asgi.core.owner_watch import OwnerWatch, OwnerWatches
 from mcp_resume_asgi.core.stream import (
     STALL_S,
     Due,
@@ -168,8 +169,9 @@ def test_a_mirror_stops_when_its_record_is_gone_or_taken_over() -> None:
     assert core.followed(att, 4) is Reason.COMPLETE
 
 
-def test_a_mirror_checks_its_owner_every_owner_check_s() -> None:
-    core = StreamCore.mirror(QUIET, version=VERSION, is_request=True, now=10.0, owner_check_s=2.5)
+def test_a_mirror_checks_its_owner_every_check_s() -> None:
+    watch = OwnerWatch(2.5, now=10.0)
+    core = StreamCore.mirror(QUIET, version=VERSION, is_request=True, now=10.0, owner_watch=watch)
     attached(core, 1, now=10.0)
     assert core.next_deadline() == 12.5
     assert not core.owner_check_due(12.4)
@@ -180,6 +182,42 @@ def test_a_mirror_checks_its_owner_every_owner_check_s() -> None:
     alone = StreamCore.mirror(QUIET, version=VERSION, is_request=True, now=10.0)
     attached(alone, 1, now=10.0)
     assert not alone.owner_check_due(1e9)  # no cluster: never
+
+
+def test_connections_replacing_each_other_faster_than_check_s_still_check_the_owner() -> None:
+    """Two clients resuming one stream take it over from each other every 0.1 s: each connection
+    gets a mirror of its own, all on the stream's watch, so the check falls due on time."""
+    watches = OwnerWatches(check_s=1.0)
+    checks: list[float] = []
+    now = 0.0
+    for gen in range(1, 40):
+        core = StreamCore.mirror(
+            QUIET, version=VERSION, is_request=True, now=now, owner_watch=watches.of("s", now)
+        )
+        attached(core, gen, now=now)
+        deadline = core.next_deadline()
+        assert deadline is not None and deadline <= (checks[-1] if checks else 0.0) + 1.0
+        if core.owner_check_due(now):
+            checks.append(now)
+        now = round(now + 0.1, 1)  # replaced by the other client's resume
+    assert checks == [1.0, 2.0, 3.0]
+    assert len(watches) == 1
+
+
+def test_owner_watches_are_per_stream_and_bounded() -> None:
+    watches = OwnerWatches(check_s=1.0, max_watched=3)
+    first = watches.of("a", 0.0)
+    assert watches.of("a", 0.5) is first  # a connection taking "a" over keeps its schedule
+    assert watches.of("b", 0.5) is not first
+    watches.of("c", 0.5)
+    watches.of("a", 0.6)  # looked up last: "b" is now the oldest
+    watches.of("d", 0.7)  # full: the oldest goes
+    assert watches.of("a", 0.7) is first and len(watches) == 3
+    assert watches.of("b", 0.8) is not None and len(watches) == 3  # "c" went, "b" is new
+    # Nobody asked for a whole interval after it was due: forgotten when room is made.
+    assert watches.of("e", 10.0) is not None and len(watches) == 1
+    with pytest.raises(ValueError):
+        OwnerWatches(check_s=0)
 
 
 # ---------------------------------------------------------------------- the app's end

@@ -312,6 +312,10 @@ async def test_ten_calls_and_ten_tasks_all_complete_through_the_other_node(prefi
                     task_ids[tag] = answer["result"]["taskId"]
                 with anyio.fail_after(scaled(15)):
                     await started.wait()
+                    # A task is answered before its tool starts: each must have started on A
+                    # before the kill, or its one run (on B) is rightly its only one.
+                    while any([await runs(prefix, tag) < 1 for tag in task_ids]):
+                        await anyio.sleep(0.05)
                 a.kill()
                 killed_at = time.monotonic()
                 proxy.backend_ports = [port_of(b)]

@@ -101,6 +101,31 @@ def test_an_outage_log_reminds_at_most_once_per_interval(caplog: pytest.LogCaptu
     assert len(records(caplog, logging.ERROR)) == 2
 
 
+def test_a_link_that_flaps_for_one_cause_is_logged_once_per_interval(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Back and failing again for the same cause, seven times: one line at its level, one "is
+    back"; past the interval, the next outage is logged again, with how many came between."""
+    caplog.set_level(logging.DEBUG, logger=LIBRARY)
+    outage = OutageLog("link", level=logging.ERROR, remind_s=0.5)
+    for _ in range(7):
+        outage.failed(RecursionError("maximum recursion depth exceeded"))
+        outage.recovered()
+    assert len(records(caplog, logging.ERROR)) == 1
+    assert len(records(caplog, logging.INFO)) == 1
+    outage.failed(ConnectionError("refused"))  # another cause: its own line
+    outage.recovered()
+    assert len(records(caplog, logging.ERROR)) == 2
+    anyio.run(anyio.sleep, 0.55)
+    outage.failed(ConnectionError("refused"))
+    [*_, again] = records(caplog, logging.ERROR)
+    assert "1 more times" not in again.getMessage()
+    outage.recovered()
+    outage.failed(RecursionError("maximum recursion depth exceeded"))
+    [*_, again] = records(caplog, logging.ERROR)
+    assert "6 more times since last logged" in again.getMessage(), again.getMessage()
+
+
 @pytest.mark.slow
 async def test_a_store_that_is_down_is_logged_once_with_its_cause(caplog: pytest.LogCaptureFixture) -> None:
     pytest.importorskip("redis", reason="the redis client is not installed (mcp-resume-asgi[redis])")

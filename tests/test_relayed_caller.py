@@ -144,30 +144,46 @@ def test_a_request_seal_does_not_open_as_a_reply_nor_the_other_way() -> None:
     assert isinstance(seal_for("owner").open(reply, NOW), str)
 
 
+def test_the_relaying_node_takes_each_message_of_an_answer_once_and_its_parts_in_order() -> None:
+    """Copies of what was taken (late, or replayed: sealed, but not new) are dropped before they
+    are queued; a part past the next one is taken (the reader ends the answer there)."""
+    import anyio
+
+    from mcp_resume_asgi.engine.cluster import _Replies
+
+    replies = _Replies(anyio.create_memory_object_stream[dict[str, Any]](1)[0])
+    assert replies.new({"t": "ack"}) and not replies.new({"t": "ack"})
+    assert replies.new({"t": "start"}) and not replies.new({"t": "start"})
+    assert replies.new({"t": "body", "seq": 1}) and not replies.new({"t": "body", "seq": 1})
+    assert replies.new({"t": "body", "seq": 3})
+    for late in (2, 3, True, "4", None):
+        assert not replies.new({"t": "body", "seq": late})
+
+
 @pytest.mark.anyio
 async def test_the_relaying_node_takes_only_sealed_replies() -> None:
-    """`Node._dispatch`: a forged part of the answer never reaches the relay's reader; the
+    """`Node._receive`: a forged part of the answer never reaches the relay's reader; the
     sealed one does; a forged "gone" does not end a relayed request being served."""
     import anyio
 
-    from mcp_resume_asgi.engine.cluster import Node
+    from mcp_resume_asgi.engine.cluster import Node, _Replies
     from mcp_resume_asgi.store.memory import MemoryStore
 
     node = Node(MemoryStore(), node_id="sender", signer=TokenSigner(SECRET))
     into, out = anyio.create_memory_object_stream[dict[str, Any]](8)
-    node._replies["r1"] = into
+    node._replies["r1"] = _Replies(into)
     forged = {"t": "body", "id": "r1", "seq": 1, "body": "Zm9yZ2Vk", "more": False}
-    node._dispatch(json.dumps(forged).encode())
-    node._dispatch(json.dumps({**seal_for("owner").seal_message(BODY), "seal": "x" * 43}).encode())
-    node._dispatch(json.dumps(seal_for("owner").seal_message(BODY)).encode())
+    node._receive(json.dumps(forged).encode())
+    node._receive(json.dumps({**seal_for("owner").seal_message(BODY), "seal": "x" * 43}).encode())
+    node._receive(json.dumps(seal_for("owner").seal_message(BODY)).encode())
     assert out.receive_nowait() == BODY
     with pytest.raises(anyio.WouldBlock):
         out.receive_nowait()
     gone = anyio.Event()
     node._served["r2"] = gone
-    node._dispatch(json.dumps({"t": "gone", "id": "r2"}).encode())
+    node._receive(json.dumps({"t": "gone", "id": "r2"}).encode())
     assert not gone.is_set()
-    node._dispatch(json.dumps(seal_for("owner").seal_message({"t": "gone", "id": "r2"})).encode())
+    node._receive(json.dumps(seal_for("owner").seal_message({"t": "gone", "id": "r2"})).encode())
     assert gone.is_set()
 
 

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_mode
+from mcp_resume_asgi.core.owner_watch import OwnerWatch
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.side_slots import SideAttribute, side_attribute
@@ -287,8 +288,7 @@ class _Timing:
         "answer_by",
         "heartbeat_s",
         "next_beat",
-        "next_owner_check",
-        "owner_check_s",
+        "owner_watch",
     )
 
     def __init__(self) -> None:
@@ -298,9 +298,9 @@ class _Timing:
         self.answer_at_once = False
         self.heartbeat_s: float | None = None
         self.next_beat = 0.0
-        self.owner_check_s: float | None = None
-        """A mirror: how often to ask whether the stream's owner is still alive (None: never)."""
-        self.next_owner_check = 0.0
+        self.owner_watch: OwnerWatch | None = None
+        """A mirror: when to ask whether the stream's owner is still alive, shared with every
+        connection serving the stream on this node (None: never)."""
 
 
 _NO_TIMING = _Timing()
@@ -378,9 +378,9 @@ class StreamCore:
     counted from the request's arrival."""
     heartbeat_s: SideAttribute[float | None] = _timed("heartbeat_s")
     next_beat: SideAttribute[float] = _timed("next_beat")
-    next_owner_check: SideAttribute[float] = _timed("next_owner_check")
-    owner_check_s: SideAttribute[float | None] = _timed("owner_check_s")
-    """A mirror: how often to ask whether the stream's owner is still alive (None: never)."""
+    owner_watch: SideAttribute[OwnerWatch | None] = _timed("owner_watch")
+    """A mirror: when to ask whether the stream's owner is still alive, shared with every
+    connection serving the stream on this node (None: never)."""
 
     @classmethod
     def mirror(
@@ -392,20 +392,21 @@ class StreamCore:
         request_id: Any = None,
         opted_in: bool = False,
         now: float = 0.0,
-        owner_check_s: float | None = None,
+        owner_watch: OwnerWatch | None = None,
     ) -> StreamCore:
         """A stream whose app runs elsewhere (or has finished), as the store says it is: it
         heartbeats while a client is attached (`Due.HEARTBEAT`, `mirror_heartbeat_s`) and, given
-        `owner_check_s`, says when to check that the owner is alive (`owner_check_due`)."""
+        the stream's `owner_watch` on this node, says when to check that the owner is alive
+        (`owner_check_due`): on the stream's schedule, which a connection taking the stream over
+        from another does not restart."""
         core = cls(
             policy, version=version, is_request=is_request, request_id=request_id, now=now, opted_in=opted_in
         )
         core.phase = Phase.MIRROR
         core.heartbeat_s = mirror_heartbeat_s(policy)
         core.next_beat = now + core.heartbeat_s
-        core.owner_check_s = owner_check_s
-        if owner_check_s is not None:
-            core.next_owner_check = now + owner_check_s
+        if owner_watch is not None:
+            core.owner_watch = owner_watch
         return core
 
     def _refuse(self, event: str) -> NoReturn:
@@ -720,12 +721,10 @@ class StreamCore:
         return self.settle(conn)
 
     def owner_check_due(self, now: float) -> bool:
-        """A mirror: whether to ask now if the stream's owner is alive (then not again for
-        `owner_check_s`)."""
-        if self.owner_check_s is None or now < self.next_owner_check:
-            return False
-        self.next_owner_check = now + self.owner_check_s
-        return True
+        """A mirror: whether to ask now if the stream's owner is alive (then not again, by any
+        connection serving the stream here, for the watch's `check_s`)."""
+        watch = self._timing.owner_watch
+        return watch is not None and watch.due(now)
 
     def left(self, reason: Reason, *, survives_close: bool = False) -> bool:
         """The stream's connection was let go for `reason`: True when that cancels the app's work
@@ -893,8 +892,8 @@ class StreamCore:
         if self.decide_by is not None and self.decide_by < at:
             at = self.decide_by
         timing = self._timing
-        if timing.owner_check_s is not None and timing.next_owner_check < at:
-            at = timing.next_owner_check  # (a mirror's: `owner_check_due`, not `due`)
+        if timing.owner_watch is not None and timing.owner_watch.next_check < at:
+            at = timing.owner_watch.next_check  # (a mirror's: `owner_check_due`, not `due`)
         return None if at == _NEVER else at
 
     def due(self, now: float) -> list[Due]:

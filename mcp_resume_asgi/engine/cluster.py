@@ -13,8 +13,13 @@ Relay messages are JSON: `req` (the HTTP request: method, path, headers, body, a
 its caller), `start` and `body` (the answer, in order), `gone` (the client left). A
 `req` is served as the caller who sent it, whatever layer authenticated them
 (`relayed_caller.py`), and only if a node of the cluster sealed it, for this node,
-once (`wire/relay_seal.py`). Pub/sub is at most once: a lost message ends the relayed
-answer early, which a resumable client treats like any dropped connection.
+once (`wire/relay_seal.py`). Pub/sub is at most once: a lost part ends the relayed
+answer early, which a resumable client treats like any dropped connection; a part that comes
+again (late, or replayed by whoever can publish) is dropped.
+
+A node's channel is open to whoever can publish on the store: a message that is too long, is not
+JSON (or nests too deep to parse), or is not a relay message is dropped, counted (`Node.dropped`)
+and logged once per reason and `WARN_EVERY_S`; nothing a message holds stops the node's inbox.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import json
 import logging
 import secrets
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -45,6 +51,8 @@ from mcp_resume_asgi.wire.scope_keys import RELAYED_FROM
 from mcp_resume_asgi.wire.tokens import TokenSigner
 
 __all__ = [
+    "MESSAGE_OVERHEAD_BYTES",
+    "PART_BYTES",
     "WARN_EVERY_S",
     "Node",
 ]
@@ -52,9 +60,44 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 ASGIHandler = Callable[[Scope, Receive, Send], Awaitable[None]]
-#: How often, at most, relay messages refused for one reason are logged as a warning.
+#: How often, at most, messages dropped for one reason are logged as a warning.
 WARN_EVERY_S = 60.0
+#: The most answer bytes one relay message carries: a longer body chunk travels in several parts.
+PART_BYTES = 256 * 1024
+#: What a relay message may hold besides its request's body (base64, in JSON in JSON): headers,
+#: the seal, the caller.
+MESSAGE_OVERHEAD_BYTES = 1024 * 1024
+#: The request body bound a `Node` assumes when not told (the middleware's `max_body_bytes`).
+_MAX_BODY_BYTES = 4 * 1024 * 1024
 _HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"upgrade"}
+
+
+class _Replies:
+    """Where the answer of a relay under way goes, on the node that relayed it: its messages each
+    once, the parts in order (a copy of one taken already - late, or replayed by whoever can
+    publish - is dropped before it is queued, so copies cannot fill the queue either)."""
+
+    __slots__ = ("into", "next_part", "seen")
+
+    def __init__(self, into: MemoryObjectSendStream[dict[str, Any]]) -> None:
+        self.into = into
+        self.seen: set[str] = set()
+        """The kinds of message taken that come once (`ack`, `start`)."""
+        self.next_part = 1
+
+    def new(self, message: dict[str, Any]) -> bool:
+        """Whether `message` (opened) was not taken already: if so, it counts as taken now."""
+        kind = str(message.get("t"))
+        if kind != "body":
+            if kind in self.seen:
+                return False
+            self.seen.add(kind)
+            return True
+        part = message.get("seq")
+        if isinstance(part, bool) or not isinstance(part, int) or part < self.next_part:
+            return False
+        self.next_part = part + 1  # (one past it missing: the reader ends the answer there)
+        return True
 
 
 def _b64(data: bytes) -> str:
@@ -76,9 +119,11 @@ class Node:
         timeout_s: float = 5.0,
         signer: TokenSigner | None = None,
         principal: PrincipalOf = default_principal,
+        max_body_bytes: int = _MAX_BODY_BYTES,
     ) -> None:
         """`signer` holds the secret the cluster's nodes share (relays are sealed with it);
-        `principal` names the caller of a request relayed from here (`wire/principal.py`)."""
+        `principal` names the caller of a request relayed from here (`wire/principal.py`);
+        `max_body_bytes`, the longest request body relayed (what bounds the messages taken)."""
         if timeout_s <= 0:
             raise ValueError("node_timeout_s must be positive")
         self.store = store
@@ -86,12 +131,16 @@ class Node:
         self.timeout_s = timeout_s
         self.principal = principal
         self.seal = RelaySeal(signer if signer is not None else TokenSigner(None), self.node_id)
-        self._refusals: TTLCache[str, bool] = TTLCache(maxsize=64, ttl=WARN_EVERY_S)
+        self.max_message_bytes = 2 * max_body_bytes + MESSAGE_OVERHEAD_BYTES
+        """Longer messages on this node's channel are dropped unread."""
+        self.dropped: Counter[str] = Counter()
+        """How many messages of this node's channel were dropped (unread or refused), by why."""
+        self._warned: TTLCache[str, bool] = TTLCache(maxsize=64, ttl=WARN_EVERY_S)
         self.running = False
         self._up: anyio.Event | None = None
         """Set when `running` becomes True, for whoever waits for it (`wait_running`)."""
         self._handler: ASGIHandler | None = None
-        self._replies: dict[str, MemoryObjectSendStream[dict[str, Any]]] = {}
+        self._replies: dict[str, _Replies] = {}
         self._served: dict[str, anyio.Event] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self.link = OutageLog(f"node {self.node_id}: cluster link", level=logging.ERROR, log_to=logger)
@@ -116,7 +165,7 @@ class Node:
             tg.start_soon(self._heartbeat)
             try:
                 async for raw in inbox:
-                    self._dispatch(raw)
+                    self._receive(raw)
             finally:
                 self.running = False
                 tg.cancel_scope.cancel()
@@ -153,13 +202,27 @@ class Node:
     async def alive(self, node_id: str) -> bool:
         return node_id == self.node_id or await self.store.get_key(keys.node(node_id)) is not None
 
-    def _dispatch(self, raw: bytes) -> None:
+    def _receive(self, raw: bytes) -> None:
+        """Dispatch one message of this node's channel, or drop it: nothing it holds may end the
+        inbox (a parser's recursion limit included)."""
+        if len(raw) > self.max_message_bytes:
+            self._refused(None, f"it is longer than {self.max_message_bytes} bytes")
+            return
         try:
             message = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
+            self._refused(None, "it is not JSON, or nests too deep")
             return
         if not isinstance(message, dict) or not isinstance(message.get("id"), str):
+            self._refused(None, "it is not a relay message")
             return
+        try:
+            self._dispatch(message)
+        except Exception as exc:
+            self._refused(message["id"], f"it could not be read ({type(exc).__name__})")
+            logger.debug("node %s: the message it could not read", self.node_id, exc_info=exc)
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
         kind = message.get("t")
         if kind == "req" and self._task_group is not None:
             opened = self.seal.open(message, time.time())
@@ -172,14 +235,18 @@ class Node:
             if gone is not None and self._opened(message) is not None:
                 gone.set()
         elif kind in ("ack", "start", "body"):
-            reply = self._replies.get(message["id"])
-            if reply is not None and (message := self._opened(message)) is not None:
-                try:
-                    reply.send_nowait(message)
-                except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    logger.warning("relay %s: reader is behind; dropping the relay", message["id"])
-                    self._replies.pop(message["id"], None)
-                    reply.close()
+            replies = self._replies.get(message["id"])
+            if replies is None or (taken := self._opened(message)) is None:
+                return
+            if not replies.new(taken):
+                self._refused(message["id"], f"a {kind!r} message of its answer came again")
+                return
+            try:
+                replies.into.send_nowait(taken)
+            except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                logger.warning("relay %s: reader is behind; dropping the relay", message["id"])
+                self._replies.pop(message["id"], None)
+                replies.into.close()
 
     def _opened(self, message: dict[str, Any]) -> dict[str, Any] | None:
         """A relay's reply or "gone" message as it was sealed, or None (refused, logged)."""
@@ -193,10 +260,22 @@ class Node:
         """Publish a message of a relay under way, sealed (`RelaySeal.seal_message`)."""
         return await self.store.publish(channel, json.dumps(self.seal.seal_message(payload)).encode())
 
-    def _refused(self, relay_id: str, why: str) -> None:
-        level = logging.DEBUG if why in self._refusals else logging.WARNING
-        self._refusals[why] = True
-        logger.log(level, "node %s: refused relay %.32r: %s", self.node_id, relay_id, why)
+    def _refused(self, relay_id: str | None, why: str) -> None:
+        """Drop a message of this node's channel: counted by why, and logged as a warning once per
+        why and `WARN_EVERY_S` (each other drop meanwhile at DEBUG)."""
+        self.dropped[why] += 1
+        level = logging.DEBUG
+        if why not in self._warned:
+            self._warned[why] = True
+            level = logging.WARNING
+        logger.log(
+            level,
+            "node %s: dropped a message of its channel (relay %.32r): %s (%d dropped for this)",
+            self.node_id,
+            relay_id,
+            why,
+            self.dropped[why],
+        )
 
     # -- the owner's side ------------------------------------------------------------------
     async def _serve_relayed(self, opened: RelayRequest) -> None:
@@ -242,30 +321,36 @@ class Node:
         async def send(out: Message) -> None:
             nonlocal seq
             if out["type"] == "http.response.start":
-                payload = {
-                    "t": "start",
-                    "id": relay_id,
-                    "status": out["status"],
-                    "headers": [[_b64(k), _b64(v)] for k, v in out.get("headers", [])],
-                }
+                headers = [[_b64(k), _b64(v)] for k, v in out.get("headers", [])]
+                await answer({"t": "start", "id": relay_id, "status": out["status"], "headers": headers})
             elif out["type"] == "http.response.body":
-                seq += 1
-                payload = {
-                    "t": "body",
-                    "id": relay_id,
-                    "seq": seq,
-                    "body": _b64(out.get("body", b"")),
-                    "more": bool(out.get("more_body", False)),
-                }
-            else:
-                return
+                # In parts of at most PART_BYTES: every message stays within `max_message_bytes`.
+                chunk: bytes = out.get("body", b"")
+                more = bool(out.get("more_body", False))
+                for at in range(0, max(len(chunk), 1), PART_BYTES):
+                    seq += 1
+                    part = chunk[at : at + PART_BYTES]
+                    last = at + PART_BYTES >= len(chunk)
+                    payload = {
+                        "t": "body",
+                        "id": relay_id,
+                        "seq": seq,
+                        "body": _b64(part),
+                        "more": more or not last,
+                    }
+                    if not await answer(payload):
+                        return
+
+        async def answer(payload: dict[str, Any]) -> bool:
             if gone.is_set():
-                return
+                return False
             try:
                 await self._publish(reply_to, payload)
             except Exception:
                 logger.warning("relay %s: cannot answer", relay_id, exc_info=True)
                 gone.set()
+                return False
+            return True
 
         try:
             await self._handler(scope, receive, send)
@@ -279,7 +364,7 @@ class Node:
         """Send this request to `owner` and stream its answer back to our client."""
         relay_id = secrets.token_hex(8)
         replies_in, replies = anyio.create_memory_object_stream[dict[str, Any]](1024)
-        self._replies[relay_id] = replies_in
+        self._replies[relay_id] = _Replies(replies_in)
         headers = [[_b64(k), _b64(v)] for k, v in scope["headers"] if k not in _HOP_BY_HOP]
         request = {
             "method": scope["method"],
@@ -341,7 +426,7 @@ class Node:
                         continue
                     if reply["t"] != "body" or not started:
                         continue
-                    if reply.get("seq") != expected:
+                    if reply.get("seq") != expected:  # (a copy of one taken is dropped before)
                         logger.warning("relay %s: a part of the answer was lost; ending it", relay_id)
                         await send({"type": "http.response.body", "body": b"", "more_body": False})
                         break

@@ -7,7 +7,8 @@ complete, at-will closes, keep-alives, the feature layer's deadline - come from
 a `StreamCore` fed from the store's record (`observe`), the same object that
 decides for hosted streams. Two duties are a follower's own: telling the store a
 client is still in contact (the owner's resume window counts from it), and
-noticing that the owner died with the stream unfinished.
+noticing that the owner died with the stream unfinished (asked on the stream's schedule on
+this node, which a connection taking the stream over keeps: `core/owner_watch.py`).
 
 What a follower reports (`telemetry`): the replay - from the attach until the connection has
 what was recorded before it, how long and how many events - and its at-will closes.
@@ -53,7 +54,7 @@ async def follow(
     """Serve `conn` from the store until the stream is over for it, it leaves or is closed."""
     now = time.monotonic()
     delivery = conn.delivery or Delivery()
-    node = services.node
+    watches = services.owner_watches
     core = StreamCore.mirror(
         policy,
         version=meta.protocol_version,
@@ -61,7 +62,7 @@ async def follow(
         request_id=meta.request_id,
         opted_in=meta.resumable_opt_in,
         now=now,
-        owner_check_s=node.timeout_s / 2 if node is not None else None,
+        owner_watch=None if watches is None else watches.of(meta.stream_id, now),
     )
     core.attach(meta.attach_gen, after_seq, now, at_will=delivery.at_will, deadline_s=delivery.deadline_s)
     att = core.conn

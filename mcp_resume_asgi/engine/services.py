@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from mcp_resume_asgi.core.owner_watch import OwnerWatches
 from mcp_resume_asgi.engine.admission import post_to_app
 from mcp_resume_asgi.engine.cancel_bindings import CancelBindings
 from mcp_resume_asgi.engine.cluster import Node
@@ -102,6 +103,7 @@ class StreamServices(Generic[S]):
         "live",
         "node",
         "node_id",
+        "owner_watches",
         "principal",
         "recovery",
         "rerun",
@@ -135,6 +137,9 @@ class StreamServices(Generic[S]):
         self.node_id = node_id
         self.node = node
         """The cluster link where several nodes share the store, else None."""
+        self.owner_watches = OwnerWatches(node.timeout_s / 2) if node is not None else None
+        """When to ask whether the owner of each stream served from the store here is alive (one
+        schedule per stream, whoever is attached: `core/owner_watch.py`); None without a cluster."""
         self.scheduler = Scheduler()
         self.live: dict[str, S] = {}
         """The streams whose app runs on this node now, by stream id."""

@@ -126,7 +126,13 @@ class ResumeMiddleware:
             secret = self.store.own_secret()  # (a durable store's: tokens outlive a restart)
         signer = TokenSigner(secret)
         self.node = (
-            Node(self.store, timeout_s=node_timeout_s, signer=signer, principal=principal)
+            Node(
+                self.store,
+                timeout_s=node_timeout_s,
+                signer=signer,
+                principal=principal,
+                max_body_bytes=max_body_bytes,
+            )
             if self.store.shared or self.store.durable
             else None
         )

@@ -9,6 +9,7 @@ the middleware answers meanwhile is the ASGI side's (`http/outage.py`).
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 from mcp_resume_asgi.store.base import Store
@@ -17,6 +18,8 @@ logger = logging.getLogger(__name__)
 
 #: After the store failed, how long requests skip it before trying again.
 STORE_RETRY_S = 2.0
+#: The most causes an `OutageLog` remembers having logged (the oldest are forgotten).
+_CAUSES_KEPT = 32
 
 
 def describe_error(exc: BaseException) -> str:
@@ -45,6 +48,9 @@ class OutageLog:
     a line (and a traceback) per failure buries the cause and everything else in the
     log. So: the cause once when the outage starts, at `level`; a reminder at most
     every `remind_s` while it lasts (each other failure at DEBUG); INFO when it is back.
+    An operation that comes back and fails again for the same cause within `remind_s` of
+    that cause's last line (a link that flaps) is one condition: its outages start and end
+    at DEBUG until `remind_s` has passed, and the next line says how many there were.
     Lines go to `log_to`, the logger of the part that retries (this module's by default).
     """
 
@@ -63,6 +69,11 @@ class OutageLog:
         self.down_since: float | None = None
         self._reminded = 0.0
         self._failures = 0
+        self._logged: dict[str, tuple[float, int]] = {}
+        """By cause logged at `level`: when, and how many outages of that cause were logged at DEBUG
+        since (the causes of the last `remind_s`, and those with such outages; `_CAUSES_KEPT`)."""
+        self._quiet = False
+        """This outage is logged at DEBUG: its cause was logged less than `remind_s` ago."""
 
     @property
     def down(self) -> bool:
@@ -73,12 +84,30 @@ class OutageLog:
         cause = describe_error(exc)
         self._failures += 1
         if self.down_since is None:
-            self.down_since = self._reminded = now
+            self.down_since = now
             self._failures = 1
+            logged_at, quiet = self._logged.get(cause, (-math.inf, 0))
+            self._quiet = now - logged_at < self.remind_s
+            if self._quiet:
+                self._logged[cause] = (logged_at, quiet + 1)
+                self.logger.debug(
+                    "%s failed again (%s), %d times since last logged", self.what, cause, quiet + 1
+                )
+                return
+            self._reminded = now
+            self._logged.pop(cause, None)
+            self._logged = {  # (the causes of this interval, and those with outages not told yet)
+                c: at
+                for c, at in list(self._logged.items())[-_CAUSES_KEPT:]
+                if at[1] or now - at[0] < self.remind_s
+            }
+            self._logged[cause] = (now, 0)
+            again = f" ({quiet} more times since last logged)" if quiet else ""
             self.logger.log(
                 self.level,
-                "%s failed (%s); retrying, logged again at most every %.0f s until it is back",
+                "%s failed%s (%s); retrying, logged again at most every %.0f s until it is back",
                 self.what,
+                again,
                 cause,
                 self.remind_s,
             )
@@ -98,7 +127,8 @@ class OutageLog:
     def recovered(self) -> None:
         if self.down_since is None:
             return
-        self.logger.info(
+        self.logger.log(
+            logging.DEBUG if self._quiet else logging.INFO,
             "%s is back after %.1f s (%d failed attempts)",
             self.what,
             time.monotonic() - self.down_since,
