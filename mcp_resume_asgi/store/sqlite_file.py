@@ -6,11 +6,12 @@ connection runs in `locking_mode=EXCLUSIVE` besides, so no other SQLite client w
 meanwhile either. A second process is refused at startup (`SQLiteStoreLockedError`), saying to
 use Redis for several processes.
 
-Durability: `journal_mode=WAL`, `synchronous=NORMAL`. A write that returned is in the WAL file
-(in the OS's page cache): the process may die at any point after (SIGKILL, a crash) and a
-restart finds it. The WAL is synced to the disk at each checkpoint, not at each commit, so a
+Durability: `journal_mode=WAL`, `synchronous=NORMAL`. A committed write is in the WAL file (in
+the OS's page cache): the process may die at any point after (SIGKILL, a crash) and a restart
+finds it (a write returns once committed with `wait_for_commit`, else once queued for the
+writer: `sqlite.py`). The WAL is synced to the disk at each checkpoint, not at each commit, so a
 power loss or an OS crash can take the writes committed since the last checkpoint (SQLite
-checkpoints every 1,000 pages of WAL); it never corrupts the file. `synchronous=FULL` would
+checkpoints every 1,000 pages of WAL); it does not corrupt the file. `synchronous=FULL` would
 sync at each commit, at the cost of a disk flush per write.
 
 The tables hold what `MemoryStore` holds: `streams` (a record per stream, as JSON, with its
