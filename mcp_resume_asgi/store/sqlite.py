@@ -29,12 +29,14 @@ Stream URLs and event ids are signed with a secret kept in the file when none is
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -74,6 +76,19 @@ _UPSERT_KEY = "INSERT OR REPLACE INTO keys (key, value, expires_at) VALUES (?, ?
 _DELETE_KEY = "DELETE FROM keys WHERE key = ?"
 _UPSERT_MEMBER = "INSERT OR REPLACE INTO members (idx, member, expires_at) VALUES (?, ?, ?)"
 _DELETE_MEMBER = "DELETE FROM members WHERE idx = ? AND member = ?"
+
+
+_OPEN: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()
+"""The stores not closed yet, closed when the interpreter exits (`_close_all`)."""
+
+
+@atexit.register
+def _close_all() -> None:
+    """At exit, commit what each open store has queued: its writer is a daemon thread, which
+    the interpreter would otherwise stop wherever it is (a graceful shutdown would lose the
+    writes of the writer's last round)."""
+    for store in list(_OPEN):
+        store.close()
 
 
 def _describe(path: str) -> Any:
@@ -147,6 +162,7 @@ class SQLiteStore(Store):
             try:
                 self._secret = sqlite_file.secret(connection)
                 self._saved = sqlite_file.load(connection, self._memory)
+                touched = connection.execute("SELECT coalesce(max(touched), 0) FROM streams").fetchone()[0]
             except BaseException:
                 connection.close()
                 raise
@@ -155,7 +171,8 @@ class SQLiteStore(Store):
             raise
         self._changed.clear()
         """(What loading changed is in the file already.)"""
-        self._touched = 0
+        self._touched = int(touched)
+        """Counts stream writes, across lives: the file's streams are read back in this order."""
         self._closed = False
         self.wait_for_commit = wait_for_commit
         self.write_behind = wait_for_commit  # (a write that waits for the disk: the app goes on meanwhile)
@@ -170,6 +187,7 @@ class SQLiteStore(Store):
             describe=_describe(self.path),
         )
         self._closing = threading.Lock()
+        _OPEN.add(self)
 
     def is_unavailable_error(self, exc: BaseException) -> bool:
         return isinstance(exc, SQLiteStoreError)
