@@ -209,6 +209,7 @@ async def main():
         await store.append("w", [(seq, b"data: " + b"x" * (seq % 5000) + b"\\n\\n")], max_events=10**9, max_bytes=10**12)
         await store.set_key(f"k{seq % 1000}", str(seq), 600)
         print(seq, flush=True)
+        await anyio.sleep(0)  # (as a server's loop goes round)
 
 anyio.run(main)
 """
@@ -225,7 +226,7 @@ def test_sigkill_mid_write_leaves_a_file_that_opens(tmp_path: Path, writes: str)
     try:
         assert child.stdout is not None
         returned = 0
-        while returned < 400:
+        while returned < 1500:
             line = child.stdout.readline()
             assert line, "the writer stopped"
             returned = int(line)
@@ -240,10 +241,11 @@ def test_sigkill_mid_write_leaves_a_file_that_opens(tmp_path: Path, writes: str)
         store = SQLiteStore(path)
         try:
             found = await store.get_stream("w")
-            assert found is not None
             if writes == "wait":
-                assert found.last_seq >= returned
+                assert found is not None and found.last_seq >= returned
                 assert int(await store.get_key(f"k{returned % 1000}") or 0) >= returned
+            elif found is None:  # (queued, none committed yet: a loaded machine's writer may lag)
+                return
             events = await store.read("w", 0, limit=10**6)
             assert [seq for seq, _ in events] == list(range(1, found.last_seq + 1))
             assert all(payload == b"data: " + b"x" * (seq % 5000) + b"\n\n" for seq, payload in events)

@@ -29,6 +29,7 @@ Stream URLs and event ids are signed with a secret kept in the file when none is
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import logging
@@ -60,6 +61,8 @@ __all__ = ["SQLiteStore", "SQLiteStoreError", "SQLiteStoreLockedError"]
 
 logger = logging.getLogger(__name__)
 
+#: Rows noted in one round of the event loop past which they are handed to the writer at once.
+HAND_OVER_AT = 512
 #: Writes queued for the writer beyond which a write waits for its commit (the writer is behind).
 MAX_QUEUED = 1024
 _ALL = 1 << 62
@@ -176,6 +179,12 @@ class SQLiteStore(Store):
         self._closed = False
         self.wait_for_commit = wait_for_commit
         self.write_behind = wait_for_commit  # (a write that waits for the disk: the app goes on meanwhile)
+        self._ops: list[Op] = []
+        """Rows other than the streams' noted since the last hand-over, in order."""
+        self._handing_over = False
+        """A hand-over is scheduled for the end of the loop's round."""
+        self._rewrite: set[str] = set()
+        """Streams to write whole with their next change, their events in the file deleted first."""
         self._unsaved: list[str] = []
         """Streams whose last write failed: written whole with their next change."""
         self._failed: BaseException | None = None
@@ -207,9 +216,11 @@ class SQLiteStore(Store):
     def _stream_rows(self) -> list[Op]:
         """The rows of every stream changed since its last write, and forget they changed."""
         ops: list[Op] = []
-        saved = self._saved
+        saved, rewrite = self._saved, self._rewrite
         while self._unsaved:
-            saved.pop(self._unsaved.pop(), None)
+            stream_id = self._unsaved.pop()
+            saved.pop(stream_id, None)
+            rewrite.add(stream_id)
         changed = self._changed
         if not changed:
             return ops
@@ -232,8 +243,10 @@ class SQLiteStore(Store):
                 )
             )
             was = saved.get(stream_id)
-            if was is None:
-                ops.append((_DELETE_EVENTS, (stream_id,), False))
+            if was is None:  # (new to the file, or to be written whole: `_rewrite`)
+                if stream_id in rewrite:
+                    rewrite.discard(stream_id)
+                    ops.append((_DELETE_EVENTS, (stream_id,), False))
                 first = 0
             else:
                 if meta.first_seq > was[1]:
@@ -248,23 +261,50 @@ class SQLiteStore(Store):
         return ops
 
     async def _write(self, *ops: Op) -> None:
-        """Hand the changed streams' rows and `ops` to the writer (see the class docstring for
-        when this waits for their commit)."""
-        rows = self._stream_rows()
+        """Note `ops` and the changed streams for the writer. Without `wait_for_commit` (and while
+        writes succeed) they are handed over at the end of the event loop's round, with whatever
+        else changed in it, and this returns at once; else this hands them over now and waits
+        for their commit."""
         if ops:
-            rows.extend(ops)
-        if not rows:
+            self._ops.extend(ops)
+        if not (self._changed or self._ops):
             return
         if self._closed:
             raise SQLiteStoreError(f"the store file {self.path} is closed")
         if self.wait_for_commit or self._failed is not None or self._writer.queued >= MAX_QUEUED:
+            rows = self._take()
             try:
                 await self._writer.write(rows)
             except SQLiteStoreError as exc:
                 self._written(rows, exc)
                 raise
             self._written(rows, None)
-        else:
+        elif len(self._ops) + len(self._changed) >= HAND_OVER_AT:
+            self._hand_over()  # (a caller that does not let the loop go round: do not pile up)
+        elif not self._handing_over:
+            self._handing_over = True
+            try:
+                asyncio.get_running_loop().call_soon(self._hand_over)
+            except RuntimeError:  # (trio)
+                import trio
+
+                trio.lowlevel.current_trio_token().run_sync_soon(self._hand_over)
+
+    def _take(self) -> list[Op]:
+        """The rows of what changed since the last hand-over, and forget they changed."""
+        rows = self._stream_rows()
+        if self._ops:
+            rows.extend(self._ops)
+            self._ops = []
+        return rows
+
+    def _hand_over(self) -> None:
+        """(At the end of a round of the event loop.) Queue what changed in it for the writer."""
+        self._handing_over = False  # (a hand-over still scheduled finds nothing, or what came since)
+        if self._closed:
+            return
+        rows = self._take()
+        if rows:
             self._writer.submit(rows, lambda error: self._written(rows, error))
 
     def _written(self, rows: list[Op], error: BaseException | None) -> None:
@@ -283,9 +323,15 @@ class SQLiteStore(Store):
         self._unsaved.extend(str(parameters[0]) for sql, parameters, _ in rows if sql == _UPSERT_STREAM)
 
     # -- streams -----------------------------------------------------------------------
+    def _made(self, stream_id: str) -> None:
+        """A stream was created: one made again under an id the file holds is written whole."""
+        if self._saved.pop(stream_id, None) is not None:
+            self._rewrite.add(stream_id)
+        self._changed.add(stream_id)
+
     async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None:
         await self._memory.create_stream(meta, ttl_s)
-        self._changed.add(meta.stream_id)
+        self._made(meta.stream_id)
         await self._write()
 
     async def open_with(
@@ -309,7 +355,7 @@ class SQLiteStore(Store):
             final_seq=final_seq,
             retain_s=retain_s,
         )
-        self._changed.add(stream_id)
+        self._made(stream_id)
         await self._write()
 
     async def append_final(
@@ -473,16 +519,21 @@ class SQLiteStore(Store):
         """Write what is pending, stop the writer, let the file and its lock go."""
         if self._closed:
             return
-        with contextlib.suppress(SQLiteStoreError):
-            await self._write()
+        rows = self._take()
+        if rows:
+            with contextlib.suppress(SQLiteStoreError):
+                await self._writer.write(rows)
         await anyio.to_thread.run_sync(self.close)
 
     def close(self) -> None:
-        """`aclose` from outside an event loop (what is pending in memory and not yet handed to
-        the writer is not written)."""
+        """`aclose` from outside the event loop (at exit: what the last round of the loop changed
+        is handed to the writer here, which commits it before it stops)."""
         with self._closing:
             if self._closed:
                 return
             self._closed = True
+            rows = self._take()
+            if rows:
+                self._writer.submit(rows, lambda error: None)
             self._writer.close()
             sqlite_file.unlock(self._lock_fd)

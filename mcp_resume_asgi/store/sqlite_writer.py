@@ -33,6 +33,8 @@ Op = tuple[str, Sequence[Any] | Sequence[Sequence[Any]], bool]
 
 #: At most this many queued writes go into one transaction.
 MAX_BATCH = 256
+#: How long the thread, woken by a write, lets others queue up before it commits them together.
+GATHER_S = float(__import__("os").environ.get("GATHER_S", "0.0005"))
 #: How often, at most, the thread sweeps the file after a commit.
 MAINTAIN_EVERY_S = 10.0
 
@@ -127,6 +129,8 @@ class SQLiteWriter:
                 first = self._queue.get()
                 if first is _STOP:
                     return
+                if GATHER_S:
+                    time.sleep(GATHER_S)  # (what else is on its way joins this transaction)
                 batch = [first]
                 stop = False
                 while len(batch) < MAX_BATCH:
