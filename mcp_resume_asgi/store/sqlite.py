@@ -68,7 +68,10 @@ MAX_QUEUED = 1024
 _ALL = 1 << 62
 """Events to copy from an entry: all of them."""
 
-_UPSERT_STREAM = "INSERT OR REPLACE INTO streams (id, meta, expires_at, touched) VALUES (?, ?, ?, ?)"
+_UPSERT_STREAM = (
+    "INSERT INTO streams (id, meta, expires_at, touched) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO UPDATE"
+    " SET meta = excluded.meta, expires_at = excluded.expires_at, touched = excluded.touched"
+)
 _UPSERT_EVENT = "INSERT OR REPLACE INTO events (stream, seq, payload) VALUES (?, ?, ?)"
 _DELETE_EVENTS = "DELETE FROM events WHERE stream = ?"
 _TRIM_EVENTS = "DELETE FROM events WHERE stream = ? AND seq < ?"

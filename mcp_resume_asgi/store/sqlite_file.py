@@ -15,7 +15,9 @@ checkpoints every 1,000 pages of WAL); it does not corrupt the file. `synchronou
 sync at each commit, at the cost of a disk flush per write.
 
 The tables hold what `MemoryStore` holds: `streams` (a record per stream, as JSON, with its
-expiry in unix time), `events` (`(stream, seq, payload)`), `sessions`, `keys`, `members` (index
+expiry in unix time; no index on it: a stream's record is written at most once per round of
+the event loop, the sweep that reads the expiries every few seconds scans), `events`
+(`(stream, seq, payload)`, keyed by both: one B-tree), `sessions`, `keys`, `members` (index
 members), and `info` (the schema version, the secret that signs this process's stream URLs and
 event ids, so they still verify after a restart). Anything read back is checked before use: a
 row that does not decode is skipped, and logged once.
@@ -62,10 +64,11 @@ VACUUM_PAGES = 2000
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS info (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS streams (
-    id TEXT PRIMARY KEY, meta TEXT NOT NULL, expires_at REAL NOT NULL, touched INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS streams_by_expiry ON streams (expires_at);
+    id TEXT PRIMARY KEY, meta TEXT NOT NULL, expires_at REAL NOT NULL, touched INTEGER NOT NULL)
+    WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS events (
-    stream TEXT NOT NULL, seq INTEGER NOT NULL, payload BLOB NOT NULL, PRIMARY KEY (stream, seq));
+    stream TEXT NOT NULL, seq INTEGER NOT NULL, payload BLOB NOT NULL, PRIMARY KEY (stream, seq))
+    WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, info TEXT NOT NULL, expires_at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS sessions_by_expiry ON sessions (expires_at);
 CREATE TABLE IF NOT EXISTS keys (key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_at REAL NOT NULL);

@@ -34,7 +34,7 @@ Op = tuple[str, Sequence[Any] | Sequence[Sequence[Any]], bool]
 #: At most this many queued writes go into one transaction.
 MAX_BATCH = 256
 #: How long the thread, woken by a write, lets others queue up before it commits them together.
-GATHER_S = float(__import__("os").environ.get("GATHER_S", "0.0005"))
+GATHER_S = 0.001
 #: How often, at most, the thread sweeps the file after a commit.
 MAINTAIN_EVERY_S = 10.0
 
