@@ -317,3 +317,26 @@ def test_other_refusals_are_retried_or_given_up() -> None:
         state().refused(200, "text/html", by_token=True)
     with pytest.raises(GiveUp, match="2 reconnect attempts failed"):
         s.refused(502, "", by_token=True)
+
+
+def test_the_stream_of_an_initialize_resumes_in_the_session_its_answer_named() -> None:
+    """An `initialize` POST carries no session id; its SSE answer names one. A resume of that
+    stream goes out with it: a node other than the one that answered checks the resume's
+    session against the stream's, and refused (404) one without it."""
+    import weakref
+
+    from mcp_resume_asgi.client import ResumableTransport
+    from mcp_resume_asgi.client.logical_stream import LogicalStream
+
+    request = httpx.Request("POST", MCP, headers={"accept": "application/json, text/event-stream"})
+    response = httpx.Response(200, headers={"content-type": "text/event-stream", "mcp-session-id": "s-9"})
+    stream = LogicalStream(
+        ResumableTransport(httpx.AsyncHTTPTransport()),
+        request,
+        0,
+        response,
+        tokens=TokenBook(),
+        live=weakref.WeakSet(),
+    )
+    assert stream.state.session_id == "s-9"
+    assert dict(stream.state.headers(post=False))[b"mcp-session-id"] == b"s-9"

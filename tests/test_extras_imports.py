@@ -65,6 +65,14 @@ def test_without_httpx_the_client_import_names_the_client_extra() -> None:
     assert "pip install 'mcp-resume-asgi[client]'" in last, last
 
 
+def test_without_httpx_the_proxy_import_names_the_proxy_extra() -> None:
+    proc = hiding("httpx", "import mcp_resume_asgi\nimport mcp_resume_asgi.proxy\n")
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: mcp_resume_asgi.proxy needs httpx"), proc.stderr
+    assert "pip install 'mcp-resume-asgi[proxy]'" in last, last
+
+
 def test_the_core_imports_without_any_extra() -> None:
     """`import mcp_resume_asgi` and `resumable()` need none of httpx, redis, jsonschema."""
     code = (

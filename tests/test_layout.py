@@ -13,6 +13,7 @@ import mcp_resume_asgi
 
 PACKAGE = Path(mcp_resume_asgi.__file__).parent
 LAYERS = {
+    "cli",
     "api",
     "rest",
     "tasks",
@@ -25,7 +26,7 @@ LAYERS = {
     "wire",
     "telemetry",
 }
-"""The layers of `.importlinter`'s layers contract, top to bottom; `client` stands apart."""
+"""The layers of `.importlinter`'s layers contract, top to bottom; `client` and `proxy` stand apart."""
 
 #: Module paths of earlier releases, each now in a layer (see CHANGELOG, issue 21).
 RETIRED = [
@@ -70,10 +71,10 @@ RETIRED = [
 ]
 
 
-def test_the_top_level_holds_the_layers_and_the_client_only() -> None:
+def test_the_top_level_holds_the_layers_the_client_and_the_proxy_only() -> None:
     modules = {path.stem for path in PACKAGE.glob("*.py")} - {"__init__"}
     packages = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").exists()}
-    assert modules | packages == LAYERS | {"client"}
+    assert modules | packages == LAYERS | {"client", "proxy"}
     assert modules == {"api", "policy"}
 
 

@@ -48,7 +48,7 @@ assert (package / "py.typed").is_file(), "py.typed is not shipped"
 assert metadata.version("mcp-resume-asgi") == sys.argv[1], metadata.version("mcp-resume-asgi")
 assert metadata.metadata("mcp-resume-asgi")["License-Expression"] == "MIT"
 extras = set(metadata.metadata("mcp-resume-asgi").get_all("Provides-Extra"))
-assert extras == {"client", "otel", "redis", "rest"}, f"published extras must be features only: {extras}"
+assert extras == {"cli", "client", "otel", "proxy", "redis", "rest"}, f"published extras must be features only: {extras}"
 for tool in ("pytest", "mypy", "ruff", "mcp", "mkdocs"):
     assert importlib.util.find_spec(tool) is None, f"{tool} came with the install: a dev tool in an extra"
 
@@ -172,6 +172,9 @@ def test_the_readme_pypi_line_installs_the_built_wheel(tmp_path: Path) -> None:
     python = fresh_venv(tmp_path / "venv")
     install_offline_or_fill(python, args, dist=dist, cwd=tmp_path, also=[])
     check_installed(python, tmp_path)
+    # The console script is installed with the package (its `--help` needs no extra).
+    helped = run([str(python.parent / "mcp-resume"), "--help"], cwd=tmp_path, timeout=60)
+    assert helped.returncode == 0 and "mcp-resume proxy --upstream" in helped.stdout, helped.stderr
 
 
 def test_the_readme_clone_line_installs_from_the_source_tree(tmp_path: Path) -> None:

@@ -93,12 +93,19 @@ class LogicalStream:
         self._live = live
         self._cancel_notice = cancel_notice
         """Sent if the stream closes before the request's response (`cancel_notices.py`)."""
+        session_id = request.headers.get("mcp-session-id")
+        request_headers = request.headers.raw
+        if session_id is None and (given := response.headers.get("mcp-session-id")) is not None:
+            # An `initialize`: its own answer names the session, which a resume of its stream
+            # names too (a node other than the one that answered checks it against the stream's).
+            session_id = given
+            request_headers = [*request_headers, (b"mcp-session-id", given.encode("latin-1"))]
         self.state = StreamState(
             settings,
             mcp_url=request.url,
-            session_id=request.headers.get("mcp-session-id"),
+            session_id=session_id,
             request_id=request_id,
-            request_headers=request.headers.raw,
+            request_headers=request_headers,
             link=stream_link(response, request.url),
             tokens=tokens,
         )
