@@ -61,6 +61,10 @@ __all__ = ["SQLiteStore", "SQLiteStoreError", "SQLiteStoreLockedError"]
 
 logger = logging.getLogger(__name__)
 
+#: The fields of a stream's record that say how its client is connected now: a change of them
+#: alone is not written for itself, but with the stream's next change (after a restart no
+#: connection is attached, whatever the file says).
+PASSING = frozenset({"attached", "attach_gen", "last_contact", "delivered_seq"})
 #: Rows noted in one round of the event loop past which they are handed to the writer at once.
 HAND_OVER_AT = 512
 #: Writes queued for the writer beyond which a write waits for its commit (the writer is behind).
@@ -388,7 +392,11 @@ class SQLiteStore(Store):
     async def update_stream(
         self, stream_id: str, ttl_s: float | None = None, *, returning: bool = False, **changes: Any
     ) -> StreamMeta | None:
+        unsaved = stream_id in self._changed
         meta = await self._memory.update_stream(stream_id, ttl_s, returning=returning, **changes)
+        if ttl_s is None and changes.keys() <= PASSING:
+            self._passing(stream_id, unsaved)
+            return meta
         if meta is not None:
             meta = meta.copy()  # (as it is after this change: others may change it while it is written)
         await self._write()
@@ -408,15 +416,21 @@ class SQLiteStore(Store):
         return applied, meta
 
     async def detached(self, stream_id: str, gen: int, *, last_contact: float, delivered_seq: int) -> None:
+        unsaved = stream_id in self._changed
         await self._memory.detached(stream_id, gen, last_contact=last_contact, delivered_seq=delivered_seq)
-        await self._write()
+        self._passing(stream_id, unsaved)
 
     async def attach(self, stream_id: str, now: float) -> StreamMeta | None:
+        unsaved = stream_id in self._changed
         meta = await self._memory.attach(stream_id, now)
-        if meta is not None:
-            meta = meta.copy()
-        await self._write()
+        self._passing(stream_id, unsaved)
         return meta
+
+    def _passing(self, stream_id: str, unsaved: bool) -> None:
+        """The stream's connection changed (`PASSING`), nothing else: not written for itself, but
+        with the stream's next change (no connection outlives the process: the file says none)."""
+        if not unsaved:
+            self._changed.discard(stream_id)
 
     async def delete_stream(self, stream_id: str) -> None:
         await self._memory.delete_stream(stream_id)
