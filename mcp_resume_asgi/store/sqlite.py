@@ -2,17 +2,19 @@
 
 The store is a `MemoryStore` whose every change is also written to a file. Reads are served
 from memory (the process that holds the file's lock is the only one that writes it, so memory
-and file agree); each change is made in memory, then its rows for the file (the stream's record
-and new events, a session, a key...) are handed to the writer thread (`sqlite_writer.py`),
+and file agree). What changes in one round of the event loop (streams' records and new events,
+sessions, keys...) is handed, at the round's end, to the writer thread (`sqlite_writer.py`),
 which commits whatever is queued in one transaction: the event loop never waits on the disk,
-and a busy server commits many writes at once. At startup the store reads the file back
-(`sqlite_file.load`): the streams, their events, the sessions, keys and index members of the
-process's earlier life, within the memory store's bounds, which therefore bound the file too.
+and a busy server commits many writes at once; a stream changed several times in a round is
+written once. A change of how a stream's client is connected alone (`PASSING`) is written with
+the stream's next change. At startup the store reads the file back (`sqlite_file.load`): the
+streams, their events, the sessions, keys and index members of the process's earlier life,
+within the memory store's bounds, which therefore bound the file too.
 
-When a write returns: by default once queued (the writer commits it at its next round, a
-fraction of a millisecond later on an idle machine); with `wait_for_commit=True`, once committed
-(then in the file, and a failed write raises at its own call), at the cost of a thread round
-trip per write. What a committed write survives, and what a power loss can take: `sqlite_file.py`.
+When a write returns: by default at once (the writer commits it a millisecond or two later on
+an idle machine); with `wait_for_commit=True`, once committed (then in the file, and a failed
+write raises at its own call), at the cost of a thread round trip per write. What a committed
+write survives, and what a power loss can take: `sqlite_file.py`.
 
 A write that fails (the disk full, or the file at `max_file_bytes`) is logged once, and the
 writes after it wait for their commit until one succeeds, raising `SQLiteStoreError` meanwhile:
