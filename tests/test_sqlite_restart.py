@@ -106,3 +106,31 @@ async def test_a_call_running_when_its_process_was_killed_ends_with_an_error_aft
         assert len(answers) == 1 and "stopped" in answers[0]["error"]["message"]
     finally:
         await stop(second, signal.SIGTERM)
+
+
+async def test_a_call_that_finishes_during_the_drain_is_served_after_the_restart(tmp_path: Path) -> None:
+    """SIGTERM mid-call: the drain lets the call finish and the store writes what it recorded
+    before the process exits (uvicorn ends it with the signal: no exit hook would run)."""
+    path = tmp_path / "mcp.db"
+    first, info = await start(path)
+    try:
+        async with httpx.AsyncClient(base_url=info.base_url, timeout=scaled(30)) as client:
+            session = RawSession(client)
+            await session.initialize()
+            call = session.tool_call("slow_progress", {"seconds": 1.5, "steps": 15}, progress=True)
+            async with session.open("POST", "/mcp", call) as (_, reader):
+                async for event in reader:
+                    if event.data and event.id:
+                        first_id = event.id
+                        break
+            first.signal(signal.SIGTERM)  # mid-call: the call goes on during the drain
+            await anyio.to_thread.run_sync(first.wait, scaled(60))
+    finally:
+        first.kill()
+    second, info = await start(path)
+    try:
+        after = await resume(info.base_url, session, first_id)
+        answers = results(after, call["id"])
+        assert len(answers) == 1 and answers[0]["result"]["content"][0]["text"] == "done 15"
+    finally:
+        await stop(second, signal.SIGTERM)

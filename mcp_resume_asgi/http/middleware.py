@@ -268,6 +268,7 @@ class ResumeMiddleware:
             message = await receive()
             if message["type"] == "lifespan.shutdown":
                 await self.drain()
+                await self._flush_store()
             return message
 
         undo = on_shutdown_signal(self.drain)  # (the server's signal comes long before its shutdown)
@@ -281,6 +282,17 @@ class ResumeMiddleware:
         finally:
             release()
             undo()
+
+    async def _flush_store(self) -> None:
+        """What the drained work recorded, written before the server exits (a store whose writes
+        return before they are written: `SQLiteStore`; uvicorn ends the process with the signal it
+        got, and no exit hook runs then)."""
+        try:
+            await self.store.flush()
+        except Exception as exc:
+            if not self.store.is_unavailable_error(exc):
+                raise
+            logger.error("the store could not write what the drained work recorded: %s", exc)
 
     async def drain(self) -> Drained:
         """Drain this node now (`Engine.drain`): every connection a client may resume elsewhere

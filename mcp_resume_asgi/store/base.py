@@ -595,5 +595,10 @@ class Store(abc.ABC):
     async def index_count(self, index: str) -> int:
         """How many live members `index` holds."""
 
+    async def flush(self) -> None:  # noqa: B027 - optional hook
+        """Return once what the store was given is written where it keeps it (a store whose writes
+        return before that: `SQLiteStore`). The middleware calls it at shutdown, its drain over,
+        before the server exits; the other stores have nothing to wait for."""
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the memory store has none."""

@@ -91,6 +91,9 @@ class ObservedStore(Store):
     def own_secret(self) -> bytes | None:
         return self.inner.own_secret()
 
+    async def flush(self) -> None:
+        await self.inner.flush()
+
     def detached(
         self, stream_id: str, gen: int, *, last_contact: float, delivered_seq: int
     ) -> Coroutine[Any, Any, Any]:

@@ -534,6 +534,19 @@ class SQLiteStore(Store):
         return await self._memory.index_count(index)
 
     # -- closing -----------------------------------------------------------------------
+    async def flush(self) -> None:
+        """Hand what is pending to the writer and wait until it, and all queued before it, is
+        committed (raises `SQLiteStoreError` if that write fails)."""
+        if self._closed:
+            return
+        rows = self._take()
+        try:
+            await self._writer.write(rows)  # (the writer's queue is in order: all before it too)
+        except SQLiteStoreError as exc:
+            self._written(rows, exc)
+            raise
+        self._written(rows, None)
+
     async def aclose(self) -> None:
         """Write what is pending, stop the writer, let the file and its lock go."""
         if self._closed:
