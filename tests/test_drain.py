@@ -5,8 +5,9 @@ harness): every call is started on node A, A gets SIGTERM one second in, and the
 balancer drops A (as its readiness check would). A closes every attached connection
 after `retry:`; each client resumes on B, which serves the stream from Redis while
 A's app goes on recording; A exits once its calls are over, within `drain_s`.
-Single nodes of hypercorn and granian with the memory store get the same signal:
-their connections end with `retry:`, the work finishes, the process exits.
+Single nodes of uvicorn, hypercorn and granian with the memory store get the same signal:
+no other node can serve a resume, so their connections stay attached, each call is answered
+on its own, and the process exits.
 
 Nothing here is timed to pass only on a quiet machine: every wait is bounded by
 `scaled(...)` far above what a loaded machine needs, and what is asserted is what
@@ -26,6 +27,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from mcp_resume_asgi.client import McpError
+from mcp_resume_asgi.engine.services import SHUT_DOWN
 from tests.support.cluster import cluster, cluster_behind_proxy, pid_of, port_of, prefix
 from tests.support.exchanges import Recorder, owner_of, recorded_session
 from tests.support.mcp_client import result_text, text
@@ -187,10 +189,11 @@ async def test_sigterm_leaves_10_tasks_running_polled_to_completion_through_the_
 async def test_sigterm_on_one_node_with_the_memory_store(
     server_class: str, drain_s: float, tmp_path: Any
 ) -> None:
-    """One node, memory store, a call streaming progress; SIGTERM after 5 events: its connection
-    ends with `retry:` (no result: the client would resume elsewhere), the app's work finishes
-    (the drain's summary says so) and the process exits, within `drain_s`. With a budget
-    shorter than the call, the drain ends it at the budget instead."""
+    """One node, memory store, 20 calls streaming progress; SIGTERM once each has sent some: no
+    other node can serve a resume (and the server stops accepting), so every connection stays
+    attached and each call is answered on it, every progress event once and in order; the drain's
+    summary says they finished and the process exits, within `drain_s`. With a budget shorter
+    than the calls, the drain ends them at the budget: each connection gets the error saying so."""
     from tests.support.raw import RawSession
     from tests.support.server import GranianServer, HypercornServer
 
@@ -201,39 +204,53 @@ async def test_sigterm_on_one_node_with_the_memory_store(
         factory_kwargs={"log_path": str(log_path), "drain_s": drain_s},
         graceful_shutdown=DRAIN_S,  # (granian kills its worker after this: at least drain_s)
     )
+    events: dict[int, list[Any]] = {i: [] for i in range(CALLS)}
+    all_started = anyio.Event()
     try:
         info = await anyio.to_thread.run_sync(server.start)
-        async with httpx.AsyncClient(base_url=info.base_url, timeout=scaled(30)) as client:
+        limits = httpx.Limits(max_connections=CALLS + 5)
+        async with httpx.AsyncClient(base_url=info.base_url, timeout=scaled(30), limits=limits) as client:
             raw = RawSession(client)
             init = await raw.initialize()
             assert init.status == 200
             await raw.notify("notifications/initialized")
-            call = raw.tool_call("slow_progress", {"seconds": SECONDS, "steps": STEPS}, progress=True)
-            events = []
-            with anyio.fail_after(scaled(DRAIN_S)):
+
+            async def run_call(i: int) -> None:
+                call = raw.tool_call("slow_progress", {"seconds": SECONDS, "steps": STEPS}, progress=True)
                 async with raw.open("POST", "/mcp", call) as (response, reader):
                     assert response.status_code == 200
-                    signalled = False
                     async for event in reader:
-                        events.append(event)
-                        if not signalled and sum(1 for e in events if e.data) >= 5:
-                            signalled = True
-                            server.signal(signal.SIGTERM)
+                        events[i].append(event)
+                        if all(sum(1 for e in mine if e.data) >= 2 for mine in events.values()):
+                            all_started.set()
+
+            with anyio.fail_after(scaled(DRAIN_S + 15)):
+                async with anyio.create_task_group() as tg:
+                    for i in range(CALLS):
+                        tg.start_soon(run_call, i)
+                    await all_started.wait()
+                    server.signal(signal.SIGTERM)
             code, exit_s = await _exit_of(server, scaled(DRAIN_S + 15))
     finally:
         await anyio.to_thread.run_sync(server.kill)
-    messages = [e.message for e in events if e.data]
-    assert not any("result" in m or "error" in m for m in messages if isinstance(m, dict)), messages[-3:]
-    assert events[-1].retry is not None, "the connection was closed after a retry: field"
-    progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
-    assert 5 <= len(progress) < STEPS and progress == [float(i) for i in range(1, len(progress) + 1)]
     summary = log_path.read_text()
-    print(f"\n{server_class}: exited {exit_s:.2f}s after the close (status {code})\n{summary}")
+    print(f"\n{server_class}: exited {exit_s:.2f}s after the calls' end (status {code})\n{summary}")
+    for i in range(CALLS):
+        messages = [e.message for e in events[i] if e.data]
+        progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
+        answer = messages[-1]
+        if drain_s == DRAIN_S:
+            assert answer.get("result", {}).get("content", [{}])[0].get("text") == f"done {STEPS}", (
+                i,
+                answer,
+            )
+            assert progress == [float(n) for n in range(1, STEPS + 1)], (i, progress)
+        else:
+            assert answer.get("error", {}).get("message") == SHUT_DOWN, (i, answer)
+            assert 2 <= len(progress) < STEPS and progress == [float(n) for n in range(1, len(progress) + 1)]
     if drain_s == DRAIN_S:
-        assert "drain over in" in summary and "1 request(s) finished, 0 ended at the budget" in summary, (
-            summary
-        )
-        assert exit_s < DRAIN_S
+        assert f"{CALLS} request(s) finished, 0 ended at the budget" in summary, summary
+        assert "attached connections kept" in summary, summary
     else:
-        assert "0 request(s) finished, 1 ended at the budget" in summary, summary
-        assert exit_s < DRAIN_S, "the budget ended the call: the node did not wait for it"
+        assert f"0 request(s) finished, {CALLS} ended at the budget" in summary, summary
+    assert exit_s < DRAIN_S, "the node exited once its calls were over"

@@ -1,4 +1,5 @@
-"""A drain lets go of the connections that attach while it runs, as soon as their head is out.
+"""Where another node can serve its clients, a drain lets go of the connections that attach
+while it runs, as soon as their head is out; where none can, it keeps them all attached.
 
 Seen under heavy load (`test_drain.py`, the stock client): requests that reached node A as its
 drain began were served, but their connections were kept until the app's first event was
@@ -8,12 +9,17 @@ drain - a request's first, a resume's - is now closed once its priming event is 
 `retry:` (its client resumes elsewhere with `Last-Event-ID`), whether or not the app has sent
 anything yet.
 
-Forced here in one process with the real engine and a real `MemoryStore`: a call runs (the
-drain waits for it), and its app holds every answer (`GatedApp`) until the test is done, so
-the only thing that can end these connections is the drain. Each of the three kinds of
-attaching is checked on its own: a request's first connection, a resume of a stream this node
-runs, and a resume this node serves from the store (a stream of another node: here a second
-engine on the same store).
+Forced here in one process with the real engine and a real `MemoryStore` that stands for a
+shared one (Redis), with a second engine on it as the live peer that can serve a resume: a
+call runs (the drain waits for it), and its app holds every answer (`GatedApp`) until the test
+is done, so the only thing that can end these connections is the drain. Each of the three kinds
+of attaching is checked on its own: a request's first connection, a resume of a stream this
+node runs, and a resume this node serves from the store (a stream of the other node).
+
+Where no other node can serve a resume - the memory store, or a shared store with no live
+peer - closing a connection loses its answer (the server stops accepting as it drains): the
+connections stay attached, the running call and one arriving during the drain are answered on
+their own.
 """
 
 from __future__ import annotations
@@ -40,6 +46,13 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"  # (`serve_in_loop` runs uvicorn in the test's own loop)
+
+
+class SharedMemoryStore(MemoryStore):
+    """A memory store standing for one that nodes in several processes reach (Redis): each
+    engine on it is a node of one cluster (heartbeat, roll call), in this process."""
+
+    shared = True
 
 
 SECRET = "drain-arrivals-secret"
@@ -119,7 +132,8 @@ async def _result_after(session: RawSession, call: dict[str, Any], events: list[
 
 
 async def test_a_request_arriving_during_a_drain_is_let_go_once_its_priming_event_is_out() -> None:
-    async with _node(MemoryStore()) as node:
+    store = SharedMemoryStore()
+    async with _node(store) as node, _node(store):  # (the other: a live peer)
         async with _draining(node):
             arriving = node.session.tool_call("quiet", {"quiet": True})  # (nothing before `go`)
             first = await _read_to_end(node.session, "POST", arriving, node.session.headers())
@@ -128,7 +142,8 @@ async def test_a_request_arriving_during_a_drain_is_let_go_once_its_priming_even
 
 
 async def test_a_resume_attached_during_a_drain_is_let_go_once_its_priming_event_is_out() -> None:
-    async with _node(MemoryStore()) as node:
+    store = SharedMemoryStore()
+    async with _node(store) as node, _node(store):  # (the other: a live peer)
         async with _draining(node) as (running, before):
             last_id = next(e.id for e in reversed(before) if e.id)
             headers = node.session.headers(last_event_id=last_id)
@@ -139,7 +154,7 @@ async def test_a_resume_attached_during_a_drain_is_let_go_once_its_priming_event
 async def test_a_resume_served_from_the_store_during_a_drain_is_let_go_once_its_priming_event_is_out() -> (
     None
 ):
-    store = MemoryStore()
+    store = SharedMemoryStore()
     async with _node(store) as a, _node(store) as b:
         elsewhere = a.session.tool_call("slow")  # runs on A, held there
         first = await a.session.exchange("POST", "/mcp", elsewhere, stop_after=1)  # then its client leaves
@@ -150,3 +165,44 @@ async def test_a_resume_served_from_the_store_during_a_drain_is_let_go_once_its_
             _let_go_after_priming(await _read_to_end(b.session, "GET", None, headers))
             a.app.go.set()
         await _result_after(a.session, elsewhere, first.events)
+
+
+@pytest.mark.parametrize("store_class", [MemoryStore, SharedMemoryStore], ids=["memory", "shared-no-peer"])
+async def test_where_no_other_node_can_serve_the_drain_keeps_every_connection_and_answers_on_it(
+    store_class: type[MemoryStore],
+) -> None:
+    async with _node(store_class()) as node:
+        session = node.session
+        calls = {
+            "running": session.tool_call("slow"),
+            "arriving": session.tool_call("quiet", {"quiet": True}),
+        }
+        got: dict[str, list[Event]] = {name: [] for name in calls}
+        primed = {name: anyio.Event() for name in calls}
+        drained: list[Any] = []
+
+        async def read(name: str) -> None:
+            async with session.open("POST", "/mcp", calls[name]) as (response, reader):
+                assert response.status_code == 200
+                async for event in reader:
+                    got[name].append(event)
+                    primed[name].set()
+
+        async def drain() -> None:
+            drained.append(await node.wrapped.drain())
+
+        with anyio.fail_after(scaled(10)):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(read, "running")
+                await node.app.progressed.wait()
+                tg.start_soon(drain)
+                while node.wrapped.engine.services.draining is None:
+                    await anyio.sleep(0.01)  # (the drain began)
+                tg.start_soon(read, "arriving")
+                await primed["arriving"].wait()  # (its head is out: a drain that closes would now)
+                node.app.go.set()
+    for name, call in calls.items():
+        answers = [e.message for e in got[name] if e.data and e.message.get("id") == call["id"]]
+        assert len(answers) == 1 and answers[0]["result"]["content"][0]["text"] == "ok", (name, got[name])
+        assert all(e.retry is None for e in got[name][1:]), f"never closed with retry: {got[name]}"
+    assert drained and drained[0].finished == 1 and drained[0].stopped == 0, drained

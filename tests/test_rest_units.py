@@ -514,3 +514,32 @@ async def test_a_single_flight_runs_once_for_concurrent_callers_and_never_shares
         release.set()
     assert runs == ["first", "second"], "the waiter ran the work itself once the first run failed"
     assert sorted(map(str, outcomes)) == ["2", "the run failed"]
+
+
+# ---------------------------------------------------------------------- the store's mark
+def test_the_store_mark_tells_a_lost_store_from_a_new_node_and_bounds_what_it_reads() -> None:
+    from mcp_resume_asgi import MemoryStore
+    from mcp_resume_asgi.rest.store_mark import StoreMark
+    from mcp_resume_asgi.store import keys
+
+    async def main() -> None:
+        store = MemoryStore()
+        first, joining = StoreMark(store), StoreMark(store)
+        assert await first.lost_at(100.0) is None, "a store seen for the first time lost nothing"
+        assert await joining.lost_at(101.0) is None, "a node joining reads the same mark"
+        assert await first.lost_at(102.0) is None
+        await store.delete_key(keys.rest_store_mark())  # the store restarted empty
+        assert await joining.lost_at(110.0) == 110.0
+        assert await first.lost_at(120.0) == 110.0, "every node reads when it was found"
+        assert await StoreMark(store).lost_at(130.0) == 110.0
+        # Another mark than the one read before (a fresh node wrote it first): lost too.
+        await store.set_key(keys.rest_store_mark(), '{"id":"other","lost_at":null}', 60)
+        assert await first.lost_at(140.0) == 140.0
+        # What is read back is bounded and checked: garbage, a loss ahead of the clock.
+        for garbage in ("x" * 1000, "[1]", '{"id":"","lost_at":1}', "{"):
+            await store.set_key(keys.rest_store_mark(), garbage, 60)
+            assert await StoreMark(store).lost_at(150.0) is None, garbage
+        await store.set_key(keys.rest_store_mark(), '{"id":"ahead","lost_at":1e12}', 60)
+        assert await StoreMark(store).lost_at(160.0) is None
+
+    anyio.run(main)

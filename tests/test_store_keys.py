@@ -29,6 +29,7 @@ def test_the_engine_keys() -> None:
 
 def test_the_cluster_keys() -> None:
     assert keys.node("a1b2c3") == "node:a1b2c3"
+    assert keys.nodes_index() == "nodes"
     assert keys.session_owner("sess-1") == "owner:sess-1"
 
 
@@ -73,6 +74,7 @@ def test_the_rest_keys() -> None:
     assert keys.rest_call_of_member("alice", "echo", member) == keys.rest_call("alice", "echo", "c-1")
     call = keys.rest_call("alice", "echo", "c-1")
     assert keys.rest_cancel(call) == f"{call}:cancel"
+    assert keys.rest_store_mark() == "rest-store-mark"
     assert keys.rest_advance(call, "W/1", "0/k") == f"{call}:advance:W/1:a7146bf7ccf5e3e0"
     assert keys.rest_advance(call, "W/1", "1/k") != keys.rest_advance(call, "W/1", "0/k")
     assert keys.is_rest_call_member(member)
@@ -95,11 +97,13 @@ def test_no_two_formats_share_a_prefix() -> None:
         keys.task_answer("s", "k"),
         keys.task_round("s", 1),
         keys.rest_call(None, "t", "c"),
+        keys.rest_store_mark(),
     ]
     indexes = [
         keys.cancel_binding("/", "p", 1, None) or "",
         keys.task_index("p"),
         keys.rest_calls_index(None, "t"),
+        keys.nodes_index(),
     ]
     for names in (stored_keys, indexes):
         firsts = [name.split(":", 1)[0] for name in names]

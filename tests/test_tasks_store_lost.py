@@ -5,8 +5,8 @@ Against a real `redis-server` of the test's own, on a free loopback port, restar
 the task's creator - as the app's own auth says - gets `failed` "the store lost it" for a
 task whose record is gone before its TTL, and anyone else "Task not found", as before. A
 2025-11-25 session whose record the store lost is not told it declared nothing (-32021):
-its `tasks/get` is served. A REST call's record is gone with the store: its GET is 404, as
-the README says. On the memory store, a task past its TTL is "Task has expired" to its
+its `tasks/get` is served. A REST call's record is gone with the store: its GET is `failed`,
+saying so, as a task's (`rest/store_mark.py`). On the memory store, a task past its TTL is "Task has expired" to its
 creator and unknown to anyone else.
 """
 
@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from mcp_resume_asgi import MemoryStore, Policy, Store, resumable
+from mcp_resume_asgi.rest.store_mark import CALL_LOST
 from mcp_resume_asgi.tasks import EXTENSION
 from mcp_resume_asgi.tasks.record import STORE_LOST
 from tests.apps.auth_app import create_app as auth_app
@@ -185,9 +186,10 @@ async def test_a_2025_session_the_store_forgot_is_not_told_it_declared_nothing()
         assert bobs.status_code == 404, bobs.text  # the app's word: not bob's session
 
 
-async def test_a_rest_call_the_store_lost_is_not_found() -> None:
-    """What the README says of a REST call after the store restarted empty: its call record
-    is gone with it (the client named the call: nothing signed says it existed)."""
+async def test_a_rest_call_the_store_lost_is_failed_saying_so() -> None:
+    """A REST call after the store restarted empty is `failed`, saying the store lost it (what a
+    task's creator is told), not 404 "no call": its client made it. A call of a tool the app has
+    not is still 404, and a PUT of the lost call runs it again."""
     async with on_a_redis_to_restart() as (http, restart):
         url = "/mcp/tools/whoami/calls/c-1"
         put = await http.put(url, json={"seconds": 0.1}, headers={"idempotency-key": "k-1"} | ALICE)
@@ -196,7 +198,34 @@ async def test_a_rest_call_the_store_lost_is_not_found() -> None:
         with anyio.fail_after(scaled(15)):
             while (response := await http.get(url, headers=ALICE)).status_code == 503:
                 await anyio.sleep(0.1)
-        assert response.status_code == 404, response.text
+        assert response.status_code == 200, response.text
+        lost = response.json()
+        assert lost["status"] == "failed" and lost["toolname"] == "whoami" and lost["id"] == "c-1", lost
+        assert lost["error"] == {"code": -32603, "message": CALL_LOST}
+        assert response.headers["etag"].strip('"') == lost["etag"]
+        cached = await http.get(url, headers=ALICE | {"if-none-match": response.headers["etag"]})
+        assert cached.status_code == 304
+        assert (await http.get("/mcp/tools/nosuchtool/calls/c-1", headers=ALICE)).status_code == 404
+        assert (await http.get(url, headers={})).status_code == 401
+        cancelled = await http.post(f"{url}/cancel", headers=ALICE)
+        assert cancelled.status_code == 200 and cancelled.json() == lost, "over already: as a finished call"
+        advance = await http.post(f"{url}/advance", json={}, headers=ALICE | {"if-match": "*"})
+        assert advance.status_code == 409, advance.text
+        again = await http.put(url, json={"seconds": 0.1}, headers={"idempotency-key": "k-1"} | ALICE)
+        assert again.status_code == 201, again.text
+        with anyio.fail_after(scaled(15)):
+            while (await http.get(url, headers=ALICE)).json()["status"] == "running":
+                await anyio.sleep(0.1)
+        assert (await http.get(url, headers=ALICE)).json()["status"] == "success"
+
+
+async def test_a_rest_call_never_made_on_a_store_that_lost_nothing_is_not_found() -> None:
+    async with on_a_redis_to_restart() as (http, _):
+        put = await http.put(
+            "/mcp/tools/whoami/calls/c-1", json={"seconds": 0.1}, headers={"idempotency-key": "k"} | ALICE
+        )
+        assert put.status_code == 201, put.text
+        assert (await http.get("/mcp/tools/whoami/calls/c-2", headers=ALICE)).status_code == 404
 
 
 async def test_a_task_past_its_ttl_has_expired_for_its_creator_and_is_unknown_to_others() -> None:

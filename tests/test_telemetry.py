@@ -408,10 +408,11 @@ async def test_every_rest_route_is_a_span_and_counted_by_route_and_status() -> N
     listed = otel.finished("tools/list")
     assert listed and listed[-1].kind is SpanKind.SERVER
     assert (listed[-1].attributes or {})["http.route"] == "/mcp/tools"
-    [get] = otel.finished("tasks/get nosuchtool")
+    [get] = [s for s in otel.finished("tasks/get") if (s.attributes or {}).get(n.ATTR_REST_OPERATION)]
     attributes = dict(get.attributes or {})
     assert attributes["error.type"] == "404" and attributes[n.ATTR_REST_OPERATION] == "call/get"
     assert "call-1" not in str(attributes), "the route's template, not the caller's path"
+    assert attributes["gen_ai.tool.name"] == n.OTHER, "a tool the app has not: not the caller's word"
 
 
 async def test_an_at_will_close_of_a_resumed_stream_is_counted_by_reason() -> None:

@@ -62,6 +62,8 @@ logger = logging.getLogger(__name__)
 ASGIHandler = Callable[[Scope, Receive, Send], Awaitable[None]]
 #: How often, at most, messages dropped for one reason are logged as a warning.
 WARN_EVERY_S = 60.0
+#: Most nodes the roll call holds (`keys.nodes_index`): far above any fleet.
+MAX_NODES = 10_000
 #: The most answer bytes one relay message carries: a longer body chunk travels in several parts.
 PART_BYTES = 256 * 1024
 #: What a relay message may hold besides its request's body (base64, in JSON in JSON): headers,
@@ -137,6 +139,8 @@ class Node:
         """How many messages of this node's channel were dropped (unread or refused), by why."""
         self._warned: TTLCache[str, bool] = TTLCache(maxsize=64, ttl=WARN_EVERY_S)
         self.running = False
+        self.leaving = False
+        """Draining: off the roll call of the nodes that may serve clients (`leave`)."""
         self._up: anyio.Event | None = None
         """Set when `running` becomes True, for whoever waits for it (`wait_running`)."""
         self._handler: ASGIHandler | None = None
@@ -156,6 +160,7 @@ class Node:
         async with anyio.create_task_group() as tg, self.store.subscribe(self.channel) as inbox:
             self._task_group = tg
             await self.store.set_key(self.channel, "alive", self.timeout_s)
+            await self._on_roll_call()
             self.running = True
             up, self._up = self._up, None
             if up is not None:
@@ -194,10 +199,27 @@ class Node:
             await anyio.sleep(self.timeout_s / 3)
             try:
                 await self.store.set_key(self.channel, "alive", self.timeout_s)
+                await self._on_roll_call()
             except Exception as exc:
                 self.heartbeats.failed(exc)
             else:
                 self.heartbeats.recovered()
+
+    async def _on_roll_call(self) -> None:
+        """On the roll call of the nodes that may serve clients until the heartbeat lapses,
+        unless this node is leaving."""
+        if not self.leaving:
+            await self.store.index_add(
+                keys.nodes_index(), self.node_id, time.time() + self.timeout_s, cap=MAX_NODES
+            )
+
+    async def leave(self) -> bool:
+        """This node drains: it takes itself off the roll call, and answers whether another
+        node is on it (alive, not draining), that can serve its clients from the store."""
+        self.leaving = True
+        await self.store.index_remove(keys.nodes_index(), self.node_id)
+        listed = await self.store.index_page(keys.nodes_index(), limit=2)
+        return any(member != self.node_id for member, _ in listed)
 
     async def alive(self, node_id: str) -> bool:
         return node_id == self.node_id or await self.store.get_key(keys.node(node_id)) is not None

@@ -269,7 +269,7 @@ class Writer:
                 conn.busy = False
             if opened:
                 await self.pump(conn)
-                if self.services.draining is not None:
+                if self.services.drain_closes:
                     self.drain()  # (attached during a drain: let go once its head is out)
         finally:
             self.answer_ends()
@@ -342,7 +342,7 @@ class Writer:
                     handed_over = True
                 elif written:
                     core.wrote(att, first[1], time.monotonic())
-                    if self.services.draining is not None:
+                    if self.services.drain_closes:
                         core.drain(att)  # (as `_drain` says)
                     more = conn.missed or core.owed(att)  # (rarely: more was recorded meanwhile)
                 else:
@@ -414,7 +414,7 @@ class Writer:
             if not written:
                 return True
             core.wrote(att, last, time.monotonic())
-            if self.services.draining is not None:
+            if self.services.drain_closes:
                 core.drain(att)  # (a first connection attached during a drain: its head went with this)
         return True
 
@@ -505,7 +505,7 @@ class Writer:
                             self._hand_over(conn)
                             return
                         self.core.wrote_other(att, time.monotonic())
-                        if self.services.draining is not None:
+                        if self.services.drain_closes:
                             self.core.drain(att)  # (its head went out alone during a drain: let go now)
                 elif conn.keepalive_due:
                     conn.keepalive_due = False

@@ -54,6 +54,7 @@ from mcp_resume_asgi.engine.services import StreamServices
 from mcp_resume_asgi.policy import Policy, RouteTable, running_ttl
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import GapError, Store, StreamKind, StreamMeta, StreamState
+from mcp_resume_asgi.store.health import describe_error
 from mcp_resume_asgi.telemetry import OFF, Telemetry
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import ASGIApp, Message, Receive, Scope, Send
@@ -435,7 +436,16 @@ class Engine:
             return False
         policy = policy or route_policy
         stream_id, lost = meta.stream_id, meta.owner
-        stored = await rerun.load(self.store, stream_id)
+        stored = await rerun.load(self.store, self.signer, stream_id)
+        if isinstance(stored, rerun.Refused):
+            logger.warning(
+                "stream %s: its node %s was lost and its stored request is refused (%s): it is not run again",
+                stream_id,
+                lost,
+                stored.why,
+            )
+            await rerun.forget(self.store, stream_id)  # (the call ends: nothing to keep)
+            return False
         if stored is None:
             current = await self.store.get_stream(stream_id)
             if current is not None and (current.owner != lost or current.final_seq is not None):
@@ -447,9 +457,21 @@ class Engine:
                 lost,
             )
             return False
+        if stored.stream != rerun.bound(
+            meta.principal, meta.session_id, meta.request_id, meta.method, meta.route
+        ):
+            logger.warning(
+                "stream %s: its node %s was lost and its record does not name the caller, session or "
+                "request its sealed request was kept for (the record was rewritten): it is not run again",
+                stream_id,
+                lost,
+            )
+            await rerun.forget(self.store, stream_id)
+            return False
         scope = rerun.scope_of(stored)
         if scope is None:
             logger.warning("stream %s: its stored caller is malformed; it is not run again", stream_id)
+            await rerun.forget(self.store, stream_id)
             return False
         ttl = running_ttl(policy)
         if not await rerun.claim(self.store, self.node_id, stream_id, stored.round, ttl):
@@ -468,7 +490,7 @@ class Engine:
                 await rerun.release(self.store, self.node_id, stream_id, stored.round)
             return taken is not None and (taken.owner != lost or taken.final_seq is not None)
         round_ = stored.round + 1
-        await rerun.save(self.store, stream_id, dataclasses.replace(stored, round=round_), ttl)
+        await rerun.save(self.store, self.signer, stream_id, dataclasses.replace(stored, round=round_), ttl)
         hosted = HostedStream(
             self.services,
             kind=StreamKind.REQUEST,
@@ -514,19 +536,23 @@ class Engine:
 
     # ------------------------------------------------------------------ shutdown
     async def drain(self, drain_s: float) -> Drained:
-        """This node stops: close every attached connection a client may resume elsewhere, let
-        the app's work run on (recorded) for up to `drain_s`, then end what is left cleanly.
+        """This node stops: close every attached connection a client may resume on another node,
+        let the app's work run on (recorded) for up to `drain_s`, then end what is left cleanly.
 
-        At once: each connection of a stream hosted here, and each served from the store, whose
-        client may be closed at will (2025-era, or 2026-07-28 with the resumable-streams opt-in)
-        is closed on an event boundary after `retry:` (`Reason.DRAIN`); its client resumes on
-        another node, which serves it from a shared store while the app here goes on recording.
-        A 2026-07-28 request whose close cancels it keeps its connection and is left to finish.
-        A session's GET stream is told to end (it has no end of its own to wait for). Requests
-        that arrive meanwhile are served as usual, but a connection attached since is closed the same
-        way as soon as its priming event is out (with the app's first event if that comes within
-        the head's hold: a quick call completes), and what is still attached when the drain ends
-        is closed then: the server's graceful timeout must not be what ends a connection.
+        At once, where another node can serve this node's clients (a shared store with live
+        peers: `_served_elsewhere`): each connection of a stream hosted here, and each served
+        from the store, whose client may be closed at will (2025-era, or 2026-07-28 with the
+        resumable-streams opt-in) is closed on an event boundary after `retry:` (`Reason.DRAIN`);
+        its client resumes on another node, which serves it from the store while the app here
+        goes on recording. A 2026-07-28 request whose close cancels it keeps its connection and is
+        left to finish. Requests that arrive meanwhile are served as usual, but a connection
+        attached since is closed the same way as soon as its priming event is out (with the app's
+        first event if that comes within the head's hold: a quick call completes). Where no other
+        node can serve them (the memory store, or no live peer), connections stay attached: the
+        work that finishes within `drain_s` is answered on them. Either way a session's GET stream
+        is told to end (it has no end of its own to wait for), and what is still attached when
+        the drain ends is closed then: the server's graceful timeout must not be what ends a
+        connection.
         At `drain_s`, what still runs is cancelled: its stream ends with an error event that says
         the server shut down (`SHUT_DOWN`; a task is `failed` with it), never a record left running
         - except a call on a route with `Policy.rerun_on_loss` (and a shared store), whose record
@@ -550,16 +576,21 @@ class Engine:
         apps = services.scheduler.apps
         started = time.monotonic()
         services.draining = "closing"
-        self._close_attached()
+        services.drain_closes = await self._served_elsewhere()
+        if services.drain_closes:
+            self._close_attached()
         for hosted in list(self.live.values()):
             if hosted.kind is StreamKind.STANDALONE:
                 hosted.disconnect_app()  # a session's GET stream has no end to wait for
         running = apps.running
         logger.log(
             logging.INFO if running else logging.DEBUG,
-            "drain: attached connections closed with retry:, waiting up to %ss for %d running request(s)",
+            "drain: waiting up to %ss for %d running request(s); attached connections %s",
             drain_s,
             running,
+            "closed with retry:"
+            if services.drain_closes
+            else "kept (no other node can serve their clients: the answers go on them)",
         )
         with anyio.move_on_after(max(drain_s - (time.monotonic() - started), 0.0)):
             await apps.idle()
@@ -595,6 +626,20 @@ class Engine:
             drained.stopped,
         )
         return drained
+
+    async def _served_elsewhere(self) -> bool:
+        """Whether another node can serve this node's clients: a shared store with live peers
+        (`Node.leave`, which takes this node off their roll call). Not where the store cannot say
+        within `node_timeout_s`: closing a connection nobody can serve loses its answer."""
+        node = self.node
+        if node is None:
+            return False
+        with anyio.move_on_after(node.timeout_s):
+            try:
+                return await node.leave()
+            except Exception as exc:
+                logger.warning("drain: the store cannot say which nodes live (%s)", describe_error(exc))
+        return False
 
     def _close_attached(self) -> None:
         """Close every connection a client may resume elsewhere, on an event boundary, after

@@ -67,7 +67,7 @@ async def follow(
     core.attach(meta.attach_gen, after_seq, now, at_will=delivery.at_will, deadline_s=delivery.deadline_s)
     att = core.conn
     assert att is not None
-    if services.draining is not None:
+    if services.drain_closes:
         core.drain(att)  # (attached during a drain: let go once its priming event is out)
     prefix = None if core.close_cancels else services.signer.event_prefix(meta.stream_id)
     if priming and prefix is not None:

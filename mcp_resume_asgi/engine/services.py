@@ -98,6 +98,7 @@ class StreamServices(Generic[S]):
     __slots__ = (
         "app",
         "cancel_bindings",
+        "drain_closes",
         "draining",
         "followers",
         "live",
@@ -146,9 +147,14 @@ class StreamServices(Generic[S]):
         self.followers: set[Callable[[], None]] = set()
         """How to close each connection served from the store here now, at will (`follower.py`):
         what a drain calls."""
+        self.drain_closes = False
+        """True from the start of a drain where another node can serve this node's clients (a
+        shared store with live peers): connections are closed at will, with `retry:`, as soon as
+        their head is out. Where none can, they stay attached while their work finishes, and are
+        closed only when the drain ends."""
         self.draining: str | None = None
-        """None, else how far this node's drain is: "closing" (attached connections are closed
-        at will, the app's work goes on), "stopping" (the budget is spent: what still runs is
+        """None, else how far this node's drain is: "closing" (the app's work goes on; attached
+        connections are closed at will where `drain_closes`), "stopping" (the budget is spent: what still runs is
         ended, with `SHUT_DOWN` as its error)."""
         self.store_outage = OutageReporter(store, on_store_outage)
         self.recovery = StoreRecovery(self.store_outage)

@@ -49,7 +49,7 @@ from mcp_resume_asgi.rest.mcp_client import Wire
 from mcp_resume_asgi.rest.problems import method_not_allowed, problem
 from mcp_resume_asgi.rest.reads import ReadRoutes
 from mcp_resume_asgi.rest.replies import Reply, problem_reply
-from mcp_resume_asgi.rest.routes import READ_OPS, TEMPLATES, BadRoute, Op, Route, match
+from mcp_resume_asgi.rest.routes import CALL_OPS, READ_OPS, TEMPLATES, BadRoute, Op, Route, match
 from mcp_resume_asgi.rest.tool_calls import ToolCalls, Validator
 from mcp_resume_asgi.tasks.operations import stream_of_task
 from mcp_resume_asgi.tasks.update import view_of
@@ -158,6 +158,8 @@ class RestMiddleware(FeatureMiddleware):
         op.set("http.response.status_code", status)
         if status >= 400:
             op.failed(str(status))
+        elif route.op in CALL_OPS:
+            op.tool_found()  # (a call's route answered: it found the call, or the tool in the app's list)
         op.end()
 
     async def _route(self, route: Route | BadRoute, scope: Scope, receive: Receive, send: Send) -> None:

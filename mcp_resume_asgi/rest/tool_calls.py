@@ -40,6 +40,7 @@ from mcp_resume_asgi.rest.mcp_client import LEGACY, MODERN, Wire
 from mcp_resume_asgi.rest.problems import Problem, invalid_arguments, problem
 from mcp_resume_asgi.rest.replies import Reply, json_reply, problem_reply, tagged_reply
 from mcp_resume_asgi.rest.routes import Route
+from mcp_resume_asgi.rest.store_mark import CALL_LOST, StoreMark
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.wire.headers import Headers, header, header_count, param_headers
 
@@ -75,6 +76,7 @@ class ToolCalls:
         self.task_after_s = task_after_s
         self.max_calls_per_tool = max_calls_per_tool
         self.validator = validator
+        self.mark = StoreMark(port.store)
 
     # ------------------------------------------------------------------ who, and the app's tools
     async def principal(self, scope: Scope) -> str | Reply | None:
@@ -159,6 +161,7 @@ class ToolCalls:
                 return problem_reply(invalid_arguments(reasons))
         _, policy = self.port.routes.choose(self.path, "tools/call", tool)
         wait_s = policy.task_after_s if policy.task_after_s is not None else self.task_after_s
+        await self.mark.lost_at(time.time())  # (the store's mark read, or written, before a call exists)
         # Everything the request to the app needs, and whether the app can take it, before the
         # call exists: a call that cannot be sent must leave nothing behind.
         params = {"name": tool, "arguments": arguments, "_meta": {"progressToken": key[-32:]}}
@@ -248,14 +251,39 @@ class ToolCalls:
     async def get(self, scope: Scope, route: Route) -> Reply:
         found = await self._find(scope, route)
         if isinstance(found, Reply):
-            return found
+            return await self._lost(scope, route, found) if found.status == 404 else found
         return await self._reply(scope, found[1], 200, if_none_match=header(scope, b"if-none-match"))
+
+    async def _lost(self, scope: Scope, route: Route, missing: Reply) -> Reply:
+        """A call the store does not hold: `failed`, saying the store lost it, while the store may
+        have (`store_mark.py`: within a call TTL of its loss, for a tool the app has); else 404."""
+        tool, call_id = _names(route)
+        now = time.time()
+        lost_at = await self.mark.lost_at(now)
+        if lost_at is None:
+            return missing
+        _, policy = self.port.routes.choose(self.path, "tools/call", tool)
+        if now > lost_at + policy.task_ttl_s:
+            return missing
+        listed = await self.tools(scope)
+        if isinstance(listed, Reply):
+            return listed
+        if not any(t.get("name") == tool for t in listed):
+            return missing
+        failed = {"status": res.CallStatus.FAILED, "error": {"code": -32603, "message": CALL_LOST}}
+        current = res.build(tool, call_id, None, failed)
+        headers: Headers = [(b"etag", res.etag_header(current["etag"])), _CACHE]
+        if res.not_modified(header(scope, b"if-none-match"), current["etag"]):
+            return Reply(304, b"", headers)
+        return json_reply(200, current, headers)
 
     async def advance(
         self, scope: Scope, route: Route, body: bytes, background: anyio.abc.TaskGroup
     ) -> Reply:
         found = await self._find(scope, route)
         if isinstance(found, Reply):
+            if found.status == 404 and (await self._lost(scope, route, found)).status == 200:
+                return _problem(409, "the call is failed (the store lost it): it waits for no result")
             return found
         key, record = found
         if_match = header(scope, b"if-match")
@@ -305,8 +333,8 @@ class ToolCalls:
 
     async def cancel(self, scope: Scope, route: Route) -> Reply:
         found = await self._find(scope, route)
-        if isinstance(found, Reply):
-            return found
+        if isinstance(found, Reply):  # (a lost call is over: its cancel answers it, as a finished one's)
+            return await self._lost(scope, route, found) if found.status == 404 else found
         key, record = found
         if record.task_id is not None:
             answer = await self.wire.call(scope, "tasks/cancel", {"taskId": record.task_id})

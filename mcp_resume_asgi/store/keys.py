@@ -58,6 +58,12 @@ def node(node_id: str) -> str:
     return f"node:{node_id}"
 
 
+def nodes_index() -> str:
+    """The nodes that may serve clients now (an index: each member a node id, expiring with its
+    heartbeat; a draining node takes itself out)."""
+    return "nodes"
+
+
 def session_owner(session_id: str) -> str:
     """The node holding a session (its value: the node id)."""
     return f"owner:{session_id}"
@@ -152,6 +158,12 @@ def is_rest_call_member(text: str) -> bool:
 def rest_call_of_member(principal: str | None, tool: str, member: str) -> str:
     """The record of the call whose member of `rest_calls_index` is `member`: `rest_call`'s key."""
     return f"rest:{_digest(principal)}:{_digest(tool, 24)}:{member}"
+
+
+def rest_store_mark() -> str:
+    """The REST face's mark of the store (`rest/store_mark`): a random id, which a store that
+    lost what it held no longer has, and when a node found that out."""
+    return "rest-store-mark"
 
 
 def rest_cancel(call_key: str) -> str:

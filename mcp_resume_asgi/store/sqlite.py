@@ -376,6 +376,7 @@ class SQLiteStore(Store):
         max_bytes: int,
         final_seq: int,
         retain_s: float | None = None,
+        owner: str | None = None,
     ) -> bool:
         done = await self._memory.append_final(
             stream_id,
@@ -384,6 +385,7 @@ class SQLiteStore(Store):
             max_bytes=max_bytes,
             final_seq=final_seq,
             retain_s=retain_s,
+            owner=owner,
         )
         await self._write()
         return done
@@ -440,9 +442,15 @@ class SQLiteStore(Store):
         await self._write()
 
     async def append(
-        self, stream_id: str, events: Sequence[tuple[int, bytes]], *, max_events: int, max_bytes: int
+        self,
+        stream_id: str,
+        events: Sequence[tuple[int, bytes]],
+        *,
+        max_events: int,
+        max_bytes: int,
+        owner: str | None = None,
     ) -> None:
-        await self._memory.append(stream_id, events, max_events=max_events, max_bytes=max_bytes)
+        await self._memory.append(stream_id, events, max_events=max_events, max_bytes=max_bytes, owner=owner)
         await self._write()
 
     async def read(self, stream_id: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:

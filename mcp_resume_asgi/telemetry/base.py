@@ -44,6 +44,11 @@ class Operation:
         """The caller was admitted to a stream or task: link the span to the request that
         created it (`trace`, a W3C `traceparent` stored with its record) and name it."""
 
+    def tool_found(self) -> None:
+        """The tool this operation names is the app's own (the face found it in the app's list,
+        or a call of it): its name may label the metrics. Until then a request's tool name is a
+        string of the caller's choosing, and the metrics carry it only if it was found before."""
+
     def failed(self, error_type: str, message: str | None = None) -> None:
         """The operation failed: `error.type` (a JSON-RPC code as a string, an HTTP status)."""
 

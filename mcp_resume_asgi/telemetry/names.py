@@ -26,7 +26,11 @@ __all__ = [
     "DURATION_BUCKETS",
     "EVENTS_RECORDED",
     "INSTRUMENTS",
+    "MAX_TOOL_NAMES",
+    "METHODS",
     "OPERATION_DURATION",
+    "OTHER",
+    "PROTOCOL_VERSIONS",
     "REPLAY_DURATION",
     "REPLAY_SIZE",
     "REST_CALLS",
@@ -90,6 +94,50 @@ INSTRUMENTS = (
     DRAIN_COUNT,
 )
 """Every instrument, in the order of the docs' table."""
+
+# ---------------------------------------------------------------- what a request may name
+#: The value of an attribute whose request named something the middleware does not know (the
+#: conventions' word for an unknown HTTP method): a request cannot open a series of its choosing.
+OTHER = "_OTHER"
+#: The protocol revisions `mcp.protocol.version` may carry; a request naming another is `_OTHER`.
+PROTOCOL_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"})
+#: The methods `mcp.method.name` may carry: those a client sends a server in any revision, and
+#: the names of what the middleware answers itself (a resume, a stream URL's answers, the REST
+#: face's OpenAPI document). A request naming another is `_OTHER`.
+METHODS = frozenset(
+    {
+        "initialize",
+        "ping",
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/read",
+        "resources/templates/list",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "completion/complete",
+        "logging/setLevel",
+        "subscriptions/listen",
+        "tasks/get",
+        "tasks/result",
+        "tasks/list",
+        "tasks/cancel",
+        "tasks/update",
+        "notifications/cancelled",
+        "notifications/initialized",
+        "notifications/progress",
+        "notifications/roots/list_changed",
+        "stream/resume",
+        "stream/answer",
+        "openapi",
+    }
+)
+#: Most tool names one telemetry labels `mcp.server.operation.duration` with: the app's own, as
+#: the face that served them found them (see `Operation.tool_found`); past it, `_OTHER`.
+MAX_TOOL_NAMES = 100
 
 # ---------------------------------------------------------------- this project's attributes
 ATTR_POLL = "mcp_resume.poll"

@@ -177,6 +177,7 @@ class OtelOperation(Operation):
         "_creator",
         "_ended",
         "_error",
+        "_found",
         "_incoming",
         "_json",
         "_message",
@@ -207,6 +208,7 @@ class OtelOperation(Operation):
         self._start_ns = time.time_ns() if start_ns is None else start_ns
         self.method = method
         self._tool = tool
+        self._found = False
         self._incoming = _Incoming(scope, params)
         self._creator: SpanContext | None = None
         self._status: int | None = None
@@ -220,19 +222,20 @@ class OtelOperation(Operation):
         if self._outer is None:
             self._token = _ENCLOSING.set(self)
         version = version or _header(scope, b"mcp-protocol-version")
-        attributes: dict[str, AttributeValue] = {"mcp.method.name": method}
+        # What the request names is bounded (`names.OTHER`): a request opens no series of its own.
+        attributes: dict[str, AttributeValue] = {
+            "mcp.method.name": method if method in n.METHODS else n.OTHER
+        }
         if request_id is not None and not isinstance(request_id, bool):
             attributes["jsonrpc.request.id"] = str(request_id)
         if version:
-            attributes["mcp.protocol.version"] = version
+            attributes["mcp.protocol.version"] = version if version in n.PROTOCOL_VERSIONS else n.OTHER
             if version != _SESSIONLESS:
                 session = _header(scope, b"mcp-session-id")
                 if session is not None:
                     attributes["mcp.session.id"] = session
-        if tool is not None:
-            attributes["gen_ai.tool.name"] = tool
-            if method == "tools/call":
-                attributes["gen_ai.operation.name"] = "execute_tool"
+        if tool is not None and method == "tools/call":
+            attributes["gen_ai.operation.name"] = "execute_tool"
         attributes["network.transport"] = "tcp"
         attributes["network.protocol.name"] = "http"
         http_version = scope.get("http_version")
@@ -292,6 +295,9 @@ class OtelOperation(Operation):
         if task_id is not None:
             self._attributes[n.ATTR_TASK_ID] = task_id
 
+    def tool_found(self) -> None:
+        self._found = True
+
     def failed(self, error_type: str, message: str | None = None) -> None:
         if self._error is None:
             self._error, self._message = error_type, message
@@ -323,7 +329,12 @@ class OtelOperation(Operation):
                 parent = trace.set_span_in_context(NonRecordingSpan(self._creator))
         if incoming.ambient is not None:
             links.append(Link(incoming.ambient, {n.ATTR_LINK_ROLE: "http"}))
-        name = self.method if self._tool is None else f"{self.method} {self._tool}"
+        name = str(attributes["mcp.method.name"])
+        if self._tool is not None:
+            tool = telemetry.tools.label(self._tool, found=self._found)
+            attributes["gen_ai.tool.name"] = tool
+            if tool != n.OTHER:
+                name = f"{name} {tool}"
         span = telemetry.tracer.start_span(
             name,
             context=parent if parent is not None else _ROOT,
@@ -354,6 +365,30 @@ _METRIC_ATTRIBUTES = frozenset(
         "network.protocol.version",
     }
 )
+
+
+class _ToolNames:
+    """The tool names `mcp.server.operation.duration` (and the spans) may carry: the app's own,
+    as a face found them (`Operation.tool_found`), at most `names.MAX_TOOL_NAMES`. Any other
+    name - one a request chose, refused or not - is `names.OTHER`, so requests naming tools by
+    the thousand add no series, and a refused one records nothing of its caller's choosing."""
+
+    __slots__ = ("_known", "_lock")
+
+    def __init__(self) -> None:
+        self._known: set[str] = set()
+        self._lock = threading.Lock()
+
+    def label(self, tool: str, *, found: bool) -> str:
+        """`tool` where it is the app's own (found now or before, within the bound), else `OTHER`."""
+        if tool in self._known:
+            return tool
+        if found:
+            with self._lock:
+                if len(self._known) < n.MAX_TOOL_NAMES:
+                    self._known.add(tool)
+                    return tool
+        return n.OTHER
 
 
 class _Tally:
@@ -464,6 +499,7 @@ class OtelTelemetry(Telemetry):
         "replay_size",
         "store_attributes",
         "store_duration",
+        "tools",
         "tracer",
     )
 
@@ -505,6 +541,7 @@ class OtelTelemetry(Telemetry):
             explicit_bucket_boundaries_advisory=n.DURATION_BUCKETS,
         )
         self.counts = _tallies_of(meter_provider, meter)
+        self.tools = _ToolNames()
         self._global = _GLOBALS_READABLE and tracer_provider is None and meter_provider is None
         """It reports through the global providers only: nothing is recorded until one is set."""
 
