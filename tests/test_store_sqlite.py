@@ -341,3 +341,25 @@ async def test_store_urls_name_a_sqlite_store(tmp_path: Path, monkeypatch: pytes
     relative = store_from_url("sqlite://rel.db")
     assert isinstance(relative, SQLiteStore) and (tmp_path / "rel.db").exists()
     relative.close()
+
+
+@pytest.mark.parametrize("encryption_key", [None, "an encryption key of 32 characters"])
+def test_the_middleware_runs_a_node_on_a_durable_store_and_signs_with_its_secret(
+    tmp_path: Path, encryption_key: str | None
+) -> None:
+    """(Through the store's wrappers too: telemetry's, the encryption's.)"""
+    if encryption_key is not None:
+        pytest.importorskip("cryptography")
+    from mcp_resume_asgi import ResumeMiddleware
+    from mcp_resume_asgi.wire.tokens import TokenSigner
+    from tests.apps.mcpserver_app import create_app
+
+    store = SQLiteStore(tmp_path / "mcp.db")
+    try:
+        middleware = ResumeMiddleware(create_app(), store=store, encryption_key=encryption_key)
+        assert middleware.node is not None and middleware.store.durable
+        assert middleware.store.own_secret() == store.own_secret()
+        expected = TokenSigner(store.own_secret()).event_prefix("s" * 22)
+        assert middleware.engine.services.signer.event_prefix("s" * 22) == expected
+    finally:
+        store.close()
