@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -363,3 +364,46 @@ def test_the_middleware_runs_a_node_on_a_durable_store_and_signs_with_its_secret
         assert middleware.engine.services.signer.event_prefix("s" * 22) == expected
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("wait_for_commit", [True, False])
+async def test_a_full_file_under_the_middleware_passes_the_answer_through(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, wait_for_commit: bool
+) -> None:
+    """Answers too big for the file: each client gets its answer, as on a store outage, and the
+    cause is logged; the file is intact."""
+    import httpx
+
+    from mcp_resume_asgi import resumable
+    from tests.apps.mcpserver_app import create_app
+    from tests.support.raw import RawSession
+    from tests.support.server import serve_in_loop
+
+    caplog.set_level(logging.WARNING)
+    path = tmp_path / "mcp.db"
+    store = SQLiteStore(path, max_file_bytes=256 * 1024, wait_for_commit=wait_for_commit)
+    big = "x" * (400 * 1024)
+    try:
+        async with (
+            serve_in_loop(resumable(create_app(), store=store)) as info,
+            httpx.AsyncClient(base_url=info.base_url, timeout=scaled(30)) as client,
+        ):
+            session = RawSession(client)
+            await session.initialize()
+            for _ in range(3):
+                call = session.tool_call("echo", {"text": big})
+                reply = await session.exchange("POST", "/mcp", call)
+                assert reply.status == 200
+                if reply.events:
+                    answers = [
+                        m for m in reply.messages() if isinstance(m, dict) and m.get("id") == call["id"]
+                    ]
+                else:
+                    answers = [json.loads(reply.raw)]
+                assert answers[0]["result"]["content"][0]["text"] == big
+    finally:
+        await store.aclose()
+    assert any("database or disk is full" in r.getMessage() for r in caplog.records)
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
