@@ -156,6 +156,7 @@ def _slash(app: ASGIApp) -> ASGIApp:
             scope = {**scope, "path": "/mcp/", "raw_path": b"/mcp/"}
         await app(scope, receive, send)
 
+    slashed.app = app  # type: ignore[attr-defined]  # (bench.callcounts finds the Starlette app by `.app`)
     return slashed
 
 

@@ -87,6 +87,14 @@ class ObservedStore(Store):
     def is_unavailable_error(self, exc: BaseException) -> bool:
         return self.inner.is_unavailable_error(exc)
 
+    def detached(
+        self, stream_id: str, gen: int, *, last_contact: float, delivered_seq: int
+    ) -> Coroutine[Any, Any, Any]:
+        # The wrapped store's own (`MemoryStore`, `SQLiteStore`: cheaper than its compare-and-set),
+        # timed under the compare-and-set's name, which it is.
+        call = self.inner.detached(stream_id, gen, last_contact=last_contact, delivered_seq=delivered_seq)
+        return self._timed("update_stream_if", call)
+
     def create_stream(self, meta: StreamMeta, ttl_s: float) -> Coroutine[Any, Any, None]:
         return self._timed("create_stream", self.inner.create_stream(meta, ttl_s))
 

@@ -453,6 +453,29 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
             return False, None
         return reply[0] == 1, self._decode_meta(reply[1])
 
+    async def detached(self, stream_id: str, gen: int, *, last_contact: float, delivered_seq: int) -> None:
+        """`update_stream_if` on `attach_gen`, asking for no record back: once per request, and the
+        record (`HGETALL`, decoded here) is what costs most of it."""
+        part, keys = await self._stream(stream_id)
+        await self._update(
+            keys=keys,
+            args=[
+                part,
+                stream_id,
+                "",
+                "0",
+                1,
+                "attach_gen",
+                str(int(gen)),
+                "attached",
+                "false",
+                "last_contact",
+                _dumps(float(last_contact)),
+                "delivered_seq",
+                str(int(delivered_seq)),
+            ],
+        )
+
     async def attach(self, stream_id: str, now: float) -> StreamMeta | None:
         _on_asyncio()
         part, keys = await self._stream(stream_id)
