@@ -91,8 +91,19 @@ class PrivateRedis:
             self.port = probe.getsockname()[1]
         self.folder = tempfile.mkdtemp(prefix="bench-redis-")
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", self.folder],
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self.folder,
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -220,7 +231,15 @@ def count_calls(redis: PrivateRedis, area: RedisArea, seconds: float) -> dict[st
 
 # --------------------------------------------------------------------------- 3: replay
 async def _ours(url: str, prefix: str, n_events: int) -> tuple[Any, Any, Any]:
-    from bench.engine import REQUEST, FakeClient, event_bodies, parse_events, post_scope, resume_scope, stream_app
+    from bench.engine import (
+        REQUEST,
+        FakeClient,
+        event_bodies,
+        parse_events,
+        post_scope,
+        resume_scope,
+        stream_app,
+    )
     from mcp_resume_asgi import Policy, ResumeMiddleware
     from mcp_resume_asgi.store import RedisStore
 
@@ -328,7 +347,10 @@ def table(results: dict[str, Any]) -> str:
             f"tools/call `{TOOL}` (2 progress notifications, then the result), req/s, median of {http['runs']} "
             f"interleaved windows of {http['duration_s']} s:",
             "",
-            "| variant | " + " | ".join(f"c={c} req/s" for c in cs) + " | " + " | ".join(f"c={c} / bare" for c in cs)
+            "| variant | "
+            + " | ".join(f"c={c} req/s" for c in cs)
+            + " | "
+            + " | ".join(f"c={c} / bare" for c in cs)
             + " | server CPU µs/call (c=1) |",
             "|---|" + "---:|" * (2 * len(cs) + 1),
         ]
@@ -403,7 +425,13 @@ def plot(results: dict[str, Any], path: Path) -> None:
         ax = axes[0]
         for i, v in enumerate(variants):
             xs = [k + (i - (len(variants) - 1) / 2) * width for k in range(len(cs))]
-            ax.bar(xs, [by[(v, c)]["rps"] / by[("bare", c)]["rps"] for c in cs], width, label=LABELS[v], color=COLORS[v])
+            ax.bar(
+                xs,
+                [by[(v, c)]["rps"] / by[("bare", c)]["rps"] for c in cs],
+                width,
+                label=LABELS[v],
+                color=COLORS[v],
+            )
         ax.axhline(1.0, color="#999999", lw=0.8)
         ax.set_xticks(range(len(cs)), [str(c) for c in cs])
         ax.set_xlabel("clients")
@@ -453,14 +481,21 @@ def main(argv: list[str] | None = None) -> int:
         if "http" in parts:
             log(f"HTTP: {', '.join(VARIANTS)}; {runs} windows of {duration} s per cell")
             results["http"] = run_http(
-                HTTP_CONCURRENCIES, runs, warmup_s=0.5, duration_s=duration, tools=(TOOL,), variants=VARIANTS,
+                HTTP_CONCURRENCIES,
+                runs,
+                warmup_s=0.5,
+                duration_s=duration,
+                tools=(TOOL,),
+                variants=VARIANTS,
                 redis=area,
             )
     finally:
         redis.close()
     results["load"] = LOAD.summary()
     results["seconds"] = time.time() - started
-    results["command"] = " ".join(["python -m bench.redis_peers", *(argv if argv is not None else sys.argv[1:])])
+    results["command"] = " ".join(
+        ["python -m bench.redis_peers", *(argv if argv is not None else sys.argv[1:])]
+    )
     RESULTS.mkdir(parents=True, exist_ok=True)
     quick = args.quick or parts != {"http", "count", "replay"}
     out = RESULTS / ("redis_peers-quick.json" if quick else "redis_peers.json")

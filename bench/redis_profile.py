@@ -79,8 +79,13 @@ def split(profile: cProfile.Profile, requests: int) -> dict[str, Any]:
         rows.append((tottime, cumtime, f"{filename.rsplit('site-packages/', 1)[-1]}:{line}({func})"))
     rows.sort(reverse=True)
     return {
-        "tottime_us_per_call_by_package": {k: round(1e6 * v / requests, 1) for k, v in sorted(by.items(), key=lambda x: -x[1])},
-        "top": [f"{1e6 * t / requests:7.1f} µs self {1e6 * c / requests:8.1f} µs cum  {name}" for t, c, name in rows[:40]],
+        "tottime_us_per_call_by_package": {
+            k: round(1e6 * v / requests, 1) for k, v in sorted(by.items(), key=lambda x: -x[1])
+        },
+        "top": [
+            f"{1e6 * t / requests:7.1f} µs self {1e6 * c / requests:8.1f} µs cum  {name}"
+            for t, c, name in rows[:40]
+        ],
     }
 
 

@@ -58,7 +58,9 @@ class Monitor:
         while not any(marker in line for line in self.lines) and deadline:
             threading.Event().wait(0.01)
             deadline -= 1
-        names = [line.partition(b"] ")[2].split(b" ", 1)[0].strip(b'"').decode().upper() for line in self.lines]
+        names = [
+            line.partition(b"] ")[2].split(b" ", 1)[0].strip(b'"').decode().upper() for line in self.lines
+        ]
         return names
 
     def close(self) -> None:
