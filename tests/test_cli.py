@@ -40,6 +40,10 @@ def _fails(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
             ["proxy", "--upstream", "http://127.0.0.1:9/mcp", "--store", "redis://127.0.0.1:9/0"],
             "needs a shared `secret`",
         ),
+        (
+            ["proxy", "--upstream", "http://127.0.0.1:9/mcp", "--encryption-key", "short"],
+            "the encryption key must be at least 16 characters",
+        ),
         (["serve", "no_such_module_here:app"], "cannot import 'no_such_module_here'"),
         (["serve", "tests.apps.served_mcpserver:nothing"], "has no attribute 'nothing'"),
         (["serve", "tests.apps.served_mcpserver"], "expected module:attribute"),

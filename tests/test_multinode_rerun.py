@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -33,7 +33,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from mcp_resume_asgi.client import McpError, ResumableSession
-from tests.apps.rerun_app import runs_key
+from tests.apps.rerun_app import done_key, runs_key
 from tests.support.cluster import cluster, port_of, prefix
 from tests.support.exchanges import Recorder, helper_http_client, recorded_session
 from tests.support.mcp_client import result_text, text
@@ -68,13 +68,13 @@ async def two_nodes(
         yield a, b, proxy
 
 
-async def runs(prefix: str, tag: str) -> int:
-    """How many times `counted(tag=tag)` started, on any node."""
+async def runs(prefix: str, tag: str, key: Callable[[str, str], str] = runs_key) -> int:
+    """How many times `counted(tag=tag)` started, on any node (`key=done_key`: reached its end)."""
     import redis.asyncio as aioredis
 
     client = aioredis.Redis.from_url(redis_url(), socket_connect_timeout=2, socket_timeout=5)
     try:
-        value = await client.get(runs_key(prefix, tag))
+        value = await client.get(key(prefix, tag))
     finally:
         await client.aclose()
     return int(value or 0)
@@ -210,6 +210,82 @@ async def test_a_task_survives_its_node_killed(prefix: str, rerun: bool) -> None
         assert task["status"] == "failed", task
         assert ran == 1
     assert took <= NODE_TIMEOUT_S + scaled(12), f"took {took:.1f}s"
+
+
+async def test_a_node_that_only_looked_dead_stops_its_orphaned_task(
+    prefix: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """SIGSTOP node A past `node_timeout_s` while it runs a task: B finds it lost and runs the
+    task again to its end. SIGCONT A: its run's next event finds the record B's (fencing), and
+    its run stops there, quietly - one log line, no traceback - and writes nothing more: the
+    record is as B left it. (The `mcp` SDK's stateless mode runs the tool apart from its HTTP
+    call, which is what the middleware stops: that tool runs on, its events dropped.)"""
+    tag = "paused"
+    policy = {"retry_ms": 20, "task_after_s": 0, "task_ttl_s": 60, "task_poll_interval_ms": 50}
+    err = ""
+    async with two_nodes(prefix, rerun=True, policy=policy) as (a, b, proxy):
+        proxy.backend_ports = [port_of(a), port_of(b)]
+        raw = Raw(proxy)
+        async with raw.client:
+            answer, _ = await raw.rpc(
+                "tools/call",
+                {"name": "counted", "arguments": {"seconds": 3, "steps": 30, "tag": tag}},
+                "counted",
+                a,
+            )
+            task_id = answer["result"]["taskId"]
+            await anyio.sleep(1.0)
+            a.signal(signal.SIGSTOP)
+            try:
+                proxy.backend_ports = [port_of(b)]
+                with anyio.fail_after(scaled(30)):
+                    while (task := (await raw.get(task_id, b))[0])["status"] == "working":
+                        await anyio.sleep(task["pollIntervalMs"] / 1000)
+                assert task["status"] == "completed", task
+                stream_id = await stream_of_task(prefix)
+                recorded = await record_of(prefix, stream_id)
+            finally:
+                a.signal(signal.SIGCONT)
+            with anyio.fail_after(scaled(15)):
+                while "was taken for lost" not in " ".join(err.split()):
+                    await anyio.sleep(0.1)
+                    err += capfd.readouterr().err
+            await anyio.sleep(3.0)  # (whatever A's orphaned run would still do: 2 s of it were left)
+            err += capfd.readouterr().err
+            after = await record_of(prefix, stream_id)
+        ran = await runs(prefix, tag)
+        done = await runs(prefix, tag, key=done_key)
+    print(f"\nSIGSTOP/SIGCONT: ran {ran}, reached the end {done}; A said:\n{err}")
+    assert ran == 2
+    assert after == recorded, "nothing of A's orphaned run written after B took the record"
+    assert " ".join(err.split()).count("was taken for lost") == 1
+    assert "Traceback" not in err and "SEQ event" not in err
+
+
+async def stream_of_task(prefix: str) -> str:
+    """The one stream whose loss was claimed under `prefix` (the test's one call)."""
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(redis_url())
+    try:
+        found = [key async for key in client.scan_iter(match=f"{prefix}k:rerun-claim:*")]
+    finally:
+        await client.aclose()
+    assert len(found) == 1, found
+    return found[0].decode().split("rerun-claim:", 1)[1].rsplit(":", 1)[0]
+
+
+async def record_of(prefix: str, stream_id: str) -> tuple[Any, list[tuple[int, bytes]]]:
+    """The stream's record as the store holds it: (owner, last seq, final seq), and its events."""
+    from mcp_resume_asgi.store import RedisStore
+
+    store = RedisStore(redis_url(), prefix=prefix)
+    try:
+        meta = await store.get_stream(stream_id)
+        assert meta is not None
+        return (meta.owner, meta.last_seq, meta.final_seq), await store.read(stream_id, 0)
+    finally:
+        await store.aclose()
 
 
 async def test_a_call_its_nodes_drain_budget_stopped_is_run_again_on_the_other_node(prefix: str) -> None:

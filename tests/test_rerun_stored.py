@@ -23,6 +23,7 @@ from mcp_resume_asgi.engine.relayed_caller import RelayedCaller, principal_with_
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.wire.principal import default_principal
 from mcp_resume_asgi.wire.scope_keys import RELAYED_CALLER
+from mcp_resume_asgi.wire.tokens import TokenSigner
 from tests.apps.probe_app import PROBE, create_app
 from tests.support.raw import RawSession
 from tests.support.server import serve_in_loop
@@ -35,6 +36,7 @@ pytestmark = pytest.mark.anyio
 __all__ = ["make"]  # the fixture, used by name
 
 TTL = 60.0
+SIGNER = TokenSigner("rerun-tests-shared-secret")
 
 
 def a_scope(**extra: object) -> dict[str, object]:
@@ -113,22 +115,22 @@ def test_the_marker() -> None:
 async def test_saved_loaded_and_forgotten(make: Factory) -> None:
     store = await make()
     stored = rerun.capture(a_scope(), b'{"jsonrpc":"2.0"}', lambda scope: None)
-    assert await rerun.load(store, "s1") is None
-    assert await rerun.save(store, "s1", stored, TTL)
-    assert await rerun.load(await make(peer=store), "s1") == stored, "another node reads it as it was"
+    assert await rerun.load(store, SIGNER, "s1") is None
+    assert await rerun.save(store, SIGNER, "s1", stored, TTL)
+    assert await rerun.load(await make(peer=store), SIGNER, "s1") == stored, "another node reads it as it was"
     moved = dataclasses.replace(stored, round=1)
-    assert await rerun.save(store, "s1", moved, TTL)
-    assert await rerun.load(store, "s1") == moved
+    assert await rerun.save(store, SIGNER, "s1", moved, TTL)
+    assert await rerun.load(store, SIGNER, "s1") == moved
     await rerun.forget(store, "s1")
-    assert await rerun.load(store, "s1") is None
+    assert await rerun.load(store, SIGNER, "s1") is None
 
 
 async def test_a_request_over_the_bound_is_not_kept(make: Factory) -> None:
     store = await make()
     large = rerun.capture(a_scope(), b"x" * rerun.MAX_REQUEST_BYTES, lambda scope: None)
     assert rerun.encode(large) is None
-    assert not await rerun.save(store, "s2", large, TTL)
-    assert await rerun.load(store, "s2") is None
+    assert not await rerun.save(store, SIGNER, "s2", large, TTL)
+    assert await rerun.load(store, SIGNER, "s2") is None
 
 
 async def test_one_node_claims_each_loss(make: Factory) -> None:
@@ -156,7 +158,7 @@ async def test_the_engine_keeps_a_running_calls_request_only_on_a_rerun_route() 
     store = RedisStore(redis_url(), prefix=redis_prefix("test-rerun"))
     policy = Policy(retry_ms=20, max_wait_s=5.0)
     app = resumable(
-        create_app(),
+        create_app(stateless=True),  # (a 2025 session's calls cannot be run again: none is kept)
         policy=policy,
         routes={"tool:sleep": policy.replace(rerun_on_loss=True)},
         store=store,
@@ -180,15 +182,16 @@ async def test_the_engine_keeps_a_running_calls_request_only_on_a_rerun_route() 
                     )
                     event_id = next(e.id for e in first.events if e.id)
                     stream_id = event_id.split(".", 1)[0]
-                    stored = await rerun.load(store, stream_id)
+                    stored = await rerun.load(store, SIGNER, stream_id)
                     kept[tool] = stored is not None
                     if stored is not None:
                         assert stored.path == "/mcp" and b'"sleep"' in stored.body
-                        assert dict(stored.headers).get(b"mcp-session-id") == (s.session_id or "").encode()
+                        assert not isinstance(stored, rerun.Refused) and s.session_id is None
+                        assert dict(stored.headers).get(b"mcp-protocol-version") == b"2025-11-25"
                     with anyio.fail_after(scaled(10)):
                         while (meta := await store.get_stream(stream_id)) is None or meta.final_seq is None:
                             await anyio.sleep(0.05)
-                        while await rerun.load(store, stream_id) is not None:
+                        while await rerun.load(store, SIGNER, stream_id) is not None:
                             await anyio.sleep(0.05)  # forgotten once answered
                 assert kept == {"sleep": True, "progress": False}
     finally:
@@ -248,9 +251,16 @@ async def test_two_nodes_noticing_one_loss_run_the_call_once() -> None:
         await store.append("s-lost", first_run, max_events=100, max_bytes=1 << 20)
         body = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}}'
         stored = rerun.StoredRequest(
-            "POST", "/mcp", b"", "http", [(b"content-type", b"application/json")], body, {"principal": None}
+            "POST",
+            "/mcp",
+            b"",
+            "http",
+            [(b"content-type", b"application/json")],
+            body,
+            {"principal": None},
+            stream=rerun.bound(None, None, 7, "tools/call", -1),
         )
-        assert await rerun.save(store, "s-lost", stored, TTL)
+        assert await rerun.save(store, SIGNER, "s-lost", stored, TTL)
         seen = await store.get_stream("s-lost")
         assert seen is not None and seen.last_seq == 3
 
@@ -274,7 +284,7 @@ async def test_two_nodes_noticing_one_loss_run_the_call_once() -> None:
         assert b'"rerun":1' in events[3][1] and b'"logger":"mcp-resume-asgi"' in events[3][1]
         assert answer in events[4][1]
         with anyio.fail_after(scaled(5)):
-            while await rerun.load(store, "s-lost") is not None:
+            while await rerun.load(store, SIGNER, "s-lost") is not None:
                 await anyio.sleep(0.02)
         # A node that read the record before the re-run, asking now: nothing runs; its follower
         # reads on (the answer is there), it does not end the call with an error.
@@ -336,7 +346,7 @@ async def test_a_lost_call_is_not_run_again_without_the_flag_or_its_stored_reque
             )
             await store.create_stream(meta, ttl_s=TTL)
             if keep:
-                assert await rerun.save(store, stream_id, stored, TTL)
+                assert await rerun.save(store, SIGNER, stream_id, stored, TTL)
             assert not await node.engine.rerun(meta.copy()), stream_id
             after = await store.get_stream(stream_id)
             assert after is not None and after.owner == "a-dead-node", "left as it was"

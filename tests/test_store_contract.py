@@ -18,6 +18,7 @@ import anyio.lowlevel
 import pytest
 
 from mcp_resume_asgi.store import (
+    FencedError,
     GapError,
     MemoryStore,
     SessionInfo,
@@ -400,6 +401,31 @@ async def test_append_final_appends_and_completes_in_one(answering: Store) -> No
     assert (await store.usage()).bytes == 40
     with pytest.raises(ValueError):
         await store.append_final("s1", [(4, b"another")], max_events=BIG, max_bytes=BIG, final_seq=4)
+
+
+async def test_a_write_for_a_node_that_no_longer_owns_the_stream_is_fenced(answering: Store) -> None:
+    """`append` and `append_final` with `owner` write only while the record is that node's: a
+    node taken for lost (another one runs its request now) writes nothing beside the other's."""
+    store = answering
+    await store.create_stream(meta(owner="node-a"), ttl_s=60)
+    await store.append("s1", events(1, 1), max_events=BIG, max_bytes=BIG, owner="node-a")
+    await store.update_stream("s1", owner="node-b")
+    with pytest.raises(FencedError) as fenced:
+        await store.append("s1", events(2, 2), max_events=BIG, max_bytes=BIG, owner="node-a")
+    assert fenced.value.owner == "node-b" and fenced.value.stream_id == "s1"
+    with pytest.raises(FencedError):
+        await store.append_final(
+            "s1", events(2, 3), max_events=BIG, max_bytes=BIG, final_seq=3, owner="node-a"
+        )
+    got = await store.get_stream("s1")
+    assert got is not None and (got.last_seq, got.final_seq, got.state) == (1, None, StreamState.RUNNING)
+    assert await store.read("s1", 0) == events(1, 1)
+    # The owner's writes, and unfenced ones, go on.
+    await store.append("s1", events(2, 2), max_events=BIG, max_bytes=BIG, owner="node-b")
+    assert await store.append_final(
+        "s1", events(3, 3), max_events=BIG, max_bytes=BIG, final_seq=3, owner="node-b"
+    )
+    assert await store.read("s1", 0) == events(1, 3)
 
 
 async def test_append_final_to_a_missing_stream_writes_nothing(answering: Store) -> None:

@@ -15,6 +15,7 @@ from starlette.types import ASGIApp
 from mcp_resume_asgi import MemoryStore, Policy, Store, TasksMiddleware, resumable
 from mcp_resume_asgi.tasks import EXTENSION
 from mcp_resume_asgi.tasks.operations import stream_of_task
+from mcp_resume_asgi.wire.tokens import TokenSigner
 from tests.apps.tasks_app import SEEN, create_app
 from tests.support.raw import RawSession
 from tests.support.server import serve, serve_in_loop
@@ -44,6 +45,15 @@ class Harness:
         self.store = store
         self.app = app
         self.next_id = 100
+
+    @property
+    def signer(self) -> TokenSigner:
+        """The server's own signer (its task records are sealed with it)."""
+        layer = self.app
+        assert isinstance(layer, TasksMiddleware)
+        signer = layer.app.engine.signer  # type: ignore[attr-defined]
+        assert isinstance(signer, TokenSigner)
+        return signer
 
     def stream_of(self, task_id: str) -> str:
         """The stream behind a task id (through the server's own signer)."""

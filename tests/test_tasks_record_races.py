@@ -31,8 +31,10 @@ from mcp_resume_asgi.tasks.stored import (
     change_record,
     create_record,
     read_record,
+    sealed,
     task_key,
 )
+from mcp_resume_asgi.wire.tokens import TokenSigner
 from tests.apps.tasks_app import SEEN
 from tests.support.pausing_store import PausingStore
 from tests.support.stores import redis_prefix, redis_url
@@ -42,6 +44,8 @@ from tests.test_tasks_input import ELICITING, YES, until_status, update
 
 pytestmark = pytest.mark.anyio
 __all__ = ["store_kind"]  # the store fixture (memory, Redis) of test_tasks.py
+
+SIGNER = TokenSigner("tasks-tests-shared-secret")  # (`test_tasks.wrapped`'s secret)
 
 
 @contextlib.asynccontextmanager
@@ -68,66 +72,76 @@ async def test_two_changes_racing_are_both_kept(store_kind: str) -> None:
     async with a_store(store_kind) as real:
         pausing = PausingStore(real)
         store = cast(Store, pausing)
-        await create_record(store, a_record())
+        await create_record(store, SIGNER, a_record())
         held = pausing.hold_write(task_key("s1"))
 
         async def end() -> None:
-            await change_record(store, "s1", lambda r: r.ended(2000.0))
+            await change_record(store, SIGNER, "s1", lambda r: r.ended(2000.0))
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(end)
             try:
                 await held.reached()  # the first writer has read the record, not written it
-                cancelled = await change_record(store, "s1", lambda r: r.cancelled(1500.0))
+                cancelled = await change_record(store, SIGNER, "s1", lambda r: r.cancelled(1500.0))
             finally:
                 held.release()
         assert cancelled is not None and cancelled.cancelled_at == 1500.0
-        stored = await read_record(real, "s1")
+        stored = await read_record(real, SIGNER, "s1")
         assert stored is not None
         assert (stored.cancelled_at, stored.ended_at) == (1500.0, 2000.0), "neither change was lost"
 
 
 async def test_a_change_that_keeps_losing_gives_up(store_kind: str) -> None:
     async with a_store(store_kind) as real:
-        await create_record(real, a_record())
+        await create_record(real, SIGNER, a_record())
         interfering = 0
 
         class Busy(PausingStore):
             async def replace_key(self, key: str, expected: str | None, value: str, ttl_s: float) -> bool:
                 nonlocal interfering
                 interfering += 1  # another writer gets there first, every time
-                record = TaskRecord.decode(await real.get_key(key))
+                record = await read_record(real, SIGNER, "s1")
                 assert record is not None
                 busier = dataclasses.replace(record, poll_interval_ms=record.poll_interval_ms + 1)
-                await real.set_key(key, busier.encode(), 60)
+                await real.set_key(key, sealed(SIGNER, busier), 60)
                 return await real.replace_key(key, expected, value, ttl_s)
 
         with pytest.raises(RecordContention):
-            await change_record(cast(Store, Busy(real)), "s1", lambda r: r.cancelled(1500.0))
+            await change_record(cast(Store, Busy(real)), SIGNER, "s1", lambda r: r.cancelled(1500.0))
         assert interfering == MAX_ATTEMPTS
-        stored = await read_record(real, "s1")
+        stored = await read_record(real, SIGNER, "s1")
         assert stored is not None and stored.cancelled_at is None
 
 
 async def test_a_record_is_created_once_and_a_missing_one_is_not_changed(store_kind: str) -> None:
     async with a_store(store_kind) as store:
-        first = await create_record(store, a_record())
-        again = await create_record(store, dataclasses.replace(a_record(), created_at=1001.0))
-        assert again == first and (await read_record(store, "s1")) == first
-        assert await change_record(store, "gone", lambda r: r.cancelled(1.0)) is None
+        first = await create_record(store, SIGNER, a_record())
+        again = await create_record(store, SIGNER, dataclasses.replace(a_record(), created_at=1001.0))
+        assert again == first and (await read_record(store, SIGNER, "s1")) == first
+        assert await change_record(store, SIGNER, "gone", lambda r: r.cancelled(1.0)) is None
         assert await store.get_key(task_key("gone")) is None
-        # A record of another task under the key (never written so) is no record of this one.
+        # A record of another task under the key (never written so) is no record of this one,
+        # nor one written unsealed, nor one sealed for another task.
         await store.set_key(task_key("s2"), a_record("s3").encode(), 60)
-        assert await read_record(store, "s2") is None
+        assert await read_record(store, SIGNER, "s2") is None
+        await store.set_key(task_key("s2"), sealed(SIGNER, a_record("s3")), 60)
+        assert await read_record(store, SIGNER, "s2") is None
 
 
 # ----------------------------------------------------------------------------- end to end
+def written(value: str) -> dict[str, object]:
+    """The record a write stores (under its seal)."""
+    record = json.loads(json.loads(value)["sealed"])
+    assert isinstance(record, dict)
+    return record
+
+
 def is_round(n: int) -> Callable[[str], bool]:
-    return lambda value: json.loads(value)["round"] == n
+    return lambda value: written(value)["round"] == n
 
 
 def is_cancelled(value: str) -> bool:
-    return json.loads(value)["cancelled_at"] is not None
+    return written(value)["cancelled_at"] is not None
 
 
 async def until_settled(tag: str) -> None:
@@ -182,7 +196,8 @@ async def test_a_cancel_read_before_the_next_round_took_over_and_stored_after_st
                 acked = await update(h, task_id, {key: YES})
                 with anyio.fail_after(scaled(5)):
                     while (
-                        tag not in SEEN.started or getattr(await read_record(store, origin), "round", 0) != 1
+                        tag not in SEEN.started
+                        or getattr(await read_record(store, h.signer, origin), "round", 0) != 1
                     ):
                         await anyio.sleep(0.05)
             finally:

@@ -79,7 +79,7 @@ def stream_held(held: Held) -> str:
         assert held.held_key is not None
         return held.held_key
     assert held.value is not None
-    stream_id: str = json.loads(held.value)["stream_id"]
+    stream_id: str = json.loads(json.loads(held.value)["sealed"])["stream_id"]  # (a sealed task record)
     return stream_id
 
 

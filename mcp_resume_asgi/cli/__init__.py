@@ -86,6 +86,12 @@ def _serving_options(parser: argparse.ArgumentParser) -> None:
         help="signing secret, the same on every node (needed with a shared store; >= 16 chars)",
     )
     store.add_argument(
+        "--encryption-key",
+        default="",
+        help="encrypt what the store and its pub/sub carry (answers, stored requests, relays) with "
+        "this key, the same on every node (>= 16 chars; the encryption extra)",
+    )
+    store.add_argument(
         "--node-timeout-s",
         type=float,
         default=5.0,

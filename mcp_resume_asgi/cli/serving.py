@@ -92,13 +92,14 @@ def wrapped_app(app: ASGIApp, args: argparse.Namespace, path: str) -> ASGIApp:
             policy=policy,
             store=store,
             secret=args.secret or None,
+            encryption_key=args.encryption_key or None,
             tasks=args.tasks,
             rest=args.rest,
             resumable_requests=args.resumable_requests,
             resume_tokens=args.resume_tokens,
             **options,
         )
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, ImportError) as exc:
         raise OptionError(str(exc)) from None
 
 

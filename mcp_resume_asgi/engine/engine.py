@@ -436,7 +436,16 @@ class Engine:
             return False
         policy = policy or route_policy
         stream_id, lost = meta.stream_id, meta.owner
-        stored = await rerun.load(self.store, stream_id)
+        stored = await rerun.load(self.store, self.signer, stream_id)
+        if isinstance(stored, rerun.Refused):
+            logger.warning(
+                "stream %s: its node %s was lost and its stored request is refused (%s): it is not run again",
+                stream_id,
+                lost,
+                stored.why,
+            )
+            await rerun.forget(self.store, stream_id)  # (the call ends: nothing to keep)
+            return False
         if stored is None:
             current = await self.store.get_stream(stream_id)
             if current is not None and (current.owner != lost or current.final_seq is not None):
@@ -448,9 +457,21 @@ class Engine:
                 lost,
             )
             return False
+        if stored.stream != rerun.bound(
+            meta.principal, meta.session_id, meta.request_id, meta.method, meta.route
+        ):
+            logger.warning(
+                "stream %s: its node %s was lost and its record does not name the caller, session or "
+                "request its sealed request was kept for (the record was rewritten): it is not run again",
+                stream_id,
+                lost,
+            )
+            await rerun.forget(self.store, stream_id)
+            return False
         scope = rerun.scope_of(stored)
         if scope is None:
             logger.warning("stream %s: its stored caller is malformed; it is not run again", stream_id)
+            await rerun.forget(self.store, stream_id)
             return False
         ttl = running_ttl(policy)
         if not await rerun.claim(self.store, self.node_id, stream_id, stored.round, ttl):
@@ -469,7 +490,7 @@ class Engine:
                 await rerun.release(self.store, self.node_id, stream_id, stored.round)
             return taken is not None and (taken.owner != lost or taken.final_seq is not None)
         round_ = stored.round + 1
-        await rerun.save(self.store, stream_id, dataclasses.replace(stored, round=round_), ttl)
+        await rerun.save(self.store, self.signer, stream_id, dataclasses.replace(stored, round=round_), ttl)
         hosted = HostedStream(
             self.services,
             kind=StreamKind.REQUEST,

@@ -172,6 +172,7 @@ class _Rarely:
         "after_app",
         "app_stopped",
         "delivery",
+        "fenced",
         "first_messages",
         "handed_over",
         "held",
@@ -189,6 +190,7 @@ class _Rarely:
         self.after_app: Callable[[], Awaitable[None]] | None = None
         self.app_stopped = False
         self.delivery: Delivery | None = None
+        self.fenced = False
         self.first_messages: tuple[dict[str, Any], ...] = ()
         self.handed_over = False
         self.held: Connection | None = None
@@ -336,6 +338,8 @@ class HostedStream:
     """Run once the app's request is over (`host`), on its task."""
     app_stopped: SideAttribute[bool] = _rarely("app_stopped")
     delivery: SideAttribute[Delivery | None] = _rarely("delivery")
+    fenced: SideAttribute[bool] = _rarely("fenced")
+    """Another node took this one for lost and runs its request now (`fenced_by`)."""
     first_messages: SideAttribute[tuple[dict[str, Any], ...]] = _rarely("first_messages")
     handed_over: SideAttribute[bool] = _rarely("handed_over")
     """The drain's budget stopped it, to be run again by another node (`hand_over`)."""
@@ -750,6 +754,27 @@ class HostedStream:
         self.handed_over = True
         self.stop_app()
 
+    def fenced_by(self, owner: str | None) -> None:
+        """A write of its events found the record owned by `owner`: this node was taken for lost
+        (paused past its timeout, cut off from the store) and that node runs the request again.
+        The app's work here is orphaned: told its client is gone and its call cancelled at once
+        (another node runs it: no grace is owed), with nothing more written of it (no event, no
+        error, no end: the record is the other node's), and said once. (An app that runs its
+        tool apart from its HTTP call, as the `mcp` SDK's stateless mode does, is stopped only
+        as far as its call: its tool's later events are dropped.)"""
+        if self.fenced:
+            return
+        self.fenced = True
+        logger.warning(
+            "stream %s: this node (%s) was taken for lost and node %s runs its request now; "
+            "its run here stops",
+            self.stream_id,
+            self.services.node_id,
+            owner,
+        )
+        self.disconnect_app()
+        self.stop_app()
+
     def stop_app(self) -> None:
         """Stop the app's call (a cancel it ignored, or the server's drain ran out)."""
         self.app_stopped = True
@@ -855,9 +880,11 @@ class HostedStream:
             if recorder is not None and recorder.flush_due():  # (none: nothing left to write)
                 await recorder.flush()
             handed_over = self.handed_over and self.kind is StreamKind.REQUEST and not self.expired
-            if self.mode is Mode.UPGRADED and not self.core.final_seq and not handed_over:
+            if self.mode is Mode.UPGRADED and not self.core.final_seq and not handed_over and not self.fenced:
                 await self.recorder.record_json_answer()
-            if (self.mode is Mode.STREAM or self.mode is Mode.UPGRADED) and (
+            if self.fenced:
+                pass  # (the record is another node's: nothing of this run's end is written)
+            elif (self.mode is Mode.STREAM or self.mode is Mode.UPGRADED) and (
                 self.meta_created or self.record_due
             ):
                 if self.parser is not None and self.parser.pending.strip():
@@ -1114,6 +1141,13 @@ class HostedStream:
             self.app_disconnect.set()
         if first is not None:
             await first.send(message)
+
+    @property
+    def outlives_close(self) -> bool:
+        """Whether its request goes on when its client closes (a task), or may come to (a feature
+        layer's deadline may make it one)."""
+        delivery = self.delivery
+        return delivery is not None and (delivery.survives_close or delivery.on_deadline is not None)
 
     @property
     def first_attached(self) -> bool:

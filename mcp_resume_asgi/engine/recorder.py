@@ -40,7 +40,7 @@ from mcp_resume_asgi.engine.connection import current_asyncio_task
 from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.engine.services import SHUT_DOWN, HostedRequest
 from mcp_resume_asgi.store import keys
-from mcp_resume_asgi.store.base import StoreFullError, StreamKind, StreamMeta, StreamState
+from mcp_resume_asgi.store.base import FencedError, StoreFullError, StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.sse import SSEEvent, encode_payload
 
@@ -109,6 +109,18 @@ class RecordedStream(HostedRequest, Protocol):
     def expired(self) -> bool: ...
     @property
     def json_status(self) -> int: ...
+    @property
+    def fenced(self) -> bool:
+        """Another node runs its request now (`fenced_by`): nothing more is written of it here."""
+
+    def fenced_by(self, owner: str | None) -> None:
+        """A write found the record owned by `owner`, not this node: stop the app's work here."""
+
+    @property
+    def outlives_close(self) -> bool:
+        """Its request goes on when its client closes (a task), or may come to (a feature
+        layer's deadline may make it one)."""
+
     def mark_opened(self) -> None:
         """The stream's record exists (its `opened` flag is set)."""
 
@@ -180,6 +192,7 @@ class Recorder:
         "backlog_bytes",
         "burst",
         "core",
+        "fence",
         "held",
         "hosted",
         "lost",
@@ -239,6 +252,15 @@ class Recorder:
         self.opening_over: anyio.Event | None = None
         self.unavailable = False
         """The due record could not be created: the answer passed through (`HostedStream.unrecorded`)."""
+        self.fence: str | None = (
+            hosted.services.node_id
+            if hosted.services.node is not None
+            and hosted.kind is StreamKind.REQUEST
+            and hosted.policy.rerun_on_loss
+            else None
+        )
+        """The owner its events are written as (`Store.append`'s `owner`): this node, for a call
+        another node may run again once it takes this one for lost (None: not fenced)."""
 
     async def record_events(self, events: list[SSEEvent]) -> None:
         await self.record_frames([(encode_payload(e.data, e.event), e.data) for e in events if e.data])
@@ -392,7 +414,17 @@ class Recorder:
                 exc,
             )
 
+    def _fenced(self, fenced: FencedError) -> None:
+        """Another node owns the record now (`HostedStream.fenced_by`): nothing more is written,
+        no error either, and each later `send` of the app is where its stop lands."""
+        self.backlog, self.backlog_bytes = [], 0
+        self.refused, self.refusal_recorded = fenced, True
+        self.hosted.fenced_by(fenced.owner)
+
     async def _refuse_more(self) -> None:
+        if isinstance(self.refused, FencedError):
+            await anyio.lowlevel.checkpoint()  # (the app's stop lands here: no error of ours)
+            return
         raise StreamNotRecorded(
             f"stream {self.hosted.stream_id}: the store refused its events"
         ) from self.refused
@@ -441,6 +473,8 @@ class Recorder:
             # Cancelled, or refused and forgotten (a write behind may come after the refusal):
             # nobody is coming back for what the app still says.
             return
+        if hosted.fenced:
+            return
         recorded = core.record(frames)
         if recorded is None:
             return
@@ -477,6 +511,7 @@ class Recorder:
                         max_bytes=policy.max_bytes_per_stream,
                         final_seq=recorded.final_seq,
                         retain_s=policy.retain_completed_s,
+                        owner=self.fence,
                     )
                     if not completed or hosted.method == "initialize":  # (else nothing to do: no coroutine)
                         await self._answered(completed, recorded.final_seq, recorded.final_data)
@@ -486,9 +521,13 @@ class Recorder:
                         recorded.batch,
                         max_events=policy.max_events_per_stream,
                         max_bytes=policy.max_bytes_per_stream,
+                        owner=self.fence,
                     )
                     if recorded.inputs or recorded.final_seq is not None:
                         await self._note(recorded.inputs, recorded.final_seq, recorded.final_data, None)
+            except FencedError as fenced:
+                self._fenced(fenced)
+                return
             except Exception as exc:
                 if not services.store_outage(exc):
                     raise
@@ -628,7 +667,13 @@ class Recorder:
             max_events, max_bytes = batch.limits(
                 hosted.policy.max_events_per_stream, hosted.policy.max_bytes_per_stream
             )
-            await store.append(hosted.stream_id, events, max_events=max_events, max_bytes=max_bytes)
+            try:
+                await store.append(
+                    hosted.stream_id, events, max_events=max_events, max_bytes=max_bytes, owner=self.fence
+                )
+            except FencedError as fenced:
+                self._fenced(fenced)
+                return []
         if batch.first_seq is not None and meta.first_seq < batch.first_seq:
             await store.update_stream(hosted.stream_id, first_seq=batch.first_seq)
         await self._note(inputs, batch.final_seq, batch.final_data, meta)
@@ -795,10 +840,18 @@ class Recorder:
             hosted.mark_opened()
             return
         await hosted.store.create_stream(self._meta(attached=attached), ttl_s=ttl)
-        if hosted.policy.rerun_on_loss and hosted.kind is StreamKind.REQUEST and services.node is not None:
+        if (
+            hosted.policy.rerun_on_loss
+            and hosted.kind is StreamKind.REQUEST
+            and services.node is not None
+            and rerun.may_run_again(hosted.version, hosted.session_id, hosted.opted_in, hosted.outlives_close)
+        ):
             # Kept for another node to run again if this one is lost (deleted once answered).
-            stored = rerun.capture(hosted.scope, hosted.body, services.principal)
-            await rerun.save(hosted.store, hosted.stream_id, stored, ttl)
+            bound = rerun.bound(
+                hosted.principal, hosted.session_id, hosted.request_id, hosted.method, hosted.route
+            )
+            stored = rerun.capture(hosted.scope, hosted.body, services.principal, bound)
+            await rerun.save(hosted.store, services.signer, hosted.stream_id, stored, ttl)
         hosted.meta_created = True
         hosted.mark_opened()
         if hosted.kind is StreamKind.STANDALONE and hosted.session_id is not None:

@@ -49,6 +49,7 @@ from mcp_resume_asgi.http.signals import hold_app_streams, on_shutdown_signal
 from mcp_resume_asgi.policy import Policy, RoutesSpec, RouteTable
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
+from mcp_resume_asgi.store.encrypted import encrypted
 from mcp_resume_asgi.store.health import StoreHealth
 from mcp_resume_asgi.store.memory import StoreFullError
 from mcp_resume_asgi.store.observed import observed
@@ -61,6 +62,7 @@ from mcp_resume_asgi.wire.headers import accepts_sse, header, is_json, named_onc
 from mcp_resume_asgi.wire.principal import PrincipalOf, default_principal
 from mcp_resume_asgi.wire.replies import send_bytes, send_jsonrpc_error
 from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY, RELAYED_FROM, STREAM_SEGMENT
+from mcp_resume_asgi.wire.store_cipher import StoreCipher
 from mcp_resume_asgi.wire.tokens import TokenSigner, new_stream_id
 
 __all__ = ["DEFAULT_DRAIN_S", "DEFAULT_MAX_BODY_BYTES", "ResumeMiddleware"]
@@ -87,6 +89,7 @@ class ResumeMiddleware:
         routes: RoutesSpec | None = None,
         store: Store | str | None = None,
         secret: str | bytes | None = None,
+        encryption_key: str | bytes | None = None,
         path: str | Sequence[str] = "/mcp",
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         principal: PrincipalOf = default_principal,
@@ -98,7 +101,13 @@ class ResumeMiddleware:
         """`store`: a `Store` or a store URL (`store.urls`); none given, `MCP_RESUME_STORE` or a
         `MemoryStore`. `drain_s`: the drain's budget (`drain`): how long the app's running requests go on
         once the server's shutdown began before they are ended (each stream then ends with an
-        error event its client can read, a task is `failed`)."""
+        error event its client can read, a task is `failed`).
+
+        `encryption_key` (16 or more characters or bytes, the same on every node; needs the
+        `encryption` extra): what the store and its pub/sub carry that may be secret - events
+        (the app's answers), key values (stored requests with their credentials, task and REST
+        records), relayed requests and answers - is encrypted before it leaves the process
+        (`store/encrypted.py`; `docs/security.md` says what a reader of the store sees)."""
         check_asgi_app(app, wrapper="ResumeMiddleware")
         paths = [path] if isinstance(path, str) else list(path)
         if not paths or not all(isinstance(x, str) and x.startswith("/") for x in paths):
@@ -116,7 +125,8 @@ class ResumeMiddleware:
         self.max_body_bytes = max_body_bytes
         self.routes = RouteTable(policy or Policy(), routes)
         telemetry_of = telemetry_from(telemetry)  # (`telemetry`: OpenTelemetry if installed, else off)
-        self.store = observed(store_from_setting(store), telemetry_of)
+        cipher = StoreCipher(encryption_key) if encryption_key is not None else None
+        self.store = observed(encrypted(store_from_setting(store), cipher), telemetry_of)
         if self.store.shared and secret is None:
             raise ValueError(
                 "a store shared by several processes needs a shared `secret`: a stream URL or event id "

@@ -116,6 +116,7 @@ class CallStore:
 
     def __init__(self, port: EnginePort, stream_of_task: StreamOfTask, task_view: TaskView) -> None:
         self.store: Store = port.store
+        self.signer = port.signer
         self._stream_of_task = stream_of_task
         self.task_view = task_view
 
@@ -158,7 +159,7 @@ class CallStore:
         stream_id = self.stream_of(task_id)
         if stream_id is None:
             return None
-        return await read_record(self.store, stream_id)
+        return await read_record(self.store, self.signer, stream_id)
 
     async def current_stream(self, task_id: str) -> StreamMeta | None:
         """The stream of the task's current round (where its progress and answer are)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mcp_resume_asgi.store.base import (
+    FencedError,
     GapError,
     KeyAndStream,
     SessionInfo,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from mcp_resume_asgi.store.sqlite import SQLiteStore
 
 __all__ = [
+    "FencedError",
     "GapError",
     "KeyAndStream",
     "MemoryStore",

@@ -281,6 +281,17 @@ class KeyAndStream:
     once that event is no longer retained (evicted to stay within the store's bounds)."""
 
 
+class FencedError(Exception):
+    """A write made on behalf of a node that no longer owns the stream (`Store.append`'s
+    `owner`): the node was taken for lost and another one runs its request now. Nothing of the
+    write was made."""
+
+    def __init__(self, stream_id: str, owner: str | None) -> None:
+        super().__init__(f"stream {stream_id} is owned by {owner!r} now")
+        self.stream_id = stream_id
+        self.owner = owner
+
+
 class StoreFullError(Exception):
     """The store holds its maximum number of running streams; new streams are refused."""
 
@@ -380,13 +391,24 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def append(
-        self, stream_id: str, events: Sequence[tuple[int, bytes]], *, max_events: int, max_bytes: int
+        self,
+        stream_id: str,
+        events: Sequence[tuple[int, bytes]],
+        *,
+        max_events: int,
+        max_bytes: int,
+        owner: str | None = None,
     ) -> None:
         """Record events (seqs strictly increasing) and wake readers waiting on the stream.
 
         Idempotent: events the stream holds already are not recorded again, so a write retried
         after its first try landed unseen (a store that timed out but ran it) changes nothing;
-        another payload under a seq already recorded is a ValueError."""
+        another payload under a seq already recorded is a ValueError.
+
+        Fenced: with `owner`, nothing is written unless the stream's record names that node as
+        its owner (checked in the same step as the write): `FencedError` otherwise. A node that
+        only looked dead (paused past its timeout) finds so on its next write, before it adds
+        an event beside those of the node that runs its request again."""
 
     async def open_with(
         self,
@@ -426,16 +448,17 @@ class Store(abc.ABC):
         max_bytes: int,
         final_seq: int,
         retain_s: float | None = None,
+        owner: str | None = None,
     ) -> bool:
         """`append(events)`, the last of which hold the final answer (`final_seq`), and the stream
         completed as `open_with` completes it, as one call. False when the stream does not
-        exist (nothing was written).
+        exist (nothing was written). `owner`: fenced as `append` is.
 
         What recording a request's answer takes once its stream is open; this default makes
         the two calls (`append`, then `update_stream`), as the answer must be stored before
         the stream says it has one.
         """
-        await self.append(stream_id, events, max_events=max_events, max_bytes=max_bytes)
+        await self.append(stream_id, events, max_events=max_events, max_bytes=max_bytes, owner=owner)
         completed = await self.update_stream(
             stream_id, ttl_s=retain_s, returning=True, final_seq=final_seq, state=StreamState.COMPLETED
         )

@@ -21,6 +21,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from cachetools import TLRUCache
 
 from mcp_resume_asgi.store.base import (
+    FencedError,
     GapError,
     SessionInfo,
     Store,
@@ -43,6 +44,12 @@ _NO_INPUTS: list[Any] = []
 
 def _ttu(_key: str, value: tuple[Any, float], _now: float) -> float:
     return value[1]
+
+
+def _fence(entry: _Entry, stream_id: str, owner: str | None) -> None:
+    """`Store.append`'s fence: raise unless the record is `owner`'s (None: anyone's)."""
+    if owner is not None and entry.meta.owner != owner:
+        raise FencedError(stream_id, entry.meta.owner)
 
 
 class MemoryStore(MemoryIndexes, Store):
@@ -188,10 +195,12 @@ class MemoryStore(MemoryIndexes, Store):
         max_bytes: int,
         final_seq: int,
         retain_s: float | None = None,
+        owner: str | None = None,
     ) -> bool:
         entry = self._entry(stream_id)
         if entry is None:
             return False
+        _fence(entry, stream_id, owner)
         self._add(entry, stream_id, events, max_events, max_bytes)
         self._complete(entry, stream_id, final_seq, retain_s)
         entry.wake()
@@ -288,9 +297,17 @@ class MemoryStore(MemoryIndexes, Store):
         self._drop(stream_id)
 
     async def append(
-        self, stream_id: str, events: Sequence[tuple[int, bytes]], *, max_events: int, max_bytes: int
+        self,
+        stream_id: str,
+        events: Sequence[tuple[int, bytes]],
+        *,
+        max_events: int,
+        max_bytes: int,
+        owner: str | None = None,
     ) -> None:
         entry = self._streams.get(stream_id)
+        if entry is not None:
+            _fence(entry, stream_id, owner)
         if entry is not None and self._add(entry, stream_id, events, max_events, max_bytes):
             entry.wake()
 

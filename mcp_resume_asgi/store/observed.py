@@ -122,10 +122,17 @@ class ObservedStore(Store):
         return self._timed("delete_stream", self.inner.delete_stream(stream_id))
 
     def append(
-        self, stream_id: str, events: Sequence[tuple[int, bytes]], *, max_events: int, max_bytes: int
+        self,
+        stream_id: str,
+        events: Sequence[tuple[int, bytes]],
+        *,
+        max_events: int,
+        max_bytes: int,
+        owner: str | None = None,
     ) -> Coroutine[Any, Any, None]:
         return self._timed(
-            "append", self.inner.append(stream_id, events, max_events=max_events, max_bytes=max_bytes)
+            "append",
+            self.inner.append(stream_id, events, max_events=max_events, max_bytes=max_bytes, owner=owner),
         )
 
     def open_with(
@@ -161,6 +168,7 @@ class ObservedStore(Store):
         max_bytes: int,
         final_seq: int,
         retain_s: float | None = None,
+        owner: str | None = None,
     ) -> Coroutine[Any, Any, bool]:
         return self._timed(
             "append_final",
@@ -171,6 +179,7 @@ class ObservedStore(Store):
                 max_bytes=max_bytes,
                 final_seq=final_seq,
                 retain_s=retain_s,
+                owner=owner,
             ),
         )
 

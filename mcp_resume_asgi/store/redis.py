@@ -59,6 +59,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from mcp_resume_asgi.store import redis_scripts as lua
 from mcp_resume_asgi.store.base import (
+    FencedError,
     GapError,
     SessionInfo,
     Store,
@@ -99,6 +100,15 @@ _WAIT_GRACE_S = 1.0
 #: `json.dumps(value, separators=...)` makes an encoder per call; a store encodes a dozen values a
 #: request (a stream's record), so one is made once.
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _owner_named(text: str) -> str | None:
+    """The owner a FENCED reply names (the record's field, JSON; None when it has none)."""
+    try:
+        owner = json.loads(text)
+    except ValueError:
+        return text[:100]
+    return owner if isinstance(owner, str) else None
 
 
 def _ms(seconds: float) -> int:
@@ -315,6 +325,8 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
                 raise StoreFullError(f"{self.max_streams} streams are running") from None
             if str(exc).startswith("SEQ"):
                 raise ValueError(str(exc)) from None
+            if str(exc).startswith("FENCED"):
+                raise FencedError(args[1], _owner_named(str(exc).removeprefix("FENCED "))) from None
             raise
 
     # -- streams -----------------------------------------------------------------------
@@ -380,6 +392,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         max_bytes: int,
         final_seq: int,
         retain_s: float | None = None,
+        owner: str | None = None,
     ) -> bool:
         part, keys = await self._stream(stream_id)
         reply = await self._write(
@@ -393,6 +406,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
                 self._layout_share(self.max_bytes),
                 _dumps(final_seq),
                 "" if retain_s is None else _ms(retain_s),
+                "" if owner is None else _dumps(owner),
                 *self._encode_events(events),
             ],
         )
@@ -489,13 +503,20 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         await self._delete(keys=keys, args=[part, stream_id])
 
     async def append(
-        self, stream_id: str, events: Sequence[tuple[int, bytes]], *, max_events: int, max_bytes: int
+        self,
+        stream_id: str,
+        events: Sequence[tuple[int, bytes]],
+        *,
+        max_events: int,
+        max_bytes: int,
+        owner: str | None = None,
     ) -> None:
         if not events:
             return
         encoded = self._encode_events(events)
         part, keys = await self._stream(stream_id)
-        args: list[Any] = [part, stream_id, max_events, max_bytes, self._layout_share(self.max_bytes)]
+        fence = "" if owner is None else _dumps(owner)
+        args: list[Any] = [part, stream_id, max_events, max_bytes, self._layout_share(self.max_bytes), fence]
         await self._write(self._append, keys, args + encoded)
 
     async def read(self, stream_id: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:

@@ -318,15 +318,21 @@ return 1
 
 # Add events to stream s (seq, payload, ... from ARGV[first] on), trim it by its caps and
 # keep the global budget; no notification (the caller bumps). Returns 0 (no stream), 1
-# (nothing new), 2 (added), or a SEQ error.
+# (nothing new), 2 (added), or a SEQ error. With `owner` (the writer's node id as the record
+# keeps it, JSON; '' or nil: any), nothing is written unless the record's owner is that node: a
+# FENCED error naming the owner (the node was taken for lost, and another runs its request).
 # Idempotent: the events the stream holds already (a retry of an append whose reply was lost,
 # Redis having run it late) are skipped, each checked against the payload stored under its seq
 # (an event trimmed since cannot be checked: taken as written).
 APPEND_FN = r"""
-local function add_events(s, maxev, maxb, budget, first)
+local function add_events(s, maxev, maxb, budget, first, owner)
   local m, e = mkey(s), ekey(s)
   local last_seq = redis.call('HGET', m, 'last_seq')
   if not last_seq then return 0 end
+  if owner and owner ~= '' then
+    local now_owner = redis.call('HGET', m, 'owner')
+    if now_owner ~= owner then return redis.error_reply('FENCED ' .. (now_owner or 'null')) end
+  end
   local start = first
   while start <= #ARGV and tonumber(ARGV[start]) <= tonumber(last_seq) do
     local id = ARGV[start] .. '-0'
@@ -369,11 +375,11 @@ local function complete(s, final_seq, ttl)
 end
 """
 
-# ARGV: P, stream, max_events, max_bytes, budget, seq, payload, seq, payload, ...
+# ARGV: P, stream, max_events, max_bytes, budget, owner ('' for any), seq, payload, seq, payload, ...
 APPEND = (
     APPEND_FN
     + r"""
-local added = add_events(ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), 6)
+local added = add_events(ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), 7, ARGV[6])
 if added == 2 then
   bump(ARGV[2])
   return 1
@@ -382,13 +388,13 @@ return added
 """
 )
 
-# ARGV: P, stream, max_events, max_bytes, budget, final_seq, retain_ms ('' for none), seq, payload, ...
-# Returns 0 (no stream: nothing written) or 1.
+# ARGV: P, stream, max_events, max_bytes, budget, final_seq, retain_ms ('' for none), owner ('' for
+# any), seq, payload, ... Returns 0 (no stream: nothing written) or 1.
 APPEND_FINAL = (
     APPEND_FN
     + r"""
 local s = ARGV[2]
-local added = add_events(s, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), 8)
+local added = add_events(s, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), 9, ARGV[8])
 if type(added) == 'table' or added == 0 then return added end
 complete(s, ARGV[6], tonumber(ARGV[7]))
 bump(s)

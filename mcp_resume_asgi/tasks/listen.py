@@ -240,7 +240,7 @@ async def follow(
     port = ctx.port
     last: tuple[Any, ...] | None = None
     while True:
-        read = await read_task(port.store, stream_id)
+        read = await read_task(port.store, port.signer, stream_id)
         if read is None:
             return  # expired: nothing more will be said of it
         record, meta = read.record, read.meta

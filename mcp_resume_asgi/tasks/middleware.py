@@ -229,7 +229,7 @@ class TasksMiddleware(FeatureMiddleware):
                     refused.append(record.principal)
                     return None
                 # Durable before the client hears of it: a `tasks/get` for the id resolves from now on.
-                created.append(await create_record(port.store, record))
+                created.append(await create_record(port.store, port.signer, record))
                 port.telemetry.task_status("working")
                 delivery.survives_close = True
                 logger.debug("stream %s is a task", stream_id)
@@ -323,7 +323,7 @@ async def _round_ended(port: EnginePort, origin: str, stream_id: str, fallback: 
         return record if record.ended_at is not None else record.ended(now)
 
     try:
-        stored = await change_record(port.store, origin, ended, create=fallback)
+        stored = await change_record(port.store, port.signer, origin, ended, create=fallback)
     except RecordContention:
         logger.exception("task %s: the end of its round %s was not noted", origin, stream_id)
         return

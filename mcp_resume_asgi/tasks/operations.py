@@ -205,7 +205,7 @@ class TaskRequests:
                 return r.ended(now) if r.ended_at is None and r.current_stream == current else r
 
             try:
-                stored = await change_record(port.store, record.stream_id, ended)
+                stored = await change_record(port.store, port.signer, record.stream_id, ended)
             except RecordContention:
                 logger.warning("task %s: the end of its round was not noted", record.stream_id)
                 stored = None
@@ -247,7 +247,7 @@ class TaskRequests:
         issued = issued_task(port, task_id)
         if issued is None:
             return None  # forged: no store read
-        read = await read_task(port.store, issued.stream_id)
+        read = await read_task(port.store, port.signer, issued.stream_id)
         if read is None:
             return await _gone_record(ctx, issued)
         refusal = await admit_to_task(port, ctx.scope, read.record, read.meta)
@@ -314,7 +314,7 @@ class TaskRequests:
             return False
         now = time.time()
         try:
-            cancelled = await change_record(port.store, stream_id, lambda r: r.cancelled(now))
+            cancelled = await change_record(port.store, port.signer, stream_id, lambda r: r.cancelled(now))
         except RecordContention:
             logger.warning("task %s: its record kept changing; the cancel was not stored", stream_id)
             await error_answer(ctx, send, p.error_message(ctx.request_id, p.INTERNAL_ERROR, _BUSY))

@@ -142,7 +142,7 @@ class RetriedCall:
         same call) or, None, is gone (the same call; not admitted yet); False leaves it to the
         engine, which attaches it to that stream (or answers that it is gone)."""
         ctx, port = self.ctx, self.ctx.port
-        record = await read_record(port.store, stream_id)
+        record = await read_record(port.store, port.signer, stream_id)
         # What runs here is asked of the engine by the stream's id (a stream gone: nothing).
         becoming = port.becoming_task(stream_id) if meta is not None else None
         live = meta is not None and port.is_live(stream_id)

@@ -203,7 +203,7 @@ async def _next_round(
         """The new round's stream exists: the task continues on it. Atomically: a cancel stored
         before this write stops the round here; one stored after it finds the round in the record."""
         try:
-            moved = await change_record(port.store, origin, moved_on, create=record)
+            moved = await change_record(port.store, port.signer, origin, moved_on, create=record)
         except RecordContention:
             logger.exception("task %s: its next round %s is stopped", origin, stream_id)
             moved = None

@@ -3,7 +3,8 @@
 A stateless `MCPServer` app (any node serves any request: a call re-run elsewhere is accepted
 there), with the tool `counted(seconds, steps, tag)`: it counts its runs in Redis (`INCR` of
 ``<MCP_RESUME_PREFIX>runs:<tag>``, so a test reads how often it ran, on any node, a node killed
-included), then sends `steps` progress notifications over `seconds` and returns 'counted {tag}'.
+included), then sends `steps` progress notifications over `seconds`, counts that it got to
+its end (``<MCP_RESUME_PREFIX>done:<tag>``) and returns 'counted {tag}'.
 Wrapped with `tasks=True` on a shared `RedisStore`, tagged like `multinode_app` (``x-node``).
 
 Environment as for `multinode_app` (``MCP_RESUME_PREFIX``, ``MCP_RESUME_SECRET``,
@@ -32,6 +33,11 @@ def runs_key(prefix: str, tag: str) -> str:
     return f"{prefix}runs:{tag}"
 
 
+def done_key(prefix: str, tag: str) -> str:
+    """The Redis key counting the runs of `counted(tag=tag)` that reached their end."""
+    return f"{prefix}done:{tag}"
+
+
 async def counted(ctx: Context, seconds: float = 4, steps: int = 40, tag: str = "counted") -> str:
     """Count this run in Redis, send `steps` progress notifications over `seconds`, return 'counted {tag}'."""
     client = aioredis.Redis.from_url(os.environ.get("MCP_RESUME_REDIS_URL") or redis_url())
@@ -42,6 +48,11 @@ async def counted(ctx: Context, seconds: float = 4, steps: int = 40, tag: str = 
     for i in range(1, steps + 1):
         await anyio.sleep(seconds / steps)
         await ctx.report_progress(i, steps, f"step {i}")
+    client = aioredis.Redis.from_url(os.environ.get("MCP_RESUME_REDIS_URL") or redis_url())
+    try:
+        await client.incr(done_key(os.environ["MCP_RESUME_PREFIX"], tag))
+    finally:
+        await client.aclose()
     return f"counted {tag}"
 
 
