@@ -12,8 +12,10 @@ test send.
    and `persist_redis` (`mcp_persist.with_persistence(server, backend="redis", ...)`, its
    defaults), at 1, 4 and 32 clients.
 2. What one call costs Redis, per Redis variant, in a window of its own at 1 client (figures a
-   loaded machine moves little): commands and their kinds (`INFO commandstats`), bytes in and
-   out (`INFO stats`), Redis's own CPU (`INFO cpu`), and the server's CPU µs per call.
+   loaded machine moves little): commands Redis ran and their kinds (`INFO commandstats`, the
+   scripts' own commands included), bytes in and out (`INFO stats`), Redis's own CPU (`INFO cpu`),
+   the server's CPU µs per call; then, in a second window, the commands the server sent (its round
+   trips: `MONITOR`, the scripts' commands apart).
 3. Replay of a stream of N events (10,000 by default), in this process, interleaved runs: ours
    through the middleware (GET with `Last-Event-ID`, every event sent), ours the store alone
    (`RedisStore.read` in pages of 1,000, what the engine reads), theirs the store alone
@@ -202,11 +204,14 @@ def count_calls(redis: PrivateRedis, area: RedisArea, seconds: float) -> dict[st
         try:
             asyncio.run(_measure(server, 1, 0.3, 0.5, TOOL))  # sessions, scripts loaded
             before = redis.counters()
+            sample = asyncio.run(_measure(server, 1, 0.0, seconds, TOOL))
+            after = redis.counters()
+            # Then what clients send, in a window of its own: MONITOR's feed is output of Redis's
+            # (it would count in the bytes above) and costs it CPU.
             monitor = redis.monitor()
             time.sleep(0.1)
-            sample = asyncio.run(_measure(server, 1, 0.0, seconds, TOOL))
+            watched = asyncio.run(_measure(server, 1, 0.0, min(seconds, 1.0), TOOL))
             monitor.stop()
-            after = redis.counters()
         finally:
             server.stop()
         calls = max(sample["requests"], 1)
@@ -221,8 +226,8 @@ def count_calls(redis: PrivateRedis, area: RedisArea, seconds: float) -> dict[st
             "bytes_in_per_call": per.pop("net_in"),
             "bytes_out_per_call": per.pop("net_out"),
             "by_command": {k.removeprefix("cmd:"): v for k, v in sorted(per.items()) if v > 0.001},
-            "sent_per_call": sum(monitor.top.values()) / calls,
-            "sent_by_command": {k: n / calls for k, n in sorted(monitor.top.items())},
+            "sent_per_call": sum(monitor.top.values()) / max(watched["requests"], 1),
+            "sent_by_command": {k: n / max(watched["requests"], 1) for k, n in sorted(monitor.top.items())},
             "connections": len(monitor.clients),
         }
         log(f"  count {variant}: {json.dumps(out[variant])}")
