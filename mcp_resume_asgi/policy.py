@@ -14,7 +14,7 @@ import dataclasses
 import fnmatch
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -137,8 +137,32 @@ class Policy:
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive int")
 
+    named: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
+    """The fields its caller gave (a copy made by `replace` names them all). A route's policy
+    overrides only these of the default's and inherits the rest (`RouteTable`)."""
+
     def replace(self, **changes: Any) -> Policy:
         return dataclasses.replace(self, **changes)
+
+    def over(self, default: Policy) -> Policy:
+        """`default` with the fields this policy names taken from it."""
+        if self.named >= _POLICY_FIELDS:
+            return self
+        return dataclasses.replace(default, **{name: getattr(self, name) for name in self.named})
+
+
+_POLICY_FIELDS = frozenset(f.name for f in dataclasses.fields(Policy) if f.init)
+_POSITIONAL = tuple(f.name for f in dataclasses.fields(Policy) if f.init)
+_dataclass_init = Policy.__init__
+
+
+def _init_naming_fields(self: Policy, *args: Any, **given: Any) -> None:
+    """The dataclass's own `__init__`, then `named` set to the fields the caller gave."""
+    _dataclass_init(self, *args, **given)
+    object.__setattr__(self, "named", frozenset((*_POSITIONAL[: len(args)], *given)))
+
+
+Policy.__init__ = _init_naming_fields  # type: ignore[method-assign]
 
 
 def running_ttl(policy: Policy) -> float:
@@ -192,6 +216,10 @@ def _bad_route_key(key: str) -> str:
 class RouteTable:
     """First matching route wins; `default` answers everything else.
 
+    A route's policy overrides only the fields it names (`Policy.named`) and inherits the
+    others from `default`: `Route(tool="report", policy=Policy(max_connection_s=20))` keeps
+    the default's `retry_ms`.
+
     A mapping is accepted as shorthand: keys `"tool:<glob>"`, `"method:<glob>"`,
     `"path:<glob>"`, in insertion order. A key without one of these prefixes is
     refused: a bare `"slow"` read as a method glob matched nothing, silently.
@@ -201,7 +229,10 @@ class RouteTable:
         if not isinstance(default, Policy):
             raise TypeError("policy must be a Policy")
         self.default = default
-        self.routes: tuple[Route, ...] = self._normalise(routes or ())
+        self.routes: tuple[Route, ...] = tuple(
+            dataclasses.replace(route, policy=route.policy.over(default))
+            for route in self._normalise(routes or ())
+        )
 
     @staticmethod
     def _normalise(routes: RoutesSpec) -> tuple[Route, ...]:

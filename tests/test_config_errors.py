@@ -14,6 +14,7 @@ from mcp_resume_asgi import (
     ResumableRequestsMiddleware,
     ResumeMiddleware,
     ResumeTokenMiddleware,
+    Route,
     resumable,
 )
 from mcp_resume_asgi.http.misconfig import check_asgi_app
@@ -49,6 +50,37 @@ def test_prefixed_routes_keys_still_work() -> None:
     assert table.choose("/x/mcp", "ping")[1].retry_ms == 3
     with pytest.raises(ValueError, match="must look like"):
         RouteTable(Policy(), {"bogus:x": Policy()})
+
+
+def test_a_route_policy_overrides_only_what_it_names() -> None:
+    """A route naming only `max_connection_s` keeps the default's `retry_ms` and every other field."""
+    default = Policy(retry_ms=500, max_wait_s=120, keepalive_s=5)
+    table = RouteTable(
+        default,
+        [
+            Route(tool="report", policy=Policy(max_connection_s=20)),
+            Route(tool="quiet", policy=Policy(keepalive_s=None, retry_ms=1000)),
+        ],
+    )
+    report = table.choose("/mcp", "tools/call", "report")[1]
+    assert (report.max_connection_s, report.retry_ms, report.max_wait_s, report.keepalive_s) == (
+        20,
+        500,
+        120,
+        5,
+    )
+    quiet = table.choose("/mcp", "tools/call", "quiet")[1]
+    # named explicitly, even at the class default's value: the route's value wins
+    assert (quiet.keepalive_s, quiet.retry_ms, quiet.max_wait_s) == (None, 1000, 120)
+    assert table.choose("/mcp", "tools/list")[1] is default
+    assert table.by_index(0) == report
+
+
+def test_a_route_policy_made_by_replace_is_taken_whole() -> None:
+    """`default.replace(...)` names every field: nothing more is inherited from another default."""
+    own = Policy(retry_ms=7).replace(max_connection_s=3)
+    table = RouteTable(Policy(retry_ms=500), {"tool:x": own})
+    assert table.choose("/mcp", "tools/call", "x")[1] == own
 
 
 # ----------------------------------------------------------------------------- what is wrapped

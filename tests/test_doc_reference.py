@@ -53,6 +53,8 @@ def options_of(target: Any) -> dict[str, Any]:
     if dataclasses.is_dataclass(target):
         found = {}
         for f in dataclasses.fields(target):
+            if not f.init:  # set by the object itself, not an option
+                continue
             if f.default is not dataclasses.MISSING:
                 found[f.name] = f.default
             elif f.default_factory is not dataclasses.MISSING:
