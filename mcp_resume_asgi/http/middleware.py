@@ -132,6 +132,8 @@ class ResumeMiddleware:
                 "a store shared by several processes needs a shared `secret`: a stream URL or event id "
                 "minted by one process must verify in the others"
             )
+        if secret is None:
+            secret = self.store.own_secret()  # (a durable store's: tokens outlive a restart)
         signer = TokenSigner(secret)
         self.node = (
             Node(
@@ -141,7 +143,7 @@ class ResumeMiddleware:
                 principal=principal,
                 max_body_bytes=max_body_bytes,
             )
-            if self.store.shared
+            if self.store.shared or self.store.durable
             else None
         )
         self.outage = StoreHealth(self.store)
@@ -276,6 +278,7 @@ class ResumeMiddleware:
             message = await receive()
             if message["type"] == "lifespan.shutdown":
                 await self.drain()
+                await self._flush_store()
             return message
 
         undo = on_shutdown_signal(self.drain)  # (the server's signal comes long before its shutdown)
@@ -289,6 +292,17 @@ class ResumeMiddleware:
         finally:
             release()
             undo()
+
+    async def _flush_store(self) -> None:
+        """What the drained work recorded, written before the server exits (a store whose writes
+        return before they are written: `SQLiteStore`; uvicorn ends the process with the signal it
+        got, and no exit hook runs then)."""
+        try:
+            await self.store.flush()
+        except Exception as exc:
+            if not self.store.is_unavailable_error(exc):
+                raise
+            logger.error("the store could not write what the drained work recorded: %s", exc)
 
     async def drain(self) -> Drained:
         """Drain this node now (`Engine.drain`): where another node can serve its clients, every
