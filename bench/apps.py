@@ -23,6 +23,8 @@ Variants:
   the serving process's own, deleted when it exits);
 * ``persist_sqlite`` - the peer to beat (``bench.sqlite``): ``mcp-persist``'s SQLite event store
   through its own ``with_persistence(server, backend="sqlite", url=...)``, its defaults.
+* ``persist_redis`` - the peer to beat (``bench.redis_peers``): ``mcp-persist``'s Redis event store
+  through its own ``with_persistence(server, backend="redis", url=..., key_prefix=...)``, its defaults.
 
 Each factory builds a fresh server, so the three never share state.
 """
@@ -49,6 +51,7 @@ VARIANTS = (
     "wrapped_off",
     "wrapped_sqlite",
     "persist_sqlite",
+    "persist_redis",
 )
 TOOLS = ("echo", "progress")
 RETRY_INTERVAL_MS = 1000
@@ -155,6 +158,12 @@ def create_app(variant: str = "bare", *, redis_url: str = "", redis_prefix: str 
         from mcp_persist import with_persistence
 
         return _slash(with_persistence(server, backend="sqlite", url=_scratch_file()))
+    if variant == "persist_redis":
+        from mcp_persist import with_persistence
+
+        if not (redis_url and redis_prefix):
+            raise ValueError("persist_redis needs redis_url and redis_prefix")
+        return _slash(with_persistence(server, backend="redis", url=redis_url, key_prefix=redis_prefix))
     if variant == "sdk_es":
         return server.streamable_http_app(
             host="127.0.0.1", event_store=InMemoryEventStore(), retry_interval=RETRY_INTERVAL_MS
@@ -171,6 +180,7 @@ def _slash(app: ASGIApp) -> ASGIApp:
             scope = {**scope, "path": "/mcp/", "raw_path": b"/mcp/"}
         await app(scope, receive, send)
 
+    slashed.app = app  # type: ignore[attr-defined]  # (bench.callcounts finds the Starlette app by `.app`)
     return slashed
 
 
