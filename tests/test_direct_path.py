@@ -173,6 +173,42 @@ async def test_a_stalled_client_never_holds_the_app_and_gets_everything_in_order
     assert seqs == sorted(set(seqs)), "events repeated or out of order"
 
 
+class BufferingClient(Client):
+    """A server whose `send` takes the body at once and then waits for its client to read it
+    (hypercorn writes to its transport and then awaits `drain`; granian hands the body to its
+    response channel before the awaitable it returned learns of it): a write stopped while it
+    waits has reached the client all the same."""
+
+    async def send(self, message: Message) -> None:
+        self.sent.append(message)
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.complete.set()
+        if message["type"] == "http.response.body" and self._stalled is not None:
+            await self._stalled.wait()
+
+
+async def test_a_stalled_write_the_server_took_is_not_written_again() -> None:
+    app = App(notes=20)
+    middleware = ResumeMiddleware(app, policy=Policy(keepalive_s=None), store=MemoryStore())
+    client = BufferingClient()
+    client.stall()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(middleware, _scope(), client.receive, client.send)
+        try:
+            with anyio.fail_after(scaled(2.0)):
+                await app.finished.wait()  # the app ran to its end while its client read nothing
+        finally:
+            client.resume()
+        with anyio.fail_after(scaled(5)):
+            await client.complete.wait()
+    progress = [json.loads(line[6:]) for line in _data_lines(client.body())]
+    assert [m["params"]["progress"] for m in progress[:-1]] == list(range(1, 21)), progress
+    assert progress[-1]["id"] == 7 and "result" in progress[-1]
+    ids = [line for line in client.body().split(b"\n") if line.startswith(b"id: ")]
+    seqs = [int(line.rsplit(b":", 1)[1]) for line in ids]
+    assert seqs == sorted(set(seqs)), f"events repeated or out of order: {seqs}"
+
+
 class Burst:
     """Sends `paced` progress events yielding after each, then up to `notes` without yielding,
     waits for `go`, then sends the result."""
