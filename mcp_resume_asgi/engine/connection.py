@@ -150,6 +150,7 @@ class Connection:
     __slots__ = (
         "_idle",
         "_listen_task",
+        "_pending",
         "_receive",
         "_send",
         "_write_task",
@@ -201,6 +202,9 @@ class Connection:
         # one per connection); on another loop by an `Interruptible`, made when first used.
         self._listen_task: asyncio.Task[Any] | None = None
         self._write_task: asyncio.Task[Any] | None = None
+        self._pending: tuple[asyncio.Future[Any], bool] | None = None
+        """A write given up by its writer (stalled) that the server still has under way, and
+        whether it ends the answer (`write_interruptibly`, `settle_pending`)."""
         self.listener: Interruptible | None = None
         self.writing: Interruptible | None = None
         self.sending = 0
@@ -263,12 +267,23 @@ class Connection:
         if not self.gone:
             self.gone = True
             self.interrupt_write()
+            if self._pending is not None:
+                self._pending[0].cancel()  # (nobody reads it: the server's send need not go on)
 
     async def write_interruptibly(self, data: bytes, *, end: bool = False) -> bool | None:
         """`write`, which `interrupt_write` can stop: True, False when gone, None when interrupted.
 
         Every event of an attached connection is written here, so on asyncio it is `send`
-        and `Interruptible.run` in one coroutine (`Interruptible` says how it is stopped)."""
+        and `Interruptible.run` in one coroutine (`Interruptible` says how it is stopped).
+
+        A server whose `send` returns a future of its own (granian, when its client reads slower
+        than it writes) writes on whether or not that future is awaited, and may have taken the
+        data before the future learns of it: an interrupted wait for it does not cancel it (on
+        asyncio). It is kept (`settle_pending`), and whoever writes the connection next first
+        learns from it whether the data went out, so an event is never written twice, nor
+        skipped. (A `send` that is a coroutine is cancelled, as it must be to stop waiting: a
+        server that returns from such a cancel having written - not uvicorn - may see the
+        interrupted write's events again.)"""
         if self.gone or self.finished:
             return False
         message = {"type": "http.response.body", "body": data, "more_body": not end}
@@ -282,12 +297,24 @@ class Connection:
                 return False if self.gone else None
             return written
         self._write_task = task
+        sending = self._send(message)
         try:
-            await self._send(message)
+            if asyncio.isfuture(sending):
+                await asyncio.shield(sending)  # (the server's write goes on if this wait is interrupted)
+            else:
+                await sending
         except asyncio.CancelledError:
+            future = sending if asyncio.isfuture(sending) else None
             if self._write_task is not None or task.uncancel() > 0:
+                if future is not None:
+                    future.cancel()
                 raise  # not (only) ours
-            return False if self.gone else None
+            if self.gone or future is None:
+                if future is not None:
+                    future.cancel()
+                return False if self.gone else None
+            self._pending = (future, end)
+            return None
         except Exception:  # the server reports a dead socket in its own way (OSError, ClientDisconnected...)
             # No longer interruptible first: `mark_gone` interrupts the write in flight, which
             # would be this task itself, cancelled at its next await for nothing.
@@ -300,6 +327,31 @@ class Connection:
         if end:
             self.finished = True
         return True
+
+    async def settle_pending(self) -> bool | None:
+        """Wait for the write given up by its writer (`write_interruptibly`) to end in the server:
+        True when it was written, False when the client is gone, None when none was under way."""
+        pending = self._pending
+        if pending is None:
+            return None
+        sending, end = pending
+        try:
+            await asyncio.shield(sending)
+        except asyncio.CancelledError:
+            if not sending.cancelled():
+                raise  # (the waiter's own cancellation)
+            return False
+        except Exception:
+            self._pending = None
+            logger.debug("client connection failed on send", exc_info=True)
+            self.mark_gone()
+            return False
+        finally:
+            if sending.done():
+                self._pending = None
+        if end:
+            self.finished = True
+        return not self.gone
 
     def interrupt_write(self) -> None:
         """Stop the write in flight (it returns None, or False if the client is gone)."""

@@ -338,7 +338,7 @@ class Writer:
                 written = await conn.write_interruptibly(first[0], end=first[2])
                 core.write_ended(att)
                 if written is None:
-                    self._hand_over(conn)
+                    self._hand_over(conn, first[1])
                     handed_over = True
                 elif written:
                     core.wrote(att, first[1], time.monotonic())
@@ -409,7 +409,7 @@ class Writer:
                 written = await conn.write_interruptibly(data, end=complete)
                 core.write_ended(att)
             if written is None:
-                self._hand_over(conn)
+                self._hand_over(conn, last)
                 return False
             if not written:
                 return True
@@ -459,14 +459,24 @@ class Writer:
         if when is not None:  # (None: no write in flight, not "no deadline": `arm` is not told)
             self.services.scheduler.arm(self.timer, when)
 
-    def _hand_over(self, conn: Connection) -> None:
+    def _hand_over(self, conn: Connection, last: int | None = None) -> None:
+        """A write to `conn` stalled: a task of its own writes it from now on. `last`: the seq of
+        the last event the stalled write carries (None: no event, a head or a keep-alive)."""
         logger.debug("stream %s: a connection stalled; it gets a writer of its own", self.stream_id)
         conn.own_writer = True
-        spawn(self._own_writer, conn)
+        spawn(self._own_writer, conn, last)
 
-    async def _own_writer(self, conn: Connection) -> None:
+    async def _own_writer(self, conn: Connection, last: int | None = None) -> None:
         att = conn.attachment
         try:
+            # The stalled write may still reach the client (the server took it, or takes it
+            # yet): what it carries counts as written once the server says so, and is never
+            # written again; else it is owed still, and read back from the store.
+            written = await conn.settle_pending()
+            if written and last is not None and att is not None and conn.attachment is att:
+                self.core.wrote(att, last, time.monotonic())
+                if self.services.drain_closes:
+                    self.core.drain(att)
             while att is not None and conn.attachment is att and not conn.gone:
                 wake = conn.wake = anyio.Event()
                 await self._drain(conn, att, None)
