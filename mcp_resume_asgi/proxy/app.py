@@ -19,6 +19,16 @@ this one forwards each request it gets to the upstream URL and its answer back.
   upstream request; an upstream that breaks off mid-answer ends the answer there.
 * Every request path goes to the same path on the upstream's origin: the MCP endpoint is
   the upstream URL's own path, and the rest (OAuth metadata, say) goes along.
+
+It forwards with httpx's transport (`httpx.AsyncHTTPTransport`: httpcore's kept-alive
+connection pool), called directly rather than through an `httpx.AsyncClient`: a proxy wants
+none of a client's per-request work (merging default headers, a cookie jar, which would carry
+one caller's cookies to the next, auth and redirect handling, environment proxies). What is
+the same for every request is built once: the timeouts, the endpoint's URL.
+An answer with a `Content-Length` (a JSON answer, an error) goes down without a task that
+watches for the client leaving (as the wait for its head has none), its last piece ending it;
+an SSE answer, open as long as the upstream keeps it, is watched, and a client that leaves
+closes it.
 """
 
 from __future__ import annotations
@@ -127,30 +137,30 @@ class ProxyApp:
         self.principal_key = principal_key.encode() if isinstance(principal_key, str) else principal_key
         self._transport = transport
         self._origin = self.upstream.copy_with(raw_path=b"/")
+        self._endpoint = self.upstream.copy_with(raw_path=self.path.encode("ascii"))
         self._host = self.upstream.netloc
-        self._client: httpx.AsyncClient | None = None
+        self._timeouts = {
+            "connect": connect_timeout_s,
+            "read": read_timeout_s,
+            "write": connect_timeout_s,
+            "pool": connect_timeout_s,
+        }
+        self._http: httpx.AsyncBaseTransport | None = None
         self._unreachable = False
 
     # ------------------------------------------------------------------ life
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            timeout = httpx.Timeout(
-                connect=self.connect_timeout_s,
-                read=self.read_timeout_s,
-                write=self.connect_timeout_s,
-                pool=self.connect_timeout_s,
-            )
+    def _transport_to_upstream(self) -> httpx.AsyncBaseTransport:
+        """The one pool of connections to the upstream, made on first use (in the event loop)."""
+        if self._http is None:
             limits = httpx.Limits(max_connections=self.max_connections, max_keepalive_connections=64)
-            self._client = httpx.AsyncClient(
-                timeout=timeout, limits=limits, transport=self._transport, trust_env=False
-            )
-        return self._client
+            self._http = self._transport or httpx.AsyncHTTPTransport(limits=limits, trust_env=False)
+        return self._http
 
     async def aclose(self) -> None:
         """Close the connections to the upstream (the lifespan's shutdown does it)."""
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
+        transport, self._http = self._http, None
+        if transport is not None:
+            await transport.aclose()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -181,6 +191,8 @@ class ProxyApp:
     def _url(self, scope: Scope) -> httpx.URL:
         raw_path = scope.get("raw_path") or scope["path"].encode("utf-8")
         query = scope.get("query_string") or b""
+        if not query and raw_path == self._endpoint.raw_path:  # the MCP endpoint: nearly every request
+            return self._endpoint
         return self._origin.copy_with(raw_path=raw_path + (b"?" + query if query else b""))
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -194,9 +206,15 @@ class ProxyApp:
         except _ClientGone:
             return
         headers = to_upstream(scope["headers"], self._host, scope.get("scheme", "http"))
-        request = self._http().build_request(scope["method"], self._url(scope), headers=headers, content=body)
+        request = httpx.Request(
+            scope["method"],
+            self._url(scope),
+            headers=headers,
+            content=body,
+            extensions={"timeout": self._timeouts},
+        )
         try:
-            response = await self._http().send(request, stream=True)
+            response = await self._transport_to_upstream().handle_async_request(request)
         except httpx.ReadTimeout:
             logger.warning(
                 "the upstream %s sent no answer to %s %s within %ss",
@@ -244,6 +262,10 @@ class ProxyApp:
         media = response.headers.get("content-type", "").split(";")[0].strip().lower()
         splitter = EventSplitter(self.max_event_bytes) if media == "text/event-stream" else None
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+        length = _content_length(response) if splitter is None else None
+        if length is not None:
+            await self._relay_sized(response, length, send)
+            return
         async with anyio.create_task_group() as tg:
             tg.start_soon(_cancel_when_gone, receive, tg.cancel_scope)
             try:
@@ -251,14 +273,28 @@ class ProxyApp:
                     pieces = [chunk] if splitter is None else splitter.feed(chunk)
                     for piece in pieces:
                         await send({"type": "http.response.body", "body": piece, "more_body": True})
-                if splitter is not None and (rest := splitter.rest()):
-                    await send({"type": "http.response.body", "body": rest, "more_body": True})
+                rest = splitter.rest() if splitter is not None else b""
+                await send({"type": "http.response.body", "body": rest, "more_body": False})
             except EventTooLarge as exc:
                 logger.warning("the answer from the upstream %s was cut: %s", self.upstream, exc)
+                await send(_END)
             except httpx.HTTPError as exc:
                 logger.info("the upstream %s broke off an answer: %r", self.upstream, exc)
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+                await send(_END)
             tg.cancel_scope.cancel()
+
+    async def _relay_sized(self, response: httpx.Response, length: int, send: Send) -> None:
+        """An answer of `length` bytes: its pieces as they come, the one that completes it
+        ending the answer (an upstream that breaks off short ends it there)."""
+        left = length
+        try:
+            async for chunk in response.aiter_raw():
+                left -= len(chunk)
+                await send({"type": "http.response.body", "body": chunk, "more_body": left > 0})
+        except httpx.HTTPError as exc:
+            logger.info("the upstream %s broke off an answer: %r", self.upstream, exc)
+        if left > 0:
+            await send(_END)
 
     def _went_unreachable(self, exc: Exception) -> None:
         level = logging.DEBUG if self._unreachable else logging.WARNING
@@ -269,6 +305,17 @@ class ProxyApp:
         if self._unreachable:
             self._unreachable = False
             logger.warning("the upstream MCP server %s is reachable again", self.upstream)
+
+
+_END = {"type": "http.response.body", "body": b"", "more_body": False}
+
+
+def _content_length(response: httpx.Response) -> int | None:
+    """The answer's length, from its one well-formed `Content-Length` (httpcore checks its framing)."""
+    values = response.headers.get_list("content-length")
+    if len(values) != 1 or not values[0].isdigit():
+        return None
+    return int(values[0])
 
 
 async def _cancel_when_gone(receive: Receive, scope: anyio.CancelScope) -> None:
