@@ -139,8 +139,13 @@ async def _set_cookie(request: Request) -> Response:
     return response
 
 
+async def _accept(request: Request) -> Response:
+    return Response(status_code=202)
+
+
 UPSTREAM = Starlette(
     routes=[
+        Route("/accept", _accept, methods=["POST"]),
         Route("/mcp", _echo, methods=["GET", "POST", "DELETE"]),
         Route("/login", _set_cookie, methods=["POST"]),
         Route("/refuse", _refuse, methods=["POST"]),
@@ -239,6 +244,9 @@ async def test_a_sized_answer_ends_with_its_last_piece() -> None:
             status, _, body = await _call(app, "POST", "/mcp", b'{"x":1}', sent=sent)
             assert status == 200 and httpx.Response(200, content=b"".join(body)).json()["body"] == '{"x":1}'
             assert [m["more_body"] for m in sent[1:]] == [False] and sent[-1]["body"], sent
+            sent.clear()  # an empty answer ends too
+            status, _, body = await _call(app, "POST", "/accept", b"{}", sent=sent)
+            assert status == 202 and not body and sent[-1]["more_body"] is False, sent
         finally:
             await app.aclose()
 

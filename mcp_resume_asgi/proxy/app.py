@@ -287,13 +287,15 @@ class ProxyApp:
         """An answer of `length` bytes: its pieces as they come, the one that completes it
         ending the answer (an upstream that breaks off short ends it there)."""
         left = length
+        ended = False
         try:
             async for chunk in response.aiter_raw():
                 left -= len(chunk)
-                await send({"type": "http.response.body", "body": chunk, "more_body": left > 0})
+                ended = left <= 0
+                await send({"type": "http.response.body", "body": chunk, "more_body": not ended})
         except httpx.HTTPError as exc:
             logger.info("the upstream %s broke off an answer: %r", self.upstream, exc)
-        if left > 0:
+        if not ended:  # an empty answer, one to a HEAD, or one cut short
             await send(_END)
 
     def _went_unreachable(self, exc: Exception) -> None:
