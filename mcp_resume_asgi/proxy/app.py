@@ -25,10 +25,6 @@ connection pool), called directly rather than through an `httpx.AsyncClient`: a 
 none of a client's per-request work (merging default headers, a cookie jar, which would carry
 one caller's cookies to the next, auth and redirect handling, environment proxies). What is
 the same for every request is built once: the timeouts, the endpoint's URL.
-An answer with a `Content-Length` (a JSON answer, an error) goes down without a task that
-watches for the client leaving (as the wait for its head has none), its last piece ending it;
-an SSE answer, open as long as the upstream keeps it, is watched, and a client that leaves
-closes it.
 """
 
 from __future__ import annotations
@@ -262,10 +258,6 @@ class ProxyApp:
         media = response.headers.get("content-type", "").split(";")[0].strip().lower()
         splitter = EventSplitter(self.max_event_bytes) if media == "text/event-stream" else None
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-        length = _content_length(response) if splitter is None else None
-        if length is not None:
-            await self._relay_sized(response, length, send)
-            return
         async with anyio.create_task_group() as tg:
             tg.start_soon(_cancel_when_gone, receive, tg.cancel_scope)
             try:
@@ -283,21 +275,6 @@ class ProxyApp:
                 await send(_END)
             tg.cancel_scope.cancel()
 
-    async def _relay_sized(self, response: httpx.Response, length: int, send: Send) -> None:
-        """An answer of `length` bytes: its pieces as they come, the one that completes it
-        ending the answer (an upstream that breaks off short ends it there)."""
-        left = length
-        ended = False
-        try:
-            async for chunk in response.aiter_raw():
-                left -= len(chunk)
-                ended = left <= 0
-                await send({"type": "http.response.body", "body": chunk, "more_body": not ended})
-        except httpx.HTTPError as exc:
-            logger.info("the upstream %s broke off an answer: %r", self.upstream, exc)
-        if not ended:  # an empty answer, one to a HEAD, or one cut short
-            await send(_END)
-
     def _went_unreachable(self, exc: Exception) -> None:
         level = logging.DEBUG if self._unreachable else logging.WARNING
         self._unreachable = True
@@ -310,14 +287,6 @@ class ProxyApp:
 
 
 _END = {"type": "http.response.body", "body": b"", "more_body": False}
-
-
-def _content_length(response: httpx.Response) -> int | None:
-    """The answer's length, from its one well-formed `Content-Length` (httpcore checks its framing)."""
-    values = response.headers.get_list("content-length")
-    if len(values) != 1 or not values[0].isdigit():
-        return None
-    return int(values[0])
 
 
 async def _cancel_when_gone(receive: Receive, scope: anyio.CancelScope) -> None:
