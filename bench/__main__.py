@@ -56,7 +56,7 @@ PUBLISHED = RESULTS / "benchmarks.json"
 #: As in bench.apps, which this process does not import (it imports mcp_resume_asgi,
 #: which with `--at` only the child processes may load).
 VARIANTS = ("bare", "wrapped", "wrapped_redis", "sdk_es", "wrapped_otel")
-REDIS_VARIANTS = frozenset({"wrapped_redis"})
+REDIS_VARIANTS = frozenset({"wrapped_redis", "persist_redis"})
 HTTP_CONCURRENCIES = [1, 4, 32]
 ENGINE_EVENTS = [1_000, 10_000]
 REPLAY_EVENTS = [100, 300, 1_000, 3_000, 10_000]  # up to Policy.max_events_per_stream

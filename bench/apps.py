@@ -19,6 +19,12 @@ Variants:
   SDK - the default when ``opentelemetry-api`` is installed);
 * ``wrapped_off`` - ``wrapped`` with ``telemetry=False`` (for ``bench.inprocess``: what the
   hooks cost with no SDK).
+* ``wrapped_sqlite`` - ``wrapped`` on a ``SQLiteStore`` (one file, in a temporary directory of
+  the serving process's own, deleted when it exits);
+* ``persist_sqlite`` - the peer to beat (``bench.sqlite``): ``mcp-persist``'s SQLite event store
+  through its own ``with_persistence(server, backend="sqlite", url=...)``, its defaults.
+* ``persist_redis`` - the peer to beat (``bench.redis_peers``): ``mcp-persist``'s Redis event store
+  through its own ``with_persistence(server, backend="redis", url=..., key_prefix=...)``, its defaults.
 
 Each factory builds a fresh server, so the three never share state.
 """
@@ -36,7 +42,17 @@ from starlette.types import ASGIApp
 from mcp_resume_asgi import Policy, resumable
 from mcp_resume_asgi.telemetry import OpenTelemetry
 
-VARIANTS = ("bare", "wrapped", "wrapped_redis", "sdk_es", "wrapped_otel", "wrapped_off")
+VARIANTS = (
+    "bare",
+    "wrapped",
+    "wrapped_redis",
+    "sdk_es",
+    "wrapped_otel",
+    "wrapped_off",
+    "wrapped_sqlite",
+    "persist_sqlite",
+    "persist_redis",
+)
 TOOLS = ("echo", "progress")
 RETRY_INTERVAL_MS = 1000
 #: A store shared by several processes needs a shared secret; any fixed one serves a benchmark.
@@ -132,11 +148,52 @@ def create_app(variant: str = "bare", *, redis_url: str = "", redis_prefix: str 
         return resumable(server.streamable_http_app(host="127.0.0.1"), policy=Policy(), telemetry=_otel())
     if variant == "wrapped_off":
         return resumable(server.streamable_http_app(host="127.0.0.1"), policy=Policy(), telemetry=False)
+    if variant == "wrapped_sqlite":
+        from mcp_resume_asgi.store.sqlite import SQLiteStore
+
+        return resumable(
+            server.streamable_http_app(host="127.0.0.1"), policy=Policy(), store=SQLiteStore(_scratch_file())
+        )
+    if variant == "persist_sqlite":
+        from mcp_persist import with_persistence
+
+        return _slash(with_persistence(server, backend="sqlite", url=_scratch_file()))
+    if variant == "persist_redis":
+        from mcp_persist import with_persistence
+
+        if not (redis_url and redis_prefix):
+            raise ValueError("persist_redis needs redis_url and redis_prefix")
+        return _slash(with_persistence(server, backend="redis", url=redis_url, key_prefix=redis_prefix))
     if variant == "sdk_es":
         return server.streamable_http_app(
             host="127.0.0.1", event_store=InMemoryEventStore(), retry_interval=RETRY_INTERVAL_MS
         )
     raise ValueError(f"unknown variant {variant!r}; one of {VARIANTS}")
+
+
+def _slash(app: ASGIApp) -> ASGIApp:
+    """`app` with `/mcp` asked as `/mcp/`: `with_persistence` mounts the endpoint (a Starlette
+    `Mount`, which answers `/mcp` with a 307 to `/mcp/`), and the load generator asks `/mcp`."""
+
+    async def slashed(scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("path") == "/mcp":
+            scope = {**scope, "path": "/mcp/", "raw_path": b"/mcp/"}
+        await app(scope, receive, send)
+
+    slashed.app = app  # type: ignore[attr-defined]  # (bench.callcounts finds the Starlette app by `.app`)
+    return slashed
+
+
+def _scratch_file() -> str:
+    """A database file in a temporary directory of this process's own, deleted when it exits."""
+    import atexit
+    import os
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="bench-sqlite-")
+    atexit.register(shutil.rmtree, folder, True)
+    return os.path.join(folder, "mcp.db")
 
 
 def _otel() -> OpenTelemetry:

@@ -20,7 +20,7 @@ from typing import Any
 from bench.apps import create_app
 from bench.callcounts import _call, open_session, starlette_app
 
-VARIANTS = ("bare", "wrapped", "sdk_es", "wrapped_off", "wrapped_otel")
+VARIANTS = ("bare", "wrapped", "sdk_es", "wrapped_off", "wrapped_otel", "wrapped_sqlite")
 
 
 def _tools_call(i: int) -> bytes:

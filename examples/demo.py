@@ -7,7 +7,10 @@ Starts `examples.server:app` under uvicorn on a free loopback port, then:
 2. resumes through the Link URL with `Last-Event-ID` and receives exactly the
    events it missed, then the result;
 3. runs the same tool with the stock `mcp` client while the middleware closes
-   the connection every 2 seconds, and counts the resumes.
+   the connection every 2 seconds, and counts the resumes;
+4. (`examples/restart.py`) serves the tool on a SQLite store in a child process, stops
+   that process mid-call as a deploy would, starts a new one on the same file, and
+   resumes there: the client gets the result, exactly once.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import anyio
 import httpx
 import uvicorn
 
+from examples.restart import restart_demo
 from examples.server import app
 from mcp_resume_asgi.wire.sse import SSEParser
 
@@ -162,6 +166,8 @@ def main() -> None:
     finally:
         server.should_exit = True
         thread.join(timeout=5)
+    if restart_demo() != 1:
+        raise SystemExit("the result did not arrive exactly once across the restart")
 
 
 if __name__ == "__main__":

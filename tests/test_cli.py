@@ -5,6 +5,8 @@ helper), and `inspect` of a memory store (refused: nothing to see from outside).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import httpx
 import pytest
@@ -57,6 +59,14 @@ def test_bad_input_is_one_clear_line_and_exit_status_2(
     err = _fails(argv, capsys)
     assert said in err and "Traceback" not in err, err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_inspect_does_not_open_a_sqlite_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Opening the file would take its one-process lock from the server holding it: refused unopened."""
+    path = tmp_path / "served.db"
+    err = _fails(["inspect", "--store", f"sqlite:///{path}"], capsys)
+    assert "a SQLite file belongs to the one process serving it" in err, err
+    assert not path.exists() and not list(tmp_path.iterdir())
 
 
 def test_every_option_comes_from_the_environment_too(

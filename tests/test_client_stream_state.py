@@ -39,6 +39,7 @@ class Limits:
     max_attempts: int = 3
     flush_after_s: float = 1.0
     max_pending_requests: int = 4
+    reconnect_s: float = 60.0
 
 
 def state(link: httpx.URL | None = None, tokens: TokenBook | None = None, **limits: Any) -> StreamState:
@@ -317,6 +318,19 @@ def test_other_refusals_are_retried_or_given_up() -> None:
         state().refused(200, "text/html", by_token=True)
     with pytest.raises(GiveUp, match="2 reconnect attempts failed"):
         s.refused(502, "", by_token=True)
+
+
+def test_attempts_no_server_answers_go_on_for_reconnect_s_then_give_up_saying_so() -> None:
+    """A restart or a deploy: no server answers for a while. Those attempts do not spend the
+    attempt budget; they go on for `reconnect_s` from the first of them, then give up clearly."""
+    s = state(max_attempts=2, reconnect_s=10.0)
+    for now in (100.0, 103.0, 106.0, 109.9):
+        s.unanswered("ConnectError: refused", now)
+    assert s.attempts == 0
+    s.answered_attempt()  # a server answered: the next silence counts from its own start
+    s.unanswered("HTTP 502", 200.0)
+    with pytest.raises(GiveUp, match=r"no server answered for 10 s \(reconnect_s=10"):
+        s.unanswered("HTTP 502", 210.0)
 
 
 def test_the_stream_of_an_initialize_resumes_in_the_session_its_answer_named() -> None:

@@ -398,6 +398,7 @@ def test_the_demo_runs() -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "liftoff" in proc.stdout, proc.stdout
+    assert "results    1 (exactly once, across the restart)" in proc.stdout, proc.stdout
 
 
 def test_the_directives_are_documented() -> None:

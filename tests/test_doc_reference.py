@@ -30,6 +30,7 @@ MUST_BE_COVERED = {
     "mcp_resume_asgi.Route",
     "mcp_resume_asgi.MemoryStore",
     "mcp_resume_asgi.store.redis.RedisStore",
+    "mcp_resume_asgi.store.sqlite.SQLiteStore",
     "mcp_resume_asgi.TasksMiddleware",
     "mcp_resume_asgi.RestMiddleware",
     "mcp_resume_asgi.ResumableRequestsMiddleware",

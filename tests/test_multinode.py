@@ -449,7 +449,8 @@ async def test_owner_killed_during_a_call_ends_it_with_an_error(
                         await finished.wait()
                     took = time.monotonic() - killed_at
                     tg.cancel_scope.cancel()
-        recorded = await recorded_messages(prefix)
+                # (read before the session's end: its DELETE, taken over by B, deletes its streams)
+                recorded = await recorded_messages(prefix)
     with_progress = {key: msgs for key, msgs in recorded.items() if progress_values(msgs)}
     recorded_progress = [p for msgs in with_progress.values() for p in progress_values(msgs)]
     terminal = [m for msgs in with_progress.values() for m in msgs if isinstance(m, dict) and "error" in m]

@@ -5,8 +5,8 @@ it is not run again.
 On a real uvicorn in the test's loop with the Redis store, a tool on a `rerun_on_loss` route
 whose app holds its answer until the test lets it go: while it runs, the store holds its request
 for a stateless 2025-11-25 call (credentials, session, revision, body type; no proxy's or
-client's other headers), and nothing for a call of a 2025 session (its session lives in one
-node's memory) nor for a plain 2026-07-28 call (closing it cancels it: nobody can follow it).
+client's other headers), and nothing for a call of a 2025 session the store does not keep (it
+lives in one node's memory: no other node can take it over) nor for a plain 2026-07-28 call (closing it cancels it: nobody can follow it).
 Then, on a node that finds a call's owner lost and refuses its stored request, the request is
 gone from Redis at once (not left for its TTL).
 """
@@ -161,7 +161,7 @@ async def test_a_stateless_2025_call_keeps_only_the_headers_a_rerun_needs() -> N
 async def test_a_call_of_a_2025_session_keeps_nothing() -> None:
     kept, records = await while_running("2025-11-25", session="a-session")
     assert records >= 1, "the call's record is there"
-    assert kept == [], "its session lives on one node: it cannot be run again, its token is not kept"
+    assert kept == [], "its session is not kept: it cannot be run again, its token is not kept"
 
 
 async def test_a_plain_2026_call_keeps_nothing() -> None:

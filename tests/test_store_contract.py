@@ -1,4 +1,4 @@
-"""The `Store` contract, one suite over every implementation (`MemoryStore`, `RedisStore`).
+"""The `Store` contract, one suite over every implementation (`MemoryStore`, `SQLiteStore`, `RedisStore`).
 
 The Redis variant runs against a real server, the suite's own (`tests/support/stores.py`;
 env `REDIS_URL` points it elsewhere). Without one the Redis cases are skipped, except under `CI=true`, where
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.anyio
 Factory = Callable[..., Awaitable[Store]]
 
 
-@pytest.fixture(params=["memory", "redis", "cluster"])
+@pytest.fixture(params=["memory", "sqlite", "redis", "cluster"])
 async def make(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
     """`await make(**bounds)`: a fresh, empty store of the parametrised kind.
 
@@ -46,6 +46,9 @@ async def make(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
     from its URL, in its default partitions - or in one when a test sets a bound: the
     contract's bounds are of the whole store, which several partitions keep only in shares
     (`redis_layout.py`; `tests/test_redis_cluster_store.py` tests those).
+
+    "sqlite": a `SQLiteStore` on a file of its own in the test's `tmp_path`; its peer is the
+    same store (one process per file).
     """
     kind = request.param
     url = ""
@@ -60,6 +63,14 @@ async def make(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
     async def factory(peer: Store | None = None, **bounds: Any) -> Store:
         if kind == "memory":
             return peer if peer is not None else MemoryStore(**bounds)
+        if kind == "sqlite":
+            if peer is not None:
+                return peer
+            from mcp_resume_asgi.store.sqlite import SQLiteStore
+
+            tmp_path = request.getfixturevalue("tmp_path")
+            opened.append(SQLiteStore(tmp_path / f"store-{len(opened)}.db", **bounds))
+            return opened[-1]
         from mcp_resume_asgi.store import RedisStore
 
         if peer is not None:
@@ -81,7 +92,7 @@ async def make(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
         yield factory
     finally:
         with anyio.CancelScope(shield=True):
-            if opened:
+            if opened and kind != "sqlite":
                 await opened[0].clear()
             for store in opened:
                 await store.aclose()

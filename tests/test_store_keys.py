@@ -25,12 +25,15 @@ def test_the_engine_keys() -> None:
     assert keys.client_answer("sess-1", "é") == 'input:sess-1:"\\u00e9"'
     assert keys.rerun_request("s1") == "rerun-request:s1"
     assert keys.rerun_claim("s1", 0) == "rerun-claim:s1:0"
+    assert keys.RERUN_INDEX == "reruns"
 
 
 def test_the_cluster_keys() -> None:
     assert keys.node("a1b2c3") == "node:a1b2c3"
     assert keys.nodes_index() == "nodes"
     assert keys.session_owner("sess-1") == "owner:sess-1"
+    assert keys.session_record("sess-1") == "session-record:sess-1"
+    assert keys.session_adoption("sess-1", "a1b2c3") == "session-adoption:sess-1:a1b2c3"
 
 
 def test_a_cancel_binding() -> None:

@@ -48,7 +48,7 @@ assert (package / "py.typed").is_file(), "py.typed is not shipped"
 assert metadata.version("mcp-resume-asgi") == sys.argv[1], metadata.version("mcp-resume-asgi")
 assert metadata.metadata("mcp-resume-asgi")["License-Expression"] == "MIT"
 extras = set(metadata.metadata("mcp-resume-asgi").get_all("Provides-Extra"))
-assert extras == {"cli", "client", "otel", "proxy", "redis", "rest"}, f"published extras must be features only: {extras}"
+assert extras == {"cli", "client", "encryption", "otel", "proxy", "redis", "rest"}, f"published extras must be features only: {extras}"
 for tool in ("pytest", "mypy", "ruff", "mcp", "mkdocs"):
     assert importlib.util.find_spec(tool) is None, f"{tool} came with the install: a dev tool in an extra"
 

@@ -29,6 +29,9 @@ def inspect_command(args: argparse.Namespace) -> int:
         raise OptionError("--store URL is required (or MCP_RESUME_STORE), e.g. redis://localhost:6379/0")
     if args.limit < 0:
         raise OptionError("--limit must be 0 or more")
+    if args.store.partition(":")[0].lower() == "sqlite":
+        # Not opened: opening takes the file's one-process lock from the server that holds it.
+        raise OptionError("inspect reads Redis stores; a SQLite file belongs to the one process serving it")
     options: dict[str, Any] = {"prefix": args.prefix} if args.prefix else {}
     try:
         store = store_from_url(args.store, **options)

@@ -23,6 +23,7 @@ error for its request (``error_event``) instead of an exception.
 from __future__ import annotations
 
 import logging
+import time
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
@@ -38,7 +39,7 @@ from .links import stream_link
 from .messages import IdKey, error_event, media_type
 from .resumable_requests import TokenBook
 from .sse_reader import SSEError, SSEParser, closing_iterator
-from .stream_state import Limits, Refused, StreamState, is_continuation
+from .stream_state import UNANSWERED_STATUS, Limits, Refused, StreamState, is_continuation
 
 logger = logging.getLogger(__name__)
 
@@ -305,9 +306,14 @@ class LogicalStream:
             logger.debug("%s %r after event %r", what, self.request_id, state.last_event_id)
             sent = await self._send(resume.method, resume.url, resume.body)
             if isinstance(sent, str):
-                state.failed(sent)
+                state.unanswered(sent, time.monotonic())
                 continue
             status, media = sent.status_code, media_type(sent)
+            if status in UNANSWERED_STATUS:
+                await sent.aclose()
+                state.unanswered(f"HTTP {status}", time.monotonic())
+                continue
+            state.answered_attempt()
             if is_continuation(status, media, by_token=resume.by_token):
                 state.follow(stream_link(sent, resume.url))
                 return sent

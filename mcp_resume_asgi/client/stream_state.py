@@ -9,11 +9,17 @@ SEP-975 token, a GET on the ``Link`` URL, a GET on the MCP URL with
 them all and is tested without a server or an event loop; it does no I/O, reads
 no clock, and gives up by raising :class:`~.errors.GiveUp`.
 
-The attempt budget: an attempt fails on a network error, a retryable status
-(408, 425, 429, 5xx), or a connection that breaks or ends without any event
+The attempt budget: an attempt fails on a retryable status (408, 425, 429, 500, 503),
+or a connection that breaks or ends without any event
 before a new event came; ``max_attempts`` failures in a row give up. An event
 with a new id restarts the count, and so does a server that polls - ends the
 response cleanly after re-sending only its priming event.
+
+An attempt that no server answers (a network error before any answer, or a 502 or
+504 from a proxy in front) is not counted: the service may be restarting, or every node
+being replaced (a deploy). Such attempts go on for up to ``reconnect_s`` seconds from the
+first of them in a row (the clock is passed in), then the stream gives up with an error
+that says so.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ MAX_EVENT_ID_LENGTH: Final = 1024
 #: How many event ids are remembered per stream to drop replayed duplicates.
 DEDUP_WINDOW: Final = 4096
 RETRYABLE_STATUS: Final = frozenset({408, 425, 429, 500, 502, 503, 504})
+#: The statuses a proxy gives when no server behind it answered (a restart, a deploy).
+UNANSWERED_STATUS: Final = frozenset({502, 504})
 #: What a resume may be answered with to continue the stream.
 CONTINUATION_MEDIA: Final = frozenset({"text/event-stream", "application/json"})
 # Headers of the original POST that must not be copied onto the requests this transport makes.
@@ -65,6 +73,8 @@ class Limits(Protocol):
     def max_retry_ms(self) -> int: ...
     @property
     def max_attempts(self) -> int: ...
+    @property
+    def reconnect_s(self) -> float: ...
     @property
     def flush_after_s(self) -> float: ...
     @property
@@ -135,6 +145,8 @@ class StreamState:
         self.last_event_id: str | None = None
         self.retry_ms: int | None = None
         self.attempts = 0
+        self.unanswered_since: float | None = None
+        """When the attempts that no server answered began (None: the last one was answered)."""
         self.new_events = 0  # events with an id not seen before: progress
         self._seen: set[str] = set()
         self._seen_order: deque[str] = deque()
@@ -300,6 +312,22 @@ class StreamState:
         )
         if self.attempts >= self.limits.max_attempts:
             raise GiveUp(f"stream lost: {self.attempts} reconnect attempts failed (last: {why})")
+
+    def unanswered(self, why: str, now: float) -> None:
+        """No server answered an attempt (see the module docstring): give up once that has
+        lasted ``reconnect_s``."""
+        if self.unanswered_since is None:
+            self.unanswered_since = now
+        waited = now - self.unanswered_since
+        if waited >= self.limits.reconnect_s:
+            raise GiveUp(
+                f"no server answered for {waited:.0f} s (reconnect_s={self.limits.reconnect_s:g}; last: {why})"
+            )
+        logger.info("request %r: no server answers (%s); trying again", self.request_id, why)
+
+    def answered_attempt(self) -> None:
+        """A server answered an attempt (whatever it said)."""
+        self.unanswered_since = None
 
     def failed_with_status(self, status: int) -> None:
         """An internal request was refused with ``status``: give up, or count a failed attempt."""

@@ -47,6 +47,7 @@ credential that expires in the middle of a stream ends it with a clear error.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 import weakref
 from typing import Any, Final
@@ -69,6 +70,7 @@ __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
     "DEFAULT_MAX_PENDING_REQUESTS",
     "DEFAULT_MAX_RETRY_MS",
+    "DEFAULT_RECONNECT_S",
     "DEFAULT_RETRY_MS",
     "MAX_EVENT_ID_LENGTH",
     "MAX_REMEMBERED_TOKENS",
@@ -88,6 +90,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_RETRY_MS: Final = 1000
 DEFAULT_MAX_RETRY_MS: Final = 30_000
 DEFAULT_MAX_ATTEMPTS: Final = 5
+DEFAULT_RECONNECT_S: Final = 60.0
 DEFAULT_FLUSH_AFTER_S: Final = 1.0
 DEFAULT_MAX_PENDING_REQUESTS: Final = 1024
 
@@ -112,6 +115,11 @@ class ResumableTransport(httpx.AsyncBaseTransport):
         flush_after_s: how long a server may keep a stream open once every pending
             server-to-client request has its answer before the answers are POSTed anyway.
         max_pending_requests: bound on unanswered server-to-client requests per stream.
+        reconnect_s: how long to go on trying while no server answers at all (a network
+            error before any answer, or 502/504 from a proxy: a restart, a deploy), from
+            the first such attempt in a row; these attempts do not count in ``max_attempts``.
+            Past it the stream ends with an error that says no server answered (a POST
+            raises its last network error).
     """
 
     def __init__(
@@ -126,6 +134,7 @@ class ResumableTransport(httpx.AsyncBaseTransport):
         max_pending_requests: int = DEFAULT_MAX_PENDING_REQUESTS,
         idempotency_keys: bool = True,
         resumable_requests: bool = True,
+        reconnect_s: float = DEFAULT_RECONNECT_S,
     ) -> None:
         if default_retry_ms < 0 or max_retry_ms < 0:
             raise ValueError("retry times must not be negative")
@@ -137,6 +146,8 @@ class ResumableTransport(httpx.AsyncBaseTransport):
             raise ValueError("flush_after_s must not be negative")
         if max_pending_requests < 1:
             raise ValueError("max_pending_requests must be at least 1")
+        if not 0 <= reconnect_s < float("inf"):
+            raise ValueError("reconnect_s must be a non-negative finite number of seconds")
         self.inner = inner if inner is not None else httpx.AsyncHTTPTransport()
         self.default_retry_ms = default_retry_ms
         self.max_retry_ms = max_retry_ms
@@ -146,6 +157,7 @@ class ResumableTransport(httpx.AsyncBaseTransport):
         self.max_pending_requests = max_pending_requests
         self.idempotency_keys = idempotency_keys
         self.resumable_requests = resumable_requests
+        self.reconnect_s = reconnect_s
         # SEP-975 tokens by (endpoint, session, request id), for `request_status`.
         self._tokens = TokenBook(MAX_REMEMBERED_TOKENS)
         # Weak: a response the consumer drops without closing must not keep its state alive.
@@ -230,12 +242,18 @@ class ResumableTransport(httpx.AsyncBaseTransport):
             request.headers["idempotency-key"] = uuid.uuid4().hex
         keyed = "idempotency-key" in request.headers
         attempt = 0
+        unanswered_since: float | None = None
         while True:
             try:
                 return await self.inner.handle_async_request(request)
             except httpx.TransportError as exc:
                 attempt += 1
-                if attempt >= self.max_attempts or not (keyed or isinstance(exc, httpx.ConnectError)):
+                if not (keyed or isinstance(exc, httpx.ConnectError)):
+                    raise
+                # No server answers (a restart, a deploy): tried again for up to `reconnect_s`.
+                now = time.monotonic()
+                unanswered_since = now if unanswered_since is None else unanswered_since
+                if now - unanswered_since >= self.reconnect_s and attempt >= self.max_attempts:
                     raise
                 delay_ms = min(self.default_retry_ms, self.max_retry_ms)
                 logger.info("POST failed before an answer (%r); retrying in %d ms", exc, delay_ms)

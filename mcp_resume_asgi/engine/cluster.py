@@ -25,6 +25,7 @@ and logged once per reason and `WARN_EVERY_S`; nothing a message holds stops the
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import secrets
@@ -60,6 +61,11 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 ASGIHandler = Callable[[Scope, Receive, Send], Awaitable[None]]
+#: A node's heartbeat value while it serves its sessions.
+ALIVE = "alive"
+#: A node's heartbeat value once its drain began: alive for what it still runs (relays of its
+#: streams, answers to its requests), but its sessions are other nodes' to take over.
+LEAVING = "leaving"
 #: How often, at most, messages dropped for one reason are logged as a warning.
 WARN_EVERY_S = 60.0
 #: Most nodes the roll call holds (`keys.nodes_index`): far above any fleet.
@@ -141,11 +147,18 @@ class Node:
         self.running = False
         self.leaving = False
         """Draining: off the roll call of the nodes that may serve clients (`leave`)."""
+        self.status = ALIVE
+        """What this node's heartbeat says: `ALIVE`, or `LEAVING` once its drain began (its
+        sessions are then taken over by other nodes, `engine/adoption.py`)."""
         self._up: anyio.Event | None = None
         """Set when `running` becomes True, for whoever waits for it (`wait_running`)."""
         self._handler: ASGIHandler | None = None
         self._replies: dict[str, _Replies] = {}
         self._served: dict[str, anyio.Event] = {}
+        self._relayed_streams: set[anyio.CancelScope] = set()
+        """The relays from here whose client may resume them elsewhere (`let_streams_go` ends
+        them): GET streams, and SSE answers once an event with an id went through."""
+        self._let_go: set[anyio.CancelScope] = set()
         self._task_group: anyio.abc.TaskGroup | None = None
         self.link = OutageLog(f"node {self.node_id}: cluster link", level=logging.ERROR, log_to=logger)
         self.heartbeats = OutageLog(f"node {self.node_id}: heartbeat", level=logging.WARNING, log_to=logger)
@@ -159,7 +172,7 @@ class Node:
         self._handler = handler
         async with anyio.create_task_group() as tg, self.store.subscribe(self.channel) as inbox:
             self._task_group = tg
-            await self.store.set_key(self.channel, "alive", self.timeout_s)
+            await self.store.set_key(self.channel, self.status, self.timeout_s)
             await self._on_roll_call()
             self.running = True
             up, self._up = self._up, None
@@ -198,7 +211,7 @@ class Node:
         while True:
             await anyio.sleep(self.timeout_s / 3)
             try:
-                await self.store.set_key(self.channel, "alive", self.timeout_s)
+                await self.store.set_key(self.channel, self.status, self.timeout_s)
                 await self._on_roll_call()
             except Exception as exc:
                 self.heartbeats.failed(exc)
@@ -217,12 +230,42 @@ class Node:
         """This node drains: it takes itself off the roll call, and answers whether another
         node is on it (alive, not draining), that can serve its clients from the store."""
         self.leaving = True
+        self.status = LEAVING  # its sessions are other nodes' to take over from now on
+        try:
+            await self.store.set_key(self.channel, LEAVING, self.timeout_s)
+        except Exception as exc:
+            self.heartbeats.failed(exc)
         await self.store.index_remove(keys.nodes_index(), self.node_id)
         listed = await self.store.index_page(keys.nodes_index(), limit=2)
         return any(member != self.node_id for member, _ in listed)
 
     async def alive(self, node_id: str) -> bool:
         return node_id == self.node_id or await self.store.get_key(keys.node(node_id)) is not None
+
+    async def holds_sessions(self, node_id: str) -> bool:
+        """Whether node `node_id` is alive and not leaving: its sessions are its own to serve."""
+        if node_id == self.node_id:
+            return self.status == ALIVE
+        return await self.store.get_key(keys.node(node_id)) == ALIVE
+
+    def let_streams_go(self) -> None:
+        """This node drains: end every stream it relays that its client may resume elsewhere
+        (a GET stream, an SSE answer: its client resumes it, on a node that stays), as it ends
+        its own."""
+        for scope in self._relayed_streams:
+            self._let_go.add(scope)
+            scope.cancel()
+        self._relayed_streams.clear()
+
+    async def left(self) -> None:
+        """This node exits cleanly: its heartbeat goes at once, so no node waits `timeout_s`
+        for it (a relay to it fails at once, its sessions are taken over)."""
+        self.status = LEAVING
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.timeout_s):
+            try:
+                await self.store.delete_key(self.channel)
+            except Exception as exc:
+                self.heartbeats.failed(exc)
 
     def _receive(self, raw: bytes) -> None:
         """Dispatch one message of this node's channel, or drop it: nothing it holds may end the
@@ -382,8 +425,12 @@ class Node:
             self._served.pop(relay_id, None)
 
     # -- the receiving node's side ---------------------------------------------------------
-    async def relay(self, owner: str, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
-        """Send this request to `owner` and stream its answer back to our client."""
+    async def relay(
+        self, owner: str, scope: Scope, receive: Receive, send: Send, body: bytes, *, give_back: bool = False
+    ) -> bool:
+        """Send this request to `owner` and stream its answer back to our client. True once
+        answered; with `give_back`, False when `owner` did not take it (nothing was sent: the
+        caller serves it another way), else that is a 503."""
         relay_id = secrets.token_hex(8)
         replies_in, replies = anyio.create_memory_object_stream[dict[str, Any]](1024)
         self._replies[relay_id] = _Replies(replies_in)
@@ -405,12 +452,16 @@ class Node:
             now=time.time(),
         )
         started = False
+        sse = False
+        acknowledged = False
         # Set instead of raised inside the task group, which would wrap it in an ExceptionGroup.
         owner_lost = False
         try:
             if await self.store.publish(keys.node(owner), json.dumps(message).encode()) == 0:
                 raise LookupError("nobody listens")
             async with anyio.create_task_group() as tg:
+                if scope["method"] == "GET":
+                    self._relayed_streams.add(tg.cancel_scope)
 
                 async def tell_owner_when_gone() -> None:
                     while (await receive())["type"] != "http.disconnect":
@@ -420,7 +471,6 @@ class Node:
 
                 tg.start_soon(tell_owner_when_gone)
                 expected = 1
-                acknowledged = False
                 while True:
                     reply: dict[str, Any] | None = None
                     with anyio.move_on_after(self.timeout_s):
@@ -438,11 +488,16 @@ class Node:
                         continue
                     if reply["t"] == "start" and not started:
                         started = True
+                        head = [(_unb64(k), _unb64(v)) for k, v in reply.get("headers", [])]
+                        sse = any(
+                            k.lower() == b"content-type" and v.startswith(b"text/event-stream")
+                            for k, v in head
+                        )
                         await send(
                             {
                                 "type": "http.response.start",
                                 "status": int(reply.get("status", 502)),
-                                "headers": [(_unb64(k), _unb64(v)) for k, v in reply.get("headers", [])],
+                                "headers": head,
                             }
                         )
                         continue
@@ -454,17 +509,28 @@ class Node:
                         break
                     expected += 1
                     more = bool(reply.get("more"))
-                    await send(
-                        {"type": "http.response.body", "body": _unb64(reply.get("body")), "more_body": more}
-                    )
+                    part = _unb64(reply.get("body"))
+                    await send({"type": "http.response.body", "body": part, "more_body": more})
+                    if sse and b"\nid:" in b"\n" + part:
+                        # Its client has an event id to resume from: a drain here may let it go.
+                        self._relayed_streams.add(tg.cancel_scope)
                     if not more:
                         break
                 tg.cancel_scope.cancel()
-            if owner_lost:
-                raise LookupError("the owner died")
+            let_go = tg.cancel_scope in self._let_go
+            self._let_go.discard(tg.cancel_scope)
+            self._relayed_streams.discard(tg.cancel_scope)
+            if let_go:
+                with contextlib.suppress(Exception):
+                    await self._publish(keys.node(owner), {"t": "gone", "id": relay_id})
+            if owner_lost or let_go:
+                raise LookupError("the owner died, or this node let the relay go")
         except LookupError:
             if started:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
+            elif give_back and not acknowledged:
+                logger.info("relay %s: node %s did not answer; serving the request here", relay_id, owner)
+                return False
             else:
                 logger.warning("relay %s: node %s did not answer", relay_id, owner)
                 await send_json(
@@ -476,3 +542,4 @@ class Node:
         finally:
             self._replies.pop(relay_id, None)
             replies_in.close()
+        return True

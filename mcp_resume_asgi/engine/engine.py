@@ -34,6 +34,7 @@ from mcp_resume_asgi.core.resume import Resume
 from mcp_resume_asgi.core.stream import close_cancels, primed
 from mcp_resume_asgi.engine import rerun
 from mcp_resume_asgi.engine.admission import Admission, post_to_app
+from mcp_resume_asgi.engine.adoption import Adoptions, SessionAliases
 from mcp_resume_asgi.engine.cancellation import cancel_app
 from mcp_resume_asgi.engine.cluster import Node
 from mcp_resume_asgi.engine.connection import Connection
@@ -51,6 +52,7 @@ from mcp_resume_asgi.engine.port import (
 )
 from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.engine.services import StreamServices
+from mcp_resume_asgi.engine.sweep import Sweep
 from mcp_resume_asgi.policy import Policy, RouteTable, running_ttl
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import GapError, Store, StreamKind, StreamMeta, StreamState
@@ -111,12 +113,15 @@ class Engine:
         host_with: Callable[[Engine], HostRequest],
         request_bound: int | None = None,
         telemetry: Telemetry = OFF,
+        aliases: SessionAliases | None = None,
     ) -> None:
         """`on_store_outage` is told when a store call (one made inside the app's `send`, say)
         finds the store down. `host_with(engine)` is the port's `host`: the front's way to host
         a request around `handle_request` (`http/retried_posts.py` claims an `Idempotency-Key`
         first), so the layers that host a request through the port go the same way.
-        `request_bound`: the largest request body the front takes (the REST face keeps to it)."""
+        `request_bound`: the largest request body the front takes (the REST face keeps to it).
+        `aliases`: the layer around the app that maps adopted sessions' ids (`adoption.py`),
+        if the front put one there (else adopted sessions are not mapped)."""
         self.services: StreamServices[HostedStream] = StreamServices(
             app,
             store=store,
@@ -147,6 +152,20 @@ class Engine:
         self.known_features: Any = ()
         """The feature layers in front of this engine, as last seen (relayed requests get them too)."""
         self.admission = Admission(app, principal=principal, store=store, node=node)
+        self.adoptions = Adoptions(
+            app,
+            aliases if aliases is not None else SessionAliases(app),
+            sessions=services.sessions,
+            store=store,
+            node_id=node_id,
+            node=node,
+            principal=principal,
+            admission=self.admission,
+            telemetry=telemetry,
+        )
+        """The sessions this node took over from a node that was gone."""
+        self.sweep = Sweep(store, node, services.scheduler, self.rerun) if node is not None else None
+        """Finds the re-runnable calls of nodes that are gone (started once the node runs)."""
         self.port = EnginePort(
             host=host_with(self),
             serve=self.serve_stream,
@@ -491,6 +510,8 @@ class Engine:
             return taken is not None and (taken.owner != lost or taken.final_seq is not None)
         round_ = stored.round + 1
         await rerun.save(self.store, self.signer, stream_id, dataclasses.replace(stored, round=round_), ttl)
+        if meta.session_id is not None:
+            await self.adoptions.for_rerun(scope, meta.session_id)  # (its app must know the session)
         hosted = HostedStream(
             self.services,
             kind=StreamKind.REQUEST,
@@ -576,7 +597,7 @@ class Engine:
         apps = services.scheduler.apps
         started = time.monotonic()
         services.draining = "closing"
-        services.drain_closes = await self._served_elsewhere()
+        services.drain_closes = await self._served_elsewhere()  # (its sessions: adoptable from now on)
         if services.drain_closes:
             self._close_attached()
         for hosted in list(self.live.values()):
@@ -648,12 +669,16 @@ class Engine:
             hosted.drain()
         for close in list(self.services.followers):
             close()
+        if self.node is not None:
+            self.node.let_streams_go()
 
     # ------------------------------------------------------------------ sessions and shared helpers
     async def end_session(self, session_id: str) -> None:
         stream_ids = await self.store.delete_session(session_id)
         self.services.sessions.forget(session_id)  # (after: a read meanwhile would keep it again)
+        self.adoptions.forget(session_id)
         await self.store.delete_key(keys.standalone(session_id))
+        await self.store.delete_key(keys.session_record(session_id))
         for stream_id in stream_ids:
             hosted = self.live.get(stream_id)
             if hosted is not None:

@@ -271,7 +271,9 @@ class Cluster(Protocol):
 
     async def alive(self, node_id: str) -> bool: ...
 
-    async def relay(self, owner: str, scope: Scope, receive: Receive, send: Send, body: bytes) -> None: ...
+    async def relay(
+        self, owner: str, scope: Scope, receive: Receive, send: Send, body: bytes, *, give_back: bool = False
+    ) -> bool: ...
 
 
 # ---------------------------------------------------------------------- the port

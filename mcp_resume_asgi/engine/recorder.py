@@ -844,7 +844,14 @@ class Recorder:
             hosted.policy.rerun_on_loss
             and hosted.kind is StreamKind.REQUEST
             and services.node is not None
-            and rerun.may_run_again(hosted.version, hosted.session_id, hosted.opted_in, hosted.outlives_close)
+            and rerun.may_run_again(
+                hosted.version,
+                hosted.session_id,
+                hosted.opted_in,
+                hosted.outlives_close,
+                session_kept=hosted.session_id is not None
+                and await services.sessions.info(hosted.session_id) is not None,
+            )
         ):
             # Kept for another node to run again if this one is lost (deleted once answered).
             bound = rerun.bound(

@@ -30,6 +30,7 @@ import logging
 from typing import Any
 
 from mcp_resume_asgi.core.stream import close_cancels
+from mcp_resume_asgi.engine import sweep
 from mcp_resume_asgi.engine.relayed_caller import describe, seat
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
@@ -115,15 +116,19 @@ def bound(
     return {"principal": principal, "session": session_id, "id": request_id, "method": method, "route": route}
 
 
-def may_run_again(version: str, session_id: str | None, opted_in: bool, outlives_close: bool) -> bool:
+def may_run_again(
+    version: str, session_id: str | None, opted_in: bool, outlives_close: bool, *, session_kept: bool = False
+) -> bool:
     """Whether a request can ever be run again after its node is lost, so whether it is kept.
 
-    Not a request of a 2025 session: the session lives in the memory of its node, and no other
-    node's app would take the request. Not a 2026-07-28 request whose close cancels it (no
-    resumable-streams opt-in) unless it may outlive its client's close (it is or may become a
-    task, `outlives_close`): when its node is lost, its client's connection goes with it and
-    nobody can follow the call. Whatever cannot be run again is not written to the store."""
-    if session_id is not None and not p.at_least(version, p.SINGLE_EXCHANGE_VERSION):
+    A request of a 2025 session only if the store keeps the session (`session_kept`): the
+    re-running node then takes the session over first (`adoption.py`); otherwise the session
+    lives in the memory of its node alone, and no other node's app would take the request. Not
+    a 2026-07-28 request whose close cancels it (no resumable-streams opt-in) unless it may
+    outlive its client's close (it is or may become a task, `outlives_close`): when its node is
+    lost, its client's connection goes with it and nobody can follow the call. Whatever cannot
+    be run again is not written to the store."""
+    if session_id is not None and not p.at_least(version, p.SINGLE_EXCHANGE_VERSION) and not session_kept:
         return False
     return outlives_close or not close_cancels(version, opted_in)
 
@@ -251,6 +256,7 @@ async def save(
         )
         return False
     await store.set_key(keys.rerun_request(stream_id), text, ttl_s)
+    await sweep.indexed(store, stream_id, ttl_s)  # (found by a sweep if nobody follows it)
     return True
 
 
@@ -264,6 +270,7 @@ async def load(store: Store, signer: TokenSigner, stream_id: str) -> StoredReque
 async def forget(store: Store, stream_id: str) -> None:
     """The call was answered (or ended): nothing is run again."""
     await store.delete_key(keys.rerun_request(stream_id))
+    await sweep.unindexed(store, stream_id)
 
 
 async def claim(store: Store, node_id: str, stream_id: str, round_: int, ttl_s: float) -> bool:

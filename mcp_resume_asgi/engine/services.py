@@ -164,6 +164,7 @@ class StreamServices(Generic[S]):
             ttl_s=session_ttl_s,
             owner=node_id if node is not None else None,
             store_outage=self.store_outage,
+            signer=signer,
         )
         self.cancel_bindings = CancelBindings(store, self.store_outage)
         """The requests hosted here that a client's cancel notice may name."""

@@ -4,6 +4,10 @@ Later requests of the session are governed by the revision it negotiated (client
 are known to send an older `MCP-Protocol-Version` header than that), and with
 several nodes the session's owner is recorded so requests can be relayed there.
 
+What makes the session (its `initialize`, the state requests that followed) is recorded
+too, sealed (`wire/session_record.py`): a node that takes the session over replays it into
+its own app (`adoption.py`).
+
 Every request reads its session's revision (and, with feature layers, its capabilities):
 each node keeps what it read, for a while (`Sessions.info`), instead of asking the store
 each time (a round trip on Redis).
@@ -23,6 +27,8 @@ from mcp_resume_asgi.store.base import SessionInfo, Store
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import Scope
 from mcp_resume_asgi.wire.scope_keys import DECLARED_CAPABILITIES
+from mcp_resume_asgi.wire.session_record import SessionRecord, open_record, seal_record
+from mcp_resume_asgi.wire.tokens import TokenSigner
 
 __all__ = ["CACHE_MAX_SESSIONS", "CACHE_TTL_S", "SessionRequest", "Sessions"]
 
@@ -59,8 +65,10 @@ class Sessions:
         cache_ttl_s: float = CACHE_TTL_S,
         cache_max: int = CACHE_MAX_SESSIONS,
         clock: Callable[[], float] = time.monotonic,
+        signer: TokenSigner | None = None,
     ) -> None:
         self.store = store
+        self.signer = signer if signer is not None else TokenSigner(None)
         self.ttl_s = ttl_s
         self.owner = owner
         """This node's id where several nodes share the store (the session's requests are
@@ -155,6 +163,40 @@ class Sessions:
         )
         await self.store.put_session(info, self.ttl_s)
         self._keep(info, self.clock())
+        initialize = hosted.body.decode("utf-8", "surrogateescape")
+        record = SessionRecord(hosted.session_id, version, hosted.principal, initialize)
+        await self.write_record(record)
         if self.owner is not None:
             await self.store.set_key(keys.session_owner(hosted.session_id), self.owner, self.ttl_s)
         logger.debug("session %s negotiated %s", hosted.session_id, version)
+
+    async def record(self, session_id: str) -> SessionRecord | None:
+        """The session's sealed record, if the store holds one that opens (else None: unknown)."""
+        return open_record(self.signer, session_id, await self.store.get_key(keys.session_record(session_id)))
+
+    async def write_record(self, record: SessionRecord) -> None:
+        sealed = seal_record(self.signer, record)
+        if sealed is None:
+            logger.warning(
+                "session %s: its record is too large to keep; another node cannot take it over",
+                record.session_id,
+            )
+            return
+        await self.store.set_key(keys.session_record(record.session_id), sealed, self.ttl_s)
+
+    async def note_state(self, session_id: str, principal: str | None, message: dict[str, Any]) -> None:
+        """A state request of the session (`STATE_METHODS`) the app accepted from `principal`:
+        kept in its record, if it is the session's principal (a store outage costs a warning)."""
+        try:
+            record = await self.record(session_id)
+            if record is None or record.principal != principal:
+                return
+            changed = record.applied(message)
+            if changed is not None:
+                await self.write_record(changed)
+        except Exception as exc:
+            if not self.store_outage(exc):
+                raise
+            logger.warning(
+                "session %s: its state change is not recorded, the store is unavailable", session_id
+            )

@@ -33,7 +33,8 @@ from typing import Any
 
 import anyio
 
-from mcp_resume_asgi.engine.cluster import Node
+from mcp_resume_asgi.engine.adoption import SessionAliases
+from mcp_resume_asgi.engine.cluster import ALIVE, Node
 from mcp_resume_asgi.engine.engine import Drained, Engine
 from mcp_resume_asgi.engine.port import PLAIN, Delivery, Feature, HostRequest, RequestContext, ServeOptions
 from mcp_resume_asgi.engine.relayed_caller import CallerGuard, principal_with_relays
@@ -62,6 +63,7 @@ from mcp_resume_asgi.wire.headers import accepts_sse, header, is_json, named_onc
 from mcp_resume_asgi.wire.principal import PrincipalOf, default_principal
 from mcp_resume_asgi.wire.replies import send_bytes, send_jsonrpc_error
 from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY, RELAYED_FROM, STREAM_SEGMENT
+from mcp_resume_asgi.wire.session_record import STATE_METHODS
 from mcp_resume_asgi.wire.store_cipher import StoreCipher
 from mcp_resume_asgi.wire.tokens import TokenSigner, new_stream_id
 
@@ -117,8 +119,10 @@ class ResumeMiddleware:
         if isinstance(drain_s, bool) or not isinstance(drain_s, int | float) or not 0 <= drain_s < math.inf:
             raise ValueError("drain_s must be a non-negative finite number of seconds")
         self.drain_s = float(drain_s)
-        # A relayed request is served as its caller; the app's auth may not name another.
-        app = CallerGuard(app, principal)
+        # A session this node took over is known to its app by another id (`SessionAliases`),
+        # and a relayed request is served as its caller; the app's auth may not name another.
+        aliases = SessionAliases(app)
+        app = CallerGuard(aliases, principal)
         self.app = app
         self.paths = {x.rstrip("/") or "/" for x in paths}
         self._wrong_path = WrongPathDetector(self.paths, self._local_path)
@@ -132,6 +136,8 @@ class ResumeMiddleware:
                 "a store shared by several processes needs a shared `secret`: a stream URL or event id "
                 "minted by one process must verify in the others"
             )
+        if secret is None:
+            secret = self.store.own_secret()  # (a durable store's: tokens outlive a restart)
         signer = TokenSigner(secret)
         self.node = (
             Node(
@@ -141,7 +147,7 @@ class ResumeMiddleware:
                 principal=principal,
                 max_body_bytes=max_body_bytes,
             )
-            if self.store.shared
+            if self.store.shared or self.store.durable
             else None
         )
         self.outage = StoreHealth(self.store)
@@ -158,6 +164,7 @@ class ResumeMiddleware:
             host_with=self._host_with,
             request_bound=max_body_bytes,
             telemetry=telemetry_of,
+            aliases=aliases,
         )
         engine = self.engine
         self.answers = ClientAnswers(self.store, engine.port)
@@ -276,6 +283,7 @@ class ResumeMiddleware:
             message = await receive()
             if message["type"] == "lifespan.shutdown":
                 await self.drain()
+                await self._flush_store()
             return message
 
         undo = on_shutdown_signal(self.drain)  # (the server's signal comes long before its shutdown)
@@ -289,6 +297,17 @@ class ResumeMiddleware:
         finally:
             release()
             undo()
+
+    async def _flush_store(self) -> None:
+        """What the drained work recorded, written before the server exits (a store whose writes
+        return before they are written: `SQLiteStore`; uvicorn ends the process with the signal it
+        got, and no exit hook runs then)."""
+        try:
+            await self.store.flush()
+        except Exception as exc:
+            if not self.store.is_unavailable_error(exc):
+                raise
+            logger.error("the store could not write what the drained work recorded: %s", exc)
 
     async def drain(self) -> Drained:
         """Drain this node now (`Engine.drain`): where another node can serve its clients, every
@@ -306,14 +325,19 @@ class ResumeMiddleware:
         assert self.node is not None
         node = self.node
 
+        sweep = self.engine.sweep
+
         async def send_once_running(message: Message) -> None:
-            if message["type"] == "lifespan.startup.complete" and not await node.wait_running(node.timeout_s):
-                logger.warning(
-                    "node %s: the cluster link is not up %.1f s into the startup; serving without it "
-                    "meanwhile (a session held by another node is not relayed there until it is)",
-                    node.node_id,
-                    node.timeout_s,
-                )
+            if message["type"] == "lifespan.startup.complete":
+                if not await node.wait_running(node.timeout_s):
+                    logger.warning(
+                        "node %s: the cluster link is not up %.1f s into the startup; serving without it "
+                        "meanwhile (a session held by another node is not relayed there until it is)",
+                        node.node_id,
+                        node.timeout_s,
+                    )
+                if sweep is not None:
+                    sweep.start()  # now, and every node_timeout_s: calls of nodes that are gone
             await send(message)
 
         async with anyio.create_task_group() as tg:
@@ -325,7 +349,10 @@ class ResumeMiddleware:
             tg.start_soon(run_node)
             try:
                 await self.app(scope, receive, send_once_running)
+                await node.left()  # (a clean exit: no node waits for this one's heartbeat to lapse)
             finally:
+                if sweep is not None:
+                    sweep.stop()
                 tg.cancel_scope.cancel()
 
     async def _relayed(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -334,24 +361,50 @@ class ResumeMiddleware:
         await self(scope, receive, send)
 
     async def _owner_elsewhere(self, scope: Scope, send: Send) -> str | None:
-        """The live node that holds this request's session, if not us; answers 404 if it died.
+        """The live node that holds this request's session, if not us (None: serve it here).
 
-        Returns "" when a 404 was sent.
-        """
-        if self.node is None or not self.node.running or RELAYED_FROM in scope:
-            return None
+        A session whose node is gone (dead, draining, or this node in an earlier life) is taken
+        over here (`engine/adoption.py`), or relayed to the node that took it over. Returns ""
+        when the request was answered."""
         session_id = header(scope, b"mcp-session-id")
-        if session_id is None:
+        node = self.node
+        if session_id is None or node is None:
+            return None
+        adoptions = self.engine.adoptions
+        await adoptions.settled(session_id)
+        if RELAYED_FROM in scope or not node.running or adoptions.holds(session_id):
             return None
         owner = await self.store.get_key(keys.session_owner(session_id))
-        if owner is None or owner == self.node.node_id:
+        if owner is None or owner == node.node_id:
             return None
-        if not await self.node.alive(owner):
+        if await node.holds_sessions(owner):
+            return owner
+        if node.status != ALIVE and await node.alive(owner):
+            return owner  # (both leaving: the one that holds it serves it while it can)
+        # (A node leaving takes over too: its next request goes on to a node that stays.)
+        return await adoptions.take_over(scope, send, session_id, owner)
+
+    async def _relay_session(
+        self, owner: str, scope: Scope, receive: Receive, send: Send, body: bytes
+    ) -> bool:
+        """Relay a session's request to `owner`; if it did not take the request (it left or
+        died meanwhile), the session is taken over here or relayed to its adopter. True when
+        answered; False: serve it here."""
+        assert self.node is not None
+        if await self.node.relay(owner, scope, receive, send, body, give_back=True):
+            return True
+        session_id = header(scope, b"mcp-session-id")
+        if session_id is None:
             await send_jsonrpc_error(
-                send, 404, p.INVALID_REQUEST, "session not found: the server holding it is gone"
+                send, 503, p.STREAM_ERROR, "the server holding this session is not answering"
             )
-            return ""
-        return owner
+            return True
+        adopter = await self.engine.adoptions.take_over(scope, send, session_id, owner)
+        if adopter is None:
+            return False
+        if adopter:
+            await self.node.relay(adopter, scope, receive, send, body)
+        return True
 
     # ------------------------------------------------------------------ POST /mcp
     async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -393,10 +446,7 @@ class ResumeMiddleware:
         self, scope: Scope, receive: Receive, send: Send, body: bytes
     ) -> Awaitable[Any] | None:
         owner = await self._owner_elsewhere(scope, send)
-        if owner is not None:
-            if owner:
-                assert self.node is not None
-                await self.node.relay(owner, scope, receive, send, body)
+        if owner is not None and (not owner or await self._relay_session(owner, scope, receive, send, body)):
             return None
         return await self._post_here(scope, receive, send, body)
 
@@ -419,10 +469,20 @@ class ResumeMiddleware:
             assert sort.notice is not None
             await self.cancels.handle(scope, receive, send, body, sort.notice)
         else:
-            await self.app(scope, replay_receive(body, receive), send)
+            accepted = False
+
+            async def watch(message: Message) -> None:
+                nonlocal accepted
+                if message["type"] == "http.response.start":
+                    accepted = 200 <= int(message["status"]) < 300
+                await send(message)
+
+            await self.app(scope, replay_receive(body, receive), watch)
             session_id = header(scope, b"mcp-session-id")
             for answered in sort.answered:
                 await self.answers.answered(session_id, answered)
+            if accepted and session_id is not None:
+                await self._note_state(scope, session_id, sort.message)
 
     async def _request(
         self,
@@ -483,9 +543,12 @@ class ResumeMiddleware:
             stream_id=new_stream_id(),
         )
         if not features:
-            return engine.port.host(
+            hosting = engine.port.host(
                 ctx, receive, send, PLAIN if key is None else ServeOptions(idempotency_key=key)
             )
+            if method in STATE_METHODS and session_id is not None:
+                return self._noted(hosting, scope, session_id, message)
+            return hosting
         ctx.capabilities = await engine.client_capabilities(session_id, message)
         for feature in features:
             if await feature.intercept(ctx, receive, send):
@@ -498,7 +561,24 @@ class ResumeMiddleware:
             first_messages=tuple(first_messages),
             idempotency_key=key,
         )
-        return engine.port.host(ctx, receive, send, options)
+        hosting = engine.port.host(ctx, receive, send, options)
+        if method in STATE_METHODS and session_id is not None:
+            return self._noted(hosting, scope, session_id, message)
+        return hosting
+
+    async def _noted(
+        self, hosting: Awaitable[Any], scope: Scope, session_id: str, message: dict[str, Any]
+    ) -> None:
+        """Host a session-state request, then keep its effect in the session's record."""
+        await hosting
+        await self._note_state(scope, session_id, message)
+
+    async def _note_state(self, scope: Scope, session_id: str, message: Any) -> None:
+        """A message that sets session state (`STATE_METHODS`), kept in the session's record if
+        it came from the session's principal (who the app's auth, having run, names)."""
+        if self.node is None or not isinstance(message, dict) or message.get("method") not in STATE_METHODS:
+            return
+        await self.engine.services.sessions.note_state(session_id, self.engine.principal(scope), message)
 
     async def _refused_as_the_app_would(
         self, scope: Scope, send: Send, message: dict[str, Any], session_id: str | None
@@ -540,18 +620,16 @@ class ResumeMiddleware:
             return
         if not await self.engine.standalone_running(session_id):
             owner = await self._owner_elsewhere(scope, send)
-            if owner is not None:
-                if owner and self.node is not None:
-                    await self.node.relay(owner, scope, receive, send, b"")
+            if owner is not None and (
+                not owner or await self._relay_session(owner, scope, receive, send, b"")
+            ):
                 return
         await self.engine.handle_standalone(scope, receive, send, session_id)
 
     # ------------------------------------------------------------------ DELETE /mcp
     async def _delete(self, scope: Scope, receive: Receive, send: Send) -> None:
         owner = await self._owner_elsewhere(scope, send)
-        if owner is not None:
-            if owner and self.node is not None:
-                await self.node.relay(owner, scope, receive, send, b"")
+        if owner is not None and (not owner or await self._relay_session(owner, scope, receive, send, b"")):
             return
         status = 0
 

@@ -318,6 +318,11 @@ class Store(abc.ABC):
     """True when other processes see the same data (the middleware then runs as a node
     of a cluster: heartbeats, session owners, relays)."""
 
+    durable: bool = False
+    """True when what the store holds outlives this process, which a restart finds again
+    (`SQLiteStore`): the middleware then runs the process as a node (a heartbeat), so that what
+    an earlier life left running has an owner no longer alive, as a lost node's would."""
+
     write_behind: bool = False
     """True when each write costs a round trip: the engine then lets the app go on while
     a write is in flight and records what it sent meanwhile as one batch."""
@@ -326,6 +331,11 @@ class Store(abc.ABC):
         """Whether `exc`, raised by this store, means the store cannot be reached right now
         (the middleware then serves requests without resumability until it recovers)."""
         return False
+
+    def own_secret(self) -> bytes | None:
+        """A secret the store keeps, for a process configured with none, so that the stream URLs
+        and event ids it mints still verify after a restart (None: the store keeps none)."""
+        return None
 
     @abc.abstractmethod
     async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None: ...
@@ -607,6 +617,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def index_count(self, index: str) -> int:
         """How many live members `index` holds."""
+
+    async def flush(self) -> None:  # noqa: B027 - optional hook
+        """Return once what the store was given is written where it keeps it (a store whose writes
+        return before that: `SQLiteStore`). The middleware calls it at shutdown, its drain over,
+        before the server exits; the other stores have nothing to wait for."""
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the memory store has none."""

@@ -70,6 +70,7 @@ class EncryptedStore(Store):
         self.inner = inner
         self.cipher = cipher
         self.shared = inner.shared
+        self.durable = inner.durable
         self.write_behind = inner.write_behind
         self._refusals: TTLCache[str, bool] = TTLCache(maxsize=16, ttl=WARN_EVERY_S)
 
@@ -239,6 +240,12 @@ class EncryptedStore(Store):
             yield message
 
     # -- passed through as they are
+    def own_secret(self) -> bytes | None:
+        return self.inner.own_secret()
+
+    async def flush(self) -> None:
+        await self.inner.flush()
+
     def is_unavailable_error(self, exc: BaseException) -> bool:
         return self.inner.is_unavailable_error(exc)
 

@@ -44,6 +44,10 @@ def rerun_request(stream_id: str) -> str:
     return f"rerun-request:{stream_id}"
 
 
+#: The index of the calls whose request is kept to run again (`engine/sweep.py` reads it).
+RERUN_INDEX = "reruns"
+
+
 def rerun_claim(stream_id: str, round_: int) -> str:
     """Taken (`add_key`) by the one node that runs the stream's request again after its
     `round_`-th loss (0: the first run's node was lost)."""
@@ -67,6 +71,17 @@ def nodes_index() -> str:
 def session_owner(session_id: str) -> str:
     """The node holding a session (its value: the node id)."""
     return f"owner:{session_id}"
+
+
+def session_record(session_id: str) -> str:
+    """What makes a session, sealed, for a node that takes it over (`wire/session_record.py`)."""
+    return f"session-record:{session_id}"
+
+
+def session_adoption(session_id: str, lost: str) -> str:
+    """Taken (`add_key`) by the one node that takes the session over from node `lost`, which
+    held it and is gone (its value: the adopting node's id)."""
+    return f"session-adoption:{session_id}:{lost}"
 
 
 # -- cancel notices ------------------------------------------------------------------------

@@ -58,6 +58,10 @@ class MemoryStore(MemoryIndexes, Store):
     `max_index_members` bounds the members of all indexes together (`memory_index.py`).
     """
 
+    entry_type: type[_Entry] = _Entry
+    """What keeps each stream (`memory_stream.StreamEntry`); a store that keeps a copy of every
+    change elsewhere (`SQLiteStore`) gives one whose `wake` also notes the stream changed."""
+
     def __init__(
         self,
         *,
@@ -150,7 +154,7 @@ class MemoryStore(MemoryIndexes, Store):
             meta.pending_inputs = _NO_INPUTS
         if not meta.issued_inputs:
             meta.issued_inputs = _NO_INPUTS
-        entry = _Entry(meta, now + ttl_s)
+        entry = self.entry_type(meta, now + ttl_s)
         self._streams[stream_id] = entry
         heapq.heappush(self._expiry, (entry.expires_at, stream_id))
         if meta.session_id is not None:
@@ -395,6 +399,29 @@ class MemoryStore(MemoryIndexes, Store):
         notify = entry.notify
         with anyio.move_on_after(within_s):
             await notify.wait()
+
+    # -- what a durable store keeps in memory (`SQLiteStore`) ----------------------------
+    def held(self, stream_id: str) -> _Entry | None:
+        """The stream's entry as kept now, expired or not (its events and record, to copy)."""
+        return self._streams.get(stream_id)
+
+    def restore_stream(self, meta: StreamMeta, ttl_s: float, events: Sequence[tuple[int, bytes]]) -> None:
+        """Keep a stream read back from a file: `meta` as it was recorded (the store's own from
+        now on; its `first_seq` and `last_seq` kept), with its retained `events`, for `ttl_s` more."""
+        last_seq = meta.last_seq
+        meta.last_seq = min((seq for seq, _ in events[:1]), default=last_seq + 1) - 1
+        entry = self._create(meta, ttl_s)
+        if events:
+            self._add(entry, meta.stream_id, events, len(events), self.max_bytes)
+        meta.last_seq = max(meta.last_seq, last_seq)
+
+    def restore_session(self, info: SessionInfo, ttl_s: float) -> None:
+        """Keep a session read back from a file, for `ttl_s` more."""
+        self._sessions[info.session_id] = (info, time.monotonic() + ttl_s)
+
+    def restore_key(self, key: str, value: str, ttl_s: float) -> None:
+        """Keep a key read back from a file, for `ttl_s` more."""
+        self._keys[key] = (value, time.monotonic() + ttl_s)
 
     # -- sessions and keys -------------------------------------------------------------
     async def put_session(self, info: SessionInfo, ttl_s: float) -> None:

@@ -107,6 +107,22 @@ class MemoryIndexes:
         self._index_room_at = min((index.earliest for index in self._indexes.values()), default=0.0)
         return False
 
+    def restore_member(self, index: str, member: str, expires_at: float) -> None:
+        """Keep an index member read back from a file (`SQLiteStore`), within the global bound."""
+        found = self._indexes.get(index)
+        if found is None:
+            if self._index_members >= self.max_index_members:
+                return
+            found = self._indexes[index] = _Index()
+        if member not in found.members:
+            if self._index_members >= self.max_index_members:
+                return
+            self._index_members += 1
+        found.members[member] = expires_at
+        found.earliest = min(found.earliest, expires_at)
+        if expires_at > found.latest:
+            self._note_latest(index, found)
+
     # -- operations --------------------------------------------------------------------
     async def index_add(self, index: str, member: str, expires_at: float, *, cap: int) -> bool:
         check_index_args(index, member, expires_at=expires_at, cap=cap)

@@ -53,6 +53,7 @@ class ObservedStore(Store):
         self.telemetry = telemetry
         self.name = store_name(inner)
         self.shared = inner.shared
+        self.durable = inner.durable
         self.write_behind = inner.write_behind
         self.down = False
         """The last call failed as an outage (the next one that succeeds ends it)."""
@@ -86,6 +87,20 @@ class ObservedStore(Store):
 
     def is_unavailable_error(self, exc: BaseException) -> bool:
         return self.inner.is_unavailable_error(exc)
+
+    def own_secret(self) -> bytes | None:
+        return self.inner.own_secret()
+
+    async def flush(self) -> None:
+        await self.inner.flush()
+
+    def detached(
+        self, stream_id: str, gen: int, *, last_contact: float, delivered_seq: int
+    ) -> Coroutine[Any, Any, Any]:
+        # The wrapped store's own (`MemoryStore`, `SQLiteStore`: cheaper than its compare-and-set),
+        # timed under the compare-and-set's name, which it is.
+        call = self.inner.detached(stream_id, gen, last_contact=last_contact, delivered_seq=delivered_seq)
+        return self._timed("update_stream_if", call)
 
     def create_stream(self, meta: StreamMeta, ttl_s: float) -> Coroutine[Any, Any, None]:
         return self._timed("create_stream", self.inner.create_stream(meta, ttl_s))

@@ -89,14 +89,17 @@ __all__ = ["RedisStore"]
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(StreamMeta))
 _FIELD_SET = frozenset(_FIELDS)
+#: What `_encode_meta` writes: every field but `version`, which the store keeps.
+_WRITTEN_FIELDS = tuple(name for name in _FIELDS if name != "version")
 #: How long one read of a sharded subscription blocks (then it reads again: no message lost).
 _LISTEN_S = 3600.0
 #: Extra time a wait may take over `within_s` (waiting for a connection) before it is cut.
 _WAIT_GRACE_S = 1.0
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
+#: `json.dumps(value, separators=...)` makes an encoder per call; a store encodes a dozen values a
+#: request (a stream's record), so one is made once.
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _owner_named(text: str) -> str | None:
@@ -298,9 +301,8 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
     @staticmethod
     def _encode_meta(meta: StreamMeta) -> list[str]:
         fields: list[str] = []
-        for name in _FIELDS:
-            if name != "version":
-                fields += [name, _dumps(getattr(meta, name))]
+        for name in _WRITTEN_FIELDS:
+            fields += [name, _dumps(getattr(meta, name))]
         return fields
 
     @staticmethod
@@ -466,6 +468,29 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         if reply[0] == 0:
             return False, None
         return reply[0] == 1, self._decode_meta(reply[1])
+
+    async def detached(self, stream_id: str, gen: int, *, last_contact: float, delivered_seq: int) -> None:
+        """`update_stream_if` on `attach_gen`, asking for no record back: once per request, and the
+        record (`HGETALL`, decoded here) is what costs most of it."""
+        part, keys = await self._stream(stream_id)
+        await self._update(
+            keys=keys,
+            args=[
+                part,
+                stream_id,
+                "",
+                "0",
+                1,
+                "attach_gen",
+                str(int(gen)),
+                "attached",
+                "false",
+                "last_contact",
+                _dumps(float(last_contact)),
+                "delivered_seq",
+                str(int(delivered_seq)),
+            ],
+        )
 
     async def attach(self, stream_id: str, now: float) -> StreamMeta | None:
         _on_asyncio()

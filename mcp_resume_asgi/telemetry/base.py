@@ -153,6 +153,9 @@ class Telemetry:
     def drained(self, duration_s: float, outcome: str) -> None:
         """A drain at shutdown ended."""
 
+    def session_adopted(self) -> None:
+        """This node took over a session whose node was gone (`engine/adoption.py`)."""
+
     # ---------------------------------------------------------------- faces, store
     def task_status(self, status: str) -> None:
         """A task entered `status` (`working` at its creation, then a terminal one)."""

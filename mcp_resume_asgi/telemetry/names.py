@@ -35,6 +35,7 @@ __all__ = [
     "REPLAY_SIZE",
     "REST_CALLS",
     "RESUMES",
+    "SESSION_ADOPTIONS",
     "STORE_OPERATION_DURATION",
     "STORE_OUTAGES",
     "STREAMS_ATTACHED",
@@ -76,6 +77,8 @@ STORE_OUTAGES = "mcp_resume.store.outages"
 DRAIN_DURATION = "mcp_resume.drain.duration"
 #: Drains, by `mcp_resume.drain.outcome` (counter).
 DRAIN_COUNT = "mcp_resume.drains"
+#: Sessions this node took over from a node that was gone (counter).
+SESSION_ADOPTIONS = "mcp_resume.session.adoptions"
 
 INSTRUMENTS = (
     OPERATION_DURATION,
@@ -92,6 +95,7 @@ INSTRUMENTS = (
     STORE_OUTAGES,
     DRAIN_DURATION,
     DRAIN_COUNT,
+    SESSION_ADOPTIONS,
 )
 """Every instrument, in the order of the docs' table."""
 

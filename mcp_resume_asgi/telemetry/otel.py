@@ -423,6 +423,7 @@ class _Tallies:
     second one, so every `OtelTelemetry` on a provider counts into the same tallies)."""
 
     __slots__ = (
+        "adoptions",
         "attached",
         "closes",
         "detached",
@@ -463,6 +464,9 @@ class _Tallies:
         )
         self.outages = tally(counter, n.STORE_OUTAGES, "{outage}", "Store outages begun", n.ATTR_STORE_NAME)
         self.drains = tally(counter, n.DRAIN_COUNT, "{drain}", "Drains, by outcome", n.ATTR_DRAIN_OUTCOME)
+        self.adoptions = tally(
+            counter, n.SESSION_ADOPTIONS, "{session}", "Sessions taken over from a node that was gone"
+        )
 
 
 _TALLIES: weakref.WeakKeyDictionary[Any, _Tallies] = weakref.WeakKeyDictionary()
@@ -648,6 +652,9 @@ class OtelTelemetry(Telemetry):
     def drained(self, duration_s: float, outcome: str) -> None:
         self.drain_duration.record(duration_s, {n.ATTR_DRAIN_OUTCOME: outcome})
         self.counts.drains.add(1, outcome)
+
+    def session_adopted(self) -> None:
+        self.counts.adoptions.add(1)
 
     # ---------------------------------------------------------------- faces, store
     def task_status(self, status: str) -> None:

@@ -62,10 +62,12 @@ async def cluster(
     log_dir: Path | None = None,
     target: str = TARGET,
     env: dict[str, str] | None = None,
+    graceful_shutdown: float = 0.5,
 ) -> AsyncIterator[list[SubprocessServer]]:
     """``count`` node processes sharing ``prefix`` and the secret, started in parallel, always stopped
     (``log_dir``: each node's DEBUG log there, ``node-<pid>.log``; ``target``: the app each runs,
-    `multinode_app` unless said; ``env``: more of their environment)."""
+    `multinode_app` unless said; ``env``: more of their environment; ``graceful_shutdown``: the
+    server's `--timeout-graceful-shutdown`)."""
     env = {**(env or {}), "MCP_RESUME_PREFIX": prefix, "MCP_RESUME_SECRET": SECRET}
     if log_dir is not None:
         env["MCP_RESUME_NODE_LOG_DIR"] = str(log_dir)
@@ -77,7 +79,7 @@ async def cluster(
         env["MCP_RESUME_OPTIONS_JSON"] = json.dumps(options)
     if redis_url:
         env["MCP_RESUME_REDIS_URL"] = redis_url
-    servers = [SubprocessServer(target, env=env, graceful_shutdown=0.5) for _ in range(count)]
+    servers = [SubprocessServer(target, env=env, graceful_shutdown=graceful_shutdown) for _ in range(count)]
     try:
         async with anyio.create_task_group() as tg:
             for server in servers:

@@ -1,0 +1,136 @@
+"""A server on `SQLiteStore`, restarted (a real uvicorn process, stopped or SIGKILLed, and a new
+one on the same file): its earlier life's work is found.
+
+- A call that finished before the restart: a resume from its first event, on the new
+  process, gets the same events and the result, once (its stream URL and event ids verify:
+  the secret is kept in the file).
+- A call still running when its process was killed: a resume on the new process ends with
+  the JSON-RPC error a lost node's call ends with, at once rather than at its resume window's
+  end (the new process is a new node; the earlier one's heartbeat is gone: `durable`).
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from tests.support.raw import RawSession, Reply
+from tests.support.server import ServerInfo, SubprocessServer
+from tests.support.timing import scaled
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(120)]
+
+APP = "tests.apps.wrapped_app:create_app"
+
+
+async def start(path: Path) -> tuple[SubprocessServer, ServerInfo]:
+    server = SubprocessServer(APP, factory_kwargs={"store": f"sqlite://{path}"}, graceful_shutdown=1.0)
+    return server, await anyio.to_thread.run_sync(server.start)
+
+
+async def stop(server: SubprocessServer, how: signal.Signals) -> None:
+    server.signal(how)
+    await anyio.to_thread.run_sync(server.wait, scaled(30))
+    server.kill()
+
+
+def results(reply: Reply, request_id: int) -> list[Any]:
+    return [m for m in reply.messages() if isinstance(m, dict) and m.get("id") == request_id]
+
+
+async def resume(base_url: str, session: RawSession, last_id: str) -> Reply:
+    async with httpx.AsyncClient(base_url=base_url, timeout=scaled(30)) as client:
+        resumer = RawSession(client)
+        resumer.session_id = session.session_id
+        return await resumer.exchange(
+            "GET",
+            "/mcp",
+            headers=resumer.headers(accept="text/event-stream", last_event_id=last_id),
+            timeout=30,
+        )
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["stopped", "killed"])
+async def test_a_finished_calls_result_is_served_to_a_resume_after_a_restart(
+    tmp_path: Path, how: signal.Signals
+) -> None:
+    path = tmp_path / "mcp.db"
+    first, info = await start(path)
+    try:
+        async with httpx.AsyncClient(base_url=info.base_url, timeout=scaled(30)) as client:
+            session = RawSession(client)
+            await session.initialize()
+            call = session.tool_call("slow_progress", {"seconds": 0.2, "steps": 2}, progress=True)
+            cut = await session.exchange("POST", "/mcp", call, stop_after=1)  # the client's connection drops
+            assert cut.status == 200 and cut.last_id is not None and not results(cut, call["id"])
+            before = await resume(info.base_url, session, cut.last_id)  # (on the first process: it finished)
+            assert results(before, call["id"])[0]["result"]["content"][0]["text"] == "done 2"
+    finally:
+        await stop(first, how)
+    second, info = await start(path)
+    try:
+        after = await resume(info.base_url, session, cut.last_id)
+        assert after.status == 200
+        assert [e.id for e in after.events if e.data] == [e.id for e in before.events if e.data]
+        answers = results(after, call["id"])
+        assert len(answers) == 1 and answers[0]["result"]["content"][0]["text"] == "done 2"
+    finally:
+        await stop(second, signal.SIGTERM)
+
+
+async def test_a_call_running_when_its_process_was_killed_ends_with_an_error_after_the_restart(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "mcp.db"
+    first, info = await start(path)
+    try:
+        async with httpx.AsyncClient(base_url=info.base_url, timeout=scaled(30)) as client:
+            session = RawSession(client)
+            await session.initialize()
+            call = session.tool_call("slow_progress", {"seconds": 600, "steps": 6000}, progress=True)
+            cut = await session.exchange("POST", "/mcp", call, stop_after=5)
+            # From its first event: the last ones sent may not have reached the file when the
+            # process is killed (a write returns once queued), and the resume says so instead.
+            first_id = next(e.id for e in cut.events if e.data and e.id)
+    finally:
+        await stop(first, signal.SIGKILL)
+    second, info = await start(path)
+    try:
+        after = await resume(info.base_url, session, first_id)
+        answers = results(after, call["id"])
+        assert len(answers) == 1 and "stopped" in answers[0]["error"]["message"]
+    finally:
+        await stop(second, signal.SIGTERM)
+
+
+async def test_a_call_that_finishes_during_the_drain_is_served_after_the_restart(tmp_path: Path) -> None:
+    """SIGTERM mid-call: the drain lets the call finish and the store writes what it recorded
+    before the process exits (uvicorn ends it with the signal: no exit hook would run)."""
+    path = tmp_path / "mcp.db"
+    first, info = await start(path)
+    try:
+        async with httpx.AsyncClient(base_url=info.base_url, timeout=scaled(30)) as client:
+            session = RawSession(client)
+            await session.initialize()
+            call = session.tool_call("slow_progress", {"seconds": 1.5, "steps": 15}, progress=True)
+            async with session.open("POST", "/mcp", call) as (_, reader):
+                async for event in reader:
+                    if event.data and event.id:
+                        first_id = event.id
+                        break
+            first.signal(signal.SIGTERM)  # mid-call: the call goes on during the drain
+            await anyio.to_thread.run_sync(first.wait, scaled(60))
+    finally:
+        first.kill()
+    second, info = await start(path)
+    try:
+        after = await resume(info.base_url, session, first_id)
+        answers = results(after, call["id"])
+        assert len(answers) == 1 and answers[0]["result"]["content"][0]["text"] == "done 15"
+    finally:
+        await stop(second, signal.SIGTERM)
