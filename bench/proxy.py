@@ -3,6 +3,7 @@ directly, side by side in one run.
 
     python -m bench.proxy            # ~2 min: writes its section of BENCHMARKS.md
     python -m bench.proxy --quick    # smoke run (~30 s), publishes nothing
+    python -m bench.proxy --before main   # also the proxy as it is at `main` (`-before` rows)
 
 Upstreams, each its own process: the benchmark's stock `MCPServer` (`bench/apps.py`, `bare`,
 tools `echo` and `progress`), and the TypeScript SDK server of tests/ts_server (tool `echo`;
@@ -33,6 +34,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,8 +66,15 @@ class Process:
     port: int
 
 
-def _start(name: str, cmd: list[str], ready_prefix: str, cwd: Path = ROOT) -> Process:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+def _start(
+    name: str, cmd: list[str], ready_prefix: str, cwd: Path = ROOT, package_tree: Path = ROOT
+) -> Process:
+    """Start a process from `cwd`, `mcp_resume_asgi` imported from `package_tree` (another tree's
+    process starts there: `python -m` puts its working directory first on the path)."""
+    pythonpath = str(ROOT) if package_tree == ROOT else f"{package_tree}{os.pathsep}{ROOT}"
+    if package_tree != ROOT:
+        cwd = package_tree
+    env = {**os.environ, "PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
         cmd,
         stdin=subprocess.PIPE,
@@ -99,7 +108,7 @@ def cpu_seconds(pid: int) -> float:
     return 0.0
 
 
-def forward_main(upstream: str) -> None:
+def forward_main(upstream: str, *, http: str = "auto", loop: str = "auto") -> None:
     """`python -m bench.proxy forward URL`: the proxy app alone under uvicorn, no middleware."""
     import uvicorn
 
@@ -110,7 +119,14 @@ def forward_main(upstream: str) -> None:
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
     app = Announced(ProxyApp(upstream), f"FORWARDING at http://127.0.0.1:{port}/mcp")
-    config = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False)
+    config = uvicorn.Config(
+        app,
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        http=http,
+        loop=loop,  # type: ignore[arg-type]
+    )
     uvicorn.Server(config).run(sockets=[sock])
 
 
@@ -176,7 +192,8 @@ def render(all_cells: dict[str, dict[str, Cell]], args: argparse.Namespace, comm
         f"`python -m bench.proxy` at {commit}, {datetime.date.today()}: {args.rounds} rounds of "
         f"{args.seconds:g} s windows per cell, interleaved; medians. `direct`: the upstream's own port; "
         "`forward`: the proxy app alone (no middleware); `proxy`: `mcp-resume proxy` (memory store). "
-        "CPU µs per request: the upstream process's, and the proxy process's.",
+        "CPU µs per request: the upstream process's, and the proxy process's."
+        + (f" `-before` rows: the same two from the package at `{args.before}`." if args.before else ""),
         "",
         "| upstream | tool | clients | variant | req/s | vs direct | p50 ms | p99 ms | upstream CPU µs/req | proxy CPU µs/req | errors |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -227,38 +244,69 @@ def _upstreams() -> list[tuple[str, list[str], str, Path, list[str]]]:
     return found
 
 
+def _fronts(url: str, package_tree: Path, suffix: str) -> dict[str, Process]:
+    """`forward` and `proxy` in front of `url`, from the package in `package_tree`."""
+    fronts = {
+        f"forward{suffix}": _start(
+            "forward",
+            [sys.executable, "-m", "bench.proxy", "forward", url],
+            "FORWARDING",
+            package_tree=package_tree,
+        )
+    }
+    fronts[f"proxy{suffix}"] = _start(
+        "proxy",
+        [
+            sys.executable,
+            "-m",
+            "mcp_resume_asgi.cli",
+            "proxy",
+            "--upstream",
+            url,
+            "--port",
+            "0",
+            "--log-level",
+            "warning",
+        ],
+        "mcp-resume: serving",
+        package_tree=package_tree,
+    )
+    return fronts
+
+
+def _export(ref: str) -> Path:
+    """The package as it is at `ref`, in a temporary directory."""
+    out = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", ref, "mcp_resume_asgi"], capture_output=True, check=True, cwd=ROOT
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+    return out
+
+
 async def run(args: argparse.Namespace) -> dict[str, dict[str, Cell]]:
     results: dict[str, dict[str, Cell]] = {}
-    for name, cmd, ready, cwd, tools in _upstreams():
-        upstream = _start(name, cmd, ready, cwd)
-        url = f"http://127.0.0.1:{upstream.port}/mcp"
-        fronts: dict[str, Process | None] = {"direct": None}
-        try:
-            fronts["forward"] = _start(
-                "forward", [sys.executable, "-m", "bench.proxy", "forward", url], "FORWARDING"
-            )
-            fronts["proxy"] = _start(
-                "proxy",
-                [
-                    sys.executable,
-                    "-m",
-                    "mcp_resume_asgi.cli",
-                    "proxy",
-                    "--upstream",
-                    url,
-                    "--port",
-                    "0",
-                    "--log-level",
-                    "warning",
-                ],
-                "mcp-resume: serving",
-            )
-            results[name] = await measure(upstream, fronts, tools, args.clients, args.rounds, args.seconds)
-        finally:
-            for front in fronts.values():
-                if front is not None:
-                    _stop(front)
-            _stop(upstream)
+    before = _export(args.before) if args.before else None
+    try:
+        for name, cmd, ready, cwd, tools in _upstreams():
+            upstream = _start(name, cmd, ready, cwd)
+            url = f"http://127.0.0.1:{upstream.port}/mcp"
+            fronts: dict[str, Process | None] = {"direct": None}
+            try:
+                if before is not None:
+                    fronts.update(_fronts(url, before, "-before"))
+                fronts.update(_fronts(url, ROOT, ""))
+                results[name] = await measure(
+                    upstream, fronts, tools, args.clients, args.rounds, args.seconds
+                )
+            finally:
+                for front in fronts.values():
+                    if front is not None:
+                        _stop(front)
+                _stop(upstream)
+    finally:
+        if before is not None:
+            shutil.rmtree(before, ignore_errors=True)
     return results
 
 
@@ -273,6 +321,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--publish", action=argparse.BooleanOptionalAction, default=None)
+    parser.add_argument(
+        "--before",
+        default="",
+        metavar="REF",
+        help="also run `forward` and `proxy` from the package at this git ref (`-before` rows)",
+    )
     args = parser.parse_args()
     if args.mode == "forward":
         forward_main(args.url)

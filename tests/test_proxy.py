@@ -3,8 +3,8 @@ upstreams served by uvicorn on loopback.
 
 * SSE bytes are cut into whole events, bounded; headers: hop-by-hop dropped (and those
   `Connection` names), end-to-end passed, `Host` the upstream's; credentials name the caller.
-* What the upstream answers reaches the client as it is (status, headers, body); a body past
-  the bound is a 413; an unreachable upstream a 502 with a JSON-RPC error and one log line.
+* What the upstream answers reaches the client as it is (status, headers, body); a cookie the upstream sets for one caller goes up
+  with no other's request (the proxy keeps no cookie jar); a body past the bound is a 413; an unreachable upstream a 502 with a JSON-RPC error and one log line.
 * Wrapped by `resumable`: what one caller started is not served to a request with other
   credentials, even with its session id and stream URL, while the caller itself resumes.
 """
@@ -132,9 +132,21 @@ async def _sse(request: Request) -> Response:
     return StreamingResponse(pieces(), media_type="text/event-stream")
 
 
+async def _set_cookie(request: Request) -> Response:
+    response = JSONResponse({"ok": True})
+    response.set_cookie("upstream-session", "alice-only")
+    return response
+
+
+async def _accept(request: Request) -> Response:
+    return Response(status_code=202)
+
+
 UPSTREAM = Starlette(
     routes=[
+        Route("/accept", _accept, methods=["POST"]),
         Route("/mcp", _echo, methods=["GET", "POST", "DELETE"]),
+        Route("/login", _set_cookie, methods=["POST"]),
         Route("/refuse", _refuse, methods=["POST"]),
         Route("/sse", _sse, methods=["GET"]),
     ]
@@ -142,10 +154,16 @@ UPSTREAM = Starlette(
 
 
 async def _call(
-    app: ProxyApp, method: str, path: str, body: bytes = b"", headers: list[tuple[bytes, bytes]] | None = None
+    app: ProxyApp,
+    method: str,
+    path: str,
+    body: bytes = b"",
+    headers: list[tuple[bytes, bytes]] | None = None,
+    sent: list[dict[str, Any]] | None = None,
 ) -> tuple[int, list[tuple[bytes, bytes]], list[bytes]]:
-    """One request through the proxy as an ASGI call: its status, headers, and body messages."""
-    sent: list[dict[str, Any]] = []
+    """One request through the proxy as an ASGI call: its status, headers, and body messages
+    (every message sent, into `sent` if given)."""
+    sent = [] if sent is None else sent
     delivered = False
 
     async def receive() -> dict[str, Any]:
@@ -196,6 +214,23 @@ async def test_what_the_upstream_answers_reaches_the_client_as_it_is() -> None:
             assert seen["host"] == f"127.0.0.1:{info.port}" and seen["content-length"] == "7"
             status, _, events = await _call(app, "GET", "/sse")
             assert status == 200 and events == [b'id: 1\ndata: {"a":1}\n\n', b"id: 2\ndata: {}\n\n"]
+        finally:
+            await app.aclose()
+
+
+async def test_a_cookie_the_upstream_sets_for_one_caller_goes_up_with_no_other_request() -> None:
+    async with serve(UPSTREAM) as info:
+        app = ProxyApp(f"{info.base_url}/mcp")
+        try:
+            status, headers, _ = await _call(
+                app, "POST", "/login", b"{}", [(b"authorization", b"Bearer alice")]
+            )
+            assert status == 200 and any(
+                name == b"set-cookie" and b"alice-only" in value for name, value in headers
+            ), headers
+            _, _, body = await _call(app, "POST", "/mcp", b"{}", [(b"authorization", b"Bearer mallory")])
+            seen = dict(httpx.Response(200, content=b"".join(body)).json()["headers"])
+            assert "cookie" not in seen, seen
         finally:
             await app.aclose()
 

@@ -9,7 +9,8 @@
 
 Every option also comes from the environment (`options.py`). Errors in what was given (a
 bad URL, an app not found, a policy the `Policy` class refuses) end the command with one
-line on stderr and exit status 2. It needs the `cli` extra (uvicorn, httpx).
+line on stderr and exit status 2. It needs the `cli` extra (uvicorn, httpx; httptools and uvloop, which
+uvicorn picks up).
 """
 
 from __future__ import annotations

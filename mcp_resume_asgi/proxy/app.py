@@ -19,6 +19,12 @@ this one forwards each request it gets to the upstream URL and its answer back.
   upstream request; an upstream that breaks off mid-answer ends the answer there.
 * Every request path goes to the same path on the upstream's origin: the MCP endpoint is
   the upstream URL's own path, and the rest (OAuth metadata, say) goes along.
+
+It forwards with httpx's transport (`httpx.AsyncHTTPTransport`: httpcore's kept-alive
+connection pool), called directly rather than through an `httpx.AsyncClient`: a proxy wants
+none of a client's per-request work (merging default headers, a cookie jar, which would carry
+one caller's cookies to the next, auth and redirect handling, environment proxies). What is
+the same for every request is built once: the timeouts, the endpoint's URL.
 """
 
 from __future__ import annotations
@@ -127,30 +133,30 @@ class ProxyApp:
         self.principal_key = principal_key.encode() if isinstance(principal_key, str) else principal_key
         self._transport = transport
         self._origin = self.upstream.copy_with(raw_path=b"/")
+        self._endpoint = self.upstream.copy_with(raw_path=self.path.encode("ascii"))
         self._host = self.upstream.netloc
-        self._client: httpx.AsyncClient | None = None
+        self._timeouts = {
+            "connect": connect_timeout_s,
+            "read": read_timeout_s,
+            "write": connect_timeout_s,
+            "pool": connect_timeout_s,
+        }
+        self._http: httpx.AsyncBaseTransport | None = None
         self._unreachable = False
 
     # ------------------------------------------------------------------ life
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            timeout = httpx.Timeout(
-                connect=self.connect_timeout_s,
-                read=self.read_timeout_s,
-                write=self.connect_timeout_s,
-                pool=self.connect_timeout_s,
-            )
+    def _transport_to_upstream(self) -> httpx.AsyncBaseTransport:
+        """The one pool of connections to the upstream, made on first use (in the event loop)."""
+        if self._http is None:
             limits = httpx.Limits(max_connections=self.max_connections, max_keepalive_connections=64)
-            self._client = httpx.AsyncClient(
-                timeout=timeout, limits=limits, transport=self._transport, trust_env=False
-            )
-        return self._client
+            self._http = self._transport or httpx.AsyncHTTPTransport(limits=limits, trust_env=False)
+        return self._http
 
     async def aclose(self) -> None:
         """Close the connections to the upstream (the lifespan's shutdown does it)."""
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
+        transport, self._http = self._http, None
+        if transport is not None:
+            await transport.aclose()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -181,6 +187,8 @@ class ProxyApp:
     def _url(self, scope: Scope) -> httpx.URL:
         raw_path = scope.get("raw_path") or scope["path"].encode("utf-8")
         query = scope.get("query_string") or b""
+        if not query and raw_path == self._endpoint.raw_path:  # the MCP endpoint: nearly every request
+            return self._endpoint
         return self._origin.copy_with(raw_path=raw_path + (b"?" + query if query else b""))
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -194,9 +202,15 @@ class ProxyApp:
         except _ClientGone:
             return
         headers = to_upstream(scope["headers"], self._host, scope.get("scheme", "http"))
-        request = self._http().build_request(scope["method"], self._url(scope), headers=headers, content=body)
+        request = httpx.Request(
+            scope["method"],
+            self._url(scope),
+            headers=headers,
+            content=body,
+            extensions={"timeout": self._timeouts},
+        )
         try:
-            response = await self._http().send(request, stream=True)
+            response = await self._transport_to_upstream().handle_async_request(request)
         except httpx.ReadTimeout:
             logger.warning(
                 "the upstream %s sent no answer to %s %s within %ss",
@@ -251,13 +265,14 @@ class ProxyApp:
                     pieces = [chunk] if splitter is None else splitter.feed(chunk)
                     for piece in pieces:
                         await send({"type": "http.response.body", "body": piece, "more_body": True})
-                if splitter is not None and (rest := splitter.rest()):
-                    await send({"type": "http.response.body", "body": rest, "more_body": True})
+                rest = splitter.rest() if splitter is not None else b""
+                await send({"type": "http.response.body", "body": rest, "more_body": False})
             except EventTooLarge as exc:
                 logger.warning("the answer from the upstream %s was cut: %s", self.upstream, exc)
+                await send(_END)
             except httpx.HTTPError as exc:
                 logger.info("the upstream %s broke off an answer: %r", self.upstream, exc)
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+                await send(_END)
             tg.cancel_scope.cancel()
 
     def _went_unreachable(self, exc: Exception) -> None:
@@ -269,6 +284,9 @@ class ProxyApp:
         if self._unreachable:
             self._unreachable = False
             logger.warning("the upstream MCP server %s is reachable again", self.upstream)
+
+
+_END = {"type": "http.response.body", "body": b"", "more_body": False}
 
 
 async def _cancel_when_gone(receive: Receive, scope: anyio.CancelScope) -> None:
