@@ -330,7 +330,8 @@ class Connection:
 
     async def settle_pending(self) -> bool | None:
         """Wait for the write given up by its writer (`write_interruptibly`) to end in the server:
-        True when it was written, False when the client is gone, None when none was under way."""
+        True when it was written, False when it was not (the server dropped it, or the client is
+        gone), None when none was under way."""
         pending = self._pending
         if pending is None:
             return None
