@@ -3,7 +3,9 @@ one on the same file): its earlier life's work is found.
 
 - A call that finished before the restart: a resume from its first event, on the new
   process, gets the same events and the result, once (its stream URL and event ids verify:
-  the secret is kept in the file).
+  the secret is kept in the file). After a SIGKILL that fell within the commit window (a write
+  returns once queued), the end may not be in the file: the resume then ends with the error a
+  lost process's call ends with, once.
 - A call still running when its process was killed: a resume on the new process ends with
   the JSON-RPC error a lost node's call ends with, at once rather than at its resume window's
   end (the new process is a new node; the earlier one's heartbeat is gone: `durable`).
@@ -76,8 +78,16 @@ async def test_a_finished_calls_result_is_served_to_a_resume_after_a_restart(
     try:
         after = await resume(info.base_url, session, cut.last_id)
         assert after.status == 200
-        assert [e.id for e in after.events if e.data] == [e.id for e in before.events if e.data]
         answers = results(after, call["id"])
+        if how is signal.SIGKILL and [e.id for e in after.events if e.data] != [
+            e.id for e in before.events if e.data
+        ]:
+            # Killed within the commit window (a write returns once queued, `SQLiteStore`'s
+            # durability): the call's end did not reach the file, and the resume says the call's
+            # process stopped, once - never a wrong or a second answer.
+            assert len(answers) == 1 and "stopped" in answers[0]["error"]["message"], answers
+            return
+        assert [e.id for e in after.events if e.data] == [e.id for e in before.events if e.data]
         assert len(answers) == 1 and answers[0]["result"]["content"][0]["text"] == "done 2"
     finally:
         await stop(second, signal.SIGTERM)
