@@ -863,3 +863,30 @@ async def test_requests_from_2026_07_28_on_declare_the_resumable_streams_extensi
     if declared:  # what the client declared itself is kept
         kept = bodies[1]["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
         assert kept["roots"] == {} and kept["extensions"]["x/y"] == {}
+
+
+class CutOnce(httpx.AsyncBaseTransport):
+    """Cuts the first POST before any answer (the connection dropped), answers 202 after."""
+
+    def __init__(self) -> None:
+        self.posts: list[httpx.Request] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.posts.append(request)
+        if len(self.posts) == 1:
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+        return httpx.Response(202, request=request)
+
+
+async def test_a_notification_cut_before_its_answer_is_sent_again_under_its_key() -> None:
+    """A session's `notifications/initialized` whose POST lost its connection before any answer is
+    sent again (the same Idempotency-Key), not a failed session."""
+    inner = CutOnce()
+    async with httpx.AsyncClient(transport=ResumableTransport(inner, default_retry_ms=1)) as client:
+        response = await client.post(
+            "http://127.0.0.1:9/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}
+        )
+    assert response.status_code == 202
+    assert len(inner.posts) == 2
+    keys = {post.headers.get("idempotency-key") for post in inner.posts}
+    assert len(keys) == 1 and None not in keys

@@ -183,7 +183,11 @@ class ResumableTransport(httpx.AsyncBaseTransport):
             return await self._post_request(request, message["id"], notice)
         if self._capture(request, message):
             return httpx.Response(202, request=request)
-        return await self.inner.handle_async_request(request)
+        if message is None:
+            return await self.inner.handle_async_request(request)
+        # A notification or an answer: its POST cut before any answer is sent again under its
+        # key like a request's (a session whose `notifications/initialized` was cut goes on).
+        return await self._send_post(request)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -231,7 +235,7 @@ class ResumableTransport(httpx.AsyncBaseTransport):
         return status_result(response.status_code, raw)
 
     async def _send_post(self, request: httpx.Request) -> httpx.Response:
-        """POST a JSON-RPC request; with an Idempotency-Key, retry it when the answer never came.
+        """POST a JSON-RPC message; with an Idempotency-Key, retry it when the answer never came.
 
         A connection lost before the response headers leaves no Link and no event id to
         resume from. The key makes a retry safe: a server that honours it (mcp-resume-asgi
