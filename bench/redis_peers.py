@@ -56,6 +56,7 @@ from bench.__main__ import (
     machine,
     run_http,
 )
+from bench.persist_replay import filled_replayer
 
 VARIANTS = ("bare", "wrapped", "sdk_es", "wrapped_redis", "persist_redis")
 REDIS = ("wrapped_redis", "persist_redis")
@@ -278,35 +279,11 @@ async def _ours(url: str, prefix: str, n_events: int) -> tuple[Any, Any, Any]:
 
 
 async def _theirs(url: str, prefix: str, n_events: int) -> tuple[Any, Any]:
-    from mcp.server.streamable_http import EventMessage
     from mcp_persist.redis import RedisEventStore
-    from mcp_types import JSONRPCNotification, JSONRPCResponse
 
     context = RedisEventStore.create(url, key_prefix=prefix)
     store = await context.__aenter__()
-    first_id = await store.store_event("s1", None)  # the priming event, as the SDK stores it
-    for i in range(1, n_events):
-        note = JSONRPCNotification(
-            jsonrpc="2.0",
-            method="notifications/progress",
-            params={"progressToken": "t1", "progress": i, "total": n_events},
-        )
-        await store.store_event("s1", note)
-    done = JSONRPCResponse(
-        jsonrpc="2.0", id=1, result={"content": [{"type": "text", "text": "done"}], "isError": False}
-    )
-    await store.store_event("s1", done)
-
-    async def replay() -> int:
-        got: list[EventMessage] = []
-
-        async def collect(event: EventMessage) -> None:
-            got.append(event)
-
-        await store.replay_events_after(first_id, collect)
-        return len(got)
-
-    return replay, context
+    return await filled_replayer(store, n_events), context
 
 
 async def run_replay(url: str, n_events: int, runs: int) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.__main__ import HTTP_CONCURRENCIES, LOAD, PLOTS, RESULTS, machine, run_http
+from bench.persist_replay import filled_replayer
 
 VARIANTS = ("bare", "wrapped_sqlite", "persist_sqlite")
 LABELS = {
@@ -95,35 +96,11 @@ async def _ours(folder: str, n_events: int) -> tuple[Any, Any, Any]:
 
 
 async def _theirs(folder: str, n_events: int) -> tuple[Any, Any]:
-    from mcp.server.streamable_http import EventMessage
     from mcp_persist.sqlite import SQLiteEventStore
-    from mcp_types import JSONRPCNotification, JSONRPCResponse
 
     context = SQLiteEventStore.create(os.path.join(folder, "theirs.db"))
     store = await context.__aenter__()
-    first_id = await store.store_event("s1", None)  # the priming event, as the SDK stores it
-    for i in range(1, n_events):
-        note = JSONRPCNotification(
-            jsonrpc="2.0",
-            method="notifications/progress",
-            params={"progressToken": "t1", "progress": i, "total": n_events},
-        )
-        await store.store_event("s1", note)
-    done = JSONRPCResponse(
-        jsonrpc="2.0", id=1, result={"content": [{"type": "text", "text": "done"}], "isError": False}
-    )
-    await store.store_event("s1", done)
-
-    async def replay() -> int:
-        got: list[EventMessage] = []
-
-        async def collect(event: EventMessage) -> None:
-            got.append(event)
-
-        await store.replay_events_after(first_id, collect)
-        return len(got)
-
-    return replay, context
+    return await filled_replayer(store, n_events), context
 
 
 async def run_replay(n_events: int, runs: int) -> dict[str, Any]:
