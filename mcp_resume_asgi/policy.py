@@ -88,11 +88,11 @@ class Policy:
     when it was to become a task (the principal known once the app read the request, or a
     race for the last place) by a client that cannot come back for a plain result
     (2026-07-28), a JSON-RPC error (-32000) and the call is cancelled
-    (`tasks/limits.py`). Issue 13's bound on task records."""
+    (`tasks/limits.py`)."""
     rerun_on_loss: bool = False
     """The route's calls are safe to run again (idempotent tools): when the node running one
     dies (SIGKILL, a lost heartbeat) before its answer, another node runs the stored request
-    again under the same stream or task id, and its client sees the call complete (issue 22).
+    again under the same stream or task id, and its client sees the call complete.
     The request (its body and headers, up to `engine.rerun.MAX_REQUEST_BYTES`) and its caller
     (principal, user, credentials) are kept in the store while the call runs, and deleted once
     it is answered. A shared store only; needs an app that serves the request on any node (a

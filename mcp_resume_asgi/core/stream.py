@@ -34,7 +34,7 @@ the client's doing). What a phase allows is what the hosts do today: a connectio
 attaches to any stream that has a record (while CANCELLING or DONE too: what was
 recorded is still served), a cancelled app's events are still recorded, and a
 core left in NEW by a host that never says what the stream is accepts `record`,
-`attach` and `observe` as before the phases existed.
+`attach` and `observe` in any order.
 """
 
 from __future__ import annotations
@@ -413,7 +413,7 @@ class StreamCore:
         raise IllegalTransition(self.phase, event)
 
     def continue_from(self, last_seq: int) -> None:
-        """The stream continues a record another node began and lost (a re-run, issue 22): the
+        """The stream continues a record another node began and lost (a re-run): the
         ids of what it records go on after `last_seq`. Only before anything is recorded."""
         if self.phase is not Phase.NEW or self.seq or last_seq < 0:
             self._refuse("continue_from")
@@ -952,4 +952,4 @@ class StreamCore:
 
 
 Stream = StreamCore
-"""The name the layered engine uses (issue 21); `StreamCore` stays until the hosts move."""
+"""The name the engine's layers use for `StreamCore`."""

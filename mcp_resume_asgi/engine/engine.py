@@ -135,8 +135,7 @@ class Engine:
         )
         services = self.services
         services.rerun = self.rerun
-        # What the feature layers, Tasks and REST still read of the engine itself, until they
-        # reach it only through its port (issue 21, step 7).
+        # What the feature layers, Tasks and REST read of the engine itself (the rest through its port).
         self.app = app
         self.routes = routes
         self.store = store
@@ -216,7 +215,7 @@ class Engine:
         """Whether the stream's request runs on this node now."""
         return stream_id in self.live
 
-    # -- what the Tasks layer asks of a stream hosted here, by its id (issue 21 step 7, G1)
+    # -- what the Tasks layer asks of a stream hosted here, by its id
     def hosted_principal(self, stream_id: str, scope: Scope) -> str | None:
         """The principal of the stream hosted here (as its request was admitted), else the scope's."""
         hosted = self.live.get(stream_id)

@@ -115,8 +115,8 @@ True when it answered (the Tasks layer answers a call that became a task with th
 
 
 # ---------------------------------------------------------------------- what the faces read (REST, features)
-# (issue 21 step 7, G2/G3: the REST face and the feature layers reach the engine only through
-# the port; this block is theirs, kept apart from the Tasks layer's additions.)
+# (the REST face and the feature layers reach the engine only through the port; this block is
+# theirs, kept apart from the Tasks layer's additions.)
 PROBE_TIMEOUT_S = 10.0
 """How long a request the middleware makes of the app on a client's behalf may take."""
 
@@ -247,7 +247,7 @@ class CallApp(Protocol):
     ) -> tuple[int, bytes]: ...
 
 
-# ---------------------------------------------------------------------- what the Tasks layer asks (issue 21 step 7, G1)
+# ---------------------------------------------------------------------- what the Tasks layer asks
 @dataclass(frozen=True, slots=True)
 class BecomingTask:
     """A request hosted here that still waits for the deadline that makes it a task: the

@@ -1,7 +1,7 @@
 """A call on a route with `Policy.rerun_on_loss`, kept so that another node can run it again.
 
 When the node running such a call dies (SIGKILL, a lost heartbeat) before the call's answer,
-the request is run again on another node under the same stream (issue 22, item 2). For that
+the request is run again on another node under the same stream. For that
 the request must outlive its node: while the call runs, the store holds what running it takes
 (`StoredRequest`: the HTTP request as the app saw it, and its caller as a relay describes it,
 `relayed_caller.describe`), bounded (`MAX_REQUEST_BYTES`: a larger request is not kept, and its

@@ -2,8 +2,8 @@
 
 The engine builds one per middleware stack and hands it, never itself, to what it builds:
 the hosted streams and their parts, the follower, the answerers of client answers, cancel
-notices and retried POSTs. They used to hold the whole `Engine` and call back up through
-it; this is the short list of what they actually use - the app, the store and what stands
+notices and retried POSTs. Rather than the whole `Engine`, they get the short list of what
+they actually use - the app, the store and what stands
 for it (the outage reporter, the recovery of held writes, the session records, the cancel
 bindings), the signer, the scheduler, this node, the streams live here - so that none of
 them imports the engine. Nothing here decides about a stream.
@@ -51,7 +51,7 @@ __all__ = [
 #: The error a request's stream ends with when its app ended it without a response.
 ENDED_WITHOUT_RESPONSE = "the server ended the stream without a response"
 #: The error a request's stream (and a task: `failed`) ends with when this node's drain budget
-#: ended its work (`Engine.drain`). A re-run on another node (issue 22 item 2) would start from
+#: ended its work (`Engine.drain`). A re-run on another node would start from
 #: such a record: the request is in the store, its end says why it did not finish here.
 SHUT_DOWN = "the server shut down before the request finished"
 

@@ -1,7 +1,6 @@
 """The bound on how many task records one principal holds (`Policy.max_tasks_per_principal`).
 
-Issue 13 asks for a bounded number of task records: without one, a single caller
-could fill the store with tasks (each keeps its work, its stream and its record
+Task records are bounded: without a bound, a single caller could fill the store with tasks (each keeps its work, its stream and its record
 for `task_ttl_s`). Each task record is a member of its principal's index in the
 store, `tasks:<digest of the principal>` (`Store.index_add`), expiring with the
 record, so the count is what the store holds now, over every node, and a task
