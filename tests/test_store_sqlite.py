@@ -83,6 +83,7 @@ async def test_a_store_opened_again_holds_what_it_held(tmp_path: Path) -> None:
     await store.index_add("idx", "m2", time.time() + 60, cap=10)
     await store.index_remove("idx", "m2")
     await store.aclose()
+    await anyio.sleep(0.05)  # past the 10 ms TTL of "short", however fast the lines above ran
 
     again = SQLiteStore(path)
     try:
