@@ -542,12 +542,13 @@ def main(argv: list[str] | None = None) -> int:
         short = page.render(
             results, {name: os.path.relpath(path, page_file.parent) for name, path in drawn.items()}
         )
+        bars = page.render_bars(results)
         if publish:
-            page.publish(page_file, short)
+            page.publish(page_file, short, bars)
             PUBLISHED.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(out / "latest.json", PUBLISHED)
         else:
-            page_file.write_text(short)
+            page_file.write_text(short + ("\n" + bars if bars else ""))
         log(
             f"bench: the page is {page_file}, its plots are in {next(iter(drawn.values())).parent}"
             if drawn

@@ -1,10 +1,11 @@
 """The short page of a `python -m bench` run: what BENCHMARKS.md shows.
 
-`render(results, images)` gives the page's generated part: the machine and command,
-the load during the run, issue 21's bars against what was measured, today's tables
-with the plots (`images`: the plot files by name, as paths relative to the page), how
-to reproduce, and where the history is. `publish(path, text)` puts it between the
-page's markers, so what is kept by hand outside them survives a new run.
+`render(results, images)` gives the page's generated part for users: the machine and
+command, the load during the run, today's tables with the plots (`images`: the plot
+files by name, as paths relative to the page), how to reproduce, and where the history
+is. `render_bars(results)` gives the project's own bars against what was measured, for
+contributors, kept at the end of the page. `publish(path, text, bars)` puts each between
+its markers, so what is kept by hand outside them survives a new run.
 The full report of every figure is `bench.report`'s.
 
     python -m bench.page [RESULT.json] [--publish]   # the page of a saved run, printed or published
@@ -47,6 +48,9 @@ PLOT_FILES = {
 BEGIN_MARK = "<!-- bench:begin"
 BEGIN = f"{BEGIN_MARK} - written by `python -m bench` (bench/page.py); edits up to bench:end are lost on the next run -->"
 END = "<!-- bench:end -->"
+BARS_BEGIN_MARK = "<!-- bench:bars:begin"
+BARS_BEGIN = f"{BARS_BEGIN_MARK} - written by `python -m bench` (bench/page.py); edits up to bench:bars:end are lost -->"
+BARS_END = "<!-- bench:bars:end -->"
 TITLE = "# Benchmarks"
 #: The last commit whose BENCHMARKS.md held the whole run history, analyses and profiles.
 LONG_PAGE_AT = "933c1c4"
@@ -60,7 +64,7 @@ VARIANT_NAMES = {
     "sdk_es": "SDK event store",
     "wrapped_otel": "wrapped, OpenTelemetry SDK on",
 }
-#: Issue 23's bar: the OpenTelemetry SDK configured (`wrapped_otel`) costs at most this share of req/s.
+#: The bar of the OpenTelemetry SDK configured (`wrapped_otel`) costs at most this share of req/s.
 OTEL_BAR = 0.95
 
 
@@ -131,7 +135,7 @@ def run_lines(results: dict[str, Any]) -> list[str]:
 
 
 def bar_rows(results: dict[str, Any]) -> list[list[str]]:
-    """Issue 21's bars, each with its latest measured state."""
+    """The project's bars, each with its latest measured state."""
     rows: list[list[str]] = []
     if "http" in results:
         cells = bars(results)
@@ -167,7 +171,7 @@ def bar_rows(results: dict[str, Any]) -> list[list[str]]:
             met = sum(r >= OTEL_BAR for _, _, r in otel)
             rows.append(
                 [
-                    f"(issue 23) OpenTelemetry SDK on / wrapped req/s ≥ {OTEL_BAR:.2f}x, every cell",
+                    f"OpenTelemetry SDK on / wrapped req/s ≥ {OTEL_BAR:.2f}x, every cell",
                     f"{text} ({clients} clients)",
                     _verdict(met, len(otel)),
                 ]
@@ -360,14 +364,6 @@ def _image(images: dict[str, str], name: str, alt: str) -> list[str]:
 def render(results: dict[str, Any], images: dict[str, str]) -> str:
     """The generated part of the page, markers included."""
     parts = [BEGIN, "", *run_lines(results), ""]
-    rows = bar_rows(results)
-    if rows:
-        parts += [
-            "## The bars (issue 21) against this run",
-            "",
-            *_table(["bar", "measured", "verdict"], rows, "|---|---|---|"),
-            "",
-        ]
     if "http" in results:
         parts += ["## tools/call over HTTP: req/s and p99 against clients", ""]
         parts += _image(images, "http_rps", "requests per second against clients")
@@ -406,27 +402,59 @@ def render(results: dict[str, Any], images: dict[str, str]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def has_markers(page: str) -> bool:
-    start = page.find(BEGIN_MARK)
-    return start >= 0 and END in page[start:]
+def render_bars(results: dict[str, Any]) -> str:
+    """The project's own bars against this run, for contributors (the end of the page),
+    markers included; empty when the run measured none of them."""
+    rows = bar_rows(results)
+    if not rows:
+        return ""
+    parts = [
+        BARS_BEGIN,
+        "",
+        "## For contributors: the project's speed and memory bars against the last `python -m bench` run",
+        "",
+        "What the project holds itself to, judged from the figures at the top of this page.",
+        "",
+        *_table(["bar", "measured", "verdict"], rows, "|---|---|---|"),
+        "",
+        BARS_END,
+    ]
+    return "\n".join(parts) + "\n"
 
 
-def splice(current: str, generated: str) -> str:
-    """`current` with its generated part replaced, what is outside the markers kept; a page
-    without markers becomes the title and the generated part."""
-    if not has_markers(current):
-        return f"{TITLE}\n\n{generated}"
-    start = current.index(BEGIN_MARK)
-    end = current.index(END, start) + len(END)
-    return current[:start] + generated.rstrip("\n") + current[end:]
+def has_markers(page: str, begin: str = BEGIN_MARK, end: str = END) -> bool:
+    start = page.find(begin)
+    return start >= 0 and end in page[start:]
 
 
-def publish(path: Path, generated: str) -> None:
-    """Write the generated part into the page at `path` (see `splice`)."""
+def _replace_block(page: str, begin: str, end: str, block: str) -> str:
+    start = page.index(begin)
+    stop = page.index(end, start) + len(end)
+    return page[:start] + block.rstrip("\n") + page[stop:]
+
+
+def splice(current: str, generated: str, bars: str = "") -> str:
+    """`current` with its generated parts replaced, what is outside the markers kept; a page
+    without markers becomes the title and the generated part. The bars' block is replaced
+    where it is, or added at the end of the page."""
+    page = (
+        _replace_block(current, BEGIN_MARK, END, generated)
+        if has_markers(current)
+        else f"{TITLE}\n\n{generated}"
+    )
+    if not bars:
+        return page
+    if has_markers(page, BARS_BEGIN_MARK, BARS_END):
+        return _replace_block(page, BARS_BEGIN_MARK, BARS_END, bars)
+    return page.rstrip("\n") + "\n\n" + bars
+
+
+def publish(path: Path, generated: str, bars: str = "") -> None:
+    """Write the generated parts into the page at `path` (see `splice`)."""
     current = path.read_text() if path.exists() else ""
     if current and not has_markers(current):
         print(f"bench: {path} had no bench:begin/end markers: rewritten whole", file=sys.stderr)
-    path.write_text(splice(current, generated))
+    path.write_text(splice(current, generated, bars))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -445,10 +473,11 @@ def main(argv: list[str] | None = None) -> None:
         if (plots / file).exists()
     }
     text = render(results, images)
+    bars = render_bars(results)
     if args.publish:
-        publish(PAGE, text)
+        publish(PAGE, text, bars)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(text + ("\n" + bars if bars else ""))
 
 
 if __name__ == "__main__":

@@ -97,8 +97,11 @@ def synthetic(background_cores: float) -> dict[str, Any]:
 
 def test_the_page_judges_each_bar_from_the_figures() -> None:
     text = page.render(synthetic(background_cores=0.02), {"http_rps": "bench/plots/http_rps.png"})
+    judged = page.render_bars(synthetic(background_cores=0.02))
+    assert "issue" not in text + judged  # the user's part and the contributors' part name no issue
+    assert "≥" not in text  # the bars are the contributors' part, not the user's
     bars = {
-        line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if "≥" in line or "≤" in line
+        line.split(" | ")[0].lstrip("| "): line for line in judged.splitlines() if "≥" in line or "≤" in line
     }
     # 0.95x at 1 client, 0.50x at 32: met in 2 of the 4 cells
     assert "**missed** (2 of 4)" in bars["wrapped/bare req/s ≥ 0.90x, every cell"]
@@ -130,6 +133,15 @@ def test_a_new_run_replaces_only_the_generated_part() -> None:
     spliced = page.splice(current, new)
     assert spliced == f"{page.TITLE}\n\n{new}{by_hand}"
     assert page.splice("# Old history\n\nlots of it\n", new) == f"{page.TITLE}\n\n{new}"
+    # the contributors' bars: added at the end once, then replaced where they are
+    bars = page.render_bars(synthetic(background_cores=0.02))
+    with_bars = page.splice(current, new, bars)
+    assert with_bars == f"{page.TITLE}\n\n{new}{by_hand}\n{bars}"
+    later = page.render_bars(synthetic(background_cores=0.8))
+    assert (
+        page.splice(with_bars + "\n## After\n", new, later)
+        == f"{page.TITLE}\n\n{new}{by_hand}\n{later}\n## After\n"
+    )
 
 
 def test_the_full_report_shows_the_redis_variant_and_store() -> None:
