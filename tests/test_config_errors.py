@@ -17,8 +17,8 @@ from mcp_resume_asgi import (
     Route,
     resumable,
 )
-from mcp_resume_asgi.http.misconfig import check_asgi_app
 from mcp_resume_asgi.policy import RouteTable
+from mcp_resume_asgi.wire.asgi import check_asgi_app
 from tests.apps.mcpserver_app import create_server
 
 # ----------------------------------------------------------------------------- routes keys

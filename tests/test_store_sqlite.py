@@ -28,8 +28,8 @@ import anyio
 import pytest
 
 from mcp_resume_asgi.store import SessionInfo, StreamKind, StreamMeta, StreamState, keys, store_from_url
-from mcp_resume_asgi.store.sqlite import SQLiteStore, SQLiteStoreError, SQLiteStoreLockedError
-from mcp_resume_asgi.store.sqlite_file import sweep
+from mcp_resume_asgi.store.sqlite import SQLiteStore
+from mcp_resume_asgi.store.sqlite_file import SQLiteStoreError, SQLiteStoreLockedError, sweep
 from tests.support.server import REPO_ROOT
 from tests.support.timing import scaled
 

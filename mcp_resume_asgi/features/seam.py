@@ -7,7 +7,7 @@ JSON-RPC request - asks each layer, in order, whether it answers the request
 itself (`intercept`) and which messages a new stream starts with (`first_messages`).
 So every layer is usable alone in a `middleware=[...]` list, as long as it comes
 before `ResumeMiddleware`, and all layers share one engine and one store. A layer sees
-each request as a `RequestContext` (`engine/port.py`, re-exported here).
+each request as a `RequestContext` (`engine/port.py`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from mcp_resume_asgi.engine.port import RequestContext
 from mcp_resume_asgi.wire.asgi import check_asgi_app
 from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY
 
-__all__ = ["FEATURES_KEY", "FeatureMiddleware", "RequestContext"]
+__all__ = ["FeatureMiddleware"]
 
 
 class FeatureMiddleware:

@@ -49,10 +49,9 @@ from mcp_resume_asgi.http.retried_posts import RetriedPosts
 from mcp_resume_asgi.http.signals import hold_app_streams, on_shutdown_signal
 from mcp_resume_asgi.policy import Policy, RoutesSpec, RouteTable
 from mcp_resume_asgi.store import keys
-from mcp_resume_asgi.store.base import Store
+from mcp_resume_asgi.store.base import Store, StoreFullError
 from mcp_resume_asgi.store.encrypted import encrypted
 from mcp_resume_asgi.store.health import StoreHealth
-from mcp_resume_asgi.store.memory import StoreFullError
 from mcp_resume_asgi.store.observed import observed
 from mcp_resume_asgi.store.urls import store_from_setting
 from mcp_resume_asgi.telemetry import TelemetrySetting, telemetry_from

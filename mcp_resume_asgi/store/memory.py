@@ -33,7 +33,7 @@ from mcp_resume_asgi.store.base import (
 from mcp_resume_asgi.store.memory_index import MemoryIndexes
 from mcp_resume_asgi.store.memory_stream import StreamEntry as _Entry
 
-__all__ = ["MemoryStore", "StoreFullError"]
+__all__ = ["MemoryStore"]
 
 #: Messages a slow subscriber may have queued before newer ones are dropped for it.
 SUBSCRIBER_BUFFER = 1024

@@ -56,10 +56,10 @@ from mcp_resume_asgi.store.base import (
 )
 from mcp_resume_asgi.store.memory import MemoryStore
 from mcp_resume_asgi.store.memory_stream import StreamEntry
-from mcp_resume_asgi.store.sqlite_file import SQLiteStoreError, SQLiteStoreLockedError
+from mcp_resume_asgi.store.sqlite_file import SQLiteStoreError
 from mcp_resume_asgi.store.sqlite_writer import Op, SQLiteWriter
 
-__all__ = ["SQLiteStore", "SQLiteStoreError", "SQLiteStoreLockedError"]
+__all__ = ["SQLiteStore"]
 
 logger = logging.getLogger(__name__)
 
