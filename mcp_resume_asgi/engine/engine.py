@@ -44,6 +44,7 @@ from mcp_resume_asgi.engine.port import (
     AppAnswer,
     BecomingTask,
     Delivery,
+    Drained,
     EnginePort,
     HostRequest,
     Refusal,
@@ -65,7 +66,7 @@ from mcp_resume_asgi.wire.principal import PrincipalOf
 from mcp_resume_asgi.wire.replies import send_bytes, send_json
 from mcp_resume_asgi.wire.tokens import TokenSigner
 
-__all__ = ["DRAIN_END_S", "RERUN_TAKEOVER_S", "Drained", "Engine"]
+__all__ = ["DRAIN_END_S", "RERUN_TAKEOVER_S", "Engine"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,17 +83,6 @@ async def _gone() -> Message:
 
 async def _discard(message: Message) -> None:
     """The `send` of a re-run's first connection: nothing goes to it."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Drained:
-    """What a drain did (`Engine.drain`): how long it took, how many app tasks ran at its start,
-    how many of them finished within the budget and how many it ended at the budget."""
-
-    seconds: float
-    running: int
-    finished: int
-    stopped: int
 
 
 class Engine:
