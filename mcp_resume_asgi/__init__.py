@@ -10,7 +10,13 @@ URL, survive dropped connections and can be closed by the server at will.
 
 from typing import TYPE_CHECKING, Any
 
-from mcp_resume_asgi.api import resumable
+from mcp_resume_asgi.api import (
+    RestOptions,
+    ResumableApp,
+    ResumableRequestsOptions,
+    ResumeTokenOptions,
+    resumable,
+)
 from mcp_resume_asgi.engine.relayed_caller import RelayedUser
 from mcp_resume_asgi.features.resumable_requests import ResumableRequestsMiddleware
 from mcp_resume_asgi.features.resume_tokens import ResumeTokenMiddleware
@@ -41,9 +47,13 @@ __all__ = [
     "RedisStore",
     "RelayedUser",
     "RestMiddleware",
+    "RestOptions",
+    "ResumableApp",
     "ResumableRequestsMiddleware",
+    "ResumableRequestsOptions",
     "ResumeMiddleware",
     "ResumeTokenMiddleware",
+    "ResumeTokenOptions",
     "Route",
     "SessionInfo",
     "Store",

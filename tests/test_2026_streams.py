@@ -21,8 +21,8 @@ import pytest
 from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi import RESUMABLE_STREAMS_EXTENSION, MemoryStore, Policy, Store, resumable
-from mcp_resume_asgi.engine.port import Delivery, ServeOptions
-from mcp_resume_asgi.features.seam import FeatureMiddleware, RequestContext
+from mcp_resume_asgi.engine.port import Delivery, RequestContext, ServeOptions
+from mcp_resume_asgi.features.seam import FeatureMiddleware
 from tests.apps.probe_app import PROBE, create_app
 from tests.support.counting import Counting
 from tests.support.raw import RawSession, Reply

@@ -20,7 +20,7 @@ from mcp_resume_asgi.core.cancel_notices import (
 )
 from mcp_resume_asgi.core.stream import Reason, StreamCore
 from mcp_resume_asgi.policy import Policy
-from mcp_resume_asgi.store.base import MAX_INDEX_NAME_BYTES
+from mcp_resume_asgi.store.index_bounds import MAX_INDEX_NAME_BYTES
 from mcp_resume_asgi.store.keys import CANCEL_BINDING_PREFIX as INDEX_PREFIX
 from mcp_resume_asgi.store.keys import cancel_binding as binding
 from mcp_resume_asgi.wire import jsonrpc as p

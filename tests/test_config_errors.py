@@ -1,25 +1,34 @@
-"""Mistakes in how the middleware is set up fail at construction, saying what to write (issue 11)."""
+"""Mistakes in how the middleware is set up fail at construction (or, for the order of the layers,
+at startup), saying what to write."""
 
 from __future__ import annotations
 
 import functools
 from typing import Any
 
+import anyio
 import httpx
 import pytest
-from starlette.types import Receive, Scope, Send
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.routing import Mount
+from starlette.types import Message, Receive, Scope, Send
 
 from mcp_resume_asgi import (
+    MemoryStore,
     Policy,
+    RestMiddleware,
     ResumableRequestsMiddleware,
     ResumeMiddleware,
     ResumeTokenMiddleware,
     Route,
+    TasksMiddleware,
     resumable,
 )
-from mcp_resume_asgi.http.misconfig import check_asgi_app
 from mcp_resume_asgi.policy import RouteTable
+from mcp_resume_asgi.wire.asgi import check_asgi_app
 from tests.apps.mcpserver_app import create_server
+from tests.support.timing import scaled
 
 # ----------------------------------------------------------------------------- routes keys
 
@@ -153,3 +162,179 @@ async def test_the_built_app_is_accepted_and_answers() -> None:
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         reply = await client.get("/not-mcp")
     assert reply.status_code == 404
+
+
+# ----------------------------------------------------------------------------- typed options
+
+
+def test_a_switch_that_is_not_a_bool_nor_a_dict_is_refused() -> None:
+    app = create_server().streamable_http_app()
+    with pytest.raises(TypeError, match="tasks must be True or False, not 'yes'"):
+        resumable(app, tasks="yes")  # type: ignore[arg-type]
+    for switch in ("resumable_requests", "resume_tokens", "rest"):
+        with pytest.raises(TypeError, match=f"{switch} must be True, False or a dict"):
+            resumable(app, **{switch: "yes"})
+
+
+def test_a_switch_dict_reaches_its_layer() -> None:
+    app = resumable(create_server().streamable_http_app(), resumable_requests={"tools": ["slow*"]})
+    assert isinstance(app, ResumableRequestsMiddleware) and app.tools == ("slow*",)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tool'"):
+        resumable(create_server().streamable_http_app(), resumable_requests={"tool": ["x"]})  # type: ignore[typeddict-unknown-key]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "error"),
+    [
+        ("node_timeout_s", -1, ValueError),
+        ("node_timeout_s", 0, ValueError),
+        ("node_timeout_s", "5", TypeError),
+        ("session_ttl_s", 0, ValueError),
+        ("session_ttl_s", float("inf"), ValueError),
+        ("session_ttl_s", True, TypeError),
+        ("drain_s", -1, ValueError),
+        ("drain_s", float("nan"), ValueError),
+        ("drain_s", "30", TypeError),
+        ("max_body_bytes", 0, ValueError),
+        ("max_body_bytes", "4096", TypeError),
+        ("max_body_bytes", 4096.5, TypeError),
+    ],
+)
+@pytest.mark.parametrize("wrap", [resumable, ResumeMiddleware], ids=["resumable", "ResumeMiddleware"])
+def test_a_numeric_option_out_of_range_is_refused_on_the_memory_store(
+    wrap: Any, option: str, value: object, error: type[Exception]
+) -> None:
+    """Checked whatever the store: the memory store has no node, so `node_timeout_s` is not used there."""
+    with pytest.raises(error, match=option):
+        wrap(create_server().streamable_http_app(), store=MemoryStore(), **{option: value})
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "error"),
+    [
+        ("max_bytes", 0, ValueError),
+        ("max_keys", "100", TypeError),
+        ("max_streams", True, TypeError),
+        ("max_index_members", -1, ValueError),
+        ("max_sessions", 1.5, TypeError),
+    ],
+)
+def test_a_store_bound_out_of_range_is_refused(option: str, value: object, error: type[Exception]) -> None:
+    with pytest.raises(error, match=option):
+        MemoryStore(**{option: value})
+
+
+def test_a_sqlite_store_bound_out_of_range_is_refused(tmp_path: Any) -> None:
+    from mcp_resume_asgi.store.sqlite import SQLiteStore
+
+    with pytest.raises(ValueError, match="max_file_bytes"):
+        SQLiteStore(tmp_path / "a.db", max_file_bytes=0)
+    with pytest.raises(TypeError, match="max_keys"):
+        SQLiteStore(tmp_path / "a.db", max_keys="10")  # type: ignore[arg-type]
+
+
+def test_a_redis_store_bound_out_of_range_is_refused() -> None:
+    pytest.importorskip("redis")
+    from mcp_resume_asgi.store.redis import RedisStore
+
+    with pytest.raises(ValueError, match="partitions"):
+        RedisStore(url="redis://127.0.0.1:1/0", partitions=0)
+    with pytest.raises(TypeError, match="max_connections"):
+        RedisStore(url="redis://127.0.0.1:1/0", max_connections="64")  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_what_resumable_returns_has_its_own_drain() -> None:
+    app = resumable(create_server().streamable_http_app(), tasks=True, resume_tokens=True)
+    assert isinstance(app, TasksMiddleware) and "drain" not in vars(app)
+    drained = await app.drain()
+    assert drained.running == 0 and drained.stopped == 0
+
+
+# ----------------------------------------------------------------------------- the layers' order
+
+
+async def lifespan_app(scope: Scope, receive: Receive, send: Send) -> None:
+    assert scope["type"] == "lifespan"
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        else:
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def run_lifespan(app: Any) -> list[Message]:
+    """Start `app`'s lifespan, and shut it down once its startup is answered: what it sent."""
+    sent: list[Message] = []
+    inbox: list[Message] = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
+    answered = anyio.Event()
+
+    async def receive() -> Message:
+        message = inbox.pop(0)
+        if message["type"] == "lifespan.shutdown":
+            await answered.wait()
+        return message
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+        if message["type"].startswith("lifespan.startup."):
+            answered.set()
+
+    with anyio.fail_after(scaled(10)):
+        await app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send)
+    return sent
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("build", "said"),
+    [
+        (
+            lambda app: ResumeTokenMiddleware(TasksMiddleware(ResumeMiddleware(app))),
+            "TasksMiddleware is inside ResumeTokenMiddleware",
+        ),
+        (
+            lambda app: TasksMiddleware(RestMiddleware(ResumeMiddleware(app))),
+            "RestMiddleware is inside TasksMiddleware",
+        ),
+        (
+            lambda app: ResumeMiddleware(ResumableRequestsMiddleware(app)),
+            "ResumableRequestsMiddleware is inside ResumeMiddleware",
+        ),
+        (
+            lambda app: Starlette(
+                routes=[Mount("/", app=app)],
+                middleware=[Middleware(ResumeMiddleware), Middleware(TasksMiddleware)],
+                lifespan=None,
+            ),
+            "TasksMiddleware is inside ResumeMiddleware",
+        ),
+    ],
+    ids=["tasks-in-tokens", "rest-in-tasks", "layer-in-middleware", "starlette-list"],
+)
+async def test_layers_in_the_wrong_order_are_refused_at_startup_saying_the_order(
+    build: Any, said: str
+) -> None:
+    sent = await run_lifespan(build(lifespan_app))
+    assert [m["type"] for m in sent] == ["lifespan.startup.failed"]
+    message = sent[0]["message"]
+    assert said in message
+    assert (
+        "RestMiddleware, then TasksMiddleware, then ResumeTokenMiddleware and ResumableRequestsMiddleware"
+        in message
+    )
+    assert "then ResumeMiddleware" in message and "resumable()" in message
+
+
+@pytest.mark.anyio
+async def test_layers_in_the_right_order_start() -> None:
+    stack = RestMiddleware(
+        TasksMiddleware(ResumeTokenMiddleware(ResumableRequestsMiddleware(ResumeMiddleware(lifespan_app))))
+    )
+    sent = await run_lifespan(stack)
+    assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    built = resumable(lifespan_app, resumable_requests=True, resume_tokens=True, rest=True)
+    sent = await run_lifespan(built)
+    assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]

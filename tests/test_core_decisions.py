@@ -18,7 +18,6 @@ from mcp_resume_asgi.core.stream import (
     FirstGone,
     Phase,
     Reason,
-    Stream,
     StreamCore,
     mirror_heartbeat_s,
 )
@@ -264,7 +263,3 @@ def test_a_request_may_become_a_task_while_its_deadline_is_ahead_and_its_work_go
     cancelled.answer_within(1.0)
     assert cancelled.left(Reason.GONE)
     assert not cancelled.may_become_task()
-
-
-def test_stream_is_the_core() -> None:
-    assert Stream is StreamCore

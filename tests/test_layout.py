@@ -1,6 +1,6 @@
-"""The package's shape is its design (issue 21): a few public modules at the top, every other
-module in the layer it belongs to, and the flat module paths of earlier releases gone (an import
-of one fails at once instead of reaching a copy of a name under an outdated path)."""
+"""The package's shape is its design: a few public modules at the top, every other module in the
+layer it belongs to, and no module left at a flat path outside the layers (an import of one fails
+at once instead of reaching a copy of a name under a second path)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ LAYERS = {
 }
 """The layers of `.importlinter`'s layers contract, top to bottom; `client` and `proxy` stand apart."""
 
-#: Module paths of earlier releases, each now in a layer (see CHANGELOG, issue 21).
+#: Flat module paths whose code lives in a layer: importing one fails.
 RETIRED = [
     "_http",
     "_misconfig",

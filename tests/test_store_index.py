@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from mcp_resume_asgi.store import MemoryStore, Store
-from mcp_resume_asgi.store.base import MAX_INDEX_MEMBER_BYTES, MAX_INDEX_NAME_BYTES, MAX_INDEX_PAGE
+from mcp_resume_asgi.store.index_bounds import MAX_INDEX_MEMBER_BYTES, MAX_INDEX_NAME_BYTES, MAX_INDEX_PAGE
 from tests.support.timing import scaled
 from tests.test_store_contract import Factory, make  # noqa: F401 - the parametrised store fixture
 

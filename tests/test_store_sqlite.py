@@ -27,8 +27,17 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcp_resume_asgi.store import SessionInfo, StreamKind, StreamMeta, StreamState, keys, store_from_url
-from mcp_resume_asgi.store.sqlite import SQLiteStore, SQLiteStoreError, SQLiteStoreLockedError
+from mcp_resume_asgi.store import (
+    SessionInfo,
+    SQLiteStoreError,
+    SQLiteStoreLockedError,
+    StreamKind,
+    StreamMeta,
+    StreamState,
+    keys,
+    store_from_url,
+)
+from mcp_resume_asgi.store.sqlite import SQLiteStore
 from mcp_resume_asgi.store.sqlite_file import sweep
 from tests.support.server import REPO_ROOT
 from tests.support.timing import scaled
@@ -201,6 +210,7 @@ WRITER = """
 import sys, anyio
 from mcp_resume_asgi.store import StreamKind, StreamMeta
 from mcp_resume_asgi.store.sqlite import SQLiteStore
+from mcp_resume_asgi.store.sqlite_file import sweep
 
 async def main():
     store = SQLiteStore(sys.argv[1], wait_for_commit=sys.argv[2] == "wait")

@@ -312,13 +312,13 @@ def test_a_stalled_write_is_reported_once() -> None:
     core = make()
     att = attached(core, 1, now=0.0)
     core.record([note(1)])
-    core.write_started(att, 10.0)
+    core.writing(att, 10.0)
     assert core.next_deadline() == 10.0 + STALL_S
     assert core.due(10.0 + STALL_S / 2) == []
     assert core.due(10.0 + STALL_S) == [Due.STALLED]
     assert att.write_since is None
     assert core.due(11.0) == [] and core.next_deadline() is None
-    core.write_started(att, 12.0)
+    core.writing(att, 12.0)
     core.write_ended(att)
     assert core.due(20.0) == []
 
@@ -326,7 +326,7 @@ def test_a_stalled_write_is_reported_once() -> None:
 def test_a_stall_is_reported_even_when_the_close_is_decided() -> None:
     core = make(Policy(keepalive_s=None, idle_disconnect_s=1.0))
     att = attached(core, 1, now=0.0)
-    core.write_started(att, 0.9)
+    core.writing(att, 0.9)
     assert core.due(1.0) == [Due.CLOSE]  # closes when the write in flight ends
     assert att.closing is Reason.IDLE
     assert core.next_deadline() == 0.9 + STALL_S
@@ -588,7 +588,7 @@ def test_next_deadline_is_the_earliest_pending_timer() -> None:
     core.record([note(1)])
     core.wrote(att, 1, 6.0)
     assert core.next_deadline() == 11.0  # keep-alive again; idle at 14
-    core.write_started(att, 10.0)
+    core.writing(att, 10.0)
     assert core.next_deadline() == 10.0 + STALL_S  # the stall, before the keep-alive
     core.write_ended(att)
     core.wrote_other(att, 10.0)
@@ -911,7 +911,7 @@ class StreamLife(RuleBasedStateMachine):
         seqs = owed if how == "all" else owed[: data.draw(st.integers(1, len(owed)))]
         self.core.head_sent(conn.att)
         if how == "in flight":
-            self.core.write_started(conn.att, self.now)
+            self.core.writing(conn.att, self.now)
             conn.pending = seqs
         else:
             self._wrote(conn, seqs)

@@ -389,7 +389,7 @@ async def test_a_task_still_running_at_the_drain_budget_is_failed_saying_the_ser
     async with serve(app) as info, httpx.AsyncClient(base_url=info.base_url, timeout=15) as client:
         h = Harness(client, store, app)
         task_id = created(await h.call("slow", {"seconds": 30.0, "tag": "at-the-budget"}))
-        drained = await app.drain()  # type: ignore[attr-defined]
+        drained = await app.drain()
         assert drained.running == 1 and drained.stopped == 1 and drained.finished == 0, drained
         task = await h.until_terminal(task_id)
     assert task["status"] == "failed", task

@@ -30,13 +30,15 @@ except ModuleNotFoundError as exc:  # say which extra brings it, not only what i
         name=__name__,
     ) from exc
 
+from .declarations import RESUMABLE_STREAMS_EXTENSION
 from .errors import McpError, SessionError, TaskCancelled
+from .messages import STREAM_ERROR_CODE
 from .sdk import sdk_http_client
 from .sdk_tasks import sdk_tasks_extension
 from .session import ResumableSession
 from .sse_reader import DEFAULT_MAX_EVENT_BYTES, SSEError, SSEEvent, SSEEventTooLarge, SSEParser, encode_event
 from .tasks import TASKS_EXTENSION, TaskPolling
-from .transport import RESUMABLE_STREAMS_EXTENSION, STREAM_ERROR_CODE, ResumableTransport
+from .transport import ResumableTransport
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",

@@ -56,33 +56,20 @@ import anyio
 import httpx
 
 from .cancel_notices import CancelNotice
-from .declarations import RESUMABLE_STREAMS_EXTENSION, SINGLE_EXCHANGE_VERSION, rewrite_request
-from .links import parse_link_header, same_origin, stream_link
+from .declarations import rewrite_request
 from .logical_stream import LogicalByteStream, LogicalStream
-from .messages import STREAM_ERROR_CODE, IdKey, id_key, is_request, is_response, loads, media_type
-from .resumable_requests import MAX_REMEMBERED_TOKENS, RESUME_POLICY, TokenBook, status_result
+from .messages import IdKey, id_key, is_request, is_response, loads, media_type
+from .resumable_requests import MAX_REMEMBERED_TOKENS, TokenBook, status_result
 from .sse_reader import DEFAULT_MAX_EVENT_BYTES
-from .stream_state import MAX_EVENT_ID_LENGTH
 
 __all__ = [
     "DEFAULT_FLUSH_AFTER_S",
     "DEFAULT_MAX_ATTEMPTS",
-    "DEFAULT_MAX_EVENT_BYTES",
     "DEFAULT_MAX_PENDING_REQUESTS",
     "DEFAULT_MAX_RETRY_MS",
     "DEFAULT_RECONNECT_S",
     "DEFAULT_RETRY_MS",
-    "MAX_EVENT_ID_LENGTH",
-    "MAX_REMEMBERED_TOKENS",
-    "RESUMABLE_STREAMS_EXTENSION",
-    "RESUME_POLICY",
-    "SINGLE_EXCHANGE_VERSION",
-    "STREAM_ERROR_CODE",
-    "IdKey",
     "ResumableTransport",
-    "parse_link_header",
-    "same_origin",
-    "stream_link",
 ]
 
 logger = logging.getLogger(__name__)

@@ -63,7 +63,6 @@ __all__ = [
     "Phase",
     "Reason",
     "Recorded",
-    "Stream",
     "StreamCore",
     "close_cancels",
     "mirror_heartbeat_s",
@@ -798,9 +797,6 @@ class StreamCore:
             return None
         return conn.write_since + STALL_S
 
-    def write_started(self, conn: Attachment, now: float) -> None:
-        conn.write_since = now
-
     def write_ended(self, conn: Attachment) -> None:
         conn.write_since = None
 
@@ -949,7 +945,3 @@ class StreamCore:
             conn.last_write_at = now  # due once per interval, whether or not the write succeeds
             out.append(Due.KEEPALIVE)
         return out
-
-
-Stream = StreamCore
-"""The name the engine's layers use for `StreamCore`."""

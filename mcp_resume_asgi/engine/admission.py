@@ -38,13 +38,10 @@ from mcp_resume_asgi.wire.principal import PrincipalOf
 
 __all__ = [
     "MAX_REPLY_BYTES",
-    "NOT_FOUND",
     "PROBE_ID_PREFIX",
-    "PROBE_TIMEOUT_S",
     "SILENT",
     "Admission",
     "AppReply",
-    "Refusal",
     "post_to_app",
 ]
 

@@ -16,7 +16,7 @@ lost node)` with `add_key` first; a node that finds it taken relays the request 
 the session from it in turn. Only the session's principal causes an adoption: the caller is
 who the wrapper's principal function names, else who the app's own auth names (a `ping`,
 `Admission.identify`); anyone else, and a session without a record that opens (unknown, or
-forged), is served as before: by the app, which knows no such session (404).
+forged), is served as if no wrapper were there: by the app, which knows no such session (404).
 
 What cannot move: whatever the app keeps in memory per session (beyond what the record
 replays) is not in the adopting node's app.

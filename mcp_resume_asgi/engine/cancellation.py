@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from mcp_resume_asgi.engine.port import Delivery
 
 __all__ = [
-    "CANCEL_GRACE_S",
     "CancellableStream",
     "cancel_app",
     "check",

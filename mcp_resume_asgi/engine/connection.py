@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.lowlevel
 
+from mcp_resume_asgi.engine.event_loop import current_asyncio_task, running_asyncio_loop
 from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.wire.asgi import Message, Receive, Send
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.core.stream import Attachment
 
-__all__ = ["Connection", "Delivery", "Flag", "Interruptible"]
+__all__ = ["Connection", "Flag", "Interruptible"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class Flag:
         is dropped by the next waiter or when the flag is set."""
         if self._set:
             return None
-        loop = asyncio._get_running_loop()
+        loop = running_asyncio_loop()
         if loop is None:
             return None
         waiter: asyncio.Future[Any] = loop.create_future()
@@ -97,7 +98,7 @@ class Flag:
     async def wait(self) -> None:
         if self._set:
             return
-        loop = asyncio._get_running_loop()
+        loop = running_asyncio_loop()
         if loop is None:
             if self._event is None:
                 self._event = anyio.Event()
@@ -217,7 +218,7 @@ class Connection:
             return
         self.listening = True
         try:
-            loop = asyncio._get_running_loop()  # (`current_asyncio_task`, inline: once per request)
+            loop = running_asyncio_loop()  # (`current_asyncio_task`, inline: once per request)
             task = None if loop is None else asyncio.current_task(loop)
             if task is None:
                 listener = self.listener
@@ -439,10 +440,3 @@ async def _closed_send(message: Message) -> None:
 
 async def _closed_receive() -> Message:
     return {"type": "http.disconnect"}
-
-
-def current_asyncio_task() -> asyncio.Task[Any] | None:
-    """The running asyncio task, None under another event loop (trio: no asyncio loop runs in
-    its thread; nor is a task of asyncio's running when trio is a guest on an asyncio loop)."""
-    loop = asyncio._get_running_loop()
-    return None if loop is None else asyncio.current_task(loop)

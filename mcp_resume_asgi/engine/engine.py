@@ -31,7 +31,7 @@ import anyio
 
 from mcp_resume_asgi.core import resume
 from mcp_resume_asgi.core.resume import Resume
-from mcp_resume_asgi.core.stream import close_cancels, primed
+from mcp_resume_asgi.core.stream import Reason, close_cancels, primed
 from mcp_resume_asgi.engine import rerun
 from mcp_resume_asgi.engine.admission import Admission, post_to_app
 from mcp_resume_asgi.engine.adoption import Adoptions, SessionAliases
@@ -44,6 +44,7 @@ from mcp_resume_asgi.engine.port import (
     AppAnswer,
     BecomingTask,
     Delivery,
+    Drained,
     EnginePort,
     HostRequest,
     Refusal,
@@ -51,7 +52,7 @@ from mcp_resume_asgi.engine.port import (
     ServeOptions,
 )
 from mcp_resume_asgi.engine.scheduler import spawn
-from mcp_resume_asgi.engine.services import StreamServices
+from mcp_resume_asgi.engine.services import Drain, StreamServices
 from mcp_resume_asgi.engine.sweep import Sweep
 from mcp_resume_asgi.policy import Policy, RouteTable, running_ttl
 from mcp_resume_asgi.store import keys
@@ -65,7 +66,7 @@ from mcp_resume_asgi.wire.principal import PrincipalOf
 from mcp_resume_asgi.wire.replies import send_bytes, send_json
 from mcp_resume_asgi.wire.tokens import TokenSigner
 
-__all__ = ["DRAIN_END_S", "RERUN_TAKEOVER_S", "Drained", "Engine"]
+__all__ = ["DRAIN_END_S", "RERUN_TAKEOVER_S", "Engine"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,17 +83,6 @@ async def _gone() -> Message:
 
 async def _discard(message: Message) -> None:
     """The `send` of a re-run's first connection: nothing goes to it."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Drained:
-    """What a drain did (`Engine.drain`): how long it took, how many app tasks ran at its start,
-    how many of them finished within the budget and how many it ended at the budget."""
-
-    seconds: float
-    running: int
-    finished: int
-    stopped: int
 
 
 class Engine:
@@ -372,7 +362,7 @@ class Engine:
         attached = await self.store.attach(meta.stream_id, time.time())
         if attached is None:
             await send_json(send, 404, p.error_message(None, p.INVALID_REQUEST, "unknown or expired stream"))
-            return "deleted", after_seq
+            return Reason.DELETED, after_seq
         priming = primed(attached.protocol_version, attached.resumable_opt_in)
         hosted = self.live.get(meta.stream_id)
         if hosted is not None and hosted.meta_created and not hosted.done.is_set():
@@ -428,8 +418,8 @@ class Engine:
         it over) before its answer: run the request again here if its route allows it
         (`Policy.rerun_on_loss`) and its stored request is still there (`rerun.py`). True when
         the call goes on - re-run here, or by another node that took this loss first (its events
-        reach every follower through the store); False when it ends as before (the caller
-        records today's error, or the task fails).
+        reach every follower through the store); False when it ends here (the caller
+        records the loss as an error, or the task fails).
 
         At most one node re-runs one loss: the claim of its round (`add_key`), then the record
         taken over from the dead owner with a compare-and-set, which a node that read the record
@@ -595,7 +585,7 @@ class Engine:
         services = self.services
         apps = services.scheduler.apps
         started = time.monotonic()
-        services.draining = "closing"
+        services.draining = Drain.CLOSING
         services.drain_closes = await self._served_elsewhere()  # (its sessions: adoptable from now on)
         if services.drain_closes:
             self._close_attached()
@@ -616,7 +606,7 @@ class Engine:
             await apps.idle()
         left = [hosted for hosted in self.live.values() if not hosted.done.is_set()] if apps.running else []
         if left:
-            services.draining = "stopping"
+            services.draining = Drain.STOPPING
             logger.warning("drain: ending %d request(s) still running after %ss", len(left), drain_s)
             for hosted in left:
                 if (

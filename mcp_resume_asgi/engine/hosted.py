@@ -48,10 +48,11 @@ from mcp_resume_asgi.core.stream import Due, FirstGone, Reason, StreamCore
 from mcp_resume_asgi.engine import cancellation, rerun
 from mcp_resume_asgi.engine.connection import Connection, Flag
 from mcp_resume_asgi.engine.delivery import Writer, finish_answer
+from mcp_resume_asgi.engine.event_loop import running_asyncio_loop
 from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.engine.recorder import Recorder
 from mcp_resume_asgi.engine.scheduler import Timer, spawn
-from mcp_resume_asgi.engine.services import ENDED_WITHOUT_RESPONSE, SHUT_DOWN
+from mcp_resume_asgi.engine.services import ENDED_WITHOUT_RESPONSE, SHUT_DOWN, Drain
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.store.base import StreamKind
 from mcp_resume_asgi.wire import jsonrpc as p
@@ -89,14 +90,6 @@ _ALREADY_SET = Flag()
 """A flag set for good, shared: what `HostedStream.done` and `opened` are once set before anyone
 asked for them (a set flag never changes again, and waiting on it returns at once)."""
 _ALREADY_SET.set()
-
-
-def _set(flag: Flag | None) -> Flag:
-    """Set `flag`, made on demand (None: nobody asked for it yet); returns it."""
-    if flag is None:
-        return _ALREADY_SET
-    flag.set()
-    return flag
 
 
 class _Waiting(Protocol):
@@ -437,16 +430,12 @@ class HostedStream:
     __call__ = on_timer
     """The stream is its own `Timer` callback (`on_timer`)."""
 
-    def _attached(self) -> bool:
-        writer = self._writer
-        return writer is not None and writer.conn is not None
-
     def mark_opened(self) -> None:
         """The stream's record exists: set `opened`, and let go of the app's response start kept
         in case the record could not be created (`unrecorded`: it is not needed from now on)."""
         opened = self._opened
         if opened is None:
-            self._opened = _ALREADY_SET  # (`_set`, inline: once per request)
+            self._opened = _ALREADY_SET  # nobody waits on it yet: the shared set flag
         else:
             opened.set()
         self.answer_start = None
@@ -710,7 +699,7 @@ class HostedStream:
         Once the app has read its request and has nothing left to write, on asyncio, it is the
         flag's future itself, which resolves to `http.disconnect`: an idle app awaits it with no
         coroutine of ours held (every idle detached stream's app waits here)."""
-        if self.body_taken and asyncio._get_running_loop() is not None:
+        if self.body_taken and running_asyncio_loop() is not None:
             recorder = self._recorder
             if recorder is not None and recorder.due_before_wait():  # (its burst is written first)
                 return _then_disconnect(recorder.before_wait, self)
@@ -903,7 +892,7 @@ class HostedStream:
                         self.stream_id, owner=rerun.drained(self.services.node_id)
                     )
                 elif self.kind is StreamKind.REQUEST and self.core.final_seq is None and not self.expired:
-                    shut_down = self.services.draining == "stopping"
+                    shut_down = self.services.draining is Drain.STOPPING
                     await self.recorder.record_error(SHUT_DOWN if shut_down else ENDED_WITHOUT_RESPONSE)
                     await self.recorder.flush()
                 if self.expired:
@@ -964,7 +953,7 @@ class HostedStream:
         """The end of `app_finished`, whatever it wrote (none of it awaits)."""
         self.answer_start = None
         self.core.app_finished()
-        # (`_set`, inline: once per request each)
+        # (a flag nobody waits on yet becomes the shared set flag)
         done = self._done
         if done is None:
             self._done = _ALREADY_SET
@@ -1151,7 +1140,7 @@ class HostedStream:
 
     @property
     def first_attached(self) -> bool:
-        writer = self._writer  # (`_attached`, inline: read once per request by its first write)
+        writer = self._writer
         return writer is not None and writer.conn is not None
 
     async def open_now(self, *, attached: bool, gen: int = 1) -> bool:
@@ -1228,7 +1217,7 @@ class HostedStream:
             prefix=self.prefix or None,
         )
         held.delivery = self.delivery
-        if self._attached():
+        if self.first_attached:
             await self.superseded(held)
             return
         meta = await self.services.store.attach(self.stream_id, time.time())

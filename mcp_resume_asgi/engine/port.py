@@ -40,6 +40,7 @@ __all__ = [
     "Cancel",
     "Cluster",
     "Delivery",
+    "Drained",
     "EngineHost",
     "EnginePort",
     "Feature",
@@ -57,6 +58,17 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------- plain answers
+@dataclass(frozen=True, slots=True)
+class Drained:
+    """What a drain did (`Engine.drain`): how long it took, how many app tasks ran at its start,
+    how many of them finished within the budget and how many it ended at the budget."""
+
+    seconds: float
+    running: int
+    finished: int
+    stopped: int
+
+
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """An answer that ends a request instead of what the store holds."""

@@ -36,9 +36,9 @@ import anyio
 from mcp_resume_asgi.core.held_writes import Batch, HeldWrites
 from mcp_resume_asgi.core.stream import Phase
 from mcp_resume_asgi.engine import rerun
-from mcp_resume_asgi.engine.connection import current_asyncio_task
+from mcp_resume_asgi.engine.event_loop import current_asyncio_task
 from mcp_resume_asgi.engine.scheduler import spawn
-from mcp_resume_asgi.engine.services import SHUT_DOWN, HostedRequest
+from mcp_resume_asgi.engine.services import SHUT_DOWN, Drain, HostedRequest
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import FencedError, StoreFullError, StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.wire import jsonrpc as p
@@ -750,7 +750,7 @@ class Recorder:
         elif isinstance(answer, dict) and "error" in answer:
             fixed = dict(answer, id=hosted.request_id)
             await self.record_events([SSEEvent(data=p.dumps(fixed), event=b"message")])
-        elif hosted.services.draining == "stopping":
+        elif hosted.services.draining is Drain.STOPPING:
             await self.record_error(SHUT_DOWN)  # (the drain's budget cut the app's answer short)
         else:
             await self.record_error(f"the server answered with HTTP {hosted.json_status}")

@@ -38,6 +38,8 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
+from mcp_resume_asgi.engine.event_loop import running_asyncio_loop
+
 __all__ = [
     "SLACK_S",
     "AppTasks",
@@ -277,7 +279,7 @@ class Scheduler:
             return
         target.armed_at = when
         heapq.heappush(self._heap, (when, target))
-        loop = asyncio._get_running_loop()  # (None under trio; no exception raised to learn it)
+        loop = running_asyncio_loop()  # (None under trio; no exception raised to learn it)
         if loop is not None:
             if loop is not self._loop or when < self._handle_at - SLACK_S:
                 self._call_at(loop, when)
@@ -294,7 +296,7 @@ class Scheduler:
         back before then (a write's stall: most writes complete without waiting), armed by `fn`
         only if it is still needed, which then costs no entry and moves no wake-up. False on
         trio, where nothing is called (arm it at once)."""
-        loop = asyncio._get_running_loop()
+        loop = running_asyncio_loop()
         if loop is None:
             return False
         due = self._round

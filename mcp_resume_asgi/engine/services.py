@@ -14,6 +14,7 @@ needs no import of the hosted stream, which uses it.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -43,6 +44,7 @@ __all__ = [
     "ENDED_WITHOUT_RESPONSE",
     "SHUT_DOWN",
     "SSE_HEADERS",
+    "Drain",
     "HostedRequest",
     "OutageReporter",
     "StreamServices",
@@ -63,6 +65,15 @@ SSE_HEADERS: Headers = [
 ]
 
 S = TypeVar("S")
+
+
+class Drain(enum.StrEnum):
+    """How far this node's drain is (`Services.draining`)."""
+
+    CLOSING = "closing"
+    """The app's work goes on; attached connections are closed at will where `drain_closes`."""
+    STOPPING = "stopping"
+    """The drain's budget is spent: what still runs is ended, with `SHUT_DOWN` as its error."""
 
 
 class OutageReporter:
@@ -88,7 +99,7 @@ class OutageReporter:
 
 
 async def _no_rerun(meta: StreamMeta) -> bool:
-    """No engine to re-run a lost call: it ends as it did before (a follower's error)."""
+    """No engine to re-run a lost call: it ends with a follower's error."""
     return False
 
 
@@ -152,10 +163,8 @@ class StreamServices(Generic[S]):
         shared store with live peers): connections are closed at will, with `retry:`, as soon as
         their head is out. Where none can, they stay attached while their work finishes, and are
         closed only when the drain ends."""
-        self.draining: str | None = None
-        """None, else how far this node's drain is: "closing" (the app's work goes on; attached
-        connections are closed at will where `drain_closes`), "stopping" (the budget is spent: what still runs is
-        ended, with `SHUT_DOWN` as its error)."""
+        self.draining: Drain | None = None
+        """None, else how far this node's drain is (`Drain`)."""
         self.store_outage = OutageReporter(store, on_store_outage)
         self.recovery = StoreRecovery(self.store_outage)
         """Writes the store failed, held until it answers again (one waiter, only meanwhile)."""

@@ -35,8 +35,16 @@ import anyio
 
 from mcp_resume_asgi.engine.adoption import SessionAliases
 from mcp_resume_asgi.engine.cluster import ALIVE, Node
-from mcp_resume_asgi.engine.engine import Drained, Engine
-from mcp_resume_asgi.engine.port import PLAIN, Delivery, Feature, HostRequest, RequestContext, ServeOptions
+from mcp_resume_asgi.engine.engine import Engine
+from mcp_resume_asgi.engine.port import (
+    PLAIN,
+    Delivery,
+    Drained,
+    Feature,
+    HostRequest,
+    RequestContext,
+    ServeOptions,
+)
 from mcp_resume_asgi.engine.relayed_caller import CallerGuard, principal_with_relays
 from mcp_resume_asgi.http.bodies import read_body_or_refuse, replay_receive
 from mcp_resume_asgi.http.client_answers import ClientAnswers
@@ -49,10 +57,9 @@ from mcp_resume_asgi.http.retried_posts import RetriedPosts
 from mcp_resume_asgi.http.signals import hold_app_streams, on_shutdown_signal
 from mcp_resume_asgi.policy import Policy, RoutesSpec, RouteTable
 from mcp_resume_asgi.store import keys
-from mcp_resume_asgi.store.base import Store
+from mcp_resume_asgi.store.base import Store, StoreFullError
 from mcp_resume_asgi.store.encrypted import encrypted
 from mcp_resume_asgi.store.health import StoreHealth
-from mcp_resume_asgi.store.memory import StoreFullError
 from mcp_resume_asgi.store.observed import observed
 from mcp_resume_asgi.store.urls import store_from_setting
 from mcp_resume_asgi.telemetry import TelemetrySetting, telemetry_from
@@ -62,7 +69,7 @@ from mcp_resume_asgi.wire.asgi import ASGIApp, Message, Receive, Scope, Send, ch
 from mcp_resume_asgi.wire.headers import accepts_sse, header, is_json, named_once
 from mcp_resume_asgi.wire.principal import PrincipalOf, default_principal
 from mcp_resume_asgi.wire.replies import send_bytes, send_jsonrpc_error
-from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY, RELAYED_FROM, STREAM_SEGMENT
+from mcp_resume_asgi.wire.scope_keys import ENGINE_PASSED, FEATURES_KEY, RELAYED_FROM, STREAM_SEGMENT
 from mcp_resume_asgi.wire.session_record import STATE_METHODS
 from mcp_resume_asgi.wire.store_cipher import StoreCipher
 from mcp_resume_asgi.wire.tokens import TokenSigner, new_stream_id
@@ -114,10 +121,15 @@ class ResumeMiddleware:
         paths = [path] if isinstance(path, str) else list(path)
         if not paths or not all(isinstance(x, str) and x.startswith("/") for x in paths):
             raise ValueError("path must be one or more absolute paths such as '/mcp'")
+        # Checked here, whatever the store: an option its store does not use yet (`node_timeout_s`
+        # on the memory store) would otherwise fail only once the store changes.
+        if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int):
+            raise TypeError(f"max_body_bytes must be an int, not {max_body_bytes!r}")
         if max_body_bytes <= 0:
             raise ValueError("max_body_bytes must be positive")
-        if isinstance(drain_s, bool) or not isinstance(drain_s, int | float) or not 0 <= drain_s < math.inf:
-            raise ValueError("drain_s must be a non-negative finite number of seconds")
+        _check_seconds("session_ttl_s", session_ttl_s, allow_zero=False)
+        _check_seconds("node_timeout_s", node_timeout_s, allow_zero=False)
+        _check_seconds("drain_s", drain_s, allow_zero=True)
         self.drain_s = float(drain_s)
         # A session this node took over is known to its app by another id (`SessionAliases`),
         # and a relayed request is served as its caller; the app's auth may not name another.
@@ -278,6 +290,7 @@ class ResumeMiddleware:
         """The app's lifespan, around which the app's requests run (`AppTasks.lifespan`); its
         shutdown drains them before the app hears of it (`Engine.drain`)."""
         engine = self.engine
+        scope = {**scope, ENGINE_PASSED: True}  # (a feature layer inside says it is misplaced)
 
         async def receive_draining() -> Message:
             message = await receive()
@@ -650,3 +663,13 @@ class ResumeMiddleware:
             await self.engine.end_session(session_id)
         for message in held:
             await send(message)
+
+
+def _check_seconds(name: str, value: object, *, allow_zero: bool) -> None:
+    """A duration option: a number (TypeError), finite and positive, or zero where `allow_zero`
+    (ValueError)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds, not {value!r}")
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        kind = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"{name} must be a {kind} finite number of seconds, not {value!r}")

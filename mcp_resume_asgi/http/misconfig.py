@@ -1,8 +1,8 @@
 """Set-up mistakes that would otherwise fail far from their cause, or not at all.
 
 * Passing something that is no ASGI app (the `MCPServer` object, or its
-  `streamable_http_app` method uncalled) is refused at construction by `check_asgi_app`,
-  now in `wire.asgi` (re-exported here).
+  `streamable_http_app` method uncalled) is refused at construction by `check_asgi_app`
+  (`wire/asgi.py`).
 * A `path` that does not match where the MCP endpoint is (a typo, or an app mounted
   under a prefix while the middleware wraps the outer app) turns everything off
   silently: every request passes through untouched. `WrongPathDetector` says so, once.
@@ -14,10 +14,10 @@ import logging
 import re
 from collections.abc import Callable, Iterable
 
-from mcp_resume_asgi.wire.asgi import Message, Receive, Scope, check_asgi_app
+from mcp_resume_asgi.wire.asgi import Message, Receive, Scope
 from mcp_resume_asgi.wire.headers import is_json
 
-__all__ = ["PEEK_LIMIT", "WrongPathDetector", "check_asgi_app"]
+__all__ = ["PEEK_LIMIT", "WrongPathDetector"]
 
 logger = logging.getLogger(__name__)
 

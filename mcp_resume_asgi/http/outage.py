@@ -18,15 +18,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_resume_asgi.engine.port import Feature
 from mcp_resume_asgi.http.bodies import read_body_or_refuse, replay_receive
-from mcp_resume_asgi.store.health import STORE_RETRY_S as STORE_RETRY_S
-from mcp_resume_asgi.store.health import StoreHealth
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.headers import header
 from mcp_resume_asgi.wire.replies import UNAVAILABLE_HEADER, send_jsonrpc_error
 from mcp_resume_asgi.wire.scope_keys import FEATURES_KEY
-
-#: The store's health as the middleware sees it (`store/health.py`; the name stays for callers).
-StoreOutage = StoreHealth
 
 
 async def send_unavailable(send: Send) -> None:

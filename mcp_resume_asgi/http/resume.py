@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from mcp_resume_asgi.core import resume
 from mcp_resume_asgi.core.resume import Resume
+from mcp_resume_asgi.core.stream import Reason
 from mcp_resume_asgi.engine.cluster import Node
 from mcp_resume_asgi.engine.port import EnginePort
 from mcp_resume_asgi.http.bodies import read_body_or_refuse
@@ -123,7 +124,7 @@ class Resumes:
             # (A gap is found before serving - `core/resume.py`, as the engine asks it - or while.)
             gap = resume.from_cursor(meta, said.after_seq) is not Resume.SERVE
             served = await self.port.serve(scope, receive, send, meta, said.after_seq)
-            gap = gap or (served is not None and served[0] == "gap")
+            gap = gap or (served is not None and served[0] == Reason.GAP)
             telemetry.resumed(ResumeOutcome.GAP if gap else ResumeOutcome.REPLAYED)
 
     async def stream_url(self, scope: Scope, receive: Receive, send: Send, token: str) -> None:

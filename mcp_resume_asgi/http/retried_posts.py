@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from mcp_resume_asgi.engine.hosted import HostedStream
     from mcp_resume_asgi.engine.services import StreamServices
 
-__all__ = ["RetriedPosts", "RetryAnswer", "answer_retry", "opened_record"]
+__all__ = ["RetriedPosts", "answer_retry", "opened_record"]
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ are over: uvicorn waits for every open response first (for ever without
 end would hold the shutdown, or be cut without `retry:`. So the middleware chains onto
 the handler the server installed for the signal (uvicorn's `handle_exit`, hypercorn's
 and granian's workers' asyncio handlers, whose Python-level handler is a no-op beside
-the loop's wake-up fd): the server's handler runs as before, then the drain starts on
+the loop's wake-up fd): the server's handler runs as it would alone, then the drain starts on
 the event loop. A signal nobody handles (the default action, ignored, or Python's
 `KeyboardInterrupt`) is left alone: that server does not stop gracefully on it.
 """

@@ -83,6 +83,8 @@ class RestMiddleware(FeatureMiddleware):
     `max_calls_per_tool`: the most calls of one tool one caller holds at a time (429 past it).
     """
 
+    stack_place = 0  # outermost: its calls go inward through the Tasks layer
+
     def __init__(
         self,
         app: ASGIApp,
@@ -113,7 +115,7 @@ class RestMiddleware(FeatureMiddleware):
     # ------------------------------------------------------------------ ASGI
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            await super().__call__(scope, receive, send)  # (a lifespan: its place is checked)
             return
         route = match(self.path, scope["method"], _local_raw_path(scope))
         if route is None:

@@ -12,7 +12,7 @@ For one call TTL after that, a GET of a call the store does not hold, of a tool 
 has, answers the call `failed`, saying the store lost it (what a task's creator is told of a
 task the store lost) instead of 404: the store cannot tell a call it lost from one never
 made, and a client that made it must not be told it never existed. A PUT of it runs the
-tool again, as before. A store that never lost anything costs one `add_key` per PUT and per
+tool again, as a PUT of a new call does. A store that never lost anything costs one `add_key` per PUT and per
 GET that finds no call.
 
 The mark is read back from the store, so it is bounded and checked (an unreadable one is

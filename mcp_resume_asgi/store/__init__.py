@@ -28,6 +28,7 @@ from mcp_resume_asgi.store.urls import store_from_url
 if TYPE_CHECKING:
     from mcp_resume_asgi.store.redis import RedisStore
     from mcp_resume_asgi.store.sqlite import SQLiteStore
+    from mcp_resume_asgi.store.sqlite_file import SQLiteStoreError, SQLiteStoreLockedError
 
 __all__ = [
     "FencedError",
@@ -36,6 +37,8 @@ __all__ = [
     "MemoryStore",
     "RedisStore",
     "SQLiteStore",
+    "SQLiteStoreError",
+    "SQLiteStoreLockedError",
     "SessionInfo",
     "Store",
     "StoreFullError",
@@ -52,6 +55,10 @@ def __getattr__(name: str) -> Any:
         from mcp_resume_asgi.store.sqlite import SQLiteStore
 
         return SQLiteStore
+    if name in ("SQLiteStoreError", "SQLiteStoreLockedError"):
+        from mcp_resume_asgi.store import sqlite_file
+
+        return getattr(sqlite_file, name)
     if name == "RedisStore":
         try:
             from mcp_resume_asgi.store.redis import RedisStore

@@ -20,9 +20,6 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from mcp_resume_asgi.store.index_bounds import MAX_INDEX_MEMBER_BYTES as MAX_INDEX_MEMBER_BYTES
-from mcp_resume_asgi.store.index_bounds import MAX_INDEX_NAME_BYTES as MAX_INDEX_NAME_BYTES
-from mcp_resume_asgi.store.index_bounds import MAX_INDEX_PAGE as MAX_INDEX_PAGE
 from mcp_resume_asgi.wire.side_slots import SideAttribute, side_attribute
 
 JSONValue = Any

@@ -193,8 +193,8 @@ def rest_advance(call_key: str, etag: str, input_key: str) -> str:
     The input key is named because the ETag is not enough: it digests what the resource
     shows, the question and not its key, so a question asked twice (two requests of one
     round, or again in a later round) makes two states with one ETag. A digest, so any
-    key fits. (Claims of the format before it, `<call>:advance:<etag>`, are no longer read:
-    they expire with their call's record.)"""
+    key fits. (A claim without the digest, `<call>:advance:<etag>`, is not read: it expires with
+    its call's record.)"""
     return f"{call_key}:advance:{etag}:{_digest(input_key, 16)}"
 
 

@@ -30,10 +30,11 @@ from mcp_resume_asgi.store.base import (
     StreamMeta,
     StreamState,
 )
+from mcp_resume_asgi.store.bounds import check_bounds
 from mcp_resume_asgi.store.memory_index import MemoryIndexes
 from mcp_resume_asgi.store.memory_stream import StreamEntry as _Entry
 
-__all__ = ["MemoryStore", "StoreFullError"]
+__all__ = ["MemoryStore"]
 
 #: Messages a slow subscriber may have queued before newer ones are dropped for it.
 SUBSCRIBER_BUFFER = 1024
@@ -71,8 +72,14 @@ class MemoryStore(MemoryIndexes, Store):
         max_keys: int = 100_000,
         max_index_members: int = 1_000_000,
     ) -> None:
-        if max_bytes <= 0 or max_streams <= 0 or max_sessions <= 0 or max_keys <= 0:
-            raise ValueError("MemoryStore bounds must be positive")
+        check_bounds(
+            "MemoryStore",
+            max_bytes=max_bytes,
+            max_streams=max_streams,
+            max_sessions=max_sessions,
+            max_keys=max_keys,
+            max_index_members=max_index_members,
+        )
         self._init_indexes(max_index_members)
         self.max_bytes = max_bytes
         self.max_streams = max_streams

@@ -69,6 +69,7 @@ from mcp_resume_asgi.store.base import (
     StreamMeta,
     StreamState,
 )
+from mcp_resume_asgi.store.bounds import check_bounds
 from mcp_resume_asgi.store.redis_connections import (
     AnyRedis,
     delete_prefixed,
@@ -169,9 +170,17 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
             raise ValueError("RedisStore needs exactly one of url= or client=")
         if not prefix:
             raise ValueError("prefix must not be empty")
-        bounds = (max_bytes, max_streams, max_sessions, max_keys, max_connections, max_waiters, full_scan)
-        if min(*bounds, partitions) <= 0:
-            raise ValueError("RedisStore bounds must be positive")
+        check_bounds(
+            "RedisStore",
+            max_bytes=max_bytes,
+            max_streams=max_streams,
+            max_sessions=max_sessions,
+            max_keys=max_keys,
+            max_connections=max_connections,
+            max_waiters=max_waiters,
+            full_scan=full_scan,
+            partitions=partitions,
+        )
         self.prefix = prefix
         self.max_bytes = max_bytes
         self.max_streams = max_streams

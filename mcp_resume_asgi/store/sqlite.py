@@ -54,12 +54,13 @@ from mcp_resume_asgi.store.base import (
     StoreUsage,
     StreamMeta,
 )
+from mcp_resume_asgi.store.bounds import check_bounds
 from mcp_resume_asgi.store.memory import MemoryStore
 from mcp_resume_asgi.store.memory_stream import StreamEntry
-from mcp_resume_asgi.store.sqlite_file import SQLiteStoreError, SQLiteStoreLockedError
+from mcp_resume_asgi.store.sqlite_file import SQLiteStoreError
 from mcp_resume_asgi.store.sqlite_writer import Op, SQLiteWriter
 
-__all__ = ["SQLiteStore", "SQLiteStoreError", "SQLiteStoreLockedError"]
+__all__ = ["SQLiteStore"]
 
 logger = logging.getLogger(__name__)
 
@@ -137,8 +138,8 @@ class SQLiteStore(Store):
         max_file_bytes: int | None = None,
         wait_for_commit: bool = False,
     ) -> None:
-        if max_file_bytes is not None and max_file_bytes <= 0:
-            raise ValueError("max_file_bytes must be positive")
+        if max_file_bytes is not None:
+            check_bounds("SQLiteStore", max_file_bytes=max_file_bytes)
         self.path = os.fspath(path)
         if not self.path or self.path == ":memory:" or self.path.startswith("file:"):
             raise ValueError("SQLiteStore needs the path of a file (for memory only, use MemoryStore)")

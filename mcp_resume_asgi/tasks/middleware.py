@@ -69,6 +69,7 @@ class TasksMiddleware(FeatureMiddleware):
 
     answers = TASK_METHODS
     task_id = staticmethod(task_id_for)
+    stack_place = 1  # outside every other layer but the REST face: a call that becomes a task is its alone
 
     def __init__(self, app: ASGIApp) -> None:
         super().__init__(app)

@@ -62,7 +62,7 @@ request the route makes, `tasks/get`) hands it the record's creator it was admit
 #: `set_meter_provider`, or the `OTEL_PYTHON_*_PROVIDER` variables, loaded when this module's
 #: `OtelTelemetry` asks for its tracer and meter): None until then, and never unset. Read per
 #: request, an attribute load each. Should a later API keep them elsewhere, every request counts as
-#: configured: the cost of before, never a lost span.
+#: configured: every request takes the slower configured path, and no span is lost.
 _GLOBALS_READABLE = hasattr(trace, "_TRACER_PROVIDER") and hasattr(_metrics_state, "_METER_PROVIDER")
 
 

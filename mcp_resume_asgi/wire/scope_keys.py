@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "DECLARED_CAPABILITIES",
+    "ENGINE_PASSED",
     "FEATURES_KEY",
     "RELAYED_CALLER",
     "RELAYED_FROM",
@@ -27,6 +28,10 @@ RELAYED_CALLER = "mcp_resume_asgi.relayed_caller"
 DECLARED_CAPABILITIES = "mcp_resume_asgi.declared_capabilities"
 #: Set in the scope of the REST face's own MCP requests (the middleware's feature hook reads it).
 REST_SCOPE_KEY = "mcp_resume_asgi.rest"
+
+#: Set by `ResumeMiddleware` in the lifespan scope it passes inward: a feature layer that sees
+#: it sits inside the middleware, where no request ever asks it anything (refused at startup).
+ENGINE_PASSED = "mcp_resume_asgi.engine_passed"
 
 #: Stream URLs are `<mcp path>/streams/<token>`: the one path under the MCP endpoint's that
 #: the middleware answers itself (matched against `scope["path"]`).

@@ -9,7 +9,14 @@ outside valgrind; the server's counters are zeroed after a warm-up and dumped af
 
     http_icount.py <variant> <echo|progress> <n>    (run.sh's variants; prints one line)
 """
-import asyncio, glob, os, shutil, subprocess, sys, tempfile
+
+import asyncio
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 
 tree = os.getcwd()
 sys.path.insert(0, tree)
@@ -33,7 +40,10 @@ async def main(variant: str, tool: str, n: int) -> None:
         f.write(SERVE.format(tree=tree, variant=variant))
     server = subprocess.Popen(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/cg", sys.executable, script],
-        cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONHASHSEED": "0"},
+        cwd=tree,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
     )
     try:
         assert server.stdout is not None
