@@ -361,8 +361,11 @@ def run_suite(
     requirements: str | None = None,
     work_dir: Path,
     timeout: float = 600.0,
+    startup_timeout: float = 20.0,
 ) -> RunResult:
-    """Start the server (bare or wrapped), run the scenario / suite against it, parse the checks."""
+    """Start the server (bare or wrapped), run the scenario / suite against it, parse the checks.
+
+    `startup_timeout` bounds the server's start-up (the tests stretch it for a loaded machine)."""
     label = "wrapped" if wrapped else "bare"
     run_dir = work_dir / label
     if run_dir.exists():
@@ -377,7 +380,7 @@ def run_suite(
         runs = [["--requirements", requirements] if requirements else ["--suite", suite_name]]
     stdout = stderr = ""
     returncode = 0
-    with serve(wrapped, server_log) as url:
+    with serve(wrapped, server_log, startup_timeout=startup_timeout) as url:
         started = time.monotonic()
         for what in runs:  # several scenarios run one after another against the same server
             try:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conformance import run
+from tests.support.timing import scaled
 
 
 def skip_or_fail(reason: str) -> None:
@@ -70,13 +71,19 @@ def run_or_fail(
     scenario: str | None = None,
     requirements: str | None = None,
 ) -> run.RunResult:
-    """One run of `suite` against the bare or the wrapped server, in its own folder of `work_dir`."""
+    """One run of `suite` against the bare or the wrapped server, in its own folder of `work_dir`;
+    the server's start-up is given `scaled` time (a loaded machine imports the SDK slowly)."""
     if wrapped:
         require_middleware()
     folder = work_dir / (scenario or (f"requirements-{requirements}" if requirements else "active"))
     try:
         return run.run_suite(
-            suite, wrapped=wrapped, scenario=scenario, requirements=requirements, work_dir=folder
+            suite,
+            wrapped=wrapped,
+            scenario=scenario,
+            requirements=requirements,
+            work_dir=folder,
+            startup_timeout=scaled(20.0),
         )
     except run.ConformanceError as exc:
         pytest.fail(str(exc))
