@@ -112,7 +112,15 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 #: order (`--no-loadscope-reorder`), so none of them starts last and leaves the other workers
 #: idle at the end. A stale list only costs wall time.
 LONGEST_FILES = (
-    # filled from the measurement
+    "test_proxy_e2e.py",
+    "test_proxy_e2e_ts.py",
+    "test_conformance_requirements.py",
+    "test_proxy_hostile.py",
+    "test_tasks_result_races.py",
+    "test_wheel_install.py",
+    "test_conformance.py",
+    "test_conformance_tasks.py",
+    "test_conformance_sse_polling.py",
 )
 
 
