@@ -173,7 +173,37 @@ def npm_available() -> bool:
 def ensure_suite(
     cache_dir: Path = DEFAULT_CACHE_DIR, *, quiet: bool = False, version: str = SUITE_VERSION
 ) -> Suite:
-    """Install the suite (and a Node 22 if the system one is older) unless already there."""
+    """Install the suite (and a Node 22 if the system one is older) unless already there.
+
+    Several processes may ask at once (the test files of the conformance suite run in
+    parallel xdist workers): the first installs while holding a lock on the cache directory,
+    the others wait for it and then find the suite installed."""
+    suite = find_suite(cache_dir, version)
+    if suite is not None:
+        return suite
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with _install_lock(cache_dir):
+        return _install_suite(cache_dir, quiet=quiet, version=version)
+
+
+@contextlib.contextmanager
+def _install_lock(cache_dir: Path) -> Iterator[None]:
+    """An exclusive lock on ``cache_dir`` between processes (where `fcntl` exists)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows has no fcntl: there, concurrent installs are not guarded
+        yield
+        return
+    with open(cache_dir / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _install_suite(cache_dir: Path, *, quiet: bool, version: str) -> Suite:
+    """`ensure_suite`'s install, under its lock: another process may have installed it meanwhile."""
     suite = find_suite(cache_dir, version)
     if suite is not None:
         return suite
@@ -187,7 +217,6 @@ def ensure_suite(
     packages = [f"{SUITE_PACKAGE}@{version}"]
     if not (system_node and (_node_major(system_node) or 0) >= NODE_MAJOR):
         packages.append(f"{_node_package()}@{NODE_MAJOR}")
-    cache_dir.mkdir(parents=True, exist_ok=True)
     manifest = cache_dir / "package.json"
     if not manifest.exists():
         manifest.write_text(
@@ -332,8 +361,11 @@ def run_suite(
     requirements: str | None = None,
     work_dir: Path,
     timeout: float = 600.0,
+    startup_timeout: float = 20.0,
 ) -> RunResult:
-    """Start the server (bare or wrapped), run the scenario / suite against it, parse the checks."""
+    """Start the server (bare or wrapped), run the scenario / suite against it, parse the checks.
+
+    `startup_timeout` bounds the server's start-up (the tests stretch it for a loaded machine)."""
     label = "wrapped" if wrapped else "bare"
     run_dir = work_dir / label
     if run_dir.exists():
@@ -348,7 +380,7 @@ def run_suite(
         runs = [["--requirements", requirements] if requirements else ["--suite", suite_name]]
     stdout = stderr = ""
     returncode = 0
-    with serve(wrapped, server_log) as url:
+    with serve(wrapped, server_log, startup_timeout=startup_timeout) as url:
         started = time.monotonic()
         for what in runs:  # several scenarios run one after another against the same server
             try:

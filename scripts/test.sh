@@ -28,23 +28,43 @@ fi
 
 .venv/bin/ruff check mcp_resume_asgi tests examples conformance scripts
 .venv/bin/ruff format --check mcp_resume_asgi tests examples conformance scripts
-.venv/bin/mypy mcp_resume_asgi
-# The import contracts of .importlinter: layers, no cycles, what may import what.
-.venv/bin/lint-imports
+
+# mypy, the import contracts of .importlinter (layers, no cycles, what may import what) and the
+# docs site (docs/, mkdocs.yml: any warning - a broken link or anchor, a docstring mkdocstrings
+# cannot read - fails it; its examples run in tests/test_doc_examples.py) need nothing the
+# steps below make and make nothing they need: they run in the background meanwhile, each
+# into its log in .cache/checks/, and the script fails at the end, showing the log, if one failed.
+rm -rf .cache/checks && mkdir -p .cache/checks
+checks=()
+check_in_background() {  # a name for the log, then the command
+    local name="$1"
+    shift
+    "$@" >".cache/checks/$name.log" 2>&1 &
+    checks+=("$!:$name")
+}
+check_in_background mypy .venv/bin/mypy mcp_resume_asgi
+check_in_background lint-imports .venv/bin/lint-imports
+check_in_background mkdocs env NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet
 
 # What would be published: the sdist, a wheel built from it, both checked as PyPI would
 # (tests/test_wheel_install.py installs that wheel with the README's line).
-rm -rf .cache/dist && mkdir -p .cache
+rm -rf .cache/dist
 .venv/bin/python -m build --outdir .cache/dist . >.cache/build.log 2>&1 || { cat .cache/build.log; exit 1; }
 .venv/bin/twine check --strict .cache/dist/*
 export MCP_RESUME_DIST="$PWD/.cache/dist"
 
-# The docs site (docs/, mkdocs.yml): any warning - a broken link or anchor, a docstring
-# mkdocstrings cannot read - fails it. Its examples run in tests/test_doc_examples.py.
-NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet
+# Workers on 2 cores: most tests wait on sockets and timers, not CPU. A test file runs in one
+# worker (a file's fixtures - servers, npm peers, Redis prefixes - stay in one process); files
+# are handed out in the order tests/conftest.py collects them (the longest first), not
+# xdist's (most tests first), so no long file starts last. PYTEST_WORKERS=0 runs serially.
+status=0
+.venv/bin/pytest -q -n "${PYTEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "$@" || status=$?
 
-# Four workers, a test file per worker at a time (a file's fixtures - servers, npm peers,
-# Redis prefixes - stay in one process): most tests wait on sockets and timers, not CPU (the
-# suite keeps about 0.6 of one CPU busy), so on 2 cores four workers cut the wall time from
-# ~500 s (two workers) to ~300 s. PYTEST_WORKERS=0 runs serially.
-exec .venv/bin/pytest -q -n "${PYTEST_WORKERS:-4}" --dist loadfile "$@"
+for check in "${checks[@]}"; do
+    if ! wait "${check%%:*}"; then
+        echo "${check#*:} failed (.cache/checks/${check#*:}.log):" >&2
+        cat ".cache/checks/${check#*:}.log" >&2
+        status=1
+    fi
+done
+exit "$status"

@@ -107,9 +107,29 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [f"redis: {redis}; waits scaled x{timing.SCALE:.2f} ({timing.ENV})"]
 
 
+#: The test files that take longest (`pytest --durations=0`, summed per file), longest first.
+#: They are collected first, and scripts/test.sh hands files to the xdist workers in collection
+#: order (`--no-loadscope-reorder`), so none of them starts last and leaves the other workers
+#: idle at the end. A stale list only costs wall time.
+LONGEST_FILES = (
+    "test_proxy_e2e.py",
+    "test_proxy_e2e_ts.py",
+    "test_conformance_requirements.py",
+    "test_proxy_hostile.py",
+    "test_tasks_result_races.py",
+    "test_wheel_install.py",
+    "test_conformance.py",
+    "test_conformance_tasks.py",
+    "test_conformance_sse_polling.py",
+)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test's pytest-timeout, scaled like every other wait."""
+    """The longest files first (`LONGEST_FILES`, each file's tests in their order); every test's
+    pytest-timeout scaled like every other wait."""
+    rank = {name: index for index, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keeps its order
     if timing.SCALE == 1:
         return
     try:

@@ -21,10 +21,10 @@ import pytest
 
 from tests.support.npm import NpmPeer
 from tests.support.processes import NODE_READY, ReadyProcess, mcp_resume
+from tests.support.proxy_e2e import TS_DIR
 from tests.support.raw import RawSession
 from tests.support.server import SubprocessServer
 from tests.support.timing import scaled
-from tests.test_proxy_e2e import TS_DIR
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(180)]
 

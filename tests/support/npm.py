@@ -8,6 +8,7 @@ where a missing peer is a failure.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -99,6 +100,19 @@ class NpmPeer:
         fingerprint = self._fingerprint()
         if self._installed(fingerprint):
             return node, None
+        # Test files in other xdist workers may share the peer: one installs, the others wait.
+        with open(self.folder / ".install.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                if self._installed(fingerprint):
+                    return node, None
+                return node, self._install(fingerprint)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _install(self, fingerprint: str) -> float:
+        """`npm ci` into the folder (under `prepare`'s lock): how long it took."""
+        names = ", ".join(self.packages)
         npm = shutil.which("npm")
         if npm is None:
             skip_or_fail(f"npm is not installed: {names} cannot be installed into {self.folder}")
@@ -122,7 +136,7 @@ class NpmPeer:
             pytest.fail(f"npm ci succeeded but {self.pinned_versions()} are not in {self.folder}")
         install_s = time.monotonic() - started
         print(f"[{self.folder.name}] npm ci: {install_s:.1f}s", file=sys.stderr)
-        return node, install_s
+        return install_s
 
     def run_script(
         self, node: str, script: Path, args: list[str], trace: Path, timeout_s: float
