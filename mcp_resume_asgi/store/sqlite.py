@@ -202,7 +202,7 @@ class SQLiteStore(Store):
         """A hand-over waits for that commit (`_hand_over` runs once it is done)."""
         self._baton = threading.Lock()
         """Guards `_committing` and `_waiting`, which the writer's thread clears and reads."""
-        self._call_soon: Callable[[Callable[[], None]], None] | None = None
+        self._call_soon: Callable[[Callable[[], None]], object] | None = None
         """Runs a function on the event loop's thread, from any thread (the last loop that wrote)."""
         self._rewrite: set[str] = set()
         """Streams to write whole with their next change, their events in the file deleted first."""
