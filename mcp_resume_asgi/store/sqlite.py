@@ -5,14 +5,17 @@ from memory (the process that holds the file's lock is the only one that writes 
 and file agree). What changes in one round of the event loop (streams' records and new events,
 sessions, keys...) is handed, at the round's end, to the writer thread (`sqlite_writer.py`),
 which commits whatever is queued in one transaction: the event loop never waits on the disk,
-and a busy server commits many writes at once; a stream changed several times in a round is
-written once. A change of how a stream's client is connected alone (`PASSING`) is written with
+and a busy server commits many writes at once. While the writer commits one hand-over, what
+changes meanwhile waits in memory and is handed over, together, as soon as that commit is done:
+a stream changed several times meanwhile (created, then finished a few rounds later) is encoded
+and written once, and a busy loop spends its time serving, not encoding rows a later change
+replaces. (Past `HAND_OVER_AT` rows waiting, they are handed over at once regardless.) A change of how a stream's client is connected alone (`PASSING`) is written with
 the stream's next change. At startup the store reads the file back (`sqlite_file.load`): the
 streams, their events, the sessions, keys and index members of the process's earlier life,
 within the memory store's bounds, which therefore bound the file too.
 
 When a write returns: by default at once (the writer commits it a millisecond or two later on
-an idle machine); with `wait_for_commit=True`, once committed (then in the file, and a failed
+an idle machine; on a busy one, with the commit after the one in progress); with `wait_for_commit=True`, once committed (then in the file, and a failed
 write raises at its own call), at the cost of a thread round trip per write. What a committed
 write survives, and what a power loss can take: `sqlite_file.py`.
 
@@ -40,7 +43,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -68,7 +71,8 @@ logger = logging.getLogger(__name__)
 #: alone is not written for itself, but with the stream's next change (after a restart no
 #: connection is attached, whatever the file says).
 PASSING = frozenset({"attached", "attach_gen", "last_contact", "delivered_seq"})
-#: Rows noted in one round of the event loop past which they are handed to the writer at once.
+#: Rows waiting in memory past which they are handed to the writer at once (not at the end of
+#: the loop's round, nor after the commit in progress).
 HAND_OVER_AT = 512
 #: Writes queued for the writer beyond which a write waits for its commit (the writer is behind).
 MAX_QUEUED = 1024
@@ -193,6 +197,14 @@ class SQLiteStore(Store):
         """Rows other than the streams' noted since the last hand-over, in order."""
         self._handing_over = False
         """A hand-over is scheduled for the end of the loop's round."""
+        self._committing = False
+        """A hand-over is with the writer, not committed yet (the next one waits for it)."""
+        self._waiting = False
+        """A hand-over waits for that commit (`_hand_over` runs once it is done)."""
+        self._baton = threading.Lock()
+        """Guards `_committing` and `_waiting`, which the writer's thread clears and reads."""
+        self._call_soon: Callable[[Callable[[], None]], object] | None = None
+        """Runs a function on the event loop's thread, from any thread (the last loop that wrote)."""
         self._rewrite: set[str] = set()
         """Streams to write whole with their next change, their events in the file deleted first."""
         self._unsaved: list[str] = []
@@ -294,11 +306,16 @@ class SQLiteStore(Store):
         elif not self._handing_over:
             self._handing_over = True
             try:
-                asyncio.get_running_loop().call_soon(self._hand_over)
+                loop = asyncio.get_running_loop()
             except RuntimeError:  # (trio)
                 import trio
 
-                trio.lowlevel.current_trio_token().run_sync_soon(self._hand_over)
+                run_sync_soon = trio.lowlevel.current_trio_token().run_sync_soon
+                run_sync_soon(self._hand_over)
+                self._call_soon = run_sync_soon
+            else:
+                loop.call_soon(self._hand_over)
+                self._call_soon = loop.call_soon_threadsafe
 
     def _take(self) -> list[Op]:
         """The rows of what changed since the last hand-over, and forget they changed."""
@@ -309,13 +326,33 @@ class SQLiteStore(Store):
         return rows
 
     def _hand_over(self) -> None:
-        """(At the end of a round of the event loop.) Queue what changed in it for the writer."""
+        """(At the end of a round of the event loop, or once the writer committed the last
+        hand-over.) Queue what changed since for the writer; while it commits the last one, wait
+        for that commit instead (unless `HAND_OVER_AT` rows are waiting)."""
         self._handing_over = False  # (a hand-over still scheduled finds nothing, or what came since)
         if self._closed:
             return
+        with self._baton:
+            if self._committing and len(self._ops) + len(self._changed) < HAND_OVER_AT:
+                self._waiting = True
+                return
+            self._committing = True
         rows = self._take()
         if rows:
-            self._writer.submit(rows, lambda error: self._written(rows, error))
+            self._writer.submit(rows, lambda error: self._handed_over(rows, error))
+        else:
+            with self._baton:
+                self._committing = False
+
+    def _handed_over(self, rows: list[Op], error: BaseException | None) -> None:
+        """(On the writer's thread.) A hand-over committed, or failed: hand over what waited."""
+        self._written(rows, error)
+        with self._baton:
+            self._committing = False
+            waiting, self._waiting = self._waiting, False
+        if waiting and self._call_soon is not None:
+            with contextlib.suppress(RuntimeError):  # (the loop is closed: `close` writes what is left)
+                self._call_soon(self._hand_over)
 
     def _written(self, rows: list[Op], error: BaseException | None) -> None:
         """A write committed, or failed (on the writer's thread when it was not waited for)."""

@@ -162,8 +162,12 @@ def secret(connection: sqlite3.Connection) -> bytes:
 
 
 # ----------------------------------------------------------------------------- records
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+"""(One encoder for every record: `json.dumps` with options builds one per call.)"""
+
+
 def encode_meta(meta: StreamMeta) -> str:
-    return json.dumps(
+    return _ENCODER.encode(
         [
             meta.stream_id,
             meta.kind.value,
@@ -188,8 +192,7 @@ def encode_meta(meta: StreamMeta) -> str:
             meta.route,
             meta.resumable_opt_in,
             meta.trace,
-        ],
-        separators=(",", ":"),
+        ]
     )
 
 
@@ -251,9 +254,7 @@ def decode_meta(text: Any) -> StreamMeta | None:
 
 
 def encode_session(info: SessionInfo) -> str:
-    return json.dumps(
-        [info.session_id, info.protocol_version, info.principal, info.capabilities], separators=(",", ":")
-    )
+    return _ENCODER.encode([info.session_id, info.protocol_version, info.principal, info.capabilities])
 
 
 def decode_session(text: Any) -> SessionInfo | None:
