@@ -485,6 +485,7 @@ class Node:
         started = False
         sse = False
         acknowledged = False
+        ended = False
         # Set instead of raised inside the task group, which would wrap it in an ExceptionGroup.
         owner_lost = False
         try:
@@ -537,18 +538,21 @@ class Node:
                     if reply.get("seq") != expected:  # (a copy of one taken is dropped before)
                         logger.warning("relay %s: a part of the answer was lost; ending it", relay_id)
                         await send({"type": "http.response.body", "body": b"", "more_body": False})
+                        ended = True
                         break
                     expected += 1
                     more = bool(reply.get("more"))
                     part = _unb64(reply.get("body"))
                     await send({"type": "http.response.body", "body": part, "more_body": more})
+                    if not more:
+                        ended = True
+                        break
                     if sse and b"\nid:" in b"\n" + part:
                         # Its client has an event id to resume from: a drain here may let it go.
                         self._relayed_streams.add(tg.cancel_scope)
-                    if not more:
-                        break
                 tg.cancel_scope.cancel()
-            let_go = tg.cancel_scope in self._let_go
+            # (A drain that let it go once its answer was complete, as this task left: nothing to end.)
+            let_go = tg.cancel_scope in self._let_go and not ended
             self._let_go.discard(tg.cancel_scope)
             self._relayed_streams.discard(tg.cancel_scope)
             if let_go:
