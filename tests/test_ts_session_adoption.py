@@ -17,6 +17,7 @@ without node/npm unless `CI=true`.
 from __future__ import annotations
 
 import json
+import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -102,9 +103,13 @@ async def test_ts_sdk_sessions_outlive_a_node_that_leaves_mid_call(prefix: str, 
     failed = sum(
         1 for s in sessions for v in (s["first"], s["second"]) if v not in (f"done {STEPS}", "done 2")
     )
+    logs = await anyio.to_thread.run_sync(lambda: [log.read_text() for log in tmp_path.glob("node-*.log")])
+    replays = sorted(float(t) for log in logs for t in re.findall(r"replayed in ([0-9.]+) s", log))
     print(
         f"\nTS SDK SIGTERM: {len(on_a)} of {SESSIONS} sessions opened on A; calls failed: {failed}; "
-        f"second call answered {min(answered, default=0):.2f}-{max(answered, default=0):.2f}s after the signal"
+        f"second call answered {min(answered, default=0):.2f}-{max(answered, default=0):.2f}s after the signal; "
+        f"{len(replays)} sessions taken over, replayed in "
+        f"{replays[0] if replays else 0:.3f}-{replays[-1] if replays else 0:.3f}s"
     )
     assert on_a, "the round robin put no session on A"
     for s in sessions:
