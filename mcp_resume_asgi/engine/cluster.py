@@ -328,6 +328,11 @@ class Node:
             return None
         return opened
 
+    async def _tell_gone(self, owner: str, relay_id: str) -> None:
+        """Tell `owner` that the client of a relay it serves is gone (a relay this node let go)."""
+        with contextlib.suppress(Exception):
+            await self._publish(keys.node(owner), {"t": "gone", "id": relay_id})
+
     async def _publish(self, channel: str, payload: dict[str, Any]) -> int:
         """Publish a message of a relay under way, sealed (`RelaySeal.seal_message`)."""
         return await self.store.publish(channel, json.dumps(self.seal.seal_message(payload)).encode())
@@ -556,8 +561,12 @@ class Node:
             self._let_go.discard(tg.cancel_scope)
             self._relayed_streams.discard(tg.cancel_scope)
             if let_go:
-                with contextlib.suppress(Exception):
-                    await self._publish(keys.node(owner), {"t": "gone", "id": relay_id})
+                # Told from the node's own tasks: the client's call ends now, and no server's
+                # graceful timeout finds it waiting on the store (it would cancel it).
+                if self.running and self._task_group is not None:
+                    self._task_group.start_soon(self._tell_gone, owner, relay_id)
+                else:
+                    await self._tell_gone(owner, relay_id)
             if owner_lost or let_go:
                 raise LookupError("the owner died, or this node let the relay go")
         except LookupError:
