@@ -12,6 +12,9 @@ stopped, the test's task group would fail with the error that stopped it.
 * A validly sealed part of a relayed answer, captured off B's channel and published again
   while that answer is under way, is dropped: the answer goes on to its end. A part that is
   really missing still ends it.
+* A relayed SSE answer that B's drain lets go of just as its last part went to its client is
+  not ended a second time (uvicorn refuses a body after the end: "Exception in ASGI
+  application", seen in a rolling deploy).
 """
 
 from __future__ import annotations
@@ -44,13 +47,20 @@ BIG = 1_000_000
 
 class Owner:
     """A's app: echoes a POST's body; `/big` answers `BIG` bytes in one body message; `/parts`
-    answers in three parts, the second one held until `go` is set."""
+    answers in three parts, the second one held until `go` is set; `/events` answers two SSE
+    events, each a part."""
 
     def __init__(self) -> None:
         self.go = anyio.Event()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = (await receive()).get("body", b"")
+        if scope["path"] == "/events":
+            headers = [(b"content-type", b"text/event-stream")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": b"id: 1\ndata: a\n\n", "more_body": True})
+            await send({"type": "http.response.body", "body": b"id: 2\ndata: b\n\n"})
+            return
         await send({"type": "http.response.start", "status": 200, "headers": [(b"x-a", b"1")]})
         if scope["path"] == "/big":
             await send({"type": "http.response.body", "body": b"x" * BIG})
@@ -227,3 +237,24 @@ async def test_a_replayed_part_of_an_answer_is_dropped_and_the_answer_goes_on(ag
         finally:
             await listener.aclose()
             await client.aclose()
+
+
+async def test_a_drain_that_lets_a_relayed_answer_go_once_it_is_complete_sends_nothing_more() -> None:
+    async with two_nodes() as (_, b, _owner, _prefix):
+        sent: list[Message] = []
+
+        async def receive() -> Message:
+            await anyio.sleep_forever()
+            raise AssertionError
+
+        async def send(message: Message) -> None:
+            sent.append(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                b.let_streams_go()  # B drains as the answer's end goes out
+
+        scope = http_scope("POST", "http", "/events", b"", [(b"content-type", b"application/json")])
+        with anyio.fail_after(scaled(10)):
+            await b.relay("a", scope, receive, send, b"")
+        bodies = [m for m in sent if m["type"] == "http.response.body"]
+        assert b"".join(m["body"] for m in bodies) == b"id: 1\ndata: a\n\nid: 2\ndata: b\n\n", sent
+        assert [m.get("more_body", False) for m in bodies] == [True, False], "a body after the end"

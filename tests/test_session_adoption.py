@@ -272,14 +272,16 @@ async def _short_call(client: str, session: Any) -> str:
     return result_text(result)
 
 
+@pytest.mark.parametrize("serving", [2, 3], ids=["two-nodes", "three-nodes"])
 @pytest.mark.parametrize("client", ["stock", "helper"])
 async def test_a_rolling_deploy_fails_no_call_and_loses_no_session(
-    prefix: str, client: str, tmp_path: Path
+    prefix: str, client: str, serving: int, tmp_path: Path
 ) -> None:
     """Ten sessions call a 1 s streaming tool one call after the other while the service is
-    deployed: nodes A and B serve; C takes A's place behind the proxy and A is drained (SIGTERM,
-    a second later, as after a `preStop` delay), then D and B the same way. Every call succeeds, every session lives to
-    the end (its calls answered by the new nodes once the old ones are gone)."""
+    deployed: `serving` nodes (A, B, and C for three) serve; a new node takes A's place behind
+    the proxy and A is drained (SIGTERM, a second later, as after a `preStop` delay), then B the
+    same way, and so on. Every call succeeds, every session lives to the end (its calls answered
+    by the new nodes once the old ones are gone)."""
     require_redis()
     options = {"node_timeout_s": NODE_TIMEOUT_S}
     recorder = Recorder()
@@ -287,14 +289,14 @@ async def test_a_rolling_deploy_fails_no_call_and_loses_no_session(
     done = anyio.Event()
     async with (
         cluster(
-            4,
+            2 * serving,
             prefix,
             policy={"retry_ms": 50},
             options=options,
             graceful_shutdown=GRACEFUL_S,
             log_dir=tmp_path,
-        ) as (a, b, c, d),
-        CutProxy([port_of(a), port_of(b)]) as proxy,
+        ) as nodes,
+        CutProxy([port_of(node) for node in nodes[:serving]]) as proxy,
     ):
 
         async def one_client(i: int) -> None:
@@ -316,7 +318,7 @@ async def test_a_rolling_deploy_fails_no_call_and_loses_no_session(
                 while not all(calls.values()):  # every session has made a call
                     await anyio.sleep(0.1)
                 deploy_started = time.monotonic()
-                for old, new in ((a, c), (b, d)):
+                for old, new in zip(nodes[:serving], nodes[serving:], strict=True):
                     kept = [p for p in proxy.backend_ports if p != port_of(old)]
                     proxy.backend_ports = [*kept, port_of(new)]
                     # (as a `preStop` delay does: the balancer has let go of the node before its
@@ -326,17 +328,21 @@ async def test_a_rolling_deploy_fails_no_call_and_loses_no_session(
                     old.signal(signal.SIGTERM)
                     await anyio.to_thread.run_sync(old.wait, scaled(40))
                 deploy_ended = time.monotonic()
-                await anyio.sleep(3.0)
+                with anyio.move_on_after(scaled(30)):  # every session makes a call after the deploy
+                    while not all(made and made[-1][0] > deploy_ended for made in calls.values()):
+                        await anyio.sleep(0.1)
                 done.set()
     logs = await _logs(tmp_path)
     adoptions = sum(log.count("taken over from node") for log in logs)
+    left = {node for log in logs for node in re.findall(r"taken over from node (\S+),", log)}
     replays = await _replays(tmp_path)
     every = [call for made in calls.values() for call in made]
     failed = [call for call in every if call[2] != "done 5"]
     during = [end - start for start, end, _ in every if end > deploy_started and start < deploy_ended]
     print(
-        f"\n{client} rolling deploy: {len(every)} calls, {len(failed)} failed; deploy took "
-        f"{deploy_ended - deploy_started:.1f}s; sessions taken over: {adoptions}; calls overlapping the "
+        f"\n{client} rolling deploy of {serving} nodes: {len(every)} calls, {len(failed)} failed; deploy took "
+        f"{deploy_ended - deploy_started:.1f}s; sessions taken over: {adoptions} (from {len(left)} nodes); "
+        "calls overlapping the "
         f"deploy took {min(during, default=0):.2f}-{max(during, default=0):.2f}s (a call alone takes 1 s); "
         "a session's replay "
         f"took {replays[0] if replays else 0:.3f}-{replays[-1] if replays else 0:.3f}s"
@@ -350,4 +356,4 @@ async def test_a_rolling_deploy_fails_no_call_and_loses_no_session(
     assert failed == [], (failed[:5], warnings[:20])
     for i, made in calls.items():
         assert made and made[-1][0] > deploy_ended, f"session {i} made no call after the deploy"
-    assert adoptions >= 1
+    assert len(left) == serving, f"sessions were taken over from {len(left)} of the {serving} nodes replaced"

@@ -15,7 +15,10 @@ its caller), `start` and `body` (the answer, in order), `gone` (the client left)
 (`relayed_caller.py`), and only if a node of the cluster sealed it, for this node,
 once (`wire/relay_seal.py`). Pub/sub is at most once: a lost part ends the relayed
 answer early, which a resumable client treats like any dropped connection; a part that comes
-again (late, or replayed by whoever can publish) is dropped.
+again (late, or replayed by whoever can publish) is dropped. The owner publishes an answer
+from a task of the relayed request's own, in the order its `send` took the messages: `send`
+takes a message whole or not at all, so a write the engine gives up (stalled) was either
+sent or is written again, never both.
 
 A node's channel is open to whoever can publish on the store: a message that is too long, is not
 JSON (or nests too deep to parse), or is not a relay message is dropped, counted (`Node.dropped`)
@@ -53,6 +56,7 @@ from mcp_resume_asgi.wire.tokens import TokenSigner
 
 __all__ = [
     "MESSAGE_OVERHEAD_BYTES",
+    "OUTBOX_MESSAGES",
     "PART_BYTES",
     "WARN_EVERY_S",
     "Node",
@@ -72,6 +76,9 @@ WARN_EVERY_S = 60.0
 MAX_NODES = 10_000
 #: The most answer bytes one relay message carries: a longer body chunk travels in several parts.
 PART_BYTES = 256 * 1024
+#: The most messages of a relayed answer taken from its app and not published yet: past them,
+#: its `send` waits for room before it takes the next.
+OUTBOX_MESSAGES = 16
 #: What a relay message may hold besides its request's body (base64, in JSON in JSON): headers,
 #: the seal, the caller.
 MESSAGE_OVERHEAD_BYTES = 1024 * 1024
@@ -321,6 +328,11 @@ class Node:
             return None
         return opened
 
+    async def _tell_gone(self, owner: str, relay_id: str) -> None:
+        """Tell `owner` that the client of a relay it serves is gone (a relay this node let go)."""
+        with contextlib.suppress(Exception):
+            await self._publish(keys.node(owner), {"t": "gone", "id": relay_id})
+
     async def _publish(self, channel: str, payload: dict[str, Any]) -> int:
         """Publish a message of a relay under way, sealed (`RelaySeal.seal_message`)."""
         return await self.store.publish(channel, json.dumps(self.seal.seal_message(payload)).encode())
@@ -346,7 +358,8 @@ class Node:
     async def _serve_relayed(self, opened: RelayRequest) -> None:
         """Run a request relayed from another node as if it had arrived here, as its caller."""
         relay_id, reply_to, request = opened.relay_id, opened.reply_to, opened.request
-        if self._handler is None:
+        handler = self._handler
+        if handler is None:
             return
         try:
             scope = http_scope(
@@ -374,6 +387,7 @@ class Node:
             return
         sent = False
         seq = 0
+        outbox_in, outbox = anyio.create_memory_object_stream[Message](OUTBOX_MESSAGES)
 
         async def receive() -> Message:
             nonlocal sent
@@ -384,6 +398,19 @@ class Node:
             return {"type": "http.disconnect"}
 
         async def send(out: Message) -> None:
+            # A message is taken whole, or not at all: `send` waits only for room, before it
+            # takes it, and what it took goes out (`publish_answer`) however long the store
+            # takes. A writer that gives up a send under way (a stalled write: the engine then
+            # writes it again, `engine/delivery.py`) has sent nothing of it.
+            if not gone.is_set():
+                await outbox_in.send(out)
+
+        async def publish_answer() -> None:
+            async for out in outbox:
+                if not gone.is_set():  # (else nobody reads it: dropped)
+                    await publish(out)
+
+        async def publish(out: Message) -> None:
             nonlocal seq
             if out["type"] == "http.response.start":
                 headers = [[_b64(k), _b64(v)] for k, v in out.get("headers", [])]
@@ -417,11 +444,20 @@ class Node:
                 return False
             return True
 
+        async def serve() -> None:
+            try:
+                await handler(scope, receive, send)
+            except Exception:
+                logger.exception("relay %s: the relayed request failed", relay_id)
+            finally:
+                outbox_in.close()  # (what it took is published first)
+
         try:
-            await self._handler(scope, receive, send)
-        except Exception:
-            logger.exception("relay %s: the relayed request failed", relay_id)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(publish_answer)
+                await serve()
         finally:
+            outbox.close()
             self._served.pop(relay_id, None)
 
     # -- the receiving node's side ---------------------------------------------------------
@@ -454,6 +490,7 @@ class Node:
         started = False
         sse = False
         acknowledged = False
+        ended = False
         # Set instead of raised inside the task group, which would wrap it in an ExceptionGroup.
         owner_lost = False
         try:
@@ -506,23 +543,30 @@ class Node:
                     if reply.get("seq") != expected:  # (a copy of one taken is dropped before)
                         logger.warning("relay %s: a part of the answer was lost; ending it", relay_id)
                         await send({"type": "http.response.body", "body": b"", "more_body": False})
+                        ended = True
                         break
                     expected += 1
                     more = bool(reply.get("more"))
                     part = _unb64(reply.get("body"))
                     await send({"type": "http.response.body", "body": part, "more_body": more})
+                    if not more:
+                        ended = True
+                        break
                     if sse and b"\nid:" in b"\n" + part:
                         # Its client has an event id to resume from: a drain here may let it go.
                         self._relayed_streams.add(tg.cancel_scope)
-                    if not more:
-                        break
                 tg.cancel_scope.cancel()
-            let_go = tg.cancel_scope in self._let_go
+            # (A drain that let it go once its answer was complete, as this task left: nothing to end.)
+            let_go = tg.cancel_scope in self._let_go and not ended
             self._let_go.discard(tg.cancel_scope)
             self._relayed_streams.discard(tg.cancel_scope)
             if let_go:
-                with contextlib.suppress(Exception):
-                    await self._publish(keys.node(owner), {"t": "gone", "id": relay_id})
+                # Told from the node's own tasks: the client's call ends now, and no server's
+                # graceful timeout finds it waiting on the store (it would cancel it).
+                if self.running and self._task_group is not None:
+                    self._task_group.start_soon(self._tell_gone, owner, relay_id)
+                else:
+                    await self._tell_gone(owner, relay_id)
             if owner_lost or let_go:
                 raise LookupError("the owner died, or this node let the relay go")
         except LookupError:

@@ -8,7 +8,9 @@ holds the next `attach` of a stream the same way (a connection's answer on its w
 `hold_append` the next `append` of events to one (its value: their payloads, decoded; an
 `append_final` or `open_with` counts as one), and `hold_read` the answer of the next `read` of
 one: the store has answered (what it held then), and the answer is held on its way back, as a
-reply in flight over the network is while another call lands.
+reply in flight over the network is while another call lands. `hold_publish` holds the answer
+of the next `publish` on a channel the same way: the message is out (its subscribers have it),
+and its publisher waits (its value: the message, decoded).
 A key is named exactly, or by a predicate (`startswith("task:")`, say, for an id not known yet).
 
 The app may run in another thread (`tests.support.server.serve` runs uvicorn in one), so
@@ -36,7 +38,7 @@ class Held:
     key: str | Callable[[str], bool]
     matches: Callable[[str], bool]
     operation: str = "write"
-    """`write` (`set_key`, `replace_key`), `attach`, `append` or `read`."""
+    """`write` (`set_key`, `replace_key`), `attach`, `append`, `read` or `publish`."""
     _reached: threading.Event = field(default_factory=threading.Event)
     _released: threading.Event = field(default_factory=threading.Event)
     value: str | None = None
@@ -98,6 +100,20 @@ class PausingStore:
         self.holds.append(held)
         return held
 
+    def hold_publish(
+        self,
+        channel: str | Callable[[str], bool] = lambda channel: True,
+        matches: Callable[[str], bool] = lambda message: True,
+    ) -> Held:
+        held = Held(channel, matches, operation="publish")
+        self.holds.append(held)
+        return held
+
+    async def publish(self, channel: str, message: bytes) -> int:
+        listeners = await self.inner.publish(channel, message)
+        await self._pass("publish", channel, message.decode("utf-8", "replace"))
+        return listeners
+
     async def read(self, stream_id: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
         events = await self.inner.read(stream_id, after_seq, limit)
         await self._pass("read", stream_id, "")
@@ -123,10 +139,16 @@ class PausingStore:
         return await self.inner.attach(stream_id, now)
 
     async def append(
-        self, stream_id: str, events: Sequence[tuple[int, bytes]], *, max_events: int, max_bytes: int
+        self,
+        stream_id: str,
+        events: Sequence[tuple[int, bytes]],
+        *,
+        max_events: int,
+        max_bytes: int,
+        **kwargs: Any,
     ) -> None:
         await self._pass_events(stream_id, events)
-        await self.inner.append(stream_id, events, max_events=max_events, max_bytes=max_bytes)
+        await self.inner.append(stream_id, events, max_events=max_events, max_bytes=max_bytes, **kwargs)
 
     async def append_final(self, stream_id: str, events: Sequence[tuple[int, bytes]], **kwargs: Any) -> bool:
         """An append that also completes the stream: held as an `append`."""
