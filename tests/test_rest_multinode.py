@@ -216,4 +216,4 @@ async def test_a_dead_owner_fails_the_call_with_a_clear_error(prefix: str) -> No
                 while (state := (await direct.get(url)).json())["status"] == "running":
                     await anyio.sleep(0.2)
     assert state["status"] == "failed", state
-    assert state["error"]["message"] == "the server running the task stopped before it finished"
+    assert state["error"]["message"] == "the server running this request stopped before it finished"

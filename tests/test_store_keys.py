@@ -25,7 +25,7 @@ def test_the_engine_keys() -> None:
     assert keys.client_answer("sess-1", "é") == 'input:sess-1:"\\u00e9"'
     assert keys.rerun_request("s1") == "rerun-request:s1"
     assert keys.rerun_claim("s1", 0) == "rerun-claim:s1:0"
-    assert keys.RERUN_INDEX == "reruns"
+    assert keys.RUNNING_INDEX == "running"
 
 
 def test_the_cluster_keys() -> None:

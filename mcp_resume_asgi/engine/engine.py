@@ -40,6 +40,7 @@ from mcp_resume_asgi.engine.cluster import Node
 from mcp_resume_asgi.engine.connection import Connection
 from mcp_resume_asgi.engine.follower import follow
 from mcp_resume_asgi.engine.hosted import HostedStream
+from mcp_resume_asgi.engine.orphans import end_orphan
 from mcp_resume_asgi.engine.port import (
     AppAnswer,
     BecomingTask,
@@ -125,6 +126,7 @@ class Engine:
         )
         services = self.services
         services.rerun = self.rerun
+        services.end_orphan = self.end_orphan
         # What the feature layers, Tasks and REST read of the engine itself (the rest through its port).
         self.app = app
         self.routes = routes
@@ -153,8 +155,10 @@ class Engine:
             telemetry=telemetry,
         )
         """The sessions this node took over from a node that was gone."""
-        self.sweep = Sweep(store, node, services.scheduler, self.rerun) if node is not None else None
-        """Finds the re-runnable calls of nodes that are gone (started once the node runs)."""
+        self.sweep = (
+            Sweep(store, node, services.scheduler, self.rerun, self.end_orphan) if node is not None else None
+        )
+        """Finds what nodes that are gone left running (started once the node runs)."""
         self.port = EnginePort(
             host=host_with(self),
             serve=self.serve_stream,
@@ -179,6 +183,7 @@ class Engine:
             ask_app=self.ask_app,
             owner_gone=self.owner_gone,
             rerun=self.rerun,
+            end_orphan=self.end_orphan,
             request_bound=request_bound,
             telemetry=telemetry,
         )
@@ -527,6 +532,12 @@ class Engine:
         )
         spawn(self._host_rerun, hosted)
         return True
+
+    async def end_orphan(self, meta: StreamMeta, found_by: str) -> bool:
+        """End `meta`'s stream, whose node is gone and which is not run again, once fleet-wide
+        (`orphans.end_orphan`): True when it is over or goes on, False when its record is gone."""
+        policy = self.routes.by_index(meta.route)
+        return await end_orphan(self.store, self.node_id, meta, policy, found_by)
 
     async def _host_rerun(self, hosted: HostedStream) -> None:
         """Host a re-run: its first connection is a client already gone (nobody sent it; its

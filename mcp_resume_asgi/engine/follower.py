@@ -29,8 +29,7 @@ from mcp_resume_asgi.engine.delivery import READ_BATCH, finish_answer, note_deta
 from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.store.base import GapError, StreamKind, StreamMeta, StreamState
-from mcp_resume_asgi.wire import jsonrpc as p
-from mcp_resume_asgi.wire.sse import KEEPALIVE, encode_payload, frame_events, priming_frame
+from mcp_resume_asgi.wire.sse import KEEPALIVE, frame_events, priming_frame
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.engine.services import StreamServices
@@ -181,13 +180,11 @@ async def _loop(
             # Everything the dead owner recorded was delivered; nothing more will come from it.
             if await services.rerun(meta):
                 continue  # run again (here, or by another node): its events come through the store
-            logger.warning("stream %s: its owner %s stopped", stream_id, meta.owner)
-            await store.update_stream(stream_id, state=StreamState.EXPIRED)
-            if meta.kind is StreamKind.REQUEST:
-                error = p.error_message(
-                    meta.request_id, p.STREAM_ERROR, "the server running this request stopped"
-                )
-                await conn.write(encode_payload(p.dumps(error), b"message"))
+            if meta.kind is StreamKind.REQUEST and await services.end_orphan(meta, "a follower"):
+                continue  # ended (here, or by another finder): its error comes through the store
+            if meta.kind is not StreamKind.REQUEST:
+                await services.end_orphan(meta, "a follower")
+            logger.info("stream %s: its owner %s stopped", stream_id, meta.owner)
             return Reason.OWNER_DEAD
         for due in core.due(now):
             if due is Due.CLOSE:

@@ -45,7 +45,7 @@ from starlette.types import Message, Scope
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_head, session_id
 from mcp_resume_asgi.core.stream import Due, FirstGone, Reason, StreamCore
-from mcp_resume_asgi.engine import cancellation, rerun
+from mcp_resume_asgi.engine import cancellation, rerun, sweep
 from mcp_resume_asgi.engine.connection import Connection, Flag
 from mcp_resume_asgi.engine.delivery import Writer, finish_answer
 from mcp_resume_asgi.engine.event_loop import running_asyncio_loop
@@ -226,6 +226,7 @@ class HostedStream:
         "counted_detached",
         "expired",
         "first",
+        "indexed",
         "kind",
         "meta_created",
         "method",
@@ -300,6 +301,9 @@ class HostedStream:
         self.mode: Mode | None = None
         self.meta_created = False
         """The stream's record exists in the store."""
+        self.indexed = False
+        """The stream is in the store's index of running requests (`sweep.indexed`), from its
+        record's opening without its answer until its app's end is recorded."""
         self.record_due = False
         """The stream's answer opened without its record, which its first events will create
         (`Recorder.open_later`): a request answered at once makes one call of the store."""
@@ -914,6 +918,11 @@ class HostedStream:
                 first = self.first  # (what `unrecorded` passed through may hold the app's end)
                 if first.started and not first.finished and not first.gone:
                     await first.send({"type": "http.response.body", "body": b"", "more_body": False})
+            if self.indexed and not self.fenced and not handed_over:
+                # Its end is recorded (or its record deleted): the sweep has nothing to do with it.
+                # (Fenced: another node runs it now; handed over: the sweep must find it.)
+                self.indexed = False
+                await sweep.unindexed(self.services.store, self.stream_id)
         finally:
             self._app_ended()
             bindings = self.services.cancel_bindings
@@ -926,8 +935,8 @@ class HostedStream:
         requests end. False may be said of some that have nothing either (they take the way
         that awaits: the same steps)."""
         recorder = self._recorder
-        if recorder is not None and recorder.flush_due():
-            return False
+        if (recorder is not None and recorder.flush_due()) or self.indexed:
+            return False  # (a write left, or its entry in the index of running requests)
         mode = self.mode
         if mode is Mode.UPGRADED and not self.core.final_seq:
             return False  # (its JSON answer recorded)

@@ -41,6 +41,7 @@ __all__ = [
     "Cluster",
     "Delivery",
     "Drained",
+    "EndOrphan",
     "EngineHost",
     "EnginePort",
     "Feature",
@@ -166,6 +167,15 @@ class Rerun(Protocol):
     (here, or on another node that took the loss first); `policy`: the one to run it under."""
 
     async def __call__(self, meta: StreamMeta, policy: Policy | None = None) -> bool: ...
+
+
+class EndOrphan(Protocol):
+    """The node running the stream's request is gone and it is not run again: end it, once
+    fleet-wide (`Engine.end_orphan`: its answer recorded as an error). True when it is over or
+    goes on (ended here or by another node, answered, run again); False when its record is
+    gone. `found_by`: who found it (logged)."""
+
+    async def __call__(self, meta: StreamMeta, found_by: str) -> bool: ...
 
 
 # ---------------------------------------------------------------------- the engine's capabilities
@@ -325,6 +335,7 @@ class EnginePort:
     ask_app: AskApp
     owner_gone: OwnerGone
     rerun: Rerun
+    end_orphan: EndOrphan
     request_bound: int | None = None
     """The largest JSON-RPC request body the front takes (None: not said)."""
     telemetry: Telemetry = OFF

@@ -35,7 +35,7 @@ import anyio
 
 from mcp_resume_asgi.core.held_writes import Batch, HeldWrites
 from mcp_resume_asgi.core.stream import Phase
-from mcp_resume_asgi.engine import rerun
+from mcp_resume_asgi.engine import rerun, sweep
 from mcp_resume_asgi.engine.event_loop import current_asyncio_task
 from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.engine.services import SHUT_DOWN, Drain, HostedRequest
@@ -94,6 +94,9 @@ class RecordedStream(HostedRequest, Protocol):
     record_due: bool
     adopted: bool
     """The stream continues the record of a run lost with its node (`Engine.rerun`)."""
+    indexed: bool
+    """In the store's index of running requests (`sweep.indexed`): the recorder lists it there
+    when its record opens without its answer; the stream takes it out once its end is recorded."""
     principal: str | None
     json_chunks: list[bytes] | None
 
@@ -827,6 +830,18 @@ class Recorder:
                 self.opening_over = None
         hosted.meta_created = True
         hosted.mark_opened()
+        if final_seq is None:
+            await self._index()
+
+    async def _index(self) -> None:
+        """List the request's running stream for the sweep (`sweep.py`), where a node can be lost
+        (a cluster, or a store a restart finds again)."""
+        hosted = self.hosted
+        services = hosted.services
+        if hosted.kind is StreamKind.REQUEST and services.node is not None and not hosted.indexed:
+            hosted.indexed = await sweep.indexed(
+                hosted.store, hosted.stream_id, services.running_ttl(hosted.policy)
+            )
 
     async def open_record(self, *, attached: bool = False) -> None:
         """Create the stream's record in the store (it can be resumed from then on)."""
@@ -835,11 +850,14 @@ class Recorder:
         self._identify()
         ttl = services.running_ttl(hosted.policy)
         if hosted.adopted:
-            # A re-run (`Engine.rerun`): the record of the lost run goes on, taken over already.
+            # A re-run (`Engine.rerun`): the record of the lost run goes on, taken over already
+            # (and listed in the index of running requests since that run's record opened).
+            hosted.indexed = hosted.kind is StreamKind.REQUEST
             hosted.meta_created = True
             hosted.mark_opened()
             return
         await hosted.store.create_stream(self._meta(attached=attached), ttl_s=ttl)
+        await self._index()
         if (
             hosted.policy.rerun_on_loss
             and hosted.kind is StreamKind.REQUEST

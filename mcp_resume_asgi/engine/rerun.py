@@ -30,7 +30,6 @@ import logging
 from typing import Any
 
 from mcp_resume_asgi.core.stream import close_cancels
-from mcp_resume_asgi.engine import sweep
 from mcp_resume_asgi.engine.relayed_caller import describe, seat
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
@@ -256,7 +255,6 @@ async def save(
         )
         return False
     await store.set_key(keys.rerun_request(stream_id), text, ttl_s)
-    await sweep.indexed(store, stream_id, ttl_s)  # (found by a sweep if nobody follows it)
     return True
 
 
@@ -270,7 +268,6 @@ async def load(store: Store, signer: TokenSigner, stream_id: str) -> StoredReque
 async def forget(store: Store, stream_id: str) -> None:
     """The call was answered (or ended): nothing is run again."""
     await store.delete_key(keys.rerun_request(stream_id))
-    await sweep.unindexed(store, stream_id)
 
 
 async def claim(store: Store, node_id: str, stream_id: str, round_: int, ttl_s: float) -> bool:

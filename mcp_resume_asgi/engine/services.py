@@ -103,6 +103,11 @@ async def _no_rerun(meta: StreamMeta) -> bool:
     return False
 
 
+async def _no_end(meta: StreamMeta, found_by: str) -> bool:
+    """No engine to end a lost node's stream: its follower lets it go."""
+    return False
+
+
 class StreamServices(Generic[S]):
     """The engine's services to its streams (see the module docstring)."""
 
@@ -111,6 +116,7 @@ class StreamServices(Generic[S]):
         "cancel_bindings",
         "drain_closes",
         "draining",
+        "end_orphan",
         "followers",
         "live",
         "node",
@@ -179,6 +185,9 @@ class StreamServices(Generic[S]):
         """The requests hosted here that a client's cancel notice may name."""
         self.rerun: Callable[[StreamMeta], Awaitable[bool]] = _no_rerun
         """Run a lost node's request again here (`Engine.rerun`): whether the call goes on."""
+        self.end_orphan: Callable[[StreamMeta, str], Awaitable[bool]] = _no_end
+        """End a lost node's stream that is not run again, once fleet-wide (`Engine.end_orphan`):
+        True when it is over or goes on, False when its record is gone."""
         self.telemetry = telemetry
         """Where the streams report what happens to them (`telemetry`): each report one call,
         which does nothing when telemetry is off."""

@@ -1,18 +1,25 @@
-"""The sweep: calls that may run again are found when their node is gone, not only when a
-client comes back for them.
+"""The sweep: what a node that is gone left running is found, though nobody follows or polls it.
 
-A call on a route with `Policy.rerun_on_loss` is kept in the store while it runs
-(`rerun.py`), and listed in one index (`keys.RERUN_INDEX`). A follower or a task poll that
-finds its node dead runs it again (`Engine.rerun`); the sweep does the same for the ones
-nobody follows or polls: each node, when its cluster link is up and then every
-`node_timeout_s` (one timer of the engine's scheduler), reads the index and hands every call
-whose node's heartbeat lapsed (a node killed, a node that drained and left it, this very
-node in an earlier life on the same store) to `Engine.rerun`, whose claim lets one node of
-the fleet run each loss. A call that cannot run again (its request no longer kept) is ended:
-its record is marked expired, and leaves the index (one whose re-run another node claimed
-is left to it).
+Every request whose record opens without its answer is listed, while its app runs, in one index
+of the store (`keys.RUNNING_INDEX`; `indexed` when its record opens, `unindexed` once its app's end
+is recorded: one index write at each end, and none for a request answered in the call of the
+store that opens its record). A follower or a task poll that finds a stream's node dead runs it
+again (`Engine.rerun`) or ends it (`orphans.end_orphan`); the sweep does the same for the ones
+nobody follows or polls - a task nobody polls, a REST call nobody GETs, a stream whose client
+never comes back: each node, when its cluster link is up and then every `node_timeout_s` (one
+timer of the engine's scheduler), reads the index and hands every stream whose node's heartbeat
+lapsed (a node killed, a node that drained and left it, this very node in an earlier life on the
+same store) to `Engine.rerun` if its route allows it (`Policy.rerun_on_loss`), else ends it
+cleanly: the request's answer is recorded as an error, which its clients, `tasks/get` (`failed`)
+and the REST face (`failed`) read. Either way once fleet-wide: a re-run is claimed, and both take
+the record from the dead owner with one compare-and-set, which a second sweeper, a follower or a
+poll that read the record before it fails (`orphans.py`). What the sweep reads is the stream's
+record, as every finder reads it: the index only says where to look, and a member forged into it
+names a stream whose record decides (a re-run's request is sealed, `rerun.py`).
 
-Bounded: at most `MAX_SWEPT` calls per sweep (the oldest first), one sweep at a time per node.
+Bounded: at most `MAX_SWEPT` streams per sweep (the oldest first), one sweep at a time per node;
+the index holds at most `MAX_INDEXED` streams (past it a stream is not swept: it is still run
+again or ended when a client or a poll finds its node gone).
 """
 
 from __future__ import annotations
@@ -21,37 +28,41 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from mcp_resume_asgi.core.orphans import Orphan, judge
 from mcp_resume_asgi.engine.cluster import ALIVE, Node
 from mcp_resume_asgi.engine.scheduler import Scheduler, Timer, spawn
 from mcp_resume_asgi.store import keys
-from mcp_resume_asgi.store.base import Store, StreamMeta, StreamState
+from mcp_resume_asgi.store.base import Store, StreamMeta
 
 __all__ = ["MAX_INDEXED", "MAX_SWEPT", "PAGE", "Sweep"]
 
 logger = logging.getLogger(__name__)
 
-#: The most calls the index of re-runnable calls holds (past it, a call is not swept: it is
-#: still run again when a client or a poll finds its node gone).
+#: The most streams the index of running requests holds (past it, a stream is not swept: it is
+#: still run again or ended when a client or a poll finds its node gone).
 MAX_INDEXED = 100_000
-#: The most calls one sweep looks at.
+#: The most streams one sweep looks at.
 MAX_SWEPT = 1_000
-#: How many calls one read of the index brings.
+#: How many streams one read of the index brings.
 PAGE = 100
 
 
-async def indexed(store: Store, stream_id: str, ttl_s: float) -> None:
-    """List a re-runnable call for the sweep, for as long as its request is kept."""
-    if not await store.index_add(keys.RERUN_INDEX, stream_id, time.time() + ttl_s, cap=MAX_INDEXED):
-        logger.debug("stream %s: the index of re-runnable calls is full; it is not swept", stream_id)
+async def indexed(store: Store, stream_id: str, ttl_s: float) -> bool:
+    """List a running request's stream for the sweep, for as long as its running record is kept
+    (`ttl_s`). False: the index is full (logged once per stream), it is not swept."""
+    if await store.index_add(keys.RUNNING_INDEX, stream_id, time.time() + ttl_s, cap=MAX_INDEXED):
+        return True
+    logger.warning("stream %s: the index of running requests is full; it is not swept", stream_id)
+    return False
 
 
 async def unindexed(store: Store, stream_id: str) -> None:
-    """The call was answered, or ended: the sweep has nothing to do with it."""
-    await store.index_remove(keys.RERUN_INDEX, stream_id)
+    """The request's end is recorded (answered, or ended): the sweep has nothing to do with it."""
+    await store.index_remove(keys.RUNNING_INDEX, stream_id)
 
 
 class Sweep:
-    """This node's sweep of re-runnable calls whose node is gone (see the module docstring)."""
+    """This node's sweep of the streams whose node is gone (see the module docstring)."""
 
     def __init__(
         self,
@@ -59,11 +70,15 @@ class Sweep:
         node: Node,
         scheduler: Scheduler,
         rerun: Callable[[StreamMeta], Awaitable[bool]],
+        end: Callable[[StreamMeta, str], Awaitable[bool]],
     ) -> None:
+        """`rerun`: `Engine.rerun` (True: the call goes on); `end`: `Engine.end_orphan` (ends it
+        once fleet-wide; its second argument says who found it)."""
         self.store = store
         self.node = node
         self.scheduler = scheduler
         self.rerun = rerun
+        self.end = end
         self.timer = Timer(self._due)
         self._sweeping = False
 
@@ -93,7 +108,7 @@ class Sweep:
             self._sweeping = False
 
     async def sweep(self) -> int:
-        """One sweep: how many calls of a gone node it handed on (run again, or ended)."""
+        """One sweep: how many streams of a gone node it handed on (run again, or ended)."""
         node, store = self.node, self.store
         if not node.running or node.status != ALIVE:
             return 0  # (a leaving node takes nothing on)
@@ -101,28 +116,27 @@ class Sweep:
         seen = 0
         after: tuple[float, str] | None = None
         while seen < MAX_SWEPT:
-            page = await store.index_page(keys.RERUN_INDEX, after=after, limit=PAGE)
+            page = await store.index_page(keys.RUNNING_INDEX, after=after, limit=PAGE)
             if not page:
                 break
             for stream_id, _expires in page:
                 seen += 1
                 meta = await store.get_stream(stream_id)
-                if meta is None or meta.state is not StreamState.RUNNING or meta.final_seq is not None:
+                verdict = judge(meta, node.node_id)
+                if verdict is Orphan.OVER:
                     await unindexed(store, stream_id)
                     continue
-                if meta.owner == node.node_id or await node.alive(meta.owner):
+                assert meta is not None
+                if verdict is Orphan.OURS or await node.alive(meta.owner):
                     continue
                 handed += 1
-                if not await self.rerun(meta) and await store.get_key(keys.rerun_request(stream_id)) is None:
-                    # Not run again, and never will be (its request is not kept): ended.
-                    logger.warning(
-                        "stream %s: its node %s is gone and it is not run again; ended", stream_id, meta.owner
-                    )
-                    await store.update_stream(stream_id, state=StreamState.EXPIRED)
-                    await unindexed(store, stream_id)
+                if await self.rerun(meta):
+                    continue  # (run again, here or by the node that claimed it: still running)
+                if not await self.end(meta, "the sweep"):
+                    await unindexed(store, stream_id)  # (its record is gone)
             after = (page[-1][1], page[-1][0])
             if len(page) < PAGE:
                 break
         if handed:
-            logger.info("sweep: %d call(s) of nodes that are gone handed on", handed)
+            logger.info("sweep: %d stream(s) of nodes that are gone handed on", handed)
         return handed

@@ -44,8 +44,10 @@ def rerun_request(stream_id: str) -> str:
     return f"rerun-request:{stream_id}"
 
 
-#: The index of the calls whose request is kept to run again (`engine/sweep.py` reads it).
-RERUN_INDEX = "reruns"
+#: The index of the requests whose stream runs on some node now (`engine/sweep.py` reads it): a
+#: member is added when a request's record opens without its answer and taken out when its app's
+#: end is recorded, so what a lost node left running is found there.
+RUNNING_INDEX = "running"
 
 
 def rerun_claim(stream_id: str, round_: int) -> str:

@@ -190,12 +190,16 @@ class TaskRequests:
         port: EnginePort, task_id: str, record: TaskRecord, meta: StreamMeta | None, final: Final = UNREAD
     ) -> dict[str, Any]:
         """The `DetailedTask` as `tasks/get` answers it (and `notifications/tasks` carries it);
-        a round whose node is gone is run again if its route allows it (`Policy.rerun_on_loss`)."""
+        a round whose node is gone is run again if its route allows it (`Policy.rerun_on_loss`),
+        else ended (`failed`, recorded: `EnginePort.end_orphan`)."""
 
         async def rerun(lost: StreamMeta) -> bool:
             return await port.rerun(lost, task_policy(port.routes.by_index(lost.route)))
 
-        view = await view_of(port, record, meta, final, rerun=rerun)
+        async def end(lost: StreamMeta) -> bool:
+            return await port.end_orphan(lost, "a task poll")
+
+        view = await view_of(port, record, meta, final, rerun=rerun, end=end)
         if record.ended_at is None and view.ended:
             # Its answer is recorded but the end of its call not noted yet: the first reader to
             # see it fixes the time, so every later poll reports the same lastUpdatedAt.

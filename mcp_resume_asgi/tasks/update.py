@@ -68,10 +68,14 @@ async def view_of(
     final: Final = UNREAD,
     *,
     rerun: Callable[[StreamMeta], Awaitable[bool]] | None = None,
+    end: Callable[[StreamMeta], Awaitable[bool]] | None = None,
 ) -> StreamView:
     """The task's current round as the store holds it, with its outstanding input requests
     (`final`: the round's final event if read with `meta`, `stored.read_task`). `rerun`: asked
-    to run the round again when its node is gone (`Policy.rerun_on_loss`); True: it goes on."""
+    to run the round again when its node is gone (`Policy.rerun_on_loss`); True: it goes on.
+    `end`: asked to end it otherwise (`EnginePort.end_orphan`: its answer recorded as an error,
+    once fleet-wide), so every later read finds it `failed` from the store; without it (or if
+    its record went meanwhile) the round reads as lost with its node."""
     if meta is None:
         return StreamView(exists=False)
     if meta.state is StreamState.EXPIRED:
@@ -85,6 +89,11 @@ async def view_of(
             and not await node.alive(meta.owner)
             and (rerun is None or not await rerun(meta))  # (True: run again, it goes on)
         ):
+            if end is not None and await end(meta):
+                ended = await port.store.get_stream(meta.stream_id)
+                if ended is not None and ended.final_seq is not None:
+                    return await view_of(port, record, ended)  # (its recorded end: `failed`)
+                return StreamView(exists=True)  # (another finder ends it, or a re-run took it)
             return StreamView(exists=True, owner_gone=True)  # nobody will ever answer it
         view = StreamView(exists=True)
     else:
