@@ -44,15 +44,16 @@ import anyio
 from starlette.types import Message, Scope
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_head, session_id
+from mcp_resume_asgi.core.mrtr import may_hand_over
 from mcp_resume_asgi.core.stream import Due, FirstGone, Reason, StreamCore
-from mcp_resume_asgi.engine import cancellation, rerun
+from mcp_resume_asgi.engine import cancellation, mrtr, rerun
 from mcp_resume_asgi.engine.connection import Connection, Flag
 from mcp_resume_asgi.engine.delivery import Writer, finish_answer
 from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.engine.recorder import Recorder
 from mcp_resume_asgi.engine.scheduler import Timer, spawn
 from mcp_resume_asgi.engine.services import ENDED_WITHOUT_RESPONSE, SHUT_DOWN
-from mcp_resume_asgi.policy import Policy
+from mcp_resume_asgi.policy import Policy, running_ttl
 from mcp_resume_asgi.store.base import StreamKind
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.headers import Headers
@@ -1145,9 +1146,31 @@ class HostedStream:
     @property
     def outlives_close(self) -> bool:
         """Whether its request goes on when its client closes (a task), or may come to (a feature
-        layer's deadline may make it one)."""
+        layer's deadline may make it one; a drain may hand it over through MRTR: `input_required`)."""
         delivery = self.delivery
-        return delivery is not None and (delivery.survives_close or delivery.on_deadline is not None)
+        if delivery is not None and (delivery.survives_close or delivery.on_deadline is not None):
+            return True
+        return self._may_hand_over()
+
+    def _may_hand_over(self) -> bool:
+        """Whether a drain may hand this request over through MRTR (`core/mrtr.py`): a 2026-07-28
+        request of a method that may be answered `input_required`, whose close cancels it, where
+        another node may serve its retry (a cluster)."""
+        return (
+            self.kind is StreamKind.REQUEST
+            and self.services.node is not None
+            and may_hand_over(self.version, self.opted_in, self.method)
+        )
+
+    def input_required(self) -> Callable[[int], bytes] | None:
+        """The frame that ends the first connection's answer `input_required` when the drain hands
+        the request over (`Writer.drain_close`), if it may be; else None."""
+        if not self._may_hand_over() or self.method is None:
+            return None
+        state = mrtr.first_state(self.stream_id, self.principal, self.method, self.body)
+        return mrtr.input_required_frame(
+            self.services.signer, state, self.request_id, running_ttl(self.core.policy)
+        )
 
     @property
     def first_attached(self) -> bool:
