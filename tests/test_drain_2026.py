@@ -15,6 +15,7 @@ the app never runs.
 from __future__ import annotations
 
 import json
+import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from mcp_resume_asgi.core import mrtr
-from tests.support.cluster import SECRET, cluster, port_of, prefix, steer
+from tests.support.cluster import cluster, pid_of, port_of, prefix, steer
 from tests.support.exchanges import Recorder
 from tests.support.mcp_client import result_text
 from tests.support.proxy import CutProxy
@@ -92,7 +93,10 @@ async def test_a_draining_node_hands_its_2026_calls_over(prefix: str, tmp_path: 
                     args = {"seconds": SECONDS, "steps": STEPS}
                     try:
                         result = await client.call_tool(
-                            "slow_progress", args, progress_callback=on_progress, read_timeout_seconds=scaled(60)
+                            "slow_progress",
+                            args,
+                            progress_callback=on_progress,
+                            read_timeout_seconds=scaled(60),
                         )
                         first[i] = result_text(result)
                     except MCPError as exc:
@@ -121,8 +125,13 @@ async def test_a_draining_node_hands_its_2026_calls_over(prefix: str, tmp_path: 
                 a.signal(signal.SIGTERM)
                 signalled.set()
     logs = await _logs(tmp_path)
-    handed_over = logs.count("(input_required)")
-    print(f"\n{handed_over} of {CLIENTS} calls handed over through MRTR")
+    handed_over = len(set(re.findall(r"stream (\S+): handed over at \d+ \(input_required\)", logs)))
+    calls = recorder.where(method="POST", rpc="tools/call")
+    on_a = [e for e in calls if e.node == pid_of(a)]
+    print(
+        f"\n{len(calls)} tools/call POSTs ({len(on_a)} answered by A); "
+        f"{handed_over} calls handed over through MRTR"
+    )
     assert versions == {i: MODERN for i in range(CLIENTS)}, versions
     assert first == {i: f"done {STEPS}" for i in range(CLIENTS)}, first
     for i in range(CLIENTS):
@@ -139,7 +148,11 @@ def _call(request_id: int, token: str | None = None, *, seconds: float = SECONDS
         "io.modelcontextprotocol/clientCapabilities": {},
         "progressToken": f"p{request_id}",
     }
-    params: dict[str, Any] = {"name": "whoami", "arguments": {"seconds": seconds, "steps": STEPS}, "_meta": meta}
+    params: dict[str, Any] = {
+        "name": "whoami",
+        "arguments": {"seconds": seconds, "steps": STEPS},
+        "_meta": meta,
+    }
     if token is not None:
         params["requestState"] = token
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
@@ -158,7 +171,9 @@ def _messages(body: str) -> list[dict[str, Any]]:
     """The JSON-RPC messages of an SSE answer, or the one of a JSON answer."""
     if body.lstrip().startswith("{"):
         return [json.loads(body)]
-    return [json.loads(line[5:]) for line in body.splitlines() if line.startswith("data:") and line[5:].strip()]
+    return [
+        json.loads(line[5:]) for line in body.splitlines() if line.startswith("data:") and line[5:].strip()
+    ]
 
 
 async def test_a_hostile_retry_never_runs_the_app(prefix: str, tmp_path: Path) -> None:
@@ -192,7 +207,9 @@ async def test_a_hostile_retry_never_runs_the_app(prefix: str, tmp_path: Path) -
                 buffer += chunk.replace("\r\n", "\n")
                 while "\n\n" in buffer:
                     frame, buffer = buffer.split("\n\n", 1)
-                    data = "".join(line[5:].strip() for line in frame.splitlines() if line.startswith("data:"))
+                    data = "".join(
+                        line[5:].strip() for line in frame.splitlines() if line.startswith("data:")
+                    )
                     if data:
                         events.append(json.loads(data))
                         if len(events) == 2:
