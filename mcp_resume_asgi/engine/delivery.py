@@ -89,6 +89,9 @@ class WriterHost(Protocol):
         """The frame that ends the first connection's answer `input_required` when a drain hands
         its request over (`core/mrtr.py`), if it may be; else None."""
 
+    async def keep_for_rerun(self) -> None:
+        """The first connection was handed over through MRTR: keep the request for a re-run."""
+
     async def closed_by_client(self) -> None:
         """The client's close is the request's cancel (2026-07-28): cancel it."""
 
@@ -597,6 +600,8 @@ class Writer:
                 except Exception as exc:
                     if not self.services.store_outage(exc):
                         raise
+            if reason is Reason.INPUT_REQUIRED and conn is self.host.first:
+                await self.host.keep_for_rerun()  # (its retry may follow it elsewhere from now on)
             if not conn.gone:
                 if not conn.started:
                     await conn.open()

@@ -1146,11 +1146,9 @@ class HostedStream:
     @property
     def outlives_close(self) -> bool:
         """Whether its request goes on when its client closes (a task), or may come to (a feature
-        layer's deadline may make it one; a drain may hand it over through MRTR: `input_required`)."""
+        layer's deadline may make it one)."""
         delivery = self.delivery
-        if delivery is not None and (delivery.survives_close or delivery.on_deadline is not None):
-            return True
-        return self._may_hand_over()
+        return delivery is not None and (delivery.survives_close or delivery.on_deadline is not None)
 
     def _may_hand_over(self) -> bool:
         """Whether a drain may hand this request over through MRTR (`core/mrtr.py`): a 2026-07-28
@@ -1160,6 +1158,20 @@ class HostedStream:
             self.kind is StreamKind.REQUEST
             and self.services.node is not None
             and may_hand_over(self.version, self.opted_in, self.method)
+        )
+
+    async def keep_for_rerun(self) -> None:
+        """The drain handed it over through MRTR: its retry follows it from another node, so
+        from now on the call may be run again if this node is lost (`Policy.rerun_on_loss`), and
+        its request is kept for that, as a call whose close never cancels it has it kept from its
+        start (`Recorder.open_record`; deleted once it is answered)."""
+        services = self.services
+        if not self.core.policy.rerun_on_loss or services.node is None or self.adopted:
+            return  # (a re-run's request is kept already)
+        bound = rerun.bound(self.principal, self.session_id, self.request_id, self.method, self.route)
+        stored = rerun.capture(self.scope, self.body, services.principal, bound)
+        await rerun.save(
+            services.store, services.signer, self.stream_id, stored, services.running_ttl(self.core.policy)
         )
 
     def input_required(self) -> Callable[[int], bytes] | None:
