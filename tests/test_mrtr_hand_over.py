@@ -77,15 +77,23 @@ def test_a_state_presented_on_another_request_is_refused() -> None:
 
 def test_a_state_bound_to_another_principal_or_stream_is_refused() -> None:
     ours = state()
-    assert mrtr.admit(ours, record_principal="alice", record_method="tools/call") is None
-    assert mrtr.admit(ours, record_principal="bob", record_method="tools/call") == Refusal(
+    assert mrtr.admit(ours, record_principal="alice", record_method="tools/call", record_last_seq=7) is None
+    assert mrtr.admit(ours, record_principal="bob", record_method="tools/call", record_last_seq=7) == Refusal(
         "the requestState was not issued to this caller"
     )
-    assert mrtr.admit(ours, record_principal=None, record_method="tools/call") is not None
-    assert mrtr.admit(ours, record_principal="alice", record_method="resources/read") is not None
+    assert mrtr.admit(ours, record_principal=None, record_method="tools/call", record_last_seq=7) is not None
+    assert (
+        mrtr.admit(ours, record_principal="alice", record_method="resources/read", record_last_seq=7)
+        is not None
+    )
+    fewer = mrtr.admit(ours, record_principal="alice", record_method="tools/call", record_last_seq=6)
+    assert fewer == Refusal("invalid requestState"), "the record holds fewer events than the client got"
     anonymous = state(principal=None)
-    assert mrtr.admit(anonymous, record_principal=None, record_method="tools/call") is None
-    assert mrtr.admit(anonymous, record_principal="alice", record_method="tools/call") is not None
+    assert mrtr.admit(anonymous, record_principal=None, record_method="tools/call", record_last_seq=7) is None
+    assert (
+        mrtr.admit(anonymous, record_principal="alice", record_method="tools/call", record_last_seq=7)
+        is not None
+    )
 
 
 def test_a_state_that_is_not_ours_goes_to_the_app() -> None:

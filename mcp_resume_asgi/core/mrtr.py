@@ -153,12 +153,16 @@ def open_state(
     return state
 
 
-def admit(state: HandOverState, *, record_principal: str | None, record_method: str | None) -> Refusal | None:
+def admit(
+    state: HandOverState, *, record_principal: str | None, record_method: str | None, record_last_seq: int
+) -> Refusal | None:
     """The stream's record, as read now, against the state: it must still be the stream the
-    state was made for (its principal and method). Whether the caller is that principal is the
-    app's word (`engine/admission.py`), asked next."""
+    state was made for (its principal and method, holding the events the client got). Whether
+    the caller is that principal is the app's word (`engine/admission.py`), asked next."""
     if record_principal != state.principal:
         return Refusal("the requestState was not issued to this caller")
     if record_method != state.method:
         return Refusal("the requestState was issued for another request (method or params differ)")
+    if state.seq > record_last_seq:
+        return Refusal("invalid requestState")
     return None

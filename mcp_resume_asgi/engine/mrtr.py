@@ -147,7 +147,9 @@ class Retries:
                 send, request_id, Refusal("the request this requestState continues is gone (expired)")
             )
             return
-        refused = mrtr.admit(opened, record_principal=meta.principal, record_method=meta.method)
+        refused = mrtr.admit(
+            opened, record_principal=meta.principal, record_method=meta.method, record_last_seq=meta.last_seq
+        )
         if refused is not None:
             await self._refuse(send, request_id, refused)
             return
