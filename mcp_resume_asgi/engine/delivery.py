@@ -427,9 +427,8 @@ class Writer:
                 return True
             core.wrote(att, last, time.monotonic())
             if self.services.drain_closes:
-                self.drain_close(
-                    conn, att
-                )  # (a first connection attached during a drain: its head went with this)
+                # (a first connection attached during a drain: its head went with this)
+                self.drain_close(conn, att)
         return True
 
     def _store_down(self, att: Attachment) -> None:
@@ -530,9 +529,8 @@ class Writer:
                             return
                         self.core.wrote_other(att, time.monotonic())
                         if self.services.drain_closes:
-                            self.drain_close(
-                                conn, att
-                            )  # (its head went out alone during a drain: let go now)
+                            # (its head went out alone during a drain: let go now)
+                            self.drain_close(conn, att)
                 elif conn.keepalive_due:
                     conn.keepalive_due = False
                     if await self.write(conn, att, KEEPALIVE) is None:

@@ -70,9 +70,8 @@ async def follow(
     # (A retry of a call handed over through MRTR is handed over again by a drain: `core/mrtr.py`.)
     input_required = delivery.input_required is not None
     if services.drain_closes:
-        core.drain(
-            att, input_required=input_required
-        )  # (attached during a drain: let go once its priming event is out)
+        # (attached during a drain: let go once its priming event is out)
+        core.drain(att, input_required=input_required)
     prefix = None if core.close_cancels else services.signer.event_prefix(meta.stream_id)
     if priming and prefix is not None:
         conn.head = priming_frame(prefix + str(after_seq).encode(), policy.retry_ms)
