@@ -131,6 +131,10 @@ class Reason(enum.StrEnum):
     """This node is shutting down: its client resumes elsewhere (a shared store serves it)."""
     STORE_DOWN = "store_down"
     """What it is owed is in the store, which cannot be read now: its client resumes later."""
+    INPUT_REQUIRED = "input_required"
+    """This node drains and its client's close would cancel the request (2026-07-28): it is
+    answered `input_required` with a sealed `requestState`, and the retry that echoes it follows
+    the stream, wherever it lands (`core/mrtr.py`)."""
 
 
 #: Closes made on purpose: the client is told (`retry:`) when to come back.
@@ -837,15 +841,24 @@ class StreamCore:
     def head_sent(self, conn: Attachment) -> None:
         conn.head_due = None
 
-    def drain(self, conn: Attachment) -> bool:
-        """This node drains: close `conn` at will, on the next event boundary, if its client may
-        be closed at will (it resumes on another node); True when it is to be closed. A client
-        whose close cancels (2026-07-28 without the opt-in) keeps its connection: its request
-        is left to finish."""
-        if conn is not self.conn or conn.closing is not None or not conn.at_will:
+    def drain(self, conn: Attachment, *, input_required: bool = False) -> bool:
+        """This node drains: close `conn` on the next event boundary, if its client may be closed
+        at will (it resumes on another node, `DRAIN`), or if `input_required` (its close would
+        cancel the request, which may be answered `input_required`: `core/mrtr.py`) and its
+        answer is not recorded yet (`INPUT_REQUIRED`): from then on no close cancels the app's
+        work, which goes on, recorded, for the retry to follow. True when it is to be closed.
+        Any other client whose close cancels (2026-07-28 without the opt-in) keeps its
+        connection: its request is left to finish."""
+        if conn is not self.conn or conn.closing is not None:
             return False
-        conn.closing = Reason.DRAIN
-        return True
+        if conn.at_will:
+            conn.closing = Reason.DRAIN
+            return True
+        if input_required and self.final_seq is None:
+            conn.closing = Reason.INPUT_REQUIRED
+            self.close_cancels = False
+            return True
+        return False
 
     def close(self, conn: Attachment, reason: Reason) -> None:
         if conn.closing is None:

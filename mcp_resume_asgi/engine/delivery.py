@@ -22,16 +22,18 @@ no difference between the two: `finish_answer` and `note_detached` below.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import weakref
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
 from mcp_resume_asgi.core.stream import AT_WILL, Attachment, Due, Reason, StreamCore
 from mcp_resume_asgi.engine.connection import Connection
+from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.engine.scheduler import Timer, spawn
 from mcp_resume_asgi.store.base import GapError
 from mcp_resume_asgi.wire.sse import KEEPALIVE, frame_events, priming_frame, retry_frame
@@ -83,6 +85,13 @@ class WriterHost(Protocol):
     async def decide(self) -> None:
         """Open the answer of an UPGRADED stream's held connection."""
 
+    def input_required(self) -> Callable[[int], bytes] | None:
+        """The frame that ends the first connection's answer `input_required` when a drain hands
+        its request over (`core/mrtr.py`), if it may be; else None."""
+
+    async def keep_for_rerun(self) -> None:
+        """The first connection was handed over through MRTR: keep the request for a re-run."""
+
     async def closed_by_client(self) -> None:
         """The client's close is the request's cancel (2026-07-28): cancel it."""
 
@@ -95,10 +104,13 @@ class WriterHost(Protocol):
 
 async def finish_answer(conn: Connection, reason: Reason, cursor: int, policy: Policy) -> None:
     """End a connection's answer as its reason says: the feature layer's interim result after
-    its deadline, `retry:` after an at-will close, else nothing more."""
+    its deadline, `input_required` when a drain hands its request over (`core/mrtr.py`),
+    `retry:` after an at-will close, else nothing more."""
     delivery = conn.delivery
     if reason is Reason.DEADLINE and delivery is not None and delivery.on_deadline is not None:
         await conn.finish(await delivery.on_deadline(cursor))
+    elif reason is Reason.INPUT_REQUIRED and delivery is not None and delivery.input_required is not None:
+        await conn.finish(delivery.input_required(cursor))
     elif reason in AT_WILL and policy.retry_ms is not None:
         await conn.finish(retry_frame(policy.retry_ms))
     else:
@@ -343,7 +355,7 @@ class Writer:
                 elif written:
                     core.wrote(att, first[1], time.monotonic())
                     if self.services.drain_closes:
-                        core.drain(att)  # (as `_drain` says)
+                        self.drain_close(conn, att)  # (as `_drain` says)
                     more = conn.missed or core.owed(att)  # (rarely: more was recorded meanwhile)
                 else:
                     more = False  # (its client is gone, as `_drain` returns then)
@@ -415,7 +427,8 @@ class Writer:
                 return True
             core.wrote(att, last, time.monotonic())
             if self.services.drain_closes:
-                core.drain(att)  # (a first connection attached during a drain: its head went with this)
+                # (a first connection attached during a drain: its head went with this)
+                self.drain_close(conn, att)
         return True
 
     def _store_down(self, att: Attachment) -> None:
@@ -476,7 +489,7 @@ class Writer:
             if written and last is not None and att is not None and conn.attachment is att:
                 self.core.wrote(att, last, time.monotonic())
                 if self.services.drain_closes:
-                    self.core.drain(att)
+                    self.drain_close(conn, att)
             while att is not None and conn.attachment is att and not conn.gone:
                 wake = conn.wake = anyio.Event()
                 await self._drain(conn, att, None)
@@ -516,7 +529,8 @@ class Writer:
                             return
                         self.core.wrote_other(att, time.monotonic())
                         if self.services.drain_closes:
-                            self.core.drain(att)  # (its head went out alone during a drain: let go now)
+                            # (its head went out alone during a drain: let go now)
+                            self.drain_close(conn, att)
                 elif conn.keepalive_due:
                     conn.keepalive_due = False
                     if await self.write(conn, att, KEEPALIVE) is None:
@@ -584,6 +598,8 @@ class Writer:
                 except Exception as exc:
                     if not self.services.store_outage(exc):
                         raise
+            if reason is Reason.INPUT_REQUIRED and conn is self.host.first:
+                await self.host.keep_for_rerun()  # (its retry may follow it elsewhere from now on)
             if not conn.gone:
                 if not conn.started:
                     await conn.open()
@@ -602,13 +618,29 @@ class Writer:
             self.host.rest()
         logger.debug("stream %s: connection let go (%s) at %s", self.stream_id, reason, att.cursor)
 
+    def drain_close(self, conn: Connection, att: Attachment) -> bool:
+        """This node drains: whether `conn` is to be closed on its next event boundary
+        (`StreamCore.drain`), at will or, where its close would cancel its request, with
+        `input_required` if the request may be handed over so (its `Delivery.input_required`;
+        the first connection's is made now, by its stream: only a drain needs one)."""
+        if att.at_will:
+            return self.core.drain(att)
+        delivery = conn.delivery
+        if (delivery is None or delivery.input_required is None) and conn is self.host.first:
+            frame = self.host.input_required()
+            if frame is not None:
+                delivery = conn.delivery = dataclasses.replace(delivery or Delivery(), input_required=frame)
+        return self.core.drain(
+            att, input_required=delivery is not None and delivery.input_required is not None
+        )
+
     def drain(self) -> None:
         """This node drains: close the attached connection at will, on an event boundary, with
         `retry:` (`StreamCore.drain`); the app's work goes on and is recorded. A connection being
         written now is let go by its writer once the write is over."""
         conn = self.conn
         att = conn.attachment if conn is not None else None
-        if conn is None or att is None or not self.core.drain(att):
+        if conn is None or att is None or not self.drain_close(conn, att):
             return
         if conn.own_writer:
             conn.signal()

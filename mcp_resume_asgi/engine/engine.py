@@ -40,6 +40,7 @@ from mcp_resume_asgi.engine.cluster import Node
 from mcp_resume_asgi.engine.connection import Connection
 from mcp_resume_asgi.engine.follower import follow
 from mcp_resume_asgi.engine.hosted import HostedStream
+from mcp_resume_asgi.engine.mrtr import Retries
 from mcp_resume_asgi.engine.orphans import end_orphan
 from mcp_resume_asgi.engine.port import (
     AppAnswer,
@@ -143,6 +144,10 @@ class Engine:
         self.known_features: Any = ()
         """The feature layers in front of this engine, as last seen (relayed requests get them too)."""
         self.admission = Admission(app, principal=principal, store=store, node=node)
+        self.retries = Retries(
+            store=store, signer=signer, routes=routes, admission=self.admission, serve=self.serve_stream
+        )
+        """Serves the retries of 2026-07-28 calls a drain handed over through MRTR (`mrtr.py`)."""
         self.adoptions = Adoptions(
             app,
             aliases if aliases is not None else SessionAliases(app),
@@ -565,8 +570,12 @@ class Engine:
         from the store, whose client may be closed at will (2025-era, or 2026-07-28 with the
         resumable-streams opt-in) is closed on an event boundary after `retry:` (`Reason.DRAIN`);
         its client resumes on another node, which serves it from the store while the app here
-        goes on recording. A 2026-07-28 request whose close cancels it keeps its connection and is
-        left to finish. Requests that arrive meanwhile are served as usual, but a connection
+        goes on recording. A 2026-07-28 request whose close cancels it is handed over through MRTR
+        if it is a `tools/call`, `prompts/get` or `resources/read` whose answer is not recorded
+        yet: on an event boundary its connection is answered `input_required` with a sealed
+        `requestState` (`mrtr.py`), its close cancels nothing from then on, and the retry its
+        client sends at once follows the stream on another node; any other such request keeps its
+        connection and is left to finish. Requests that arrive meanwhile are served as usual, but a connection
         attached since is closed the same way as soon as its priming event is out (with the app's
         first event if that comes within the head's hold: a quick call completes). Where no other
         node can serve them (the memory store, or no live peer), connections stay attached: the

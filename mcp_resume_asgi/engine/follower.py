@@ -66,13 +66,16 @@ async def follow(
     core.attach(meta.attach_gen, after_seq, now, at_will=delivery.at_will, deadline_s=delivery.deadline_s)
     att = core.conn
     assert att is not None
+    # (A retry of a call handed over through MRTR is handed over again by a drain: `core/mrtr.py`.)
+    input_required = delivery.input_required is not None
     if services.drain_closes:
-        core.drain(att)  # (attached during a drain: let go once its priming event is out)
+        # (attached during a drain: let go once its priming event is out)
+        core.drain(att, input_required=input_required)
     prefix = None if core.close_cancels else services.signer.event_prefix(meta.stream_id)
     if priming and prefix is not None:
         conn.head = priming_frame(prefix + str(after_seq).encode(), policy.retry_ms)
     reason = Reason.GONE
-    waiting = _Waiting(core, att)
+    waiting = _Waiting(core, att, input_required)
     services.followers.add(waiting.drain)
     telemetry = services.telemetry.active()  # (decided once: what it counts, it takes back)
     telemetry.streams_attached(1)
@@ -112,15 +115,16 @@ class _Waiting:
     """A follower's wait on the store, which a drain interrupts (never a write: a drain closes on
     an event boundary)."""
 
-    __slots__ = ("att", "core", "scope")
+    __slots__ = ("att", "core", "input_required", "scope")
 
-    def __init__(self, core: StreamCore, att: Attachment) -> None:
+    def __init__(self, core: StreamCore, att: Attachment, input_required: bool) -> None:
         self.core = core
         self.att = att
+        self.input_required = input_required
         self.scope: anyio.CancelScope | None = None
 
     def drain(self) -> None:
-        if self.core.drain(self.att) and self.scope is not None:
+        if self.core.drain(self.att, input_required=self.input_required) and self.scope is not None:
             self.scope.cancel()
 
 

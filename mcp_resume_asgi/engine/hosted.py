@@ -44,8 +44,9 @@ import anyio
 from starlette.types import Message, Scope
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_head, session_id
+from mcp_resume_asgi.core.mrtr import may_hand_over
 from mcp_resume_asgi.core.stream import Due, FirstGone, Reason, StreamCore
-from mcp_resume_asgi.engine import cancellation, rerun, sweep
+from mcp_resume_asgi.engine import cancellation, mrtr, rerun, sweep
 from mcp_resume_asgi.engine.connection import Connection, Flag
 from mcp_resume_asgi.engine.delivery import Writer, finish_answer
 from mcp_resume_asgi.engine.event_loop import running_asyncio_loop
@@ -53,7 +54,7 @@ from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.engine.recorder import Recorder
 from mcp_resume_asgi.engine.scheduler import Timer, spawn
 from mcp_resume_asgi.engine.services import ENDED_WITHOUT_RESPONSE, SHUT_DOWN, Drain
-from mcp_resume_asgi.policy import Policy
+from mcp_resume_asgi.policy import Policy, running_ttl
 from mcp_resume_asgi.store.base import StreamKind
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.headers import Headers
@@ -1146,6 +1147,40 @@ class HostedStream:
         layer's deadline may make it one)."""
         delivery = self.delivery
         return delivery is not None and (delivery.survives_close or delivery.on_deadline is not None)
+
+    def _may_hand_over(self) -> bool:
+        """Whether a drain may hand this request over through MRTR (`core/mrtr.py`): a 2026-07-28
+        request of a method that may be answered `input_required`, whose close cancels it, where
+        another node may serve its retry (a cluster)."""
+        return (
+            self.kind is StreamKind.REQUEST
+            and self.services.node is not None
+            and may_hand_over(self.version, self.opted_in, self.method)
+        )
+
+    async def keep_for_rerun(self) -> None:
+        """The drain handed it over through MRTR: its retry follows it from another node, so
+        from now on the call may be run again if this node is lost (`Policy.rerun_on_loss`), and
+        its request is kept for that, as a call whose close never cancels it has it kept from its
+        start (`Recorder.open_record`; deleted once it is answered)."""
+        services = self.services
+        if not self.core.policy.rerun_on_loss or services.node is None or self.adopted:
+            return  # (a re-run's request is kept already)
+        bound = rerun.bound(self.principal, self.session_id, self.request_id, self.method, self.route)
+        stored = rerun.capture(self.scope, self.body, services.principal, bound)
+        await rerun.save(
+            services.store, services.signer, self.stream_id, stored, services.running_ttl(self.core.policy)
+        )
+
+    def input_required(self) -> Callable[[int], bytes] | None:
+        """The frame that ends the first connection's answer `input_required` when the drain hands
+        the request over (`Writer.drain_close`), if it may be; else None."""
+        if not self._may_hand_over() or self.method is None:
+            return None
+        state = mrtr.first_state(self.stream_id, self.principal, self.method, self.body)
+        return mrtr.input_required_frame(
+            self.services.signer, state, self.request_id, running_ttl(self.core.policy)
+        )
 
     @property
     def first_attached(self) -> bool:

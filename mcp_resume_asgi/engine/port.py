@@ -104,6 +104,7 @@ class Delivery:
     `refusal_recorded`: the app's refusal is recorded as the answer (nobody to pass it to).
     `after_app()`: run once the request's app call is over and its stream concluded (on the
     engine's task: the client's call may have returned long before).
+    `input_required(cursor)`: see below.
     """
 
     deadline_s: float | None = None
@@ -118,6 +119,10 @@ class Delivery:
     round): the app's refusal (a 4xx before its answer opened) is the request's answer,
     recorded on its stream like any other, not passed to a client and forgotten."""
     after_app: Callable[[], Awaitable[None]] | None = None
+    input_required: Callable[[int], bytes] | None = None
+    """The frame that ends this connection's answer `input_required` when a drain hands its
+    request over (`core/mrtr.py`), given the seq of the last event it got; None: it is not
+    handed over so (the first connection of a request that may be asks its stream instead)."""
 
 
 RetryAnswer = Callable[[str, StreamMeta | None, int], Awaitable[bool]]

@@ -33,6 +33,7 @@ from typing import Any
 
 import anyio
 
+from mcp_resume_asgi.core import mrtr
 from mcp_resume_asgi.engine.adoption import SessionAliases
 from mcp_resume_asgi.engine.cluster import ALIVE, Node
 from mcp_resume_asgi.engine.engine import Engine
@@ -527,6 +528,11 @@ class ResumeMiddleware:
             version = self.engine.known_version(scope, session_id) or await self.engine.version_for(
                 scope, session_id
             )
+        handed_over = mrtr.retry_state(message, version)
+        if handed_over is not None:
+            # The retry of a call a draining node handed over: served the call's stream, never the app.
+            await self.engine.retries.serve(scope, receive, send, message, handed_over)
+            return None
         key = idempotency_key(scope, named)
         if key is INVALID_KEY:
             await send_jsonrpc_error(
