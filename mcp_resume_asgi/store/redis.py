@@ -266,11 +266,11 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
     def _n(part: str, stream_id: str) -> str:
         return f"{part}s:{stream_id}:n"
 
-    async def _stream(self, stream_id: str, session_id: str | None = None) -> tuple[str, list[str]]:
+    async def _stream(self, stream_id: str) -> tuple[str, list[str]]:
         """The stream's partition prefix (a script's ARGV[1]) and the keys its scripts declare."""
-        layout = await self._ready()
+        layout = self._layout if self._layout is not None else await self._ready()
         part = layout.of_stream(stream_id)
-        return part, layout.stream_keys(part, stream_id, session_id)
+        return part, layout.stream_keys(part, stream_id)
 
     @staticmethod
     def _decode_meta(raw: Any) -> StreamMeta:
@@ -333,7 +333,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
     async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None:
         _on_asyncio()
         fields = self._encode_meta(meta)
-        part, keys = await self._stream(meta.stream_id, meta.session_id)
+        part, keys = await self._stream(meta.stream_id)
         await self._write(
             self._create,
             keys,
@@ -361,7 +361,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
     ) -> None:
         _on_asyncio()
         fields = self._encode_meta(meta)
-        part, keys = await self._stream(meta.stream_id, meta.session_id)
+        part, keys = await self._stream(meta.stream_id)
         await self._write(
             self._open_with,
             keys,
@@ -521,7 +521,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
 
     async def read(self, stream_id: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
         part, keys = await self._stream(stream_id)
-        reply = await self._read(keys=keys[:2], args=[part, stream_id, int(after_seq), max(int(limit), 1)])
+        reply = await self._read(keys=keys, args=[part, stream_id, int(after_seq), max(int(limit), 1)])
         if reply[0] == 0:
             return []
         if reply[0] == -1:
@@ -533,7 +533,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
     ) -> tuple[list[tuple[int, bytes]], StreamMeta | None]:
         part, keys = await self._stream(stream_id)
         args: list[Any] = [part, stream_id, int(after_seq), max(int(limit), 1)]
-        reply = await self._read_meta(keys=keys[:2], args=args)
+        reply = await self._read_meta(keys=keys, args=args)
         if reply[0] == 0:
             return [], None
         if reply[0] == -1:
@@ -554,8 +554,11 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
                 return
             if within_s <= 0:
                 return
+            # After the last event stored (not `after_seq`, which may be past it): any event
+            # added wakes the wait, as a write that adds events bumps the version without a
+            # notification (`redis_scripts.bump_quiet`).
             streams: dict[Any, Any] = {
-                self._e(part, stream_id): f"{max(after_seq, 0)}-0",
+                self._e(part, stream_id): f"{max(int(last_seq), 0)}-0",
                 self._n(part, stream_id): f"{seen}-0",
             }
             with contextlib.suppress(RedisTimeoutError):
