@@ -123,10 +123,16 @@ class PausingStore:
         return await self.inner.attach(stream_id, now)
 
     async def append(
-        self, stream_id: str, events: Sequence[tuple[int, bytes]], *, max_events: int, max_bytes: int
+        self,
+        stream_id: str,
+        events: Sequence[tuple[int, bytes]],
+        *,
+        max_events: int,
+        max_bytes: int,
+        owner: str | None = None,
     ) -> None:
         await self._pass_events(stream_id, events)
-        await self.inner.append(stream_id, events, max_events=max_events, max_bytes=max_bytes)
+        await self.inner.append(stream_id, events, max_events=max_events, max_bytes=max_bytes, owner=owner)
 
     async def append_final(self, stream_id: str, events: Sequence[tuple[int, bytes]], **kwargs: Any) -> bool:
         """An append that also completes the stream: held as an `append`."""
