@@ -15,10 +15,11 @@ budget itself) notices and forgets them. Its connection pools are set up by
 `redis_connections.py`.
 
 `wait` reads `last_seq` and `version` (`HMGET`), then blocks in `XREAD BLOCK` on
-two streams at once: the events stream (after `after_seq`) and the notification
-stream (after the version the caller saw). Every change bumps `version` and adds
-entry `<version>-0` to the notification stream, so nothing that happens between
-a caller's read and its wait is missed when it passes `version=`. A blocked wait
+two streams at once: the events stream (after the last event stored) and the
+notification stream (after the version the caller saw). Every change bumps `version`;
+one that adds no event also adds entry `<version>-0` to the notification stream (one
+that adds events wakes the wait through them), so nothing that happens between a
+caller's read and its wait is missed when it passes `version=`. A blocked wait
 holds a connection of a separate pool (`max_waiters`); cancelling it (anyio
 cancel scopes on asyncio) closes that connection, which the pool reopens on next
 use.
