@@ -10,7 +10,7 @@ stores can share a Redis database; every node of one deployment uses the same):
 * `P s:<stream>:e` - Redis Stream of events: entry id `<seq>-0`, one field `d`
   holding the payload. Read with `XRANGE (<after>-0 + COUNT n`.
 * `P s:<stream>:n` - Redis Stream of at most one entry, id `<version>-0`: the
-  notification that the stream changed (see `wait`).
+  notification that the stream changed without new events (see `wait`).
 * `P ss:<session>` - set of the session's stream ids.
 * `P sess:<session>`, `P k:<key>` - strings (JSON / the value) with a TTL.
 * `P g:total` (payload bytes held), `P g:nb` (hash stream -> bytes), `P g:lru`
