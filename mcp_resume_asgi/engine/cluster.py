@@ -42,6 +42,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from cachetools import TTLCache
 from starlette.types import Message, Receive, Scope, Send
 
+from mcp_resume_asgi.engine.held_sessions import HeldSessions
 from mcp_resume_asgi.engine.relayed_caller import describe, seat
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
@@ -169,6 +170,8 @@ class Node:
         self._task_group: anyio.abc.TaskGroup | None = None
         self.link = OutageLog(f"node {self.node_id}: cluster link", level=logging.ERROR, log_to=logger)
         self.heartbeats = OutageLog(f"node {self.node_id}: heartbeat", level=logging.WARNING, log_to=logger)
+        self.held = HeldSessions(timeout_s)
+        """The sessions the store said this node holds, while its heartbeat holds (`holds_own`)."""
 
     @property
     def channel(self) -> str:
@@ -179,7 +182,7 @@ class Node:
         self._handler = handler
         async with anyio.create_task_group() as tg, self.store.subscribe(self.channel) as inbox:
             self._task_group = tg
-            await self.store.set_key(self.channel, self.status, self.timeout_s)
+            await self._beat()
             await self._on_roll_call()
             self.running = True
             up, self._up = self._up, None
@@ -193,6 +196,7 @@ class Node:
                     self._receive(raw)
             finally:
                 self.running = False
+                self.held.lapsed()
                 tg.cancel_scope.cancel()
 
     async def wait_running(self, within_s: float) -> bool:
@@ -218,12 +222,23 @@ class Node:
         while True:
             await anyio.sleep(self.timeout_s / 3)
             try:
-                await self.store.set_key(self.channel, self.status, self.timeout_s)
+                await self._beat()
                 await self._on_roll_call()
             except Exception as exc:
                 self.heartbeats.failed(exc)
             else:
                 self.heartbeats.recovered()
+
+    async def _beat(self) -> None:
+        """Write the heartbeat (the key lives `timeout_s`), noting how long it is known to hold."""
+        started = time.monotonic()
+        await self.store.set_key(self.channel, self.status, self.timeout_s)
+        self.held.beat(started, time.monotonic())
+
+    def holds_own(self, session_id: str) -> bool:
+        """Whether this node holds the session without asking the store: the store said so, and
+        the node has served its sessions since, its heartbeat holding (`held_sessions.py`)."""
+        return self.status == ALIVE and self.running and self.held.holds(session_id, time.monotonic())
 
     async def _on_roll_call(self) -> None:
         """On the roll call of the nodes that may serve clients until the heartbeat lapses,

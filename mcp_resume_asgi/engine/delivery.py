@@ -74,6 +74,10 @@ class WriterHost(Protocol):
     def record_due(self) -> bool:
         """The stream's record is to be created with its first events (none yet)."""
 
+    @property
+    def storing_from(self) -> int | None:
+        """The first seq of the events a store write under way carries (None: none is)."""
+
     async def open_now(self, *, attached: bool, gen: int = 1) -> bool:
         """Create the due record now, before anything of the stream leaves the node; True:
         created here, as `attached` says."""
@@ -386,6 +390,10 @@ class Writer:
                 # Its record is still to be created, with the very events owed (their write waits
                 # for it, or failed): nothing of it is in the store to read. That write delivers
                 # them, or, the store down, passes them through (`HostedStream.unrecorded`).
+                return True
+            elif (storing := self.host.storing_from) is not None and att.cursor >= storing - 1:
+                # What it is owed is on its way to the store, in a write that delivers it once
+                # stored (or, the store failing it, holds it): a read now finds none of it.
                 return True
             else:
                 try:

@@ -388,6 +388,12 @@ class HostedStream:
         return recorder
 
     @property
+    def storing_from(self) -> int | None:
+        """The first seq of a store write under way (`Recorder.storing_from`), or None."""
+        recorder = self._recorder
+        return None if recorder is None else recorder.storing_from
+
+    @property
     def writer(self) -> Writer:
         """Writes the stream to the connection attached to it, and acts on its timers
         (`delivery.py`); made on demand: a detached quiet stream holds none (`rest`)."""

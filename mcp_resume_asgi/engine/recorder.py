@@ -204,6 +204,7 @@ class Recorder:
         "refusal_recorded",
         "refused",
         "services",
+        "storing_from",
         "stream_id",
         "telemetry",
         "unavailable",
@@ -230,6 +231,10 @@ class Recorder:
         """A write of the backlog is under way (what the app sends meanwhile joins the backlog)."""
         self.writes = 0
         """Calls of `write` under way."""
+        self.storing_from: int | None = None
+        """The first seq of the events a store write under way carries (None: none is): those
+        events are not in the store yet, and that write delivers them once they are
+        (`Writer._drain` leaves them to it instead of reading the store for them)."""
         self.burst = False
         """The app has not yielded since its last event was written (`_burst_begins`)."""
         self._bursts: _Bursts | Literal[False] | None = None
@@ -490,6 +495,9 @@ class Recorder:
             return
         policy = core.policy
         self.writes += 1  # (under way: the stream keeps this recorder, `at_rest`)
+        first = recorded.batch[0][0]
+        if self.storing_from is None:
+            self.storing_from = first
         try:
             try:
                 if self.opening:
@@ -539,6 +547,9 @@ class Recorder:
                 self._hold(exc)
                 self._add_held(recorded)
                 return
+            finally:
+                if self.storing_from == first:
+                    self.storing_from = None
             try:  # (`_deliver`, inline: this runs once per event the app sends)
                 delivering = hosted.deliver(recorded.batch)
                 if delivering is not None:

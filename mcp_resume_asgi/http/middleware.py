@@ -386,10 +386,19 @@ class ResumeMiddleware:
             return None
         adoptions = self.engine.adoptions
         await adoptions.settled(session_id)
-        if RELAYED_FROM in scope or not node.running or adoptions.holds(session_id):
+        if (
+            RELAYED_FROM in scope
+            or not node.running
+            or adoptions.holds(session_id)
+            or node.holds_own(session_id)
+        ):
             return None
+        epoch = node.held.epoch
         owner = await self.store.get_key(keys.session_owner(session_id))
-        if owner is None or owner == node.node_id:
+        if owner is None:
+            return None
+        if owner == node.node_id:
+            node.held.keep(session_id, epoch)
             return None
         if await node.holds_sessions(owner):
             return owner
@@ -666,6 +675,8 @@ class ResumeMiddleware:
         await self.app(scope, receive, watch_status)
         session_id = header(scope, b"mcp-session-id")
         if 200 <= status < 300 and session_id is not None:
+            if self.node is not None:
+                self.node.held.forget(session_id)
             await self.engine.end_session(session_id)
         for message in held:
             await send(message)

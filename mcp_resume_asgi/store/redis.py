@@ -15,10 +15,11 @@ budget itself) notices and forgets them. Its connection pools are set up by
 `redis_connections.py`.
 
 `wait` reads `last_seq` and `version` (`HMGET`), then blocks in `XREAD BLOCK` on
-two streams at once: the events stream (after `after_seq`) and the notification
-stream (after the version the caller saw). Every change bumps `version` and adds
-entry `<version>-0` to the notification stream, so nothing that happens between
-a caller's read and its wait is missed when it passes `version=`. A blocked wait
+two streams at once: the events stream (after the last event stored) and the
+notification stream (after the version the caller saw). Every change bumps `version`;
+one that adds no event also adds entry `<version>-0` to the notification stream (one
+that adds events wakes the wait through them), so nothing that happens between a
+caller's read and its wait is missed when it passes `version=`. A blocked wait
 holds a connection of a separate pool (`max_waiters`); cancelling it (anyio
 cancel scopes on asyncio) closes that connection, which the pool reopens on next
 use.
@@ -275,11 +276,11 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
     def _n(part: str, stream_id: str) -> str:
         return f"{part}s:{stream_id}:n"
 
-    async def _stream(self, stream_id: str, session_id: str | None = None) -> tuple[str, list[str]]:
+    async def _stream(self, stream_id: str) -> tuple[str, list[str]]:
         """The stream's partition prefix (a script's ARGV[1]) and the keys its scripts declare."""
-        layout = await self._ready()
+        layout = self._layout if self._layout is not None else await self._ready()
         part = layout.of_stream(stream_id)
-        return part, layout.stream_keys(part, stream_id, session_id)
+        return part, layout.stream_keys(part, stream_id)
 
     @staticmethod
     def _decode_meta(raw: Any) -> StreamMeta:
@@ -342,7 +343,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
     async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None:
         _on_asyncio()
         fields = self._encode_meta(meta)
-        part, keys = await self._stream(meta.stream_id, meta.session_id)
+        part, keys = await self._stream(meta.stream_id)
         await self._write(
             self._create,
             keys,
@@ -370,7 +371,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
     ) -> None:
         _on_asyncio()
         fields = self._encode_meta(meta)
-        part, keys = await self._stream(meta.stream_id, meta.session_id)
+        part, keys = await self._stream(meta.stream_id)
         await self._write(
             self._open_with,
             keys,
@@ -530,7 +531,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
 
     async def read(self, stream_id: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:
         part, keys = await self._stream(stream_id)
-        reply = await self._read(keys=keys[:2], args=[part, stream_id, int(after_seq), max(int(limit), 1)])
+        reply = await self._read(keys=keys, args=[part, stream_id, int(after_seq), max(int(limit), 1)])
         if reply[0] == 0:
             return []
         if reply[0] == -1:
@@ -542,7 +543,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
     ) -> tuple[list[tuple[int, bytes]], StreamMeta | None]:
         part, keys = await self._stream(stream_id)
         args: list[Any] = [part, stream_id, int(after_seq), max(int(limit), 1)]
-        reply = await self._read_meta(keys=keys[:2], args=args)
+        reply = await self._read_meta(keys=keys, args=args)
         if reply[0] == 0:
             return [], None
         if reply[0] == -1:
@@ -563,8 +564,11 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
                 return
             if within_s <= 0:
                 return
+            # After the last event stored (not `after_seq`, which may be past it): any event
+            # added wakes the wait, as a write that adds events bumps the version without a
+            # notification (`redis_scripts.bump_quiet`).
             streams: dict[Any, Any] = {
-                self._e(part, stream_id): f"{max(after_seq, 0)}-0",
+                self._e(part, stream_id): f"{max(int(last_seq), 0)}-0",
                 self._n(part, stream_id): f"{seen}-0",
             }
             with contextlib.suppress(RedisTimeoutError):

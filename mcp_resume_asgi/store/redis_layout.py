@@ -98,11 +98,10 @@ class RedisLayout:
                 )
 
     @staticmethod
-    def stream_keys(part: str, stream_id: str, session_id: str | None = None) -> list[str]:
-        """The keys a stream's scripts touch that are known before they run: the stream's own,
-        its session's set, and the partition's accounting (`redis_scripts.py`'s layout). The
-        others a script may find (streams it trims or evicts) are of the same partition."""
-        names = [f"{part}s:{stream_id}:m", f"{part}s:{stream_id}:e", f"{part}s:{stream_id}:n"]
-        if session_id:
-            names.append(f"{part}ss:{session_id}")
-        return names + [f"{part}g:{g}" for g in ("total", "nb", "lru", "hold", "exp", "tick")]
+    def stream_keys(part: str, stream_id: str) -> list[str]:
+        """The key a stream's script declares: its record, which routes the script to its
+        partition's slot. The other keys it touches (the stream's events and notification, its
+        session's set, the partition's accounting, the streams it trims or evicts:
+        `redis_scripts.py`'s layout) share the partition's hash tag, so the same slot; one key
+        declared keeps what each call encodes and sends to the least."""
+        return [f"{part}s:{stream_id}:m"]

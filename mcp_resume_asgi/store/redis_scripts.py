@@ -10,7 +10,7 @@ stores can share a Redis database; every node of one deployment uses the same):
 * `P s:<stream>:e` - Redis Stream of events: entry id `<seq>-0`, one field `d`
   holding the payload. Read with `XRANGE (<after>-0 + COUNT n`.
 * `P s:<stream>:n` - Redis Stream of at most one entry, id `<version>-0`: the
-  notification that the stream changed (see `wait`).
+  notification that the stream changed without new events (see `wait`).
 * `P ss:<session>` - set of the session's stream ids.
 * `P sess:<session>`, `P k:<key>` - strings (JSON / the value) with a TTL.
 * `P g:total` (payload bytes held), `P g:nb` (hash stream -> bytes), `P g:lru`
@@ -24,12 +24,11 @@ Every script gets its partition's prefix as ARGV[1] and builds key names from it
 each is registered with `PRELUDE` in front (the key-name helpers). On one Redis
 instance that prefix is the store's `P`, so the names above are exact; on a Redis
 Cluster it is `P{<tag>}` (`redis_layout.py`), and every key a script touches is of
-its partition, in one slot. Each call declares in KEYS the keys it knows before it
-runs (the stream's, its session set, the partition's `g:` keys: `RedisLayout.stream_keys`),
-which routes it to the slot's primary; the keys a script finds as it runs - the
-streams it trims for the byte budget or evicts at `max_streams`, the victims of a
-bounded key index, a session's streams - share the partition's hash tag, so they are
-in the same slot as the declared ones.
+its partition, in one slot. A stream's script declares in KEYS its record alone
+(`RedisLayout.stream_keys`), which routes it to the slot's primary; every other key it
+touches - the stream's events and notification, its session's set, the partition's `g:`
+keys, the streams it trims for the byte budget or evicts at `max_streams` - shares the
+partition's hash tag, so it is in the same slot. Other scripts declare the keys they know.
 """
 
 #: How long the notification of a deleted stream outlives it (waiters see it and return).
@@ -68,6 +67,13 @@ local function bump(s)
   local v = redis.call('HINCRBY', m, 'version', 1)
   notify(s, v, redis.call('PTTL', m))
   return v
+end
+
+-- The stream changed by events it now holds: the version moves, but no notification is added
+-- (a waiter blocks on the events stream after the last event it saw stored: the new events
+-- wake it; `bump` notifies the changes that add no event).
+local function bump_quiet(s)
+  return redis.call('HINCRBY', mkey(s), 'version', 1)
 end
 
 local function forget_bytes(s)
@@ -164,6 +170,7 @@ end
 -- the stream being appended to last (as MemoryStore does). HOLD lists only streams
 -- that hold events, in activity order, so the scan never walks empty streams.
 local function enforce(current, budget)
+  if total() <= budget then return end
   local alone = redis.call('ZCARD', HOLD) <= 1
   while total() > budget do
     local progress = false
@@ -243,8 +250,9 @@ local function create(s, ttl, max_streams, sess, scan, first, last)
   redis.call('DEL', m, ekey(s), nkey(s))
   local fields = {}
   for i = first, last do fields[#fields + 1] = ARGV[i] end
+  fields[#fields + 1] = 'version'
+  fields[#fields + 1] = '0'
   redis.call('HSET', m, unpack(fields))
-  redis.call('HSET', m, 'version', '0')
   redis.call('PEXPIRE', m, ttl)
   redis.call('ZADD', EXP, now + ttl, s)
   redis.call('ZADD', LRU, redis.call('INCR', TICK), s)
@@ -317,8 +325,12 @@ return 1
 """
 
 # Add events to stream s (seq, payload, ... from ARGV[first] on), trim it by its caps and
-# keep the global budget; no notification (the caller bumps). Returns 0 (no stream), 1
-# (nothing new), 2 (added), or a SEQ error. With `owner` (the writer's node id as the record
+# keep the global budget; no notification (the caller bumps: `bump_quiet` when 2, the added
+# events waking the waiters, `bump` otherwise). Returns 0 (no stream), 1 (nothing new), 2
+# (added), 3 (added, and trimmed away at once: the stream holds no event), or a SEQ error.
+# The events stream takes the record's TTL when it is made (it holds no event yet): the
+# scripts that change the record's TTL change both. The caps and the budget are looked at
+# only when the counts the writes return say they are passed. With `owner` (the writer's node id as the record
 # keeps it, JSON; '' or nil: any), nothing is written unless the record's owner is that node: a
 # FENCED error naming the owner (the node was taken for lost, and another runs its request).
 # Idempotent: the events the stream holds already (a retry of an append whose reply was lost,
@@ -343,21 +355,34 @@ local function add_events(s, maxev, maxb, budget, first, owner)
     start = start + 2
   end
   if start > #ARGV then return 1 end
+  local n = redis.call('XLEN', e)
+  local fresh = n == 0
   local added = 0
   for i = start, #ARGV, 2 do
     redis.call('XADD', e, ARGV[i] .. '-0', 'd', ARGV[i + 1])
     added = added + string.len(ARGV[i + 1])
+    n = n + 1
   end
-  local ttl = redis.call('PTTL', m)
-  if ttl > 0 then redis.call('PEXPIRE', e, ttl) end
+  if fresh then
+    local ttl = redis.call('PTTL', m)
+    if ttl > 0 then redis.call('PEXPIRE', e, ttl) end
+  end
   redis.call('HSET', m, 'last_seq', ARGV[#ARGV - 1])
-  redis.call('HINCRBY', NB, s, added)
-  redis.call('INCRBY', TOTAL, added)
+  local nb = redis.call('HINCRBY', NB, s, added)
+  local held = redis.call('INCRBY', TOTAL, added)
   local tick = redis.call('INCR', TICK)
   redis.call('ZADD', LRU, tick, s)
   redis.call('ZADD', HOLD, tick, s)
-  trim(s, maxev, maxb, nil)
-  enforce(s, budget)
+  local trimmed = false
+  if (maxev and n > maxev) or (maxb and nb > maxb) then
+    trim(s, maxev, maxb, nil)
+    trimmed = true
+  end
+  if budget and held > budget then
+    enforce(s, budget)
+    trimmed = true
+  end
+  if trimmed and redis.call('XLEN', e) == 0 then return 3 end
   return 2
 end
 
@@ -381,6 +406,9 @@ APPEND = (
     + r"""
 local added = add_events(ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), 7, ARGV[6])
 if added == 2 then
+  bump_quiet(ARGV[2])
+  return 1
+elseif added == 3 then
   bump(ARGV[2])
   return 1
 end
@@ -397,7 +425,7 @@ local s = ARGV[2]
 local added = add_events(s, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), 9, ARGV[8])
 if type(added) == 'table' or added == 0 then return added end
 complete(s, ARGV[6], tonumber(ARGV[7]))
-bump(s)
+if added == 2 then bump_quiet(s) else bump(s) end
 return 1
 """
 )
@@ -416,7 +444,7 @@ end
 local added = add_events(s, tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), 13 + nf)
 if type(added) == 'table' then return added end
 if ARGV[10] ~= '' then complete(s, ARGV[10], tonumber(ARGV[11])) end
-bump(s)
+if added == 2 then bump_quiet(s) else bump(s) end
 return 1
 """
 )

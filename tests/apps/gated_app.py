@@ -1,7 +1,7 @@
 """A raw app whose tools/call answers wait for the test: to hold a request mid-answer.
 
 `GatedApp()` answers a tools/call as an SSE stream: one progress event (none when its
-arguments say `"quiet": true`), then - once the test sets `go` - its result ("ok"). Any other
+arguments say `"quiet": true`, `n` when they say `"steps": n`), then - once the test sets `go` - its result ("ok"). Any other
 request gets an empty JSON result at once. Its events say how far it got.
 """
 
@@ -40,13 +40,16 @@ class GatedApp:
             return
         headers = [(b"content-type", b"text/event-stream")]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
-        if not request.get("params", {}).get("arguments", {}).get("quiet"):
+        arguments = request.get("params", {}).get("arguments", {})
+        steps = 0 if arguments.get("quiet") else int(arguments.get("steps", 1))
+        for step in range(1, steps + 1):
             progress = {
                 "jsonrpc": "2.0",
                 "method": "notifications/progress",
-                "params": {"progressToken": 1, "progress": 1},
+                "params": {"progressToken": 1, "progress": step},
             }
             await send({"type": "http.response.body", "body": sse_event(progress), "more_body": True})
+        if steps:
             self.progressed.set()
         await self.go.wait()
         answer = {
