@@ -138,16 +138,34 @@ async def test_arming_for_no_deadline_lets_the_targets_entries_go_without_a_call
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_after_round_calls_once_on_the_next_round_for_all_asked_in_this_one() -> None:
+async def test_check_by_calls_each_check_once_by_the_earliest_time_asked() -> None:
     scheduler, calls = Scheduler(), []
-    assert scheduler.after_round(lambda: calls.append(1))
-    assert scheduler.after_round(lambda: calls.append(2))
-    assert calls == []  # not now: on the loop's next round
+
+    def late() -> None:
+        calls.append("late")
+
+    def soon() -> None:
+        calls.append("soon")
+
+    now = time.monotonic()
+    assert scheduler.check_by(now + 60, late)
     await anyio.lowlevel.checkpoint()
     await anyio.lowlevel.checkpoint()
-    assert calls == [1, 2]
+    assert calls == []  # not before its time (a minute away)
+    assert scheduler.check_by(now, soon)  # earlier: the one handle moves
+    assert scheduler.check_by(now, soon)  # asked twice before it ran: called once
+    with anyio.fail_after(scaled(5)):
+        while len(calls) < 2:
+            await anyio.sleep(0.001)
+    await anyio.sleep(0.01)
+    assert sorted(calls) == ["late", "soon"]  # every check asked for by then, each once
+    assert scheduler.check_by(time.monotonic(), soon)  # a new one after it ran: called again
+    with anyio.fail_after(scaled(5)):
+        while len(calls) < 3:
+            await anyio.sleep(0.001)
+    assert calls[2:] == ["soon"]
 
 
 @pytest.mark.parametrize("anyio_backend", ["trio"])
-async def test_after_round_is_refused_on_trio() -> None:
-    assert not Scheduler().after_round(lambda: None)
+async def test_check_by_is_refused_on_trio() -> None:
+    assert not Scheduler().check_by(time.monotonic(), lambda: None)

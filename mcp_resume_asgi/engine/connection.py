@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.lowlevel
 
-from mcp_resume_asgi.engine.event_loop import current_asyncio_task, running_asyncio_loop
+from mcp_resume_asgi.engine.event_loop import running_asyncio_loop
 from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.wire.asgi import Message, Receive, Send
 
@@ -288,7 +288,8 @@ class Connection:
         if self.gone or self.finished:
             return False
         message = {"type": "http.response.body", "body": data, "more_body": not end}
-        task = current_asyncio_task()
+        loop = running_asyncio_loop()  # (`current_asyncio_task`, inline: once per event written)
+        task = None if loop is None else asyncio.current_task(loop)
         if task is None:
             writing = self.writing
             if writing is None:

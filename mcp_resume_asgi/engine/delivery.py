@@ -235,16 +235,14 @@ class Writer:
         conn.attachment = self.core.conn
         conn.head = opening
         self.arm()
-        if old is None:
+        if old is None and self.telemetry.enabled:  # (no call when nothing counts it)
             self._count_attached(1)
         return old if old is not conn else None
 
     def _count_attached(self, delta: int) -> None:
         """The stream got (+1) or lost (-1) its connection: `streams_attached`, and
         `streams_detached` while its app runs without one."""
-        telemetry = self.telemetry
-        if not telemetry.enabled:
-            return
+        telemetry = self.telemetry  # (called only when it is enabled)
         telemetry.streams_attached(delta)
         detached = delta < 0 and not self.core.app_done and self.core.final_seq is None
         host = self.host
@@ -465,14 +463,15 @@ class Writer:
         return written
 
     def writing(self, att: Attachment) -> None:
-        """A write to `att` starts (`StreamCore.writing`). Its stall deadline is armed only if the
-        write is still under way on the loop's next round (`Scheduler.after_round`): nearly every
-        write completes at once, and a deadline armed per write would cost an entry and, for the
-        earliest, a move of the scheduler's wake-up."""
+        """A write to `att` starts (`StreamCore.writing`). Its stall deadline is armed only if a
+        write is still under way when the scheduler checks, by that deadline (`Scheduler.check_by`,
+        one handle for the writes of every stream): nearly every write completes at once, and a
+        deadline armed per write would cost an entry and, for the earliest, a move of the
+        scheduler's wake-up."""
         when = self.core.writing(att, time.monotonic())
         if when < self.timer.armed_at:  # (else the stream's timer fires before it anyway)
             scheduler = self.services.scheduler
-            if not scheduler.after_round(self._arm_stall):
+            if not scheduler.check_by(when, self._arm_stall):
                 scheduler.arm(self.timer, when)
 
     def _arm_stall(self) -> None:
@@ -589,7 +588,8 @@ class Writer:
             self.telemetry.closed_at_will(str(reason))
         if self.conn is conn:
             self.conn = None
-            self._count_attached(-1)
+            if self.telemetry.enabled:  # (no call when nothing counts it)
+                self._count_attached(-1)
             if cancels:
                 spawn(self.host.closed_by_client)
             self.arm()

@@ -489,7 +489,9 @@ class Recorder:
         if bursts and recorded.final_seq is None:
             self._burst_begins()  # (before the write: one that waits for its client lets the app yield)
         services = self.services
-        self.telemetry.events_recorded(len(recorded.batch))
+        telemetry = self.telemetry
+        if telemetry.enabled:  # (no call per event when telemetry records nothing)
+            telemetry.events_recorded(len(recorded.batch))
         if self.held is not None:
             self._add_held(recorded)
             return

@@ -15,8 +15,9 @@ Entries are never removed: a target re-arms for its next deadline when it fires,
 and a target whose deadline moved later just finds nothing due. A target armed
 for no deadline (`arm` None: a quick call, over) lets its entries go stale: they
 are dropped without a call, and no wake-up is set for them. A deadline that what
-set it nearly always takes back at once (a write's stall) is armed only if it is
-still needed on the loop's next round (`after_round`).
+set it nearly always takes back at once (a write's stall) is not armed per write:
+one handle checks, by the earliest such deadline, every target that asked, and
+those still in need arm it then (`check_by`).
 
 The app's requests run here too (`AppTasks`): as tasks of the engine's, not of the
 server's request task, so a POST's ASGI call ends when its client is gone while
@@ -260,8 +261,11 @@ class Scheduler:
         self._handle: asyncio.TimerHandle | None = None
         self._handle_at = float("inf")
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._round: list[Callable[[], object]] | None = None
-        """(asyncio) What to call on the loop's next round (`after_round`)."""
+        self._checks: set[Callable[[], object]] = set()
+        """(asyncio) What to call by `_checks_at` (`check_by`), each once."""
+        self._checks_handle: asyncio.TimerHandle | None = None
+        self._checks_at = float("inf")
+        self._checks_loop: asyncio.AbstractEventLoop | None = None
         # trio: a driver task while the heap holds entries
         self._running = False
         self._wake: anyio.Event | None = None
@@ -290,27 +294,32 @@ class Scheduler:
             self._running = True
             spawn(self._drive)
 
-    def after_round(self, fn: Callable[[], object]) -> bool:
-        """(asyncio) Call `fn()` on the loop's next round, with whatever else this round asked
-        for (one callback for all of them): for a deadline that what set it nearly always takes
-        back before then (a write's stall: most writes complete without waiting), armed by `fn`
-        only if it is still needed, which then costs no entry and moves no wake-up. False on
-        trio, where nothing is called (arm it at once)."""
+    def check_by(self, when: float, check: Callable[[], object]) -> bool:
+        """(asyncio) Call `check()` once, by `when` (a `time.monotonic()`), on one handle with every
+        other check asked for before it runs: for a deadline that what set it nearly always takes
+        back long before (a write's stall: nearly every write completes at once), which `check`
+        arms only if it is still needed then. A write that completes costs no entry, no wake-up
+        and no loop callback of its own: one handle serves every write that starts while it is
+        pending. False on trio, where nothing is called (arm it at once)."""
         loop = running_asyncio_loop()
         if loop is None:
             return False
-        due = self._round
-        if due is None:
-            due = self._round = []
-            loop.call_soon(self._round_ended)
-        due.append(fn)
+        self._checks.add(check)
+        if when < self._checks_at or loop is not self._checks_loop:
+            if self._checks_handle is not None:
+                self._checks_handle.cancel()
+            self._checks_at = when
+            self._checks_loop = loop
+            self._checks_handle = loop.call_later(max(when - time.monotonic(), 0.0), self._run_checks)
         return True
 
-    def _round_ended(self) -> None:
-        due, self._round = self._round, None
-        for fn in due or ():
+    def _run_checks(self) -> None:
+        checks, self._checks = self._checks, set()
+        self._checks_handle = None
+        self._checks_at = float("inf")
+        for check in checks:
             try:
-                fn()
+                check()
             except Exception:
                 logger.exception("a stream timer failed")
 

@@ -211,7 +211,8 @@ class MemoryStore(MemoryIndexes, Store):
         entry = self._entry(stream_id)
         if entry is None:
             return False
-        _fence(entry, stream_id, owner)
+        if owner is not None:  # (`_fence`'s test first: a node's own call, once per event)
+            _fence(entry, stream_id, owner)
         self._add(entry, stream_id, events, max_events, max_bytes)
         self._complete(entry, stream_id, final_seq, retain_s)
         entry.wake()
@@ -317,7 +318,7 @@ class MemoryStore(MemoryIndexes, Store):
         owner: str | None = None,
     ) -> None:
         entry = self._streams.get(stream_id)
-        if entry is not None:
+        if entry is not None and owner is not None:  # (`_fence`'s test first: once per event)
             _fence(entry, stream_id, owner)
         if entry is not None and self._add(entry, stream_id, events, max_events, max_bytes):
             entry.wake()

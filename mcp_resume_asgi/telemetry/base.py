@@ -78,6 +78,9 @@ class Telemetry:
     __slots__ = ()
 
     enabled = False
+    """Whether reports are recorded: the reports made per event or per connection
+    (`events_recorded`, `streams_attached`, `streams_detached`) are not called at all while
+    False. A telemetry of its own sets it True."""
 
     def active(self) -> Telemetry:
         """What to report through now: this telemetry, or `OFF` when nothing would record it
