@@ -69,8 +69,10 @@ class Policy:
     task_after_s: float | None = None
     """Tasks layer (SEP-2663): answer a `tools/call` of a client that declared the
     `io.modelcontextprotocol/tasks` extension with a `CreateTaskResult` - None never,
-    0 at once, > 0 only when the call is still running after this long (a fast call
-    keeps its plain result). Counted from when the app starts its answer."""
+    0 at once (as soon as the app has read the request), > 0 only when the call is still
+    running after this long (a fast call keeps its plain result). Counted from the request's
+    arrival (when the middleware takes it on, its body read), however long the app takes to
+    start its answer."""
     task_required: bool = False
     """Tasks layer: the route's calls are only served as tasks; a client that did not
     declare the extension is answered -32021 (missing required client capability)."""

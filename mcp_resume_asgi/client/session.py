@@ -265,7 +265,12 @@ class ResumableSession:
         arguments: Mapping[str, Any] | None = None,
         on_progress: ProgressHandler | None = None,
     ) -> JSONObject:
-        """``tools/call``; ``on_progress(progress, total, message)`` gets its progress notifications."""
+        """``tools/call``; ``on_progress(progress, total, message)`` gets its progress notifications.
+
+        A call the server makes a task (SEP-2663) is followed to its end (``tasks/get``);
+        ``on_progress`` then gets the progress sent before it became a task, and none after:
+        the extension carries no progress for a task (``notifications/progress`` "are not
+        supported on tasks in general")."""
         params: JSONObject = {"name": name, "arguments": dict(arguments or {})}
         if on_progress is None:
             return await self.request("tools/call", params)
