@@ -241,8 +241,8 @@ class Writer:
 
     def _count_attached(self, delta: int) -> None:
         """The stream got (+1) or lost (-1) its connection: `streams_attached`, and
-        `streams_detached` while its app runs without one."""
-        telemetry = self.telemetry  # (called only when it is enabled)
+        `streams_detached` while its app runs without one (called only while telemetry is on)."""
+        telemetry = self.telemetry
         telemetry.streams_attached(delta)
         detached = delta < 0 and not self.core.app_done and self.core.final_seq is None
         host = self.host
