@@ -150,6 +150,7 @@ async def test_one_instances_key_names_are_unchanged() -> None:
     try:
         await store.create_stream(meta("a", session_id="sess"), ttl_s=60)
         await append(store, "a", events(1, 1))
+        await store.update_stream("a", attached=False)  # (a change without events: notified on `s:a:n`)
         await store.set_key("task:a", "v", ttl_s=60)
         names = sorted([key.decode()[len(prefix) :] async for key in plain.scan_iter(match=prefix + "*")])
         assert names == [
