@@ -496,6 +496,7 @@ class Recorder:
             self._add_held(recorded)
             return
         policy = core.policy
+        index_after = False
         self.writes += 1  # (under way: the stream keeps this recorder, `at_rest`)
         first = recorded.batch[0][0]
         if self.storing_from is None:
@@ -509,8 +510,9 @@ class Recorder:
                     # answer) in one call of the store.
                     final_seq = recorded.final_seq if not recorded.inputs else None
                     await self._open_due(
-                        self._meta(attached=hosted.first_attached), recorded.batch, final_seq
+                        self._meta(attached=hosted.first_attached), recorded.batch, final_seq, index=False
                     )
+                    index_after = final_seq is None
                     if recorded.inputs:
                         await self._note(recorded.inputs, recorded.final_seq, recorded.final_data, None)
                     elif final_seq is not None and hosted.method == "initialize":
@@ -556,6 +558,10 @@ class Recorder:
                 delivering = hosted.deliver(recorded.batch)
                 if delivering is not None:
                     await delivering
+                if index_after:
+                    # Listed once its first events went out: awaited before, the app's next events
+                    # would find the connection behind, caught up from the store.
+                    await self._index()
             except Exception as exc:
                 if not services.store_outage(exc):
                     raise
@@ -816,9 +822,16 @@ class Recorder:
             await self.opening_over.wait()
 
     async def _open_due(
-        self, meta: StreamMeta, events: list[tuple[int, bytes]], final_seq: int | None
+        self,
+        meta: StreamMeta,
+        events: list[tuple[int, bytes]],
+        final_seq: int | None,
+        *,
+        index: bool = True,
     ) -> None:
-        """Create the due record with `events` (completed with `final_seq`). Still due if it fails."""
+        """Create the due record with `events` (completed with `final_seq`). Still due if it fails.
+        `index`: list it in the index of running requests now if it is not completed (False: the
+        caller does, `_index`)."""
         hosted = self.hosted
         policy = hosted.policy
         hosted.record_due = False
@@ -843,7 +856,7 @@ class Recorder:
                 self.opening_over = None
         hosted.meta_created = True
         hosted.mark_opened()
-        if final_seq is None:
+        if index and final_seq is None:
             await self._index()
 
     async def _index(self) -> None:
