@@ -121,7 +121,7 @@ class SQLiteStore(Store):
     `path`: the file (created if absent; `<path>.lock` and `<path>-wal` beside it). The bounds
     are `MemoryStore`'s, and bound the file as they bound memory; `max_file_bytes`, when given,
     bounds the file itself (a write that would pass it fails as on a full disk).
-    `wait_for_commit`: each write returns once committed, not once queued.
+    `wait_for_commit`: each write returns once committed, not once noted for the writer.
 
     Opening the file reads it back, takes its lock and starts the writer thread: build the store
     once per process, at startup; a second process is refused (`SQLiteStoreLockedError`).
@@ -248,6 +248,8 @@ class SQLiteStore(Store):
             return ops
         mono, wall = time.monotonic(), time.time()
         held = self._memory.held
+        records: list[tuple[str, str, float, int]] = []
+        events: list[tuple[str, int, bytes]] = []
         for stream_id in changed:
             entry = held(stream_id)
             if entry is None:
@@ -257,12 +259,8 @@ class SQLiteStore(Store):
                 continue
             meta = entry.meta
             self._touched += 1
-            ops.append(
-                (
-                    _UPSERT_STREAM,
-                    (stream_id, sqlite_file.encode_meta(meta), entry.expires_at - mono + wall, self._touched),
-                    False,
-                )
+            records.append(
+                (stream_id, sqlite_file.encode_meta(meta), entry.expires_at - mono + wall, self._touched)
             )
             was = saved.get(stream_id)
             if was is None:  # (new to the file, or to be written whole: `_rewrite`)
@@ -275,10 +273,14 @@ class SQLiteStore(Store):
                     ops.append((_TRIM_EVENTS, (stream_id, meta.first_seq), False))
                 first = entry.after(was[0])
             if first < entry.count():
-                ops.append(
-                    (_UPSERT_EVENT, [(stream_id, seq, p) for seq, p in entry.events(first, _ALL)], True)
-                )
+                events.extend((stream_id, seq, p) for seq, p in entry.events(first, _ALL))
             saved[stream_id] = (meta.last_seq, meta.first_seq)
+        # (Each stream's deletions above come before its rows below; one statement for all the
+        # records, one for all the events.)
+        if records:
+            ops.append((_UPSERT_STREAM, records, True))
+        if events:
+            ops.append((_UPSERT_EVENT, events, True))
         changed.clear()
         return ops
 
@@ -367,7 +369,9 @@ class SQLiteStore(Store):
         # Each stream of it is written whole with its next change (memory keeps what the file
         # lacks meanwhile); not at once with others' writes, which it would fail too. (Noted
         # here, on whichever thread; forgotten by `_stream_rows`, on the loop's.)
-        self._unsaved.extend(str(parameters[0]) for sql, parameters, _ in rows if sql == _UPSERT_STREAM)
+        for sql, parameters, _ in rows:
+            if sql == _UPSERT_STREAM:
+                self._unsaved.extend(str(record[0]) for record in parameters)
 
     # -- streams -----------------------------------------------------------------------
     def _made(self, stream_id: str) -> None:

@@ -8,8 +8,8 @@ use Redis for several processes.
 
 Durability: `journal_mode=WAL`, `synchronous=NORMAL`. A committed write is in the WAL file (in
 the OS's page cache): the process may die at any point after (SIGKILL, a crash) and a restart
-finds it (a write returns once committed with `wait_for_commit`, else once queued for the
-writer: `sqlite.py`). The WAL is synced to the disk at each checkpoint, not at each commit, so a
+finds it (a write returns once committed with `wait_for_commit`, else at once, noted for the
+writer's next transaction: `sqlite.py`). The WAL is synced to the disk at each checkpoint, not at each commit, so a
 power loss or an OS crash can take the writes committed since the last checkpoint (SQLite
 checkpoints every 1,000 pages of WAL); it does not corrupt the file. `synchronous=FULL` would
 sync at each commit, at the cost of a disk flush per write.

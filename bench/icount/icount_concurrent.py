@@ -1,0 +1,37 @@
+"""Instructions per tools/call in process under callgrind (run_concurrent.sh), <c> sessions calling at once; no timeouts (valgrind is slow)."""
+import asyncio, ctypes, sys
+from typing import Any
+from bench.apps import create_app
+from bench.callcounts import starlette_app, HEADERS, INIT
+import bench.callcounts as _cc
+from bench.exchange import Exchange, post_scope
+async def _call(app, body, session):
+    headers = [*HEADERS, (b"content-length", str(len(body)).encode())]
+    if session:
+        headers.append((b"mcp-session-id", session))
+    exchange = Exchange(body)
+    task = asyncio.ensure_future(app(post_scope(headers), exchange.receive, exchange.send))
+    await exchange.done.wait()
+    await task
+    return exchange.status, exchange.headers, exchange.payload
+_cc._call = _call
+from bench.callcounts import open_session
+import mcp_resume_asgi.core.stream as _cs
+_cs.HOLD_HEAD_S = 2.0
+cg = ctypes.CDLL("/tmp/icount/cg.so")
+def call(i, tool):
+    return (b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":{"text":"hi"},"_meta":{"progressToken":%d}}}' % (i, tool.encode(), i))
+async def main(variant, tool, n, c):
+    app = create_app(variant)
+    inner: Any = starlette_app(app)
+    async with inner.router.lifespan_context(inner):
+        sessions = [await open_session(app) for _ in range(c)]
+        async def client(k, start, count):
+            for i in range(start, start + count):
+                status, _, payload = await _call(app, call(i, tool), sessions[k])
+                assert status == 200 and b'"result"' in payload, payload[:300]
+        await asyncio.gather(*(client(k, 1 + k * 1000, 3) for k in range(c)))
+        cg.cg_start()
+        await asyncio.gather(*(client(k, 100000 + k * 1000, n // c) for k in range(c)))
+        cg.cg_stop()
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
