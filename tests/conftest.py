@@ -107,16 +107,18 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [f"redis: {redis}; waits scaled x{timing.SCALE:.2f} ({timing.ENV})"]
 
 
-#: The test files that take longest (`pytest --durations=0`, summed per file), longest first.
-#: They are collected first, and scripts/test.sh hands files to the xdist workers in collection
-#: order (`--no-loadscope-reorder`), so none of them starts last and leaves the other workers
-#: idle at the end. A stale list only costs wall time.
+#: The test files that take longest, longest first: each starts its own servers, npm peers or
+#: venvs and runs for minutes of waiting (`pytest --durations=0`, summed per file). They are
+#: collected first, and scripts/test.sh hands files to the xdist workers in collection order
+#: (`--no-loadscope-reorder`; xdist's own order is most tests first, which put these last), so
+#: none of them starts last while the other workers sit idle. A stale list only costs wall time.
 LONGEST_FILES = (
     "test_proxy_e2e.py",
     "test_proxy_e2e_ts.py",
     "test_conformance_requirements.py",
     "test_proxy_hostile.py",
     "test_tasks_result_races.py",
+    "test_tasks_faults.py",
     "test_wheel_install.py",
     "test_conformance.py",
     "test_conformance_tasks.py",
