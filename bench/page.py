@@ -411,7 +411,7 @@ def render_bars(results: dict[str, Any]) -> str:
     parts = [
         BARS_BEGIN,
         "",
-        "## For contributors: the project's speed and memory bars against the last `python -m bench` run",
+        "### The bars against the last `python -m bench` run",
         "",
         "What the project holds itself to, judged from the figures at the top of this page.",
         "",
