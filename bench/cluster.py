@@ -558,7 +558,7 @@ def render(figures: Figures, loads: list[float], args: argparse.Namespace, commi
     errors = sum(w.errors for ws in figures.windows.values() for w in ws)
     lines += [
         "",
-        f"Issue 24's bar (cluster faster than one instance, 4 processes each): **{'met' if bar_met else 'not met'}**"
+        f"The bar (cluster faster than one instance, 4 processes each): **{'met' if bar_met else 'not met'}**"
         f"{'' if bar_met else ' on this machine'}. Errors: {errors}.",
         "",
         SECTION_END,
