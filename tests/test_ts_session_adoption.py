@@ -6,9 +6,11 @@ Two uvicorn nodes on one Redis behind the round-robin proxy, node A with
 `@modelcontextprotocol/sdk` pinned in `tests/ts_client/package.json`) runs ten sessions, each
 with its own client and transport (stock reconnection options), each request on a connection
 of its own. Each session makes a call streaming progress; once every call streams, A gets
-SIGTERM and the balancer drops it. Then each session lists the tools and makes a second call.
-What must hold: 10/10 first calls complete with every progress event once and in order, and
-10/10 sessions go on.
+SIGTERM and the balancer drops it. Then each session lists the tools, makes a second call, and
+asks the server for a log message on the session's GET stream. What must hold: 10/10 first
+calls complete with every progress event once and in order, 10/10 sessions go on, and each
+session's GET stream brings its log message (it carried on from the node that took the
+session over).
 
 The npm packages are installed as for `test_ts_client.py` (`tests/support/npm.py`): skipped
 without node/npm unless `CI=true`.
@@ -117,4 +119,5 @@ async def test_ts_sdk_sessions_outlive_a_node_that_leaves_mid_call(prefix: str, 
         assert s["progress"] == list(range(1, STEPS + 1)), s
         assert s["tools"] and "slow_progress" in s["tools"], s
         assert s["second"] == "done 2", s
+        assert s["logs"] == ["tick 1"], s  # the session's GET stream carried on from its adopter
         assert not s["errors"], s

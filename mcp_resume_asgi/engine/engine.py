@@ -386,6 +386,19 @@ class Engine:
         meta = await self.store.get_stream(stream_id) if stream_id else None
         return meta is not None and meta.state is StreamState.RUNNING
 
+    async def standalone_ended(self, stream_id: str, after_seq: int, session_id: str) -> bool:
+        """Whether `stream_id` is `session_id`'s GET stream, over (its app let it go: a drain,
+        its node gone), with nothing recorded after `after_seq`: a client resuming it is owed
+        the session's GET stream as it is now, not a stream that ends at once."""
+        meta = await self.store.get_stream(stream_id)
+        return (
+            meta is not None
+            and meta.kind is StreamKind.STANDALONE
+            and meta.session_id == session_id
+            and meta.state is not StreamState.RUNNING
+            and after_seq >= meta.last_seq
+        )
+
     async def handle_standalone(self, scope: Scope, receive: Receive, send: Send, session_id: str) -> None:
         """The session's GET stream: a running one is resumed, else the app opens a new one.
 

@@ -67,7 +67,7 @@ from mcp_resume_asgi.telemetry import TelemetrySetting, telemetry_from
 from mcp_resume_asgi.wire import header_rules
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import ASGIApp, Message, Receive, Scope, Send, check_asgi_app
-from mcp_resume_asgi.wire.headers import accepts_sse, header, is_json, named_once
+from mcp_resume_asgi.wire.headers import accepts_sse, header, header_count, is_json, named_once
 from mcp_resume_asgi.wire.principal import PrincipalOf, default_principal
 from mcp_resume_asgi.wire.replies import send_bytes, send_jsonrpc_error
 from mcp_resume_asgi.wire.scope_keys import ENGINE_PASSED, FEATURES_KEY, RELAYED_FROM, STREAM_SEGMENT
@@ -639,10 +639,10 @@ class ResumeMiddleware:
             await self.app(scope, receive, send)
             return
         last_event_id = header(scope, b"last-event-id")
-        if last_event_id is not None:
+        session_id = header(scope, b"mcp-session-id")
+        if last_event_id is not None and not await self._reopens_standalone(scope, last_event_id, session_id):
             await self.resumes.last_event_id(scope, receive, send, last_event_id)
             return
-        session_id = header(scope, b"mcp-session-id")
         if session_id is None or not session_id.isprintable() or len(session_id) > 256:
             await self.app(scope, receive, send)
             return
@@ -653,6 +653,19 @@ class ResumeMiddleware:
             ):
                 return
         await self.engine.handle_standalone(scope, receive, send, session_id)
+
+    async def _reopens_standalone(self, scope: Scope, last_event_id: str, session_id: str | None) -> bool:
+        """Whether a GET resuming after `last_event_id` is served as the session's GET stream
+        anew: the id names the session's own GET stream, which is over with nothing left for the
+        client (its node drained or died, its app let it go). Its session is then served where it
+        lives now - taken over here, or relayed to its adopter - as a GET without the id, and
+        the app judges the session as for any GET (a forged or foreign one: its 404)."""
+        if session_id is None or header_count(scope, b"last-event-id") > 1:
+            return False
+        parsed = self.resumes.signer.parse_event_id(last_event_id.strip())
+        if parsed is None:
+            return False
+        return await self.engine.standalone_ended(parsed[0], parsed[1], session_id)
 
     # ------------------------------------------------------------------ DELETE /mcp
     async def _delete(self, scope: Scope, receive: Receive, send: Send) -> None:

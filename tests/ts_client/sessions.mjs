@@ -10,18 +10,21 @@
 // session has had a progress event, the script prints the line `STREAMING` and waits for a line
 // `GO` on stdin (the test signals the node meanwhile). Once its first call is answered and GO
 // came, each session lists the tools and makes a second call (slow_progress(0.1, 2)) on the same
-// session. Every request goes on a connection of its own (`connection: close`), as a load
+// session. Then it asks the server for a log message on the session's GET stream (notify_later)
+// and waits up to 10 s for it: the GET stream must have carried on from the node that took the
+// session over. Every request goes on a connection of its own (`connection: close`), as a load
 // balancer spreading requests over nodes sees them; the `x-node` header of the answer to its
 // `initialize` says which node a session opened on.
 //
 // Prints ONE JSON line on stdout at the end ({"goAtMs": ..., "sessions": [...]}: when GO came, and
 // per session its node, first result, progress, tools listed, second result and when it came,
-// errors; times in ms from the start) and exits 0.
+// the log messages its GET stream brought after the second call, errors; times in ms from the start) and exits 0.
 
 import { createInterface } from 'node:readline';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
 function parseArgs(argv) {
     const opts = { sessions: 10, seconds: 3, steps: 20, timeoutMs: 120000 };
@@ -79,6 +82,7 @@ async function oneSession(index) {
         tools: null,
         second: null,
         secondAtMs: null,
+        logs: [],
         errors: [],
         transportErrors: [],
     };
@@ -97,6 +101,14 @@ async function oneSession(index) {
     };
     const transport = new StreamableHTTPClientTransport(new URL(opts.url), { fetch: fetchOnce });
     const client = new Client({ name: `mcp-resume-asgi-ts-session-${index}`, version: '0.0.1' });
+    let logged = () => {};
+    let listening = false;
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+        if (listening) {
+            s.logs.push(notification.params.data);
+            logged();
+        }
+    });
     client.onerror = (error) => {
         if (s.transportErrors.length < 20) s.transportErrors.push(String(error?.message ?? error));
     };
@@ -136,6 +148,18 @@ async function oneSession(index) {
             s.secondAtMs = now();
         } catch (error) {
             s.second = `error: ${error?.message ?? error}`;
+        }
+        try {
+            listening = true;
+            const arrived = new Promise((resolve) => (logged = resolve));
+            await client.callTool(
+                { name: 'notify_later', arguments: { count: 1, interval: 0.01, wait: true } },
+                undefined,
+                { timeout: 30000 }
+            );
+            await Promise.race([arrived, new Promise((resolve) => setTimeout(resolve, 10000))]);
+        } catch (error) {
+            s.errors.push(`notify_later: ${error?.message ?? error}`);
         }
         try {
             await transport.terminateSession();
