@@ -49,16 +49,29 @@ PAGE = 100
 
 async def indexed(store: Store, stream_id: str, ttl_s: float) -> bool:
     """List a running request's stream for the sweep, for as long as its running record is kept
-    (`ttl_s`). False: the index is full (logged once per stream), it is not swept."""
-    if await store.index_add(keys.RUNNING_INDEX, stream_id, time.time() + ttl_s, cap=MAX_INDEXED):
+    (`ttl_s`). False: the index is full (logged once per stream), or the store did not answer
+    (its outage is logged where it is found: `store.health`); it is not swept, and is still
+    ended or run again when a client or a poll finds its node gone. The index is a backstop: a
+    failure to write it never fails the request."""
+    try:
+        listed = await store.index_add(keys.RUNNING_INDEX, stream_id, time.time() + ttl_s, cap=MAX_INDEXED)
+    except Exception as exc:
+        logger.debug("stream %s: not listed for the sweep (%s)", stream_id, exc)
+        return False
+    if listed:
         return True
     logger.warning("stream %s: the index of running requests is full; it is not swept", stream_id)
     return False
 
 
 async def unindexed(store: Store, stream_id: str) -> None:
-    """The request's end is recorded (answered, or ended): the sweep has nothing to do with it."""
-    await store.index_remove(keys.RUNNING_INDEX, stream_id)
+    """The request's end is recorded (answered, or ended): the sweep has nothing to do with it.
+    A store that does not answer leaves it listed: the sweep drops a listed stream whose record
+    is over or gone, and the entry expires with the running record's time to live."""
+    try:
+        await store.index_remove(keys.RUNNING_INDEX, stream_id)
+    except Exception as exc:
+        logger.debug("stream %s: left in the sweep's index (%s)", stream_id, exc)
 
 
 class Sweep:
