@@ -32,8 +32,9 @@ from mcp_resume_asgi.policy import RouteTable, running_ttl
 from mcp_resume_asgi.store.base import Store, StreamMeta
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import Receive, Scope, Send
+from mcp_resume_asgi.wire.readdress import readdressed
 from mcp_resume_asgi.wire.replies import send_json
-from mcp_resume_asgi.wire.sse import SSEParser, encode_payload
+from mcp_resume_asgi.wire.sse import encode_payload
 from mcp_resume_asgi.wire.tokens import TokenSigner
 
 __all__ = ["Retries", "input_required_frame", "readdress"]
@@ -87,27 +88,9 @@ def readdress(request_id: Any, progress_token: Any) -> Callable[[int, bytes], by
     dropped one leaves nothing behind)."""
 
     def transform(_seq: int, payload: bytes) -> bytes:
-        events = SSEParser().feed(payload)
-        if len(events) != 1 or not events[0].data:
-            return payload
-        try:
-            message = json.loads(events[0].data)
-        except ValueError:
-            return payload
-        if not isinstance(message, dict):
-            return payload
-        if "method" not in message and ("result" in message or "error" in message):
-            message["id"] = request_id
-        elif message.get("method") == "notifications/progress":
-            if progress_token is None:
-                return b""
-            params = message.get("params")
-            if not isinstance(params, dict):
-                return payload
-            params["progressToken"] = progress_token
-        else:
-            return payload
-        return encode_payload(p.dumps(message), events[0].event)
+        return readdressed(
+            payload, answer_id=request_id, progress_token=progress_token, drop_other_progress=True
+        )
 
     return transform
 

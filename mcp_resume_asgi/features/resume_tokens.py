@@ -39,8 +39,9 @@ from mcp_resume_asgi.features.seam import FeatureMiddleware
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import StreamState
 from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.readdress import readdressed
 from mcp_resume_asgi.wire.replies import send_json
-from mcp_resume_asgi.wire.sse import SSEParser, encode_payload
+from mcp_resume_asgi.wire.sse import encode_payload
 
 logger = logging.getLogger(__name__)
 
@@ -205,23 +206,6 @@ def _readdress(ctx: RequestContext, original_id: Any) -> Callable[[int, bytes], 
         return None
 
     def transform(_seq: int, payload: bytes) -> bytes:
-        events = SSEParser().feed(payload)
-        if len(events) != 1 or not events[0].data:
-            return payload
-        try:
-            message = json.loads(events[0].data)
-        except ValueError:
-            return payload
-        if not isinstance(message, dict):
-            return payload
-        if message.get("id") == original_id and "method" not in message:
-            message["id"] = new_id
-        elif new_progress is not None and message.get("method") == "notifications/progress":
-            params = message.get("params")
-            if isinstance(params, dict):
-                params["progressToken"] = new_progress
-        else:
-            return payload
-        return encode_payload(p.dumps(message), events[0].event)
+        return readdressed(payload, answer_id=new_id, answer_of=original_id, progress_token=new_progress)
 
     return transform
