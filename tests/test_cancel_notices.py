@@ -202,7 +202,9 @@ async def test_unknown_finished_foreign_and_malformed_notices_are_202_and_change
         assert await cancel(client, "done") == 202  # finished
         assert await cancel(client, 5) == 202  # anonymous without the call's key: not its caller
         assert await cancel(client, 5, idempotency_key=uuid.uuid4().hex) == 202  # another key
-        assert await cancel(client, 5, idempotency_key="k" * 256) == 202  # a key no request may carry (too long)
+        assert (
+            await cancel(client, 5, idempotency_key="k" * 256) == 202
+        )  # a key no request may carry (too long)
         assert await cancel(client, 6) == 202  # an anonymous call without a key: no notice names it
         for bad in ({"requestId": 5.0}, {"requestId": {"id": 5}}, {}):
             body = notice(5)

@@ -112,8 +112,17 @@ async def _session(client: str, url: str, recorder: Recorder) -> AsyncIterator[A
         ("legacy", signal.SIGTERM),
         ("helper", signal.SIGTERM),
         ("helper", signal.SIGKILL),
+        ("stock", signal.SIGKILL),
+        ("legacy", signal.SIGKILL),
     ],
-    ids=["stock-sigterm", "legacy-sigterm", "helper-sigterm", "helper-sigkill"],
+    ids=[
+        "stock-sigterm",
+        "legacy-sigterm",
+        "helper-sigterm",
+        "helper-sigkill",
+        "stock-sigkill",
+        "legacy-sigkill",
+    ],
 )
 async def test_a_node_leaving_mid_call_takes_no_session_with_it(
     prefix: str, client: str, how: signal.Signals, tmp_path: Path
