@@ -79,12 +79,11 @@ async def test_a_finished_calls_result_is_served_to_a_resume_after_a_restart(
         after = await resume(info.base_url, session, cut.last_id)
         assert after.status == 200
         answers = results(after, call["id"])
-        if how is signal.SIGKILL and [e.id for e in after.events if e.data] != [
-            e.id for e in before.events if e.data
-        ]:
+        if how is signal.SIGKILL and answers and "error" in answers[0]:
             # Killed within the commit window (a write returns once queued, `SQLiteStore`'s
             # durability): the call's end did not reach the file, and the resume says the call's
-            # process stopped, once - never a wrong or a second answer.
+            # process stopped (the restarted node's sweep, or this resume, ended it), once -
+            # never a wrong or a second answer.
             assert len(answers) == 1 and "stopped" in answers[0]["error"]["message"], answers
             return
         assert [e.id for e in after.events if e.data] == [e.id for e in before.events if e.data]
