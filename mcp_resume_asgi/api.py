@@ -13,7 +13,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from mcp_resume_asgi.engine.port import Drained
-from mcp_resume_asgi.http.middleware import DEFAULT_DRAIN_S, DEFAULT_MAX_BODY_BYTES, ResumeMiddleware
+from mcp_resume_asgi.http.middleware import (
+    DEFAULT_DRAIN_S,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_NODE_TIMEOUT_S,
+    DEFAULT_SESSION_TTL_S,
+    ResumeMiddleware,
+)
 from mcp_resume_asgi.policy import Policy, RoutesSpec
 from mcp_resume_asgi.store.base import Store
 from mcp_resume_asgi.telemetry import TelemetrySetting
@@ -75,8 +81,8 @@ def resumable(
     path: str | Sequence[str] = "/mcp",
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     principal: PrincipalOf = default_principal,
-    session_ttl_s: float = 24 * 3600,
-    node_timeout_s: float = 5.0,
+    session_ttl_s: float = DEFAULT_SESSION_TTL_S,
+    node_timeout_s: float = DEFAULT_NODE_TIMEOUT_S,
     telemetry: TelemetrySetting = True,
     drain_s: float = DEFAULT_DRAIN_S,
     resumable_requests: bool | ResumableRequestsOptions = False,

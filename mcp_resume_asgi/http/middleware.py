@@ -75,13 +75,23 @@ from mcp_resume_asgi.wire.session_record import STATE_METHODS
 from mcp_resume_asgi.wire.store_cipher import StoreCipher
 from mcp_resume_asgi.wire.tokens import TokenSigner, new_stream_id
 
-__all__ = ["DEFAULT_DRAIN_S", "DEFAULT_MAX_BODY_BYTES", "ResumeMiddleware"]
+__all__ = [
+    "DEFAULT_DRAIN_S",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_NODE_TIMEOUT_S",
+    "DEFAULT_SESSION_TTL_S",
+    "ResumeMiddleware",
+]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 #: How long a lifespan shutdown waits for the app's running requests before stopping them.
 DEFAULT_DRAIN_S = 30.0
+#: How long a session's record is kept after its last request.
+DEFAULT_SESSION_TTL_S = 24 * 3600.0
+#: How long a node's heartbeat holds: past it, the node counts as gone.
+DEFAULT_NODE_TIMEOUT_S = 5.0
 
 
 class ResumeMiddleware:
@@ -103,8 +113,8 @@ class ResumeMiddleware:
         path: str | Sequence[str] = "/mcp",
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         principal: PrincipalOf = default_principal,
-        session_ttl_s: float = 24 * 3600,
-        node_timeout_s: float = 5.0,
+        session_ttl_s: float = DEFAULT_SESSION_TTL_S,
+        node_timeout_s: float = DEFAULT_NODE_TIMEOUT_S,
         telemetry: TelemetrySetting = True,
         drain_s: float = DEFAULT_DRAIN_S,
     ) -> None:
