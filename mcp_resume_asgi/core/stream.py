@@ -234,8 +234,13 @@ class Attachment:
 #: is given up by the app's side: the connection is handed to a writer of its own.
 STALL_S = 0.25
 #: The first connection's headers and priming event wait this long for the app's first
-#: event, so that a quick answer goes out in as few writes as the bare app makes.
-HOLD_HEAD_S = 0.005
+#: event, so that a quick answer goes out in one write to the client and its record in the
+#: same store write as its events. A head sent alone costs a write of its own to the client
+#: and to the store (a SQLite commit, a Redis round trip). On a busy server, with tens of
+#: requests in flight, even a quick answer takes tens of milliseconds to come through the
+#: event loop: the hold covers that. A slow answer's client gets its head (the `Link` and
+#: the priming event id) this late; the head carries no data.
+HOLD_HEAD_S = 0.05
 
 
 class FirstGone(enum.Enum):
