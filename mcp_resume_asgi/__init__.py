@@ -22,7 +22,7 @@ from mcp_resume_asgi.features.resumable_requests import ResumableRequestsMiddlew
 from mcp_resume_asgi.features.resume_tokens import ResumeTokenMiddleware
 from mcp_resume_asgi.http.middleware import ResumeMiddleware
 from mcp_resume_asgi.policy import Policy, Route
-from mcp_resume_asgi.rest import RestMiddleware
+from mcp_resume_asgi.rest.middleware import RestMiddleware
 from mcp_resume_asgi.store import (
     GapError,
     MemoryStore,
@@ -32,7 +32,7 @@ from mcp_resume_asgi.store import (
     StreamMeta,
     StreamState,
 )
-from mcp_resume_asgi.tasks import TasksMiddleware
+from mcp_resume_asgi.tasks.middleware import TasksMiddleware
 from mcp_resume_asgi.wire.jsonrpc import RESUMABLE_STREAMS_EXTENSION
 from mcp_resume_asgi.wire.principal import default_principal
 

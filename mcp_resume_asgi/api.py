@@ -138,11 +138,11 @@ def resumable(
 
         wrapped = ResumeTokenMiddleware(wrapped, **token_options)
     if tasks or rest_options is not None:
-        from mcp_resume_asgi.tasks import TasksMiddleware
+        from mcp_resume_asgi.tasks.middleware import TasksMiddleware
 
         wrapped = TasksMiddleware(wrapped)  # outermost: a call that becomes a task is its alone
     if rest_options is not None:
-        from mcp_resume_asgi.rest import RestMiddleware
+        from mcp_resume_asgi.rest.middleware import RestMiddleware
 
         rest_options.setdefault("path", path if isinstance(path, str) else next(iter(path), "/mcp"))
         wrapped = RestMiddleware(wrapped, **rest_options)  # its calls are tasks: it sends them inward

@@ -13,8 +13,8 @@ import pytest
 from starlette.types import ASGIApp
 
 from mcp_resume_asgi import MemoryStore, Policy, Store, TasksMiddleware, resumable
-from mcp_resume_asgi.tasks import EXTENSION
 from mcp_resume_asgi.tasks.operations import stream_of_task
+from mcp_resume_asgi.tasks.record import EXTENSION
 from mcp_resume_asgi.wire.tokens import TokenSigner
 from tests.apps.tasks_app import SEEN, create_app
 from tests.support.raw import RawSession

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from mcp_resume_asgi import MemoryStore, Policy, Store, resumable
-from mcp_resume_asgi.tasks import EXTENSION
+from mcp_resume_asgi.tasks.record import EXTENSION
 from tests.apps.tasks_app import create_app
 from tests.support.raw import RawSession
 from tests.support.server import serve, serve_in_loop

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from mcp_resume_asgi import RESUMABLE_STREAMS_EXTENSION
-from mcp_resume_asgi.tasks import EXTENSION
+from mcp_resume_asgi.tasks.record import EXTENSION
 from tests.support.raw import RawSession
 from tests.support.timing import scaled
 from tests.test_tasks import AT_ONCE, Harness, created, store_kind, wrapped

@@ -24,8 +24,7 @@ import pytest
 
 from mcp_resume_asgi import MemoryStore, Policy, Store, resumable
 from mcp_resume_asgi.rest.store_mark import CALL_LOST
-from mcp_resume_asgi.tasks import EXTENSION
-from mcp_resume_asgi.tasks.record import STORE_LOST
+from mcp_resume_asgi.tasks.record import EXTENSION, STORE_LOST
 from tests.apps.auth_app import create_app as auth_app
 from tests.support.raw import RawSession
 from tests.support.redis_server import RedisServer, require_binary

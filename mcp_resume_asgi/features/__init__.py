@@ -5,9 +5,3 @@ the HTTP front asks it about each request); `resumable_requests.py` is SEP-975's
 requests, `resume_tokens.py` the resume-token layer. The Tasks layer (`tasks/`) and the REST
 face (`rest/`) are layers of the same kind, each a package of its own.
 """
-
-from mcp_resume_asgi.features.resumable_requests import ResumableRequestsMiddleware
-from mcp_resume_asgi.features.resume_tokens import ResumeTokenMiddleware
-from mcp_resume_asgi.features.seam import FeatureMiddleware
-
-__all__ = ["FeatureMiddleware", "ResumableRequestsMiddleware", "ResumeTokenMiddleware"]

@@ -9,7 +9,3 @@ document (`openapi_documents.py` serves it, built once per tools list, with
 `single_flight.py`), `json_text.py` the JSON the face takes and writes (never text or
 numbers no wire carries), and `middleware.py` the ASGI layer that ties them together.
 """
-
-from mcp_resume_asgi.rest.middleware import RestMiddleware
-
-__all__ = ["RestMiddleware"]

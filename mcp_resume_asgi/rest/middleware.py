@@ -298,7 +298,7 @@ def _local_raw_path(scope: Scope) -> str:
 
 
 def _has_tasks(layers: Iterable[Any]) -> bool:
-    from mcp_resume_asgi.tasks import TasksMiddleware
+    from mcp_resume_asgi.tasks.middleware import TasksMiddleware
 
     return any(isinstance(layer, TasksMiddleware) for layer in layers)
 

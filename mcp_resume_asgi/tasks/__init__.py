@@ -5,8 +5,3 @@
 `initialize` / `server/discover` answer, `routing.py` the `Mcp-Name` check, and
 `middleware.py` the layer that ties them to the engine.
 """
-
-from mcp_resume_asgi.tasks.middleware import TasksMiddleware
-from mcp_resume_asgi.tasks.record import EXTENSION
-
-__all__ = ["EXTENSION", "TasksMiddleware"]
