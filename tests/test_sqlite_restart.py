@@ -6,6 +6,10 @@ one on the same file): its earlier life's work is found.
   the secret is kept in the file). After a SIGKILL that fell within the commit window (a write
   returns once queued), the end may not be in the file: the resume then ends with the error a
   lost process's call ends with, once.
+- A call whose process handed its client events that never reached the file (killed within
+  the commit window; in-process, the file written as such a life leaves it): a resume after
+  the last id the client got, past what the file has, gets the error, once, under an id the
+  earlier life never handed out.
 - A call still running when its process was killed: a resume on the new process ends with
   the JSON-RPC error a lost node's call ends with, at once rather than at its resume window's
   end (the new process is a new node; the earlier one's heartbeat is gone: `durable`).
@@ -13,6 +17,7 @@ one on the same file): its earlier life's work is found.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from pathlib import Path
 from typing import Any
@@ -21,8 +26,17 @@ import anyio
 import httpx
 import pytest
 
+from mcp_resume_asgi import resumable
+from mcp_resume_asgi.core.orphans import ORPHAN_TEXT
+from mcp_resume_asgi.engine.sweep import indexed
+from mcp_resume_asgi.store import StreamKind, StreamMeta
+from mcp_resume_asgi.store.sqlite import SQLiteStore
+from mcp_resume_asgi.wire import jsonrpc as p
+from mcp_resume_asgi.wire.sse import encode_payload
+from mcp_resume_asgi.wire.tokens import TokenSigner, new_stream_id
+from tests.apps.mcpserver_app import create_app
 from tests.support.raw import RawSession, Reply
-from tests.support.server import ServerInfo, SubprocessServer
+from tests.support.server import ServerInfo, SubprocessServer, serve_in_loop
 from tests.support.timing import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(120)]
@@ -143,3 +157,73 @@ async def test_a_call_that_finishes_during_the_drain_is_served_after_the_restart
         assert len(answers) == 1 and answers[0]["result"]["content"][0]["text"] == "done 15"
     finally:
         await stop(second, signal.SIGTERM)
+
+
+def progress(n: int) -> bytes:
+    message = {
+        "jsonrpc": "2.0",
+        "method": "notifications/progress",
+        "params": {"progressToken": 1, "progress": n},
+    }
+    return encode_payload(p.dumps(message), b"message")
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_resume_after_an_id_the_file_never_got_gets_the_error_once(tmp_path: Path) -> None:
+    """The file as a life killed within its commit window leaves it: the call's record running
+    under that life's node, two of its events; the client got a third (its id signed with the
+    file's secret, as that life minted it), which never reached the file. The restarted node's
+    sweep ends the call; the client's resume after its third id gets the error, once, under an
+    id that life never handed out."""
+    path = tmp_path / "mcp.db"
+    stream_id = new_stream_id()
+    earlier = SQLiteStore(path)
+    try:
+        record = StreamMeta(
+            stream_id=stream_id,
+            kind=StreamKind.REQUEST,
+            session_id="a-session-of-the-earlier-life",
+            principal=None,
+            protocol_version="2025-11-25",
+            path="/mcp",
+            request_id=7,
+            method="tools/call",
+            owner="the-earlier-life",
+        )
+        await earlier.create_stream(record, ttl_s=300)
+        assert await indexed(earlier, stream_id, 300)  # (listed for the sweep, as its engine lists it)
+        await earlier.append(
+            stream_id, [(1, progress(1)), (2, progress(2))], max_events=100, max_bytes=1 << 20
+        )
+        handed_out = TokenSigner(earlier.own_secret()).event_prefix(stream_id).decode()
+    finally:
+        await earlier.aclose()  # (committed: the first two events are in the file, the third is not)
+    store = SQLiteStore(path)
+    async with (
+        contextlib.AsyncExitStack() as closing,
+        serve_in_loop(resumable(create_app(), store=store)) as info,
+        httpx.AsyncClient(base_url=info.base_url, timeout=scaled(30)) as client,
+    ):
+        closing.push_async_callback(store.aclose)
+        with anyio.fail_after(scaled(30)):  # (its sweep runs at startup: the earlier life is gone)
+            while (meta := await store.get_stream(stream_id)) is None or meta.final_seq is None:
+                await anyio.sleep(0.05)
+        resumer = RawSession(client)
+        resumer.session_id = record.session_id
+        replies = []
+        for last in (3, 2):
+            replies.append(
+                await resumer.exchange(
+                    "GET",
+                    "/mcp",
+                    headers=resumer.headers(accept="text/event-stream", last_event_id=f"{handed_out}{last}"),
+                    timeout=30,
+                )
+            )
+    error = {"jsonrpc": "2.0", "id": 7, "error": {"code": -32000, "message": ORPHAN_TEXT}}
+    for reply in replies:
+        assert reply.status == 200, reply.raw
+        assert [m for m in reply.messages() if m.get("id") == 7] == [error], reply.raw
+        ids = [e.id for e in reply.events if e.data]
+        assert len(ids) == 1 and ids[0] is not None and ids[0].startswith(handed_out), ids
+        assert int(ids[0][len(handed_out) :]) > 3, "an id the earlier life never handed out"
