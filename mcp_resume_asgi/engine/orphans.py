@@ -9,9 +9,10 @@ re-run takes it with), so of two finders, or of a finder and a re-run, one wins 
 read on. The winner records the error (`core.orphans.ORPHAN_TEXT`) as the request's answer,
 under an id past every one the lost node can have handed out (`core.orphans.after_loss`: not
 right after the record's last event, which that node may have given a client for an event its
-store never kept), fenced on itself (`Store.append_final` with `owner`): from then on every client, `tasks/get`
-and the REST face read the same end from the store - a resume gets the error event, a task
-is `failed` with it, a REST call `failed` - whether or not anyone was there when it was found.
+store never kept), fenced on itself (`Store.append_final` with `owner`): from then on every
+client, `tasks/get` and the REST face read the same end from the store - a resume gets the
+error event, a task is `failed` with it, a REST call `failed` - whether or not anyone was there
+when it was found.
 A winner that dies before its write leaves the record owned by a node that is gone: the next
 finder takes it the same way.
 
