@@ -3,7 +3,8 @@
 The decision on the record alone (`core/orphans.judge`), without an event loop; then the ending
 itself on each real store (memory, SQLite, Redis, a Redis Cluster), several finders at once on
 handles of one store, as nodes of a fleet are: exactly one of them records the error, as the
-stream's answer, after what the lost node recorded; every finder learns the stream is over;
+stream's answer, past every id the lost node can have handed out (a resume after one its store
+never kept gets it); every finder learns the stream is over;
 and a finder that comes after a re-run took the record, or after the request's own answer,
 writes nothing.
 """
@@ -16,7 +17,8 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_resume_asgi.core.orphans import ORPHAN_TEXT, Orphan, judge
+from mcp_resume_asgi.core import resume
+from mcp_resume_asgi.core.orphans import LOST_TAIL, ORPHAN_TEXT, Orphan, after_loss, judge
 from mcp_resume_asgi.engine.orphans import end_orphan
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.store.base import Store, StreamKind, StreamMeta, StreamState
@@ -77,10 +79,12 @@ async def test_finders_on_several_nodes_end_it_exactly_once(make: Factory) -> No
     ended = await first.get_stream("s1")
     assert ended is not None
     assert said == [True] * 6, "every finder learns it is over"
-    assert ended.state is StreamState.COMPLETED and ended.final_seq == 3 and ended.last_seq == 3
+    end = after_loss(2)
+    assert end == 2 + LOST_TAIL
+    assert ended.state is StreamState.COMPLETED and ended.final_seq == end and ended.last_seq == end
     assert ended.owner.startswith("node-"), "the winner's"
     events = await first.read("s1", 0)
-    assert [seq for seq, _ in events] == [1, 2, 3], "one error, after what the lost node recorded"
+    assert [seq for seq, _ in events] == [1, 2, end], "one error, past what the lost node handed out"
     error = _messages(events[2:])[0]
     assert error == {
         "jsonrpc": "2.0",
@@ -89,7 +93,32 @@ async def test_finders_on_several_nodes_end_it_exactly_once(make: Factory) -> No
     }
     # Found again later (another sweep, a late follower): over, nothing written.
     assert await end_orphan(first, "node-late", ended.copy(), Policy(), "late") is True
-    assert [seq for seq, _ in await first.read("s1", 0)] == [1, 2, 3]
+    assert [seq for seq, _ in await first.read("s1", 0)] == [1, 2, end]
+
+
+async def test_a_resume_after_an_id_the_lost_node_handed_out_but_never_stored_gets_the_error(
+    store: Store,
+) -> None:
+    """The lost node handed its client events the store never got (a SQLite file killed within
+    its commit window, a Redis primary failing over): the client holds an id past what the
+    record says, say 3 where the store has 1 and 2. Whoever ends the stream records the error
+    where no such id can name it, so the client's resume after 3 gets it, at once."""
+    await store.create_stream(record(request_id=7, method="tools/call"), ttl_s=60)
+    await append(store, "s1", [(1, b"data: one\n\n"), (2, b"data: two\n\n")])
+    seen = (await store.get_stream("s1")).copy()  # type: ignore[union-attr]
+    assert await end_orphan(store, "node-finder", seen, Policy(), "the sweep") is True
+    ended = await store.get_stream("s1")
+    assert ended is not None and ended.final_seq is not None
+    for held in (2, 3, 4, 1000):  # (the last event stored; ids of events the store never got)
+        said = resume.answer(ended, held, via_link=False)
+        assert said.kind is resume.Resume.SERVE, (held, said, ended.final_seq)
+        events = await store.read("s1", held)
+        assert [seq for seq, _ in events] == [ended.final_seq], held
+        assert _messages(events) == [
+            {"jsonrpc": "2.0", "id": 7, "error": {"code": -32000, "message": ORPHAN_TEXT}}
+        ]
+    # Its own id: the client has the answer.
+    assert resume.answer(ended, ended.final_seq, via_link=False).kind is resume.Resume.NOTHING
 
 
 async def test_a_finder_after_a_rerun_took_the_record_writes_nothing(store: Store) -> None:

@@ -18,6 +18,9 @@ from starlette.authentication import SimpleUser
 from starlette.types import Receive, Scope, Send
 
 from mcp_resume_asgi import Policy, resumable
+from mcp_resume_asgi.core import resume
+from mcp_resume_asgi.core.orphans import after_loss
+from mcp_resume_asgi.core.resume import Resume
 from mcp_resume_asgi.engine import rerun
 from mcp_resume_asgi.engine.relayed_caller import RelayedCaller, principal_with_relays
 from mcp_resume_asgi.store import keys
@@ -279,10 +282,17 @@ async def test_two_nodes_noticing_one_loss_run_the_call_once() -> None:
         assert ran == [body], "run again once"
         assert meta.owner in {node.engine.node_id for node in nodes}
         events = await store.read("s-lost", 0)
-        assert [seq for seq, _ in events] == [1, 2, 3, 4, 5] and meta.final_seq == 5
+        marker = after_loss(3)  # (past every id the lost node can have handed out)
+        assert [seq for seq, _ in events] == [1, 2, 3, marker, marker + 1]
+        assert meta.final_seq == marker + 1
         assert events[:3] == first_run, "the first run's events stay as they were"
         assert b'"rerun":1' in events[3][1] and b'"logger":"mcp-resume-asgi"' in events[3][1]
         assert answer in events[4][1]
+        # A client holding an id the lost node handed out past its record (4, 5: events its
+        # store never kept) is served the re-run from its start, its answer included.
+        for held in (3, 4, 5):
+            assert resume.answer(meta, held, via_link=False).kind is Resume.SERVE
+            assert await store.read("s-lost", held) == events[3:], held
         with anyio.fail_after(scaled(5)):
             while await rerun.load(store, SIGNER, "s-lost") is not None:
                 await anyio.sleep(0.02)

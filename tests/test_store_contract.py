@@ -17,6 +17,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
+from mcp_resume_asgi.core.orphans import after_loss
 from mcp_resume_asgi.store import (
     FencedError,
     GapError,
@@ -454,6 +455,35 @@ async def test_append_final_caps_the_stream(answering: Store) -> None:
     got = await store.get_stream("s1")
     assert got is not None and (got.first_seq, got.last_seq, got.final_seq) == (4, 5, 5)
     assert await store.read("s1", 3) == events(4, 5)
+
+
+async def test_seqs_may_skip_far_ahead(answering: Store) -> None:
+    """A stream taken from a lost node goes on far past its last event (`core.orphans.after_loss`):
+    a read after any position in between gets what follows; the final answer there is the
+    stream's; caps drop the events before it as any others."""
+    store = answering
+    far = after_loss(2)
+    await store.create_stream(meta(), ttl_s=60)
+    await append(store, "s1", events(1, 2))
+    assert await store.append_final("s1", [(far, b"answer")], max_events=BIG, max_bytes=BIG, final_seq=far)
+    got = await store.get_stream("s1")
+    assert got is not None and (got.first_seq, got.last_seq, got.final_seq) == (1, far, far)
+    assert await store.read("s1", 0) == [*events(1, 2), (far, b"answer")]
+    for after in (2, 3, far - 1):
+        assert await store.read("s1", after) == [(far, b"answer")], after
+    assert await store.read("s1", far) == []
+    assert (await store.read_key_and_stream("k", "s1")).final == b"answer"
+    assert await store.append_final("s1", [(far, b"answer")], max_events=BIG, max_bytes=BIG, final_seq=far)
+    assert await store.read("s1", 1) == [*events(2, 2), (far, b"answer")], "a retry changes nothing"
+    # Capped: the events before it go; a read after the last of them or within the gap is whole.
+    await store.create_stream(meta("s2"), ttl_s=60)
+    await append(store, "s2", events(1, 2))
+    await store.append("s2", [(far, b"next")], max_events=1, max_bytes=BIG)
+    capped = await store.get_stream("s2")
+    assert capped is not None and (capped.first_seq, capped.last_seq) == (3, far)
+    assert await store.read("s2", 2) == await store.read("s2", far - 1) == [(far, b"next")]
+    with pytest.raises(GapError):
+        await store.read("s2", 1)
 
 
 # ----------------------------------------------------------------------------- events

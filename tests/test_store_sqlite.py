@@ -27,6 +27,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from mcp_resume_asgi.core.orphans import after_loss
 from mcp_resume_asgi.store import (
     SessionInfo,
     SQLiteStoreError,
@@ -119,8 +120,27 @@ async def test_a_store_opened_again_holds_what_it_held(tmp_path: Path) -> None:
     third = SQLiteStore(path)
     try:
         assert [seq for seq, _ in await third.read("running", 2)] == [3, 4, 5, 6]
+        # A stream taken from a lost node goes on far past its last event (`after_loss`).
+        far = after_loss(6)
+        assert await third.append_final("running", [(far, b"data: end\n\n")], final_seq=far, **BOUNDS)
     finally:
-        third.close()
+        await third.aclose()
+    fourth = SQLiteStore(path)
+    try:
+        running = await fourth.get_stream("running")
+        assert running is not None and (running.first_seq, running.last_seq, running.final_seq) == (
+            3,
+            far,
+            far,
+        )
+        assert (
+            await fourth.read("running", 6)
+            == await fourth.read("running", far - 1)
+            == [(far, b"data: end\n\n")]
+        )
+        assert [seq for seq, _ in await fourth.read("running", 2)] == [3, 4, 5, 6, far]
+    finally:
+        fourth.close()
 
 
 async def test_a_stream_trimmed_by_the_global_budget_is_trimmed_in_the_file(tmp_path: Path) -> None:

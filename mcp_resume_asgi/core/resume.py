@@ -7,9 +7,10 @@ a position past the stream's end means the store lost events its client already
 got - an event is stored before it is delivered, so the store went back (a Redis
 primary failing over loses what it acknowledged but had not replicated yet), or the
 client made the position up (an id's stream is signed, its seq is not; it only ends
-its own resume) - told as a gap like the one below, not as the client's error; a
-stream that is
-over for this client, or waits for its input (SEP-1335), has nothing to send
+its own resume) - told as a gap like the one below, not as the client's error (what
+is recorded for a stream taken from a lost node begins far past its record's end,
+`core/orphans.py`, so a position that node handed out lies before it and is served it); a
+stream that is over for this client, or waits for its input (SEP-1335), has nothing to send
 (204); a position before the events the store still holds is a gap, told as an
 error event on a request's stream, as 410 on a standalone one (its client can
 only start over). Otherwise the stream is served from there.

@@ -30,6 +30,7 @@ from typing import Any
 import anyio
 
 from mcp_resume_asgi.core import resume
+from mcp_resume_asgi.core.orphans import after_loss
 from mcp_resume_asgi.core.resume import Resume
 from mcp_resume_asgi.core.stream import Reason, close_cancels, primed
 from mcp_resume_asgi.engine import rerun
@@ -447,7 +448,8 @@ class Engine:
         At most one node re-runs one loss: the claim of its round (`add_key`), then the record
         taken over from the dead owner with a compare-and-set, which a node that read the record
         before another's re-run began fails. The re-run continues the record: the first run's
-        events stay, ids go on after them, and its first event is the marker (`rerun.marker`).
+        events stay, its ids go on past every one the lost node can have handed out
+        (`core.orphans.after_loss`), and its first event is the marker (`rerun.marker`).
         It runs as a relayed request does (its caller seated, `CallerGuard` applying), with no
         client connection of its own: its clients follow it through the store. `policy`: the
         one to run it under, if not its route's (the Tasks layer's, whose work outlives clients)."""
@@ -539,7 +541,7 @@ class Engine:
             stream_id=stream_id,
             opted_in=meta.resumable_opt_in,
         )
-        hosted.adopt(taken.last_seq)
+        hosted.adopt(after_loss(taken.last_seq) - 1)
         hosted.delivery = Delivery(at_will=False, survives_close=True, refusal_recorded=True)
         hosted.first_messages = (rerun.marker(round_),)
         logger.warning(

@@ -7,9 +7,12 @@ maybe at once. Each ends it here, and only one of them does: the record is taken
 owner with a compare-and-set (`Store.update_stream_if` on its owner and state, the same one a
 re-run takes it with), so of two finders, or of a finder and a re-run, one wins and the others
 read on. The winner records the error (`core.orphans.ORPHAN_TEXT`) as the request's answer,
-fenced on itself (`Store.append_final` with `owner`): from then on every client, `tasks/get`
-and the REST face read the same end from the store - a resume gets the error event, a task
-is `failed` with it, a REST call `failed` - whether or not anyone was there when it was found.
+under an id past every one the lost node can have handed out (`core.orphans.after_loss`: not
+right after the record's last event, which that node may have given a client for an event its
+store never kept), fenced on itself (`Store.append_final` with `owner`): from then on every
+client, `tasks/get` and the REST face read the same end from the store - a resume gets the
+error event, a task is `failed` with it, a REST call `failed` - whether or not anyone was there
+when it was found.
 A winner that dies before its write leaves the record owned by a node that is gone: the next
 finder takes it the same way.
 
@@ -22,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 
-from mcp_resume_asgi.core.orphans import ORPHAN_TEXT
+from mcp_resume_asgi.core.orphans import ORPHAN_TEXT, after_loss
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import FencedError, Store, StreamKind, StreamMeta, StreamState
@@ -49,7 +52,7 @@ async def end_orphan(store: Store, node_id: str, meta: StreamMeta, policy: Polic
     applied, taken = await store.update_stream_if(stream_id, expect, owner=node_id, last_contact=time.time())
     if not applied or taken is None or taken.final_seq is not None:
         return taken is not None  # (another finder, a re-run or its own answer came first)
-    seq = taken.last_seq + 1
+    seq = after_loss(taken.last_seq)
     error = p.error_message(meta.request_id, p.STREAM_ERROR, ORPHAN_TEXT)
     try:
         await store.append_final(
