@@ -20,6 +20,7 @@ import pytest
 from mcp_resume_asgi.store import (
     FencedError,
     GapError,
+    Listing,
     MemoryStore,
     SessionInfo,
     Store,
@@ -454,6 +455,52 @@ async def test_append_final_caps_the_stream(answering: Store) -> None:
     got = await store.get_stream("s1")
     assert got is not None and (got.first_seq, got.last_seq, got.final_seq) == (4, 5, 5)
     assert await store.read("s1", 3) == events(4, 5)
+
+
+async def test_open_with_lists_and_append_final_unlists_in_the_same_call(answering: Store) -> None:
+    """`open_with`'s `listing` adds a stream opened running to an index as `index_add` does (cap
+    included: a full index leaves it out, the stream opened all the same); one opened completed
+    is not listed. `append_final`'s `unlist` takes it out, also when the stream is gone, and not
+    when the write is fenced (nothing is written then)."""
+    store = answering
+    until = time.time() + 60
+    listing = Listing("running", until, 2)
+    opened = await store.open_with(
+        meta("a", owner="node-a"), 60, events(1, 1), max_events=BIG, max_bytes=BIG, listing=listing
+    )
+    assert opened is True
+    assert await store.open_with(meta("b"), 60, [], max_events=BIG, max_bytes=BIG, listing=listing)
+    answered = meta("c")
+    assert not await store.open_with(
+        answered, 60, events(1, 1), max_events=BIG, max_bytes=BIG, final_seq=1, listing=listing
+    )
+    assert not await store.open_with(
+        meta("d"), 60, events(1, 1), max_events=BIG, max_bytes=BIG, listing=listing
+    )
+    assert await store.get_stream("d") is not None, "a full index does not keep the stream from opening"
+    assert not await store.open_with(meta("e"), 60, [], max_events=BIG, max_bytes=BIG)
+    page = await store.index_page("running")
+    assert [member for member, _ in page] == ["a", "b"]
+    assert all(at == pytest.approx(until, abs=1e-3) for _, at in page)
+
+    await store.update_stream("a", owner="node-b")
+    with pytest.raises(FencedError):
+        await store.append_final(
+            "a", events(2, 2), max_events=BIG, max_bytes=BIG, final_seq=2, owner="node-a", unlist="running"
+        )
+    assert [member for member, _ in await store.index_page("running")] == ["a", "b"]
+    assert await store.append_final(
+        "a", events(2, 2), max_events=BIG, max_bytes=BIG, final_seq=2, owner="node-b", unlist="running"
+    )
+    got = await store.get_stream("a")
+    assert got is not None and (got.final_seq, got.state) == (2, StreamState.COMPLETED)
+    assert [member for member, _ in await store.index_page("running")] == ["b"]
+    await store.delete_stream("b")
+    assert not await store.append_final(
+        "b", events(1, 1), max_events=BIG, max_bytes=BIG, final_seq=1, unlist="running"
+    )
+    assert await store.index_count("running") == 0
+    assert await store.append_final("d", events(2, 2), max_events=BIG, max_bytes=BIG, final_seq=2)
 
 
 # ----------------------------------------------------------------------------- events

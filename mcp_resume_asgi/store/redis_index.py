@@ -9,10 +9,14 @@ expired is gone with them, even if nobody touches it again.
 
 Each operation is one Lua script: an add checks the cap and adds in one step (no
 other process can add in between), and all four read "now" from Redis (`TIME`),
-one clock for every node. The scripts live here, with the only code that runs
-them, rather than in `redis_scripts.py`, which holds the streams' scripts. Each
-script touches its one key only, so on a Redis Cluster an index is wherever its key's
-slot is, and its name is the same as on one instance.
+one clock for every node. The scripts live here, with the code that runs them,
+rather than in `redis_scripts.py`, which holds the streams' scripts; the add and the
+remove are Lua functions (`INDEX_FN`) that a stream's script also runs to list or
+unlist its stream in the same step (`Store.open_with`'s `listing`, `append_final`'s
+`unlist`), on one instance. Each script here touches its one key only, so on a Redis
+Cluster an index is wherever its key's slot is, and its name is the same as on one
+instance (there a stream's script, confined to its partition's slot, leaves the index
+to these).
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ from mcp_resume_asgi.store.index_bounds import check_index_args, page_limit
 from mcp_resume_asgi.store.redis_connections import AnyRedis
 from mcp_resume_asgi.store.redis_layout import RedisLayout
 
-__all__ = ["RedisIndexes"]
+__all__ = ["INDEX_FN", "RedisIndexes"]
 
-_INDEX_PRELUDE = r"""
-local key = KEYS[1]
+#: The index operations as Lua functions of the index's key: the index scripts here run them,
+#: and so do the stream scripts that list or unlist their stream in the same step
+#: (`RedisStore.open_with`'s `listing`, `append_final`'s `unlist`).
+INDEX_FN = r"""
 local function now_s()
   local t = redis.call('TIME')
   return tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -36,43 +42,55 @@ end
 local function score(x) return string.format('%.6f', x) end
 
 -- The key lives as long as its last member: its TTL follows the highest score.
-local function retune()
+local function index_retune(key)
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if #last == 0 then return end
   redis.call('PEXPIREAT', key, string.format('%d', math.ceil(tonumber(last[2]) * 1000)))
+end
+
+-- `index_add`: expires_text is the caller's exact float text. Returns 1 (in, or left out as
+-- expired already) or 0 (the index holds `cap` live members and `member` is not one of them).
+local function index_add(key, member, expires_text, cap)
+  local expires = tonumber(expires_text)
+  local now = now_s()
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', score(now))
+  if expires <= now then
+    redis.call('ZREM', key, member)
+    index_retune(key)
+    return 1
+  end
+  if not redis.call('ZSCORE', key, member) and redis.call('ZCARD', key) >= cap then return 0 end
+  redis.call('ZADD', key, expires_text, member)
+  index_retune(key)
+  return 1
+end
+
+local function index_remove(key, member)
+  if redis.call('ZREM', key, member) == 1 then index_retune(key) end
 end
 """
 
 # KEYS: index. ARGV: member, expires_at (the caller's exact float text), cap. Returns 1 / 0.
 _ADD = r"""
-local member, expires, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local now = now_s()
-redis.call('ZREMRANGEBYSCORE', key, '-inf', score(now))
-if expires <= now then
-  redis.call('ZREM', key, member)
-  retune()
-  return 1
-end
-if not redis.call('ZSCORE', key, member) and redis.call('ZCARD', key) >= cap then return 0 end
-redis.call('ZADD', key, ARGV[2], member)
-retune()
-return 1
+return index_add(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]))
 """
 
 # KEYS: index. ARGV: member.
 _REMOVE = r"""
-if redis.call('ZREM', key, ARGV[1]) == 1 then retune() end
+index_remove(KEYS[1], ARGV[1])
 return 1
 """
 
 # KEYS: index. Returns the number of live members.
 _COUNT = r"""
+local key = KEYS[1]
 return redis.call('ZCOUNT', key, '(' .. score(now_s()), '+inf')
 """
 
 # KEYS: index. ARGV: limit, has_after ('1' | '0'), after score, after member.
 # Returns a flat list member, score, member, score...
 _PAGE = r"""
+local key = KEYS[1]
 local limit = tonumber(ARGV[1])
 local now = now_s()
 local low = '(' .. score(now)
@@ -114,10 +132,10 @@ class RedisIndexes:
     _ready: Callable[[], Awaitable[RedisLayout]]
 
     def _init_indexes(self, client: AnyRedis) -> None:
-        self._index_add = client.register_script(_INDEX_PRELUDE + _ADD)
-        self._index_remove = client.register_script(_INDEX_PRELUDE + _REMOVE)
-        self._index_count = client.register_script(_INDEX_PRELUDE + _COUNT)
-        self._index_page = client.register_script(_INDEX_PRELUDE + _PAGE)
+        self._index_add = client.register_script(INDEX_FN + _ADD)
+        self._index_remove = client.register_script(INDEX_FN + _REMOVE)
+        self._index_count = client.register_script(INDEX_FN + _COUNT)
+        self._index_page = client.register_script(INDEX_FN + _PAGE)
 
     def _index_key(self, index: str) -> str:
         return f"{self.prefix}i:{index}"

@@ -18,7 +18,8 @@ stores can share a Redis database; every node of one deployment uses the same):
   events), `P g:exp` (zset stream -> expiry in ms), `P g:tick`, and `P g:sess`,
   `P g:keys` (zsets id -> expiry, to bound how many there are).
 * Pub/sub channel `P ch:<channel>` for `publish` / `subscribe`.
-* `P i:<index>` - zset member -> expiry (unix s), the indexes (`redis_index.py`).
+* `P i:<index>` - zset member -> expiry (unix s), the indexes (`redis_index.py`); a
+  stream's opening and its final write may list and unlist it there in the same script.
 
 Every script gets its partition's prefix as ARGV[1] and builds key names from it;
 each is registered with `PRELUDE` in front (the key-name helpers). On one Redis
@@ -417,13 +418,16 @@ return added
 )
 
 # ARGV: P, stream, max_events, max_bytes, budget, final_seq, retain_ms ('' for none), owner ('' for
-# any), seq, payload, ... Returns 0 (no stream: nothing written) or 1.
+# any), unlist (an index to take the stream out of, `P i:<unlist>`; '' for none), seq, payload, ...
+# Returns 0 (no stream: nothing written) or 1. Needs `redis_index.INDEX_FN` in front.
 APPEND_FINAL = (
     APPEND_FN
     + r"""
 local s = ARGV[2]
-local added = add_events(s, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), 9, ARGV[8])
-if type(added) == 'table' or added == 0 then return added end
+local added = add_events(s, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), 10, ARGV[8])
+if type(added) == 'table' then return added end
+if ARGV[9] ~= '' then index_remove(P .. 'i:' .. ARGV[9], s) end
+if added == 0 then return 0 end
 complete(s, ARGV[6], tonumber(ARGV[7]))
 if added == 2 then bump_quiet(s) else bump(s) end
 return 1
@@ -431,20 +435,26 @@ return 1
 )
 
 # ARGV: P, stream, ttl_ms, max_streams, session ('' for none), scan, max_events, max_bytes,
-# budget, final_seq ('' for none), retain_ms ('' for none), n, then n arguments (field, value,
-# ...), then seq, payload, ...: `create`, `add_events` and `complete` as one write.
+# budget, final_seq ('' for none), retain_ms ('' for none), index ('' for none), expires_at, cap,
+# n, then n arguments (field, value, ...), then seq, payload, ...: `create`, `add_events`,
+# `complete` and, with an index and no final_seq, the stream listed in `P i:<index>` until
+# expires_at (`index_add`), as one write. Returns 1, or 2 when that index was full (not listed).
+# Needs `redis_index.INDEX_FN` in front.
 OPEN_WITH = (
     CREATE_FN
     + APPEND_FN
     + r"""
-local s, nf = ARGV[2], tonumber(ARGV[12])
-if not create(s, tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), 13, 12 + nf) then
+local s, nf = ARGV[2], tonumber(ARGV[15])
+if not create(s, tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), 16, 15 + nf) then
   return redis.error_reply('STOREFULL')
 end
-local added = add_events(s, tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), 13 + nf)
+local added = add_events(s, tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), 16 + nf)
 if type(added) == 'table' then return added end
 if ARGV[10] ~= '' then complete(s, ARGV[10], tonumber(ARGV[11])) end
 if added == 2 then bump_quiet(s) else bump(s) end
+if ARGV[12] ~= '' and ARGV[10] == '' then
+  return 2 - index_add(P .. 'i:' .. ARGV[12], s, ARGV[13], tonumber(ARGV[14]))
+end
 return 1
 """
 )
