@@ -311,11 +311,10 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         return out
 
     @staticmethod
-    def _encode_meta(meta: StreamMeta) -> list[str]:
-        fields: list[str] = []
-        for name in _WRITTEN_FIELDS:
-            fields += [name, _dumps(getattr(meta, name))]
-        return fields
+    def _encode_meta(meta: StreamMeta) -> str:
+        """The record's fields as the scripts read them (`redis_scripts.fields_of`): one argument,
+        name and JSON value each followed by a NUL but the last (JSON text holds no raw NUL)."""
+        return "\0".join([part for name in _WRITTEN_FIELDS for part in (name, _dumps(getattr(meta, name)))])
 
     @staticmethod
     def _encode_events(events: Sequence[tuple[int, bytes]]) -> list[Any]:
@@ -356,7 +355,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
                 self._layout_share(self.max_streams),
                 meta.session_id or "",
                 self.full_scan,
-                *fields,
+                fields,
             ],
         )
 
@@ -401,8 +400,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
                 "" if final_seq is None else _dumps(final_seq),
                 "" if retain_s is None else _ms(retain_s),
                 *listed,
-                len(fields),
-                *fields,
+                fields,
                 *self._encode_events(events),
             ],
         )

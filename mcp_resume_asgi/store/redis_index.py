@@ -48,18 +48,19 @@ local function index_retune(key)
   redis.call('PEXPIREAT', key, string.format('%d', math.ceil(tonumber(last[2]) * 1000)))
 end
 
--- `index_add`: expires_text is the caller's exact float text. Returns 1 (in, or left out as
--- expired already) or 0 (the index holds `cap` live members and `member` is not one of them).
-local function index_add(key, member, expires_text, cap)
+-- `index_add`: expires_text is the caller's exact float text; now (unix s), if the script read
+-- Redis's clock already (nil: read here). Returns 1 (in, or left out as expired already) or 0 (the
+-- index holds `cap` live members and `member` is not one of them).
+local function index_add(key, member, expires_text, cap, now)
   local expires = tonumber(expires_text)
-  local now = now_s()
+  now = now or now_s()
   redis.call('ZREMRANGEBYSCORE', key, '-inf', score(now))
   if expires <= now then
     redis.call('ZREM', key, member)
     index_retune(key)
     return 1
   end
-  if not redis.call('ZSCORE', key, member) and redis.call('ZCARD', key) >= cap then return 0 end
+  if redis.call('ZCARD', key) >= cap and not redis.call('ZSCORE', key, member) then return 0 end
   redis.call('ZADD', key, expires_text, member)
   index_retune(key)
   return 1
