@@ -102,8 +102,9 @@ class RecordedStream(HostedRequest, Protocol):
     adopted: bool
     """The stream continues the record of a run lost with its node (`Engine.rerun`)."""
     indexed: bool
-    """In the store's index of running requests (`sweep.indexed`): the recorder lists it there
-    when its record opens without its answer; the stream takes it out once its end is recorded."""
+    """In the store's index of running requests (`sweep.py`): the recorder lists it there when its
+    record opens without its answer, and takes it out with its answer (in the same calls of the
+    store); else the stream takes it out once its end is recorded."""
     principal: str | None
     json_chunks: list[bytes] | None
 

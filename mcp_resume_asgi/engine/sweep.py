@@ -5,9 +5,9 @@ of the store (`keys.RUNNING_INDEX`): by the call of the store that opens its rec
 `Store.open_with`), or by one of its own (`indexed`), and taken out by the call that records its
 answer (`Store.append_final`'s `unlist`), or by one of its own once its app's end is recorded
 (`unindexed`): a store that pays a round trip per call pays none for the index, and a request
-answered in the call that opens its record is never listed. A follower or a task poll that finds a stream's node dead runs it
-again (`Engine.rerun`) or ends it (`orphans.end_orphan`); the sweep does the same for the ones
-nobody follows or polls - a task nobody polls, a REST call nobody GETs, a stream whose client
+answered in the call that opens its record is never listed. A follower or a task poll that
+finds a stream's node dead runs it again (`Engine.rerun`) or ends it (`orphans.end_orphan`); the
+sweep does the same for the ones nobody follows or polls - a task nobody polls, a REST call nobody GETs, a stream whose client
 never comes back: each node, when its cluster link is up and then every `node_timeout_s` (one
 timer of the engine's scheduler), reads the index and hands every stream whose node's heartbeat
 lapsed (a node killed, a node that drained and left it, this very node in an earlier life on the
