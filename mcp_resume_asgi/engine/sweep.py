@@ -1,23 +1,23 @@
 """The sweep: what a node that is gone left running is found, though nobody follows or polls it.
 
-Every request whose record opens without its answer is listed, while its app runs, in one index
-of the store (`keys.RUNNING_INDEX`): by the call of the store that opens its record (`listing`,
+Every request whose record opens without its answer is listed, while its app runs, in one index of
+the store (`keys.RUNNING_INDEX`): by the call of the store that opens its record (`listing`,
 `Store.open_with`), or by one of its own (`indexed`), and taken out by the call that records its
 answer (`Store.append_final`'s `unlist`), or by one of its own once its app's end is recorded
 (`unindexed`): a store that pays a round trip per call pays none for the index, and a request
-answered in the call that opens its record is never listed. A follower or a task poll that
-finds a stream's node dead runs it again (`Engine.rerun`) or ends it (`orphans.end_orphan`); the
-sweep does the same for the ones nobody follows or polls - a task nobody polls, a REST call nobody GETs, a stream whose client
-never comes back: each node, when its cluster link is up and then every `node_timeout_s` (one
-timer of the engine's scheduler), reads the index and hands every stream whose node's heartbeat
-lapsed (a node killed, a node that drained and left it, this very node in an earlier life on the
-same store) to `Engine.rerun` if its route allows it (`Policy.rerun_on_loss`), else ends it
-cleanly: the request's answer is recorded as an error, which its clients, `tasks/get` (`failed`)
-and the REST face (`failed`) read. Either way once fleet-wide: a re-run is claimed, and both take
-the record from the dead owner with one compare-and-set, which a second sweeper, a follower or a
-poll that read the record before it fails (`orphans.py`). What the sweep reads is the stream's
-record, as every finder reads it: the index only says where to look, and a member forged into it
-names a stream whose record decides (a re-run's request is sealed, `rerun.py`).
+answered in the call that opens its record is never listed. A follower or a task poll that finds a
+stream's node dead runs it again (`Engine.rerun`) or ends it (`orphans.end_orphan`); the sweep does
+the same for the ones nobody follows or polls - a task nobody polls, a REST call nobody GETs, a
+stream whose client never comes back: each node, when its cluster link is up and then every
+`node_timeout_s` (one timer of the engine's scheduler), reads the index and hands every stream
+whose node's heartbeat lapsed (a node killed, a node that drained and left it, this very node in an
+earlier life on the same store) to `Engine.rerun` if its route allows it (`Policy.rerun_on_loss`),
+else ends it cleanly: the request's answer is recorded as an error, which its clients, `tasks/get`
+(`failed`) and the REST face (`failed`) read. Either way once fleet-wide: a re-run is claimed, and
+both take the record from the dead owner with one compare-and-set, which a second sweeper, a
+follower or a poll that read the record before it fails (`orphans.py`). What the sweep reads is the
+stream's record, as every finder reads it: the index only says where to look, and a member forged
+into it names a stream whose record decides (a re-run's request is sealed, `rerun.py`).
 
 Bounded: at most `MAX_SWEPT` streams per sweep (the oldest first), one sweep at a time per node;
 the index holds at most `MAX_INDEXED` streams (past it a stream is not swept: it is still run
