@@ -81,7 +81,7 @@ from mcp_resume_asgi.store.redis_connections import (
     open_cluster_clients,
 )
 from mcp_resume_asgi.store.redis_connections import on_asyncio as _on_asyncio
-from mcp_resume_asgi.store.redis_index import INDEX_FN, RedisIndexes
+from mcp_resume_asgi.store.redis_index import INDEX_FN, STREAM_INDEXES, RedisIndexes
 from mcp_resume_asgi.store.redis_keys import RedisKeys
 from mcp_resume_asgi.store.redis_layout import DEFAULT_PARTITIONS, RedisLayout
 
@@ -371,19 +371,21 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         retain_s: float | None = None,
         listing: Listing | None = None,
     ) -> bool:
-        """One script; with `listing` on one instance, the stream is listed by it too (on a
-        cluster the index is a key of its own slot: listed by a second call, `index_add`)."""
+        """One script, which lists the stream too (on a cluster, an index of `STREAM_INDEXES`
+        only, kept by partition; another one is a key of its own slot: a second call,
+        `index_add`)."""
         _on_asyncio()
         fields = self._encode_meta(meta)
         part, keys = await self._stream(meta.stream_id)
         if final_seq is not None:
             listing = None
         listed: list[Any] = ["", "", ""]
-        folded = listing is not None and not self._cluster
+        folded = listing is not None and self._folds(listing.index)
         if folded:
-            assert listing is not None
+            assert listing is not None and self._layout is not None
             check_index_args(listing.index, meta.stream_id, expires_at=listing.expires_at, cap=listing.cap)
-            listed = [listing.index, repr(float(listing.expires_at)), listing.cap]
+            cap = self._index_cap(self._layout, listing.index, listing.cap)
+            listed = [listing.index, repr(float(listing.expires_at)), cap]
         reply = await self._write(
             self._open_with,
             keys,
@@ -422,10 +424,9 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         owner: str | None = None,
         unlist: str | None = None,
     ) -> bool:
-        """One script; with `unlist` on one instance, the stream is unlisted by it too (on a
-        cluster by a second call, `index_remove`)."""
+        """One script, which unlists the stream too (on a cluster as `open_with` lists it)."""
         part, keys = await self._stream(stream_id)
-        folded = unlist is not None and not self._cluster
+        folded = unlist is not None and self._folds(unlist)
         if unlist is not None and folded:
             check_index_args(unlist, stream_id)
         reply = await self._write(
@@ -448,11 +449,12 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
             await self.index_remove(unlist, stream_id)
         return bool(reply)
 
-    @property
-    def _cluster(self) -> bool:
-        """On a Redis Cluster (known once `_ready` ran: every caller asked for the layout first)."""
+    def _folds(self, index: str) -> bool:
+        """Whether a stream's script writes its entry of `index` itself: on one instance any
+        index, on a cluster one kept by partition (`STREAM_INDEXES`). (Asked once the layout is
+        known: every caller asked for it first.)"""
         assert self._layout is not None
-        return self._layout.cluster
+        return not self._layout.cluster or index in STREAM_INDEXES
 
     def _layout_share(self, bound: int) -> int:
         """A partition's share of a bound of the whole store (`RedisLayout.share`)."""

@@ -13,10 +13,9 @@ one clock for every node. The scripts live here, with the code that runs them,
 rather than in `redis_scripts.py`, which holds the streams' scripts; the add and the
 remove are Lua functions (`INDEX_FN`) that a stream's script also runs to list or
 unlist its stream in the same step (`Store.open_with`'s `listing`, `append_final`'s
-`unlist`), on one instance. Each script here touches its one key only, so on a Redis
-Cluster an index is wherever its key's slot is, and its name is the same as on one
-instance (there a stream's script, confined to its partition's slot, leaves the index
-to these).
+`unlist`). Each script here touches its one key only, so on a Redis Cluster an index is
+wherever its key's slot is, and its name is the same as on one instance - but for the
+indexes a stream's scripts write (`STREAM_INDEXES`), which are split by partition there.
 """
 
 from __future__ import annotations
@@ -24,11 +23,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
+
+from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.index_bounds import check_index_args, page_limit
 from mcp_resume_asgi.store.redis_connections import AnyRedis
 from mcp_resume_asgi.store.redis_layout import RedisLayout
 
-__all__ = ["INDEX_FN", "RedisIndexes"]
+__all__ = ["INDEX_FN", "STREAM_INDEXES", "RedisIndexes"]
 
 #: The index operations as Lua functions of the index's key: the index scripts here run them,
 #: and so do the stream scripts that list or unlist their stream in the same step
@@ -126,6 +128,16 @@ return out
 """
 
 
+#: The indexes whose members are stream ids, written by a stream's own scripts (`Store.open_with`'s
+#: `listing`, `append_final`'s `unlist`): on a Redis Cluster each is split by its members'
+#: partitions, as the streams are (`P{<tag>}i:<index>`), so that a stream's script, confined to its
+#: partition's slot, writes its own entry; an operation on one member goes to that member's
+#: partition, a page or a count reads every partition, and each partition keeps its share of a cap
+#: (`RedisLayout.share`, as the store's other bounds: a cap below the partitions holds nothing).
+#: On one instance nothing of that changes a name.
+STREAM_INDEXES = frozenset({keys.RUNNING_INDEX})
+
+
 class RedisIndexes:
     """The index operations of `RedisStore` (a mixin: it calls `_init_indexes`)."""
 
@@ -141,31 +153,72 @@ class RedisIndexes:
     def _index_key(self, index: str) -> str:
         return f"{self.prefix}i:{index}"
 
+    @staticmethod
+    def _split(layout: RedisLayout, index: str) -> bool:
+        """Whether `index` is kept per partition (`STREAM_INDEXES`, on a cluster)."""
+        return layout.cluster and index in STREAM_INDEXES
+
+    @staticmethod
+    def _index_cap(layout: RedisLayout, index: str, cap: int) -> int:
+        """The cap one key of `index` keeps: a partition's share of it when split."""
+        return layout.share(cap) if RedisIndexes._split(layout, index) else cap
+
+    def _member_key(self, layout: RedisLayout, index: str, member: str) -> str:
+        """The key that holds (or would hold) `member` of `index`."""
+        if self._split(layout, index):
+            return f"{layout.of_stream(member)}i:{index}"
+        return self._index_key(index)
+
     async def index_add(self, index: str, member: str, expires_at: float, *, cap: int) -> bool:
         check_index_args(index, member, expires_at=expires_at, cap=cap)
-        await self._ready()
+        layout = await self._ready()
         added = await self._index_add(
-            keys=[self._index_key(index)], args=[member, repr(float(expires_at)), cap]
+            keys=[self._member_key(layout, index, member)],
+            args=[member, repr(float(expires_at)), self._index_cap(layout, index, cap)],
         )
         return bool(added)
 
     async def index_remove(self, index: str, member: str) -> None:
         check_index_args(index, member)
-        await self._ready()
-        await self._index_remove(keys=[self._index_key(index)], args=[member])
+        layout = await self._ready()
+        await self._index_remove(keys=[self._member_key(layout, index, member)], args=[member])
 
     async def index_page(
         self, index: str, *, after: tuple[float, str] | None = None, limit: int = 100
     ) -> list[tuple[str, float]]:
         check_index_args(index, after=after)
-        await self._ready()
-        args: list[Any] = [page_limit(limit), "0", "0", ""]
+        layout = await self._ready()
+        limit = page_limit(limit)
+        args: list[Any] = [limit, "0", "0", ""]
         if after is not None:
             args[1:] = ["1", repr(float(after[0])), after[1]]
-        reply = await self._index_page(keys=[self._index_key(index)], args=args)
-        return [(reply[i].decode(), float(reply[i + 1])) for i in range(0, len(reply), 2)]
+        if not self._split(layout, index):
+            reply = await self._index_page(keys=[self._index_key(index)], args=args)
+            return [(reply[i].decode(), float(reply[i + 1])) for i in range(0, len(reply), 2)]
+        # Each partition's first `limit` after `after`, merged in the order one key keeps.
+        found: list[tuple[float, bytes]] = []
+
+        async def one(part: str) -> None:
+            reply = await self._index_page(keys=[f"{part}i:{index}"], args=args)
+            found.extend((float(reply[i + 1]), reply[i]) for i in range(0, len(reply), 2))
+
+        async with anyio.create_task_group() as tg:
+            for part in layout.prefixes:
+                tg.start_soon(one, part)
+        found.sort()
+        return [(member.decode(), at) for at, member in found[:limit]]
 
     async def index_count(self, index: str) -> int:
         check_index_args(index)
-        await self._ready()
-        return int(await self._index_count(keys=[self._index_key(index)]))
+        layout = await self._ready()
+        if not self._split(layout, index):
+            return int(await self._index_count(keys=[self._index_key(index)]))
+        counts: list[int] = []
+
+        async def one(part: str) -> None:
+            counts.append(int(await self._index_count(keys=[f"{part}i:{index}"])))
+
+        async with anyio.create_task_group() as tg:
+            for part in layout.prefixes:
+                tg.start_soon(one, part)
+        return sum(counts)
