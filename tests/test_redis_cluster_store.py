@@ -6,6 +6,7 @@ names as they were."""
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
 
@@ -14,7 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
-from mcp_resume_asgi.store import RedisStore, StoreFullError
+from mcp_resume_asgi.store import Listing, RedisStore, StoreFullError, keys
 from mcp_resume_asgi.store.redis_layout import RedisLayout
 from tests.support.redis_server import RedisClusterServers
 from tests.support.stores import redis_prefix, redis_url, require_redis
@@ -117,6 +118,60 @@ async def test_each_partition_keeps_its_share_of_a_bound_and_the_whole_never_exc
             assert (await store.usage()).streams <= 8
         assert (await store.usage()).streams == 8
         assert refused
+    finally:
+        await store.clear()
+
+
+async def test_the_index_of_running_requests_is_kept_by_partition(cluster_client: RedisCluster) -> None:
+    """On a cluster the index a stream's scripts write (`keys.RUNNING_INDEX`) is split as the
+    streams are: each stream's entry is in its partition's slot, written by its own script; a
+    page reads every partition, in the order one key keeps (by expiry, then member), a count adds
+    them up, and each partition keeps its share of the cap."""
+    prefix = redis_prefix("cluster-running")
+    store = RedisStore(client=cluster_client, prefix=prefix, partitions=4)
+    layout = RedisLayout(prefix, cluster=True, partitions=4)
+    try:
+        base = time.time() + 60
+        expected: list[tuple[str, float]] = []
+        for i in range(12):
+            stream_id, until = f"s{i:02d}", base + (i % 5)
+            listing = Listing(keys.RUNNING_INDEX, until, 1000)
+            assert await store.open_with(
+                meta(stream_id), 60, events(1, 1), max_events=10, max_bytes=10_000, listing=listing
+            )
+            expected.append((stream_id, until))
+        expected.sort(key=lambda x: (x[1], x[0]))
+        names = {key.decode() for key in await _keys(cluster_client, prefix)}
+        assert f"{prefix}i:{keys.RUNNING_INDEX}" not in names
+        assert {name for name in names if name.endswith(f"i:{keys.RUNNING_INDEX}")} == {
+            f"{layout.of_stream(stream_id)}i:{keys.RUNNING_INDEX}" for stream_id, _ in expected
+        }
+        assert await store.index_count(keys.RUNNING_INDEX) == 12
+        paged: list[tuple[str, float]] = []
+        after: tuple[float, str] | None = None
+        while page := await store.index_page(keys.RUNNING_INDEX, after=after, limit=5):
+            paged += page
+            after = (page[-1][1], page[-1][0])
+        assert [m for m, _ in paged] == [m for m, _ in expected]
+        assert all(
+            at == pytest.approx(until, abs=1e-3) for (_, at), (_, until) in zip(paged, expected, strict=True)
+        )
+        assert await store.append_final(
+            "s03", events(2, 2), max_events=10, max_bytes=10_000, final_seq=2, unlist=keys.RUNNING_INDEX
+        )
+        await store.index_remove(keys.RUNNING_INDEX, "s04")
+        left = [m for m, _ in await store.index_page(keys.RUNNING_INDEX, limit=100)]
+        assert left == [m for m, _ in expected if m not in ("s03", "s04")]
+        for member in left:
+            await store.index_remove(keys.RUNNING_INDEX, member)
+        assert await store.index_count(keys.RUNNING_INDEX) == 0
+        # A cap of 4 over 4 partitions: one member a partition.
+        held: dict[str, int] = defaultdict(int)
+        for i in range(12):
+            member = f"c{i}"
+            if await store.index_add(keys.RUNNING_INDEX, member, base, cap=4):
+                held[layout.of_stream(member)] += 1
+        assert len(held) > 1 and all(count == 1 for count in held.values()), held
     finally:
         await store.clear()
 

@@ -21,6 +21,7 @@ from mcp_resume_asgi.core.orphans import after_loss
 from mcp_resume_asgi.store import (
     FencedError,
     GapError,
+    Listing,
     MemoryStore,
     SessionInfo,
     Store,
@@ -484,6 +485,60 @@ async def test_seqs_may_skip_far_ahead(answering: Store) -> None:
     assert await store.read("s2", 2) == await store.read("s2", far - 1) == [(far, b"next")]
     with pytest.raises(GapError):
         await store.read("s2", 1)
+
+
+async def test_open_with_lists_and_append_final_unlists_in_the_same_call(answering: Store) -> None:
+    """`open_with`'s `listing` adds a stream opened running to an index as `index_add` does (cap
+    included: a full index leaves it out, the stream opened all the same); one opened completed
+    is not listed. `append_final`'s `unlist` takes it out, also when the stream is gone, and not
+    when the write is fenced (nothing is written then). ("running", the index of running
+    requests, is kept by partition on a cluster; "capped" is an index as any other.)"""
+    store = answering
+    until = time.time() + 60
+    listing = Listing("running", until, 1000)
+    opened = await store.open_with(
+        meta("a", owner="node-a"), 60, events(1, 1), max_events=BIG, max_bytes=BIG, listing=listing
+    )
+    assert opened is True
+    assert await store.open_with(meta("b"), 60, [], max_events=BIG, max_bytes=BIG, listing=listing)
+    answered = meta("c")
+    assert not await store.open_with(
+        answered, 60, events(1, 1), max_events=BIG, max_bytes=BIG, final_seq=1, listing=listing
+    )
+    assert not await store.open_with(meta("e"), 60, [], max_events=BIG, max_bytes=BIG)
+    page = await store.index_page("running")
+    assert [member for member, _ in page] == ["a", "b"]
+    assert all(at == pytest.approx(until, abs=1e-3) for _, at in page)
+    assert await store.index_count("running") == 2
+    assert await store.index_add("capped", "x", until, cap=1)
+    capped = Listing("capped", until, 1)
+    assert not await store.open_with(
+        meta("d"), 60, events(1, 1), max_events=BIG, max_bytes=BIG, listing=capped
+    )
+    assert await store.get_stream("d") is not None, "a full index does not keep the stream from opening"
+    assert [member for member, _ in await store.index_page("capped")] == ["x"]
+
+    await store.update_stream("a", owner="node-b")
+    with pytest.raises(FencedError):
+        await store.append_final(
+            "a", events(2, 2), max_events=BIG, max_bytes=BIG, final_seq=2, owner="node-a", unlist="running"
+        )
+    assert [member for member, _ in await store.index_page("running")] == ["a", "b"]
+    assert await store.append_final(
+        "a", events(2, 2), max_events=BIG, max_bytes=BIG, final_seq=2, owner="node-b", unlist="running"
+    )
+    got = await store.get_stream("a")
+    assert got is not None and (got.final_seq, got.state) == (2, StreamState.COMPLETED)
+    assert [member for member, _ in await store.index_page("running")] == ["b"]
+    await store.delete_stream("b")
+    assert not await store.append_final(
+        "b", events(1, 1), max_events=BIG, max_bytes=BIG, final_seq=1, unlist="running"
+    )
+    assert await store.index_count("running") == 0
+    assert await store.append_final(
+        "d", events(2, 2), max_events=BIG, max_bytes=BIG, final_seq=2, unlist="capped"
+    )
+    assert await store.index_page("capped") == [("x", pytest.approx(until, abs=1e-3))]
 
 
 # ----------------------------------------------------------------------------- events

@@ -3,7 +3,8 @@
 A call's end records where its connection stopped (`detached`): a compare-and-set on the
 stream's `attach_gen` whose caller wants no record back, so the store reads none (no `HGETALL`,
 nothing decoded), and the same when the store is wrapped for telemetry (`ObservedStore` passes
-`detached` on to the store's own).
+`detached` on to the store's own). A request's entry in the index of running requests costs
+no script of its own: the scripts that open its record and record its answer write it.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from urllib.parse import urlsplit
 
 import pytest
 
-from mcp_resume_asgi.store import RedisStore, Store
+from mcp_resume_asgi.store import Listing, RedisStore, Store, keys
 from mcp_resume_asgi.store.observed import ObservedStore
 from mcp_resume_asgi.telemetry import Telemetry
 from tests.support.stores import redis_prefix, redis_url, require_redis
@@ -104,3 +106,42 @@ async def test_detached_reads_no_record_back(observed: bool) -> None:
     finally:
         await raw.clear()
         await raw.aclose()
+
+
+async def test_the_index_of_running_requests_costs_no_call_of_its_own() -> None:
+    """On one instance a request's entry in the index of running requests is written by the
+    scripts its stream runs anyway: listed by the one that opens its record (`open_with`'s
+    `listing`), taken out by the one that records its answer (`append_final`'s `unlist`)."""
+    require_redis()
+    prefix = redis_prefix("hot-path")
+    store = RedisStore(redis_url(), prefix=prefix)
+    try:
+        listing = Listing(keys.RUNNING_INDEX, time.time() + 60, 10)
+        # The layout known and the scripts loaded first: no INFO, no NOSCRIPT retried below.
+        await store.open_with(meta("s0"), 60, [], max_events=10, max_bytes=1000, listing=listing)
+        await store.index_page(keys.RUNNING_INDEX)
+        await store.append_final(
+            "s0", [], max_events=10, max_bytes=1000, final_seq=0, unlist=keys.RUNNING_INDEX
+        )
+        monitor = Monitor(prefix)
+        try:
+            assert await store.open_with(
+                meta("s1"), 60, [(1, b"one")], max_events=10, max_bytes=1000, listing=listing
+            )
+            assert [m for m, _ in await store.index_page(keys.RUNNING_INDEX)] == ["s1"]
+            await store.get_key("listed-marker")
+            listed = monitor.commands(b"listed-marker")
+            assert await store.append_final(
+                "s1", [(2, b"two")], max_events=10, max_bytes=1000, final_seq=2, unlist=keys.RUNNING_INDEX
+            )
+            await store.get_key("end-marker")
+            seen = monitor.commands(b"end-marker")
+        finally:
+            monitor.close()
+        assert listed.count("EVALSHA") == 2, f"open_with, then index_page: {listed}"
+        assert "ZADD" in listed
+        assert seen.count("EVALSHA") == 3 and "ZREM" in seen[len(listed) :], seen
+        assert await store.index_count(keys.RUNNING_INDEX) == 0
+    finally:
+        await store.clear()
+        await store.aclose()

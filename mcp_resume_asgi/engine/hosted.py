@@ -303,8 +303,8 @@ class HostedStream:
         self.meta_created = False
         """The stream's record exists in the store."""
         self.indexed = False
-        """The stream is in the store's index of running requests (`sweep.indexed`), from its
-        record's opening without its answer until its app's end is recorded."""
+        """The stream is in the store's index of running requests (`sweep.py`), from its
+        record's opening without its answer until its answer, or its app's end, is recorded."""
         self.record_due = False
         """The stream's answer opened without its record, which its first events will create
         (`Recorder.open_later`): a request answered at once makes one call of the store."""

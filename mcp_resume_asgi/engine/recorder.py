@@ -40,7 +40,14 @@ from mcp_resume_asgi.engine.event_loop import current_asyncio_task
 from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.engine.services import SHUT_DOWN, Drain, HostedRequest
 from mcp_resume_asgi.store import keys
-from mcp_resume_asgi.store.base import FencedError, StoreFullError, StreamKind, StreamMeta, StreamState
+from mcp_resume_asgi.store.base import (
+    FencedError,
+    Listing,
+    StoreFullError,
+    StreamKind,
+    StreamMeta,
+    StreamState,
+)
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.sse import SSEEvent, encode_payload
 
@@ -95,8 +102,9 @@ class RecordedStream(HostedRequest, Protocol):
     adopted: bool
     """The stream continues the record of a run lost with its node (`Engine.rerun`)."""
     indexed: bool
-    """In the store's index of running requests (`sweep.indexed`): the recorder lists it there
-    when its record opens without its answer; the stream takes it out once its end is recorded."""
+    """In the store's index of running requests (`sweep.py`): the recorder lists it there when its
+    record opens without its answer, and takes it out with its answer (in the same calls of the
+    store); else the stream takes it out once its end is recorded."""
     principal: str | None
     json_chunks: list[bytes] | None
 
@@ -496,7 +504,6 @@ class Recorder:
             self._add_held(recorded)
             return
         policy = core.policy
-        index_after = False
         self.writes += 1  # (under way: the stream keeps this recorder, `at_rest`)
         first = recorded.batch[0][0]
         if self.storing_from is None:
@@ -510,15 +517,16 @@ class Recorder:
                     # answer) in one call of the store.
                     final_seq = recorded.final_seq if not recorded.inputs else None
                     await self._open_due(
-                        self._meta(attached=hosted.first_attached), recorded.batch, final_seq, index=False
+                        self._meta(attached=hosted.first_attached), recorded.batch, final_seq
                     )
-                    index_after = final_seq is None
                     if recorded.inputs:
                         await self._note(recorded.inputs, recorded.final_seq, recorded.final_data, None)
                     elif final_seq is not None and hosted.method == "initialize":
                         await self._answered(True, final_seq, recorded.final_data)
                 elif recorded.final_seq is not None and not recorded.inputs:
-                    # The answer: stored and the stream completed in one call of the store.
+                    # The answer: stored, the stream completed and out of the index of running
+                    # requests (the sweep has nothing to do with it) in one call of the store.
+                    unlist = keys.RUNNING_INDEX if hosted.indexed else None
                     completed = await services.store.append_final(
                         self.stream_id,
                         recorded.batch,
@@ -527,7 +535,10 @@ class Recorder:
                         final_seq=recorded.final_seq,
                         retain_s=policy.retain_completed_s,
                         owner=self.fence,
+                        unlist=unlist,
                     )
+                    if unlist is not None:
+                        hosted.indexed = False
                     if not completed or hosted.method == "initialize":  # (else nothing to do: no coroutine)
                         await self._answered(completed, recorded.final_seq, recorded.final_data)
                 else:
@@ -558,10 +569,6 @@ class Recorder:
                 delivering = hosted.deliver(recorded.batch)
                 if delivering is not None:
                     await delivering
-                if index_after:
-                    # Listed once its first events went out: awaited before, the app's next events
-                    # would find the connection behind, caught up from the store.
-                    await self._index()
             except Exception as exc:
                 if not services.store_outage(exc):
                     raise
@@ -822,29 +829,28 @@ class Recorder:
             await self.opening_over.wait()
 
     async def _open_due(
-        self,
-        meta: StreamMeta,
-        events: list[tuple[int, bytes]],
-        final_seq: int | None,
-        *,
-        index: bool = True,
+        self, meta: StreamMeta, events: list[tuple[int, bytes]], final_seq: int | None
     ) -> None:
-        """Create the due record with `events` (completed with `final_seq`). Still due if it fails.
-        `index`: list it in the index of running requests now if it is not completed (False: the
-        caller does, `_index`)."""
+        """Create the due record with `events` (completed with `final_seq`), and, if it is not
+        completed, list it in the index of running requests in the same call (`_listing`). Still
+        due if it fails."""
         hosted = self.hosted
         policy = hosted.policy
+        services = hosted.services
+        ttl = services.running_ttl(policy)
+        listing = self._listing(ttl) if final_seq is None else None
         hosted.record_due = False
         self.opening = True
         try:
-            await hosted.store.open_with(
+            added = await hosted.store.open_with(
                 meta,
-                hosted.services.running_ttl(policy),
+                ttl,
                 events,
                 max_events=policy.max_events_per_stream,
                 max_bytes=policy.max_bytes_per_stream,
                 final_seq=final_seq,
                 retain_s=policy.retain_completed_s,
+                listing=listing,
             )
         except BaseException:
             hosted.record_due = True
@@ -856,8 +862,16 @@ class Recorder:
                 self.opening_over = None
         hosted.meta_created = True
         hosted.mark_opened()
-        if index and final_seq is None:
-            await self._index()
+        if listing is not None:
+            hosted.indexed = sweep.listed(hosted.stream_id, added)
+
+    def _listing(self, ttl_s: float) -> Listing | None:
+        """The stream's entry in the index of running requests (`sweep.py`), where a node can be
+        lost (a cluster, or a store a restart finds again); None: it has none to make."""
+        hosted = self.hosted
+        if hosted.kind is StreamKind.REQUEST and hosted.services.node is not None and not hosted.indexed:
+            return sweep.listing(ttl_s)
+        return None
 
     async def _index(self) -> None:
         """List the request's running stream for the sweep (`sweep.py`), where a node can be lost

@@ -1,21 +1,23 @@
 """The sweep: what a node that is gone left running is found, though nobody follows or polls it.
 
-Every request whose record opens without its answer is listed, while its app runs, in one index
-of the store (`keys.RUNNING_INDEX`; `indexed` when its record opens, `unindexed` once its app's end
-is recorded: one index write at each end, and none for a request answered in the call of the
-store that opens its record). A follower or a task poll that finds a stream's node dead runs it
-again (`Engine.rerun`) or ends it (`orphans.end_orphan`); the sweep does the same for the ones
-nobody follows or polls - a task nobody polls, a REST call nobody GETs, a stream whose client
-never comes back: each node, when its cluster link is up and then every `node_timeout_s` (one
-timer of the engine's scheduler), reads the index and hands every stream whose node's heartbeat
-lapsed (a node killed, a node that drained and left it, this very node in an earlier life on the
-same store) to `Engine.rerun` if its route allows it (`Policy.rerun_on_loss`), else ends it
-cleanly: the request's answer is recorded as an error, which its clients, `tasks/get` (`failed`)
-and the REST face (`failed`) read. Either way once fleet-wide: a re-run is claimed, and both take
-the record from the dead owner with one compare-and-set, which a second sweeper, a follower or a
-poll that read the record before it fails (`orphans.py`). What the sweep reads is the stream's
-record, as every finder reads it: the index only says where to look, and a member forged into it
-names a stream whose record decides (a re-run's request is sealed, `rerun.py`).
+Every request whose record opens without its answer is listed, while its app runs, in one index of
+the store (`keys.RUNNING_INDEX`): by the call of the store that opens its record (`listing`,
+`Store.open_with`), or by one of its own (`indexed`), and taken out by the call that records its
+answer (`Store.append_final`'s `unlist`), or by one of its own once its app's end is recorded
+(`unindexed`): a store that pays a round trip per call pays none for the index, and a request
+answered in the call that opens its record is never listed. A follower or a task poll that finds a
+stream's node dead runs it again (`Engine.rerun`) or ends it (`orphans.end_orphan`); the sweep does
+the same for the ones nobody follows or polls - a task nobody polls, a REST call nobody GETs, a
+stream whose client never comes back: each node, when its cluster link is up and then every
+`node_timeout_s` (one timer of the engine's scheduler), reads the index and hands every stream
+whose node's heartbeat lapsed (a node killed, a node that drained and left it, this very node in an
+earlier life on the same store) to `Engine.rerun` if its route allows it (`Policy.rerun_on_loss`),
+else ends it cleanly: the request's answer is recorded as an error, which its clients, `tasks/get`
+(`failed`) and the REST face (`failed`) read. Either way once fleet-wide: a re-run is claimed, and
+both take the record from the dead owner with one compare-and-set, which a second sweeper, a
+follower or a poll that read the record before it fails (`orphans.py`). What the sweep reads is the
+stream's record, as every finder reads it: the index only says where to look, and a member forged
+into it names a stream whose record decides (a re-run's request is sealed, `rerun.py`).
 
 Bounded: at most `MAX_SWEPT` streams per sweep (the oldest first), one sweep at a time per node;
 the index holds at most `MAX_INDEXED` streams (past it a stream is not swept: it is still run
@@ -32,7 +34,7 @@ from mcp_resume_asgi.core.orphans import Orphan, judge
 from mcp_resume_asgi.engine.cluster import ALIVE, Node
 from mcp_resume_asgi.engine.scheduler import Scheduler, Timer, spawn
 from mcp_resume_asgi.store import keys
-from mcp_resume_asgi.store.base import Store, StreamMeta
+from mcp_resume_asgi.store.base import Listing, Store, StreamMeta
 
 __all__ = ["MAX_INDEXED", "MAX_SWEPT", "PAGE", "Sweep"]
 
@@ -47,21 +49,35 @@ MAX_SWEPT = 1_000
 PAGE = 100
 
 
+def listing(ttl_s: float) -> Listing:
+    """A running request's entry in the index, for as long as its running record is kept
+    (`ttl_s`): what the call of the store that opens its record lists it with (`Store.open_with`)."""
+    return Listing(keys.RUNNING_INDEX, time.time() + ttl_s, MAX_INDEXED)
+
+
+def listed(stream_id: str, added: bool) -> bool:
+    """`added`, as the store said of a `listing`; False is logged (once per stream): the index is
+    full, and the stream is not swept (it is still ended or run again when a client or a poll
+    finds its node gone)."""
+    if not added:
+        logger.warning("stream %s: the index of running requests is full; it is not swept", stream_id)
+    return added
+
+
 async def indexed(store: Store, stream_id: str, ttl_s: float) -> bool:
-    """List a running request's stream for the sweep, for as long as its running record is kept
-    (`ttl_s`). False: the index is full (logged once per stream), or the store did not answer
-    (its outage is logged where it is found: `store.health`); it is not swept, and is still
-    ended or run again when a client or a poll finds its node gone. The index is a backstop: a
-    failure to write it never fails the request."""
+    """List a running request's stream for the sweep by a call of its own (a record opened
+    without `Store.open_with`), for as long as its running record is kept (`ttl_s`). False: the
+    index is full (`listed`), or the store did not answer (its outage is logged where it is
+    found: `store.health`); it is not swept, and is still ended or run again when a client or a
+    poll finds its node gone. The index is a backstop: a failure to write it never fails the
+    request."""
+    entry = listing(ttl_s)
     try:
-        listed = await store.index_add(keys.RUNNING_INDEX, stream_id, time.time() + ttl_s, cap=MAX_INDEXED)
+        added = await store.index_add(entry.index, stream_id, entry.expires_at, cap=entry.cap)
     except Exception as exc:
         logger.debug("stream %s: not listed for the sweep (%s)", stream_id, exc)
         return False
-    if listed:
-        return True
-    logger.warning("stream %s: the index of running requests is full; it is not swept", stream_id)
-    return False
+    return listed(stream_id, added)
 
 
 async def unindexed(store: Store, stream_id: str) -> None:

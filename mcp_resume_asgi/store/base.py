@@ -278,6 +278,17 @@ class KeyAndStream:
     once that event is no longer retained (evicted to stay within the store's bounds)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """An entry of an index (`Store.index_add`) that opening a stream writes in the same call
+    (`Store.open_with`'s `listing`): the stream's id as a member of `index` until `expires_at`
+    (unix time), unless `index` holds `cap` live members already."""
+
+    index: str
+    expires_at: float
+    cap: int
+
+
 class FencedError(Exception):
     """A write made on behalf of a node that no longer owns the stream (`Store.append`'s
     `owner`): the node was taken for lost and another one runs its request now. Nothing of the
@@ -427,16 +438,23 @@ class Store(abc.ABC):
         max_bytes: int,
         final_seq: int | None = None,
         retain_s: float | None = None,
-    ) -> None:
+        listing: Listing | None = None,
+    ) -> bool:
         """`create_stream(meta, ttl_s)` with its first `events` (`append`), and, with `final_seq`
         (the final answer is among them), the stream completed (`state` COMPLETED, `final_seq`,
         kept `retain_s` from now; None: `ttl_s`), as one call.
 
-        A request answered at once needs nothing else of the store: a store that pays a round
-        trip per call does it in one, and atomically (`RedisStore`: one Lua script). The store
-        may keep `meta` itself (`MemoryStore` does): the caller gives it up. This default makes
-        the three calls, in that order, so a reader never sees a `final_seq` ahead of its event.
-        Raises `StoreFullError` as `create_stream` does.
+        With `listing` and no `final_seq`, the stream is also added to `listing.index`
+        (`index_add(listing.index, meta.stream_id, listing.expires_at, cap=listing.cap)`): True
+        once it is there, False when that index was full (the stream is opened all the same). A
+        stream opened completed is not listed; without `listing`, False.
+
+        A request answered at once needs nothing else of the store, nor does a running one's
+        entry in the index of running requests: a store that pays a round trip per call does it
+        in one, and atomically (`RedisStore`: one Lua script). The store may keep `meta` itself
+        (`MemoryStore` does): the caller gives it up. This default makes the calls, in that
+        order, so a reader never sees a `final_seq` ahead of its event, nor a listed stream
+        without its record. Raises `StoreFullError` as `create_stream` does.
         """
         await self.create_stream(meta, ttl_s)
         if events:
@@ -445,6 +463,10 @@ class Store(abc.ABC):
             await self.update_stream(
                 meta.stream_id, ttl_s=retain_s, final_seq=final_seq, state=StreamState.COMPLETED
             )
+            return False
+        if listing is None:
+            return False
+        return await self.index_add(listing.index, meta.stream_id, listing.expires_at, cap=listing.cap)
 
     async def append_final(
         self,
@@ -456,19 +478,24 @@ class Store(abc.ABC):
         final_seq: int,
         retain_s: float | None = None,
         owner: str | None = None,
+        unlist: str | None = None,
     ) -> bool:
         """`append(events)`, the last of which hold the final answer (`final_seq`), and the stream
         completed as `open_with` completes it, as one call. False when the stream does not
-        exist (nothing was written). `owner`: fenced as `append` is.
+        exist (nothing was written). `owner`: fenced as `append` is. `unlist`: an index the
+        stream is taken out of in the same call (`index_remove(unlist, stream_id)`), whether or
+        not the stream exists; not when the write is fenced (nothing is written then).
 
         What recording a request's answer takes once its stream is open; this default makes
-        the two calls (`append`, then `update_stream`), as the answer must be stored before
-        the stream says it has one.
+        the calls (`append`, then `update_stream`, then `index_remove`), as the answer must be
+        stored before the stream says it has one, and before it leaves the index.
         """
         await self.append(stream_id, events, max_events=max_events, max_bytes=max_bytes, owner=owner)
         completed = await self.update_stream(
             stream_id, ttl_s=retain_s, returning=True, final_seq=final_seq, state=StreamState.COMPLETED
         )
+        if unlist is not None:
+            await self.index_remove(unlist, stream_id)
         return completed is not None
 
     @abc.abstractmethod

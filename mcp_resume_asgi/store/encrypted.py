@@ -33,7 +33,7 @@ from typing import Any
 
 from cachetools import TTLCache
 
-from mcp_resume_asgi.store.base import KeyAndStream, SessionInfo, Store, StoreUsage, StreamMeta
+from mcp_resume_asgi.store.base import KeyAndStream, Listing, SessionInfo, Store, StoreUsage, StreamMeta
 from mcp_resume_asgi.wire.store_cipher import StoreCipher
 
 __all__ = ["UNREADABLE_EVENT", "WARN_EVERY_S", "EncryptedStore", "encrypted"]
@@ -151,8 +151,9 @@ class EncryptedStore(Store):
         max_bytes: int,
         final_seq: int | None = None,
         retain_s: float | None = None,
-    ) -> None:
-        await self.inner.open_with(
+        listing: Listing | None = None,
+    ) -> bool:
+        return await self.inner.open_with(
             meta,
             ttl_s,
             self._seal_events(meta.stream_id, events),
@@ -160,6 +161,7 @@ class EncryptedStore(Store):
             max_bytes=max_bytes,
             final_seq=final_seq,
             retain_s=retain_s,
+            listing=listing,
         )
 
     async def append_final(
@@ -172,6 +174,7 @@ class EncryptedStore(Store):
         final_seq: int,
         retain_s: float | None = None,
         owner: str | None = None,
+        unlist: str | None = None,
     ) -> bool:
         return await self.inner.append_final(
             stream_id,
@@ -181,6 +184,7 @@ class EncryptedStore(Store):
             final_seq=final_seq,
             retain_s=retain_s,
             owner=owner,
+            unlist=unlist,
         )
 
     async def read(self, stream_id: str, after_seq: int, limit: int = 1000) -> list[tuple[int, bytes]]:

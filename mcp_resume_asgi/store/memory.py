@@ -23,6 +23,7 @@ from cachetools import TLRUCache
 from mcp_resume_asgi.store.base import (
     FencedError,
     GapError,
+    Listing,
     SessionInfo,
     Store,
     StoreFullError,
@@ -181,7 +182,8 @@ class MemoryStore(MemoryIndexes, Store):
         max_bytes: int,
         final_seq: int | None = None,
         retain_s: float | None = None,
-    ) -> None:
+        listing: Listing | None = None,
+    ) -> bool:
         if final_seq is not None and retain_s is not None:
             # Created completed (a request answered at once): kept for `retain_s` from the start,
             # one expiry entry instead of a second one `_complete` would add at once.
@@ -196,6 +198,9 @@ class MemoryStore(MemoryIndexes, Store):
             if final_seq is not None:
                 self._complete(entry, meta.stream_id, final_seq, retain_s)
         entry.wake()
+        if listing is None or final_seq is not None:
+            return False
+        return await self.index_add(listing.index, meta.stream_id, listing.expires_at, cap=listing.cap)
 
     async def append_final(
         self,
@@ -207,16 +212,18 @@ class MemoryStore(MemoryIndexes, Store):
         final_seq: int,
         retain_s: float | None = None,
         owner: str | None = None,
+        unlist: str | None = None,
     ) -> bool:
         entry = self._entry(stream_id)
-        if entry is None:
-            return False
-        if owner is not None:  # (`_fence`'s test first: a node's own call, once per event)
-            _fence(entry, stream_id, owner)
-        self._add(entry, stream_id, events, max_events, max_bytes)
-        self._complete(entry, stream_id, final_seq, retain_s)
-        entry.wake()
-        return True
+        if entry is not None:
+            if owner is not None:  # (`_fence`'s test first: a node's own call, once per event)
+                _fence(entry, stream_id, owner)
+            self._add(entry, stream_id, events, max_events, max_bytes)
+            self._complete(entry, stream_id, final_seq, retain_s)
+            entry.wake()
+        if unlist is not None:
+            await self.index_remove(unlist, stream_id)
+        return entry is not None
 
     def _complete(self, entry: _Entry, stream_id: str, final_seq: int, retain_s: float | None) -> None:
         meta = entry.meta

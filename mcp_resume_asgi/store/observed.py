@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Coroutine, Mapping, Sequen
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
-from mcp_resume_asgi.store.base import KeyAndStream, SessionInfo, Store, StoreUsage, StreamMeta
+from mcp_resume_asgi.store.base import KeyAndStream, Listing, SessionInfo, Store, StoreUsage, StreamMeta
 from mcp_resume_asgi.telemetry import Telemetry
 
 __all__ = ["ObservedStore", "observed", "store_name"]
@@ -152,7 +152,8 @@ class ObservedStore(Store):
         max_bytes: int,
         final_seq: int | None = None,
         retain_s: float | None = None,
-    ) -> Coroutine[Any, Any, None]:
+        listing: Listing | None = None,
+    ) -> Coroutine[Any, Any, bool]:
         return self._timed(
             "open_with",
             self.inner.open_with(
@@ -163,6 +164,7 @@ class ObservedStore(Store):
                 max_bytes=max_bytes,
                 final_seq=final_seq,
                 retain_s=retain_s,
+                listing=listing,
             ),
         )
 
@@ -176,6 +178,7 @@ class ObservedStore(Store):
         final_seq: int,
         retain_s: float | None = None,
         owner: str | None = None,
+        unlist: str | None = None,
     ) -> Coroutine[Any, Any, bool]:
         return self._timed(
             "append_final",
@@ -187,6 +190,7 @@ class ObservedStore(Store):
                 final_seq=final_seq,
                 retain_s=retain_s,
                 owner=owner,
+                unlist=unlist,
             ),
         )
 

@@ -62,6 +62,7 @@ from mcp_resume_asgi.store import redis_scripts as lua
 from mcp_resume_asgi.store.base import (
     FencedError,
     GapError,
+    Listing,
     SessionInfo,
     Store,
     StoreFullError,
@@ -71,6 +72,7 @@ from mcp_resume_asgi.store.base import (
     StreamState,
 )
 from mcp_resume_asgi.store.bounds import check_bounds
+from mcp_resume_asgi.store.index_bounds import check_index_args
 from mcp_resume_asgi.store.redis_connections import (
     AnyRedis,
     delete_prefixed,
@@ -79,7 +81,7 @@ from mcp_resume_asgi.store.redis_connections import (
     open_cluster_clients,
 )
 from mcp_resume_asgi.store.redis_connections import on_asyncio as _on_asyncio
-from mcp_resume_asgi.store.redis_index import RedisIndexes
+from mcp_resume_asgi.store.redis_index import INDEX_FN, STREAM_INDEXES, RedisIndexes
 from mcp_resume_asgi.store.redis_keys import RedisKeys
 from mcp_resume_asgi.store.redis_layout import DEFAULT_PARTITIONS, RedisLayout
 
@@ -210,8 +212,8 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         self._attach = client.register_script(lua.PRELUDE + lua.ATTACH)
         self._delete = client.register_script(lua.PRELUDE + lua.DELETE)
         self._append = client.register_script(lua.PRELUDE + lua.APPEND)
-        self._append_final = client.register_script(lua.PRELUDE + lua.APPEND_FINAL)
-        self._open_with = client.register_script(lua.PRELUDE + lua.OPEN_WITH)
+        self._append_final = client.register_script(lua.PRELUDE + INDEX_FN + lua.APPEND_FINAL)
+        self._open_with = client.register_script(lua.PRELUDE + INDEX_FN + lua.OPEN_WITH)
         self._read = client.register_script(lua.PRELUDE + lua.READ)
         self._read_meta = client.register_script(lua.PRELUDE + lua.READ_META)
         self._usage = client.register_script(lua.PRELUDE + lua.USAGE)
@@ -309,11 +311,10 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         return out
 
     @staticmethod
-    def _encode_meta(meta: StreamMeta) -> list[str]:
-        fields: list[str] = []
-        for name in _WRITTEN_FIELDS:
-            fields += [name, _dumps(getattr(meta, name))]
-        return fields
+    def _encode_meta(meta: StreamMeta) -> str:
+        """The record's fields as the scripts read them (`redis_scripts.fields_of`): one argument,
+        name and JSON value each followed by a NUL but the last (JSON text holds no raw NUL)."""
+        return "\0".join([part for name in _WRITTEN_FIELDS for part in (name, _dumps(getattr(meta, name)))])
 
     @staticmethod
     def _encode_events(events: Sequence[tuple[int, bytes]]) -> list[Any]:
@@ -354,7 +355,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
                 self._layout_share(self.max_streams),
                 meta.session_id or "",
                 self.full_scan,
-                *fields,
+                fields,
             ],
         )
 
@@ -368,11 +369,24 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         max_bytes: int,
         final_seq: int | None = None,
         retain_s: float | None = None,
-    ) -> None:
+        listing: Listing | None = None,
+    ) -> bool:
+        """One script, which lists the stream too (on a cluster, an index of `STREAM_INDEXES`
+        only, kept by partition; another one is a key of its own slot: a second call,
+        `index_add`)."""
         _on_asyncio()
         fields = self._encode_meta(meta)
         part, keys = await self._stream(meta.stream_id)
-        await self._write(
+        if final_seq is not None:
+            listing = None
+        listed: list[Any] = ["", "", ""]
+        folded = listing is not None and self._folds(listing.index)
+        if folded:
+            assert listing is not None and self._layout is not None
+            check_index_args(listing.index, meta.stream_id, expires_at=listing.expires_at, cap=listing.cap)
+            cap = self._index_cap(self._layout, listing.index, listing.cap)
+            listed = [listing.index, repr(float(listing.expires_at)), cap]
+        reply = await self._write(
             self._open_with,
             keys,
             [
@@ -387,11 +401,16 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
                 self._layout_share(self.max_bytes),
                 "" if final_seq is None else _dumps(final_seq),
                 "" if retain_s is None else _ms(retain_s),
-                len(fields),
-                *fields,
+                *listed,
+                fields,
                 *self._encode_events(events),
             ],
         )
+        if listing is None:
+            return False
+        if folded:
+            return int(reply) == 1
+        return await self.index_add(listing.index, meta.stream_id, listing.expires_at, cap=listing.cap)
 
     async def append_final(
         self,
@@ -403,8 +422,13 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         final_seq: int,
         retain_s: float | None = None,
         owner: str | None = None,
+        unlist: str | None = None,
     ) -> bool:
+        """One script, which unlists the stream too (on a cluster as `open_with` lists it)."""
         part, keys = await self._stream(stream_id)
+        folded = unlist is not None and self._folds(unlist)
+        if unlist is not None and folded:
+            check_index_args(unlist, stream_id)
         reply = await self._write(
             self._append_final,
             keys,
@@ -417,10 +441,20 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
                 _dumps(final_seq),
                 "" if retain_s is None else _ms(retain_s),
                 "" if owner is None else _dumps(owner),
+                unlist if unlist is not None and folded else "",
                 *self._encode_events(events),
             ],
         )
+        if unlist is not None and not folded:
+            await self.index_remove(unlist, stream_id)
         return bool(reply)
+
+    def _folds(self, index: str) -> bool:
+        """Whether a stream's script writes its entry of `index` itself: on one instance any
+        index, on a cluster one kept by partition (`STREAM_INDEXES`). (Asked once the layout is
+        known: every caller asked for it first.)"""
+        assert self._layout is not None
+        return not self._layout.cluster or index in STREAM_INDEXES
 
     def _layout_share(self, bound: int) -> int:
         """A partition's share of a bound of the whole store (`RedisLayout.share`)."""

@@ -18,7 +18,8 @@ stores can share a Redis database; every node of one deployment uses the same):
   events), `P g:exp` (zset stream -> expiry in ms), `P g:tick`, and `P g:sess`,
   `P g:keys` (zsets id -> expiry, to bound how many there are).
 * Pub/sub channel `P ch:<channel>` for `publish` / `subscribe`.
-* `P i:<index>` - zset member -> expiry (unix s), the indexes (`redis_index.py`).
+* `P i:<index>` - zset member -> expiry (unix s), the indexes (`redis_index.py`); a
+  stream's opening and its final write may list and unlist it there in the same script.
 
 Every script gets its partition's prefix as ARGV[1] and builds key names from it;
 each is registered with `PRELUDE` in front (the key-name helpers). On one Redis
@@ -223,10 +224,27 @@ local function bound(index, keyprefix, member, expires, now, max)
 end
 """.replace("TOMBSTONE_MS", str(TOMBSTONE_MS))
 
-# Create stream s as the fields say (field, value, ... from ARGV[first] to ARGV[last]),
-# replacing one of that id; false when the store holds max_streams running streams.
+# Create stream s with the record's fields (a table: field, value, ...), replacing one of that id;
+# false when the store holds max_streams running streams, else the time it read (ms). `tick`: the
+# stream takes its place in the activity order now (false: the events its caller adds next give
+# it one). `fields_of` reads the fields as the caller sends them: one argument, each field name
+# and value followed by a NUL but the last (JSON text holds no raw NUL), so a record of two dozen
+# fields costs the caller one argument to encode, not fifty.
 CREATE_FN = r"""
-local function create(s, ttl, max_streams, sess, scan, first, last)
+local function fields_of(text)
+  local out, at = {}, 1
+  while true do
+    local nul = string.find(text, '\0', at, true)
+    if not nul then
+      out[#out + 1] = string.sub(text, at)
+      return out
+    end
+    out[#out + 1] = string.sub(text, at, nul - 1)
+    at = nul + 1
+  end
+end
+
+local function create(s, ttl, max_streams, sess, scan, fields, tick)
   local now = now_ms()
   sweep(now, 100)
   local m = mkey(s)
@@ -248,27 +266,25 @@ local function create(s, ttl, max_streams, sess, scan, first, last)
     if not freed then return false end
   end
   redis.call('DEL', m, ekey(s), nkey(s))
-  local fields = {}
-  for i = first, last do fields[#fields + 1] = ARGV[i] end
   fields[#fields + 1] = 'version'
   fields[#fields + 1] = '0'
   redis.call('HSET', m, unpack(fields))
   redis.call('PEXPIRE', m, ttl)
   redis.call('ZADD', EXP, now + ttl, s)
-  redis.call('ZADD', LRU, redis.call('INCR', TICK), s)
+  if tick then redis.call('ZADD', LRU, redis.call('INCR', TICK), s) end
   if sess ~= '' then
     redis.call('SADD', sskey(sess), s)
     extend_session_set(sess, ttl)
   end
-  return true
+  return now
 end
 """
 
-# ARGV: P, stream, ttl_ms, max_streams, session ('' for none), scan, field, value, ...
+# ARGV: P, stream, ttl_ms, max_streams, session ('' for none), scan, fields (`fields_of`).
 CREATE = (
     CREATE_FN
     + r"""
-if not create(ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), 7, #ARGV) then
+if not create(ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), fields_of(ARGV[7]), true) then
   return redis.error_reply('STOREFULL')
 end
 return 1
@@ -335,9 +351,11 @@ return 1
 # FENCED error naming the owner (the node was taken for lost, and another runs its request).
 # Idempotent: the events the stream holds already (a retry of an append whose reply was lost,
 # Redis having run it late) are skipped, each checked against the payload stored under its seq
-# (an event trimmed since cannot be checked: taken as written).
+# (an event trimmed since cannot be checked: taken as written). `made`: the stream was created by
+# this script, `made` ms to live, so it holds no event yet and its events stream takes that TTL
+# (nil: both read from Redis).
 APPEND_FN = r"""
-local function add_events(s, maxev, maxb, budget, first, owner)
+local function add_events(s, maxev, maxb, budget, first, owner, made)
   local m, e = mkey(s), ekey(s)
   local last_seq = redis.call('HGET', m, 'last_seq')
   if not last_seq then return 0 end
@@ -355,7 +373,8 @@ local function add_events(s, maxev, maxb, budget, first, owner)
     start = start + 2
   end
   if start > #ARGV then return 1 end
-  local n = redis.call('XLEN', e)
+  local n = 0
+  if not made then n = redis.call('XLEN', e) end
   local fresh = n == 0
   local added = 0
   for i = start, #ARGV, 2 do
@@ -364,7 +383,7 @@ local function add_events(s, maxev, maxb, budget, first, owner)
     n = n + 1
   end
   if fresh then
-    local ttl = redis.call('PTTL', m)
+    local ttl = made or redis.call('PTTL', m)
     if ttl > 0 then redis.call('PEXPIRE', e, ttl) end
   end
   redis.call('HSET', m, 'last_seq', ARGV[#ARGV - 1])
@@ -417,13 +436,16 @@ return added
 )
 
 # ARGV: P, stream, max_events, max_bytes, budget, final_seq, retain_ms ('' for none), owner ('' for
-# any), seq, payload, ... Returns 0 (no stream: nothing written) or 1.
+# any), unlist (an index to take the stream out of, `P i:<unlist>`; '' for none), seq, payload, ...
+# Returns 0 (no stream: nothing written) or 1. Needs `redis_index.INDEX_FN` in front.
 APPEND_FINAL = (
     APPEND_FN
     + r"""
 local s = ARGV[2]
-local added = add_events(s, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), 9, ARGV[8])
-if type(added) == 'table' or added == 0 then return added end
+local added = add_events(s, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), 10, ARGV[8])
+if type(added) == 'table' then return added end
+if ARGV[9] ~= '' then index_remove(P .. 'i:' .. ARGV[9], s) end
+if added == 0 then return 0 end
 complete(s, ARGV[6], tonumber(ARGV[7]))
 if added == 2 then bump_quiet(s) else bump(s) end
 return 1
@@ -431,20 +453,27 @@ return 1
 )
 
 # ARGV: P, stream, ttl_ms, max_streams, session ('' for none), scan, max_events, max_bytes,
-# budget, final_seq ('' for none), retain_ms ('' for none), n, then n arguments (field, value,
-# ...), then seq, payload, ...: `create`, `add_events` and `complete` as one write.
+# budget, final_seq ('' for none), retain_ms ('' for none), index ('' for none), expires_at, cap,
+# fields (`fields_of`), then seq, payload, ...: `create`, `add_events`, `complete` and, with an
+# index and no final_seq, the stream listed in `P i:<index>` until expires_at (`index_add`), as
+# one write. Returns 1, or 2 when that index was full (not listed). Needs
+# `redis_index.INDEX_FN` in front.
 OPEN_WITH = (
     CREATE_FN
     + APPEND_FN
     + r"""
-local s, nf = ARGV[2], tonumber(ARGV[12])
-if not create(s, tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), 13, 12 + nf) then
-  return redis.error_reply('STOREFULL')
-end
-local added = add_events(s, tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), 13 + nf)
+local s, ttl = ARGV[2], tonumber(ARGV[3])
+local has_events = #ARGV >= 16
+local now = create(s, ttl, tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), fields_of(ARGV[15]), not has_events)
+if not now then return redis.error_reply('STOREFULL') end
+local added = add_events(s, tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), 16, nil, ttl)
 if type(added) == 'table' then return added end
+if has_events and added ~= 2 and added ~= 3 then redis.call('ZADD', LRU, redis.call('INCR', TICK), s) end
 if ARGV[10] ~= '' then complete(s, ARGV[10], tonumber(ARGV[11])) end
 if added == 2 then bump_quiet(s) else bump(s) end
+if ARGV[12] ~= '' and ARGV[10] == '' then
+  return 2 - index_add(P .. 'i:' .. ARGV[12], s, ARGV[13], tonumber(ARGV[14]), now / 1000)
+end
 return 1
 """
 )

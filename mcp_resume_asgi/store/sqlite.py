@@ -52,6 +52,7 @@ import anyio
 from mcp_resume_asgi.store import sqlite_file
 from mcp_resume_asgi.store.base import (
     KeyAndStream,
+    Listing,
     SessionInfo,
     Store,
     StoreUsage,
@@ -395,7 +396,8 @@ class SQLiteStore(Store):
         max_bytes: int,
         final_seq: int | None = None,
         retain_s: float | None = None,
-    ) -> None:
+        listing: Listing | None = None,
+    ) -> bool:
         stream_id = meta.stream_id
         await self._memory.open_with(
             meta,
@@ -408,6 +410,9 @@ class SQLiteStore(Store):
         )
         self._made(stream_id)
         await self._write()
+        if listing is None or final_seq is not None:
+            return False
+        return await self.index_add(listing.index, stream_id, listing.expires_at, cap=listing.cap)
 
     async def append_final(
         self,
@@ -419,6 +424,7 @@ class SQLiteStore(Store):
         final_seq: int,
         retain_s: float | None = None,
         owner: str | None = None,
+        unlist: str | None = None,
     ) -> bool:
         done = await self._memory.append_final(
             stream_id,
@@ -430,6 +436,8 @@ class SQLiteStore(Store):
             owner=owner,
         )
         await self._write()
+        if unlist is not None:
+            await self.index_remove(unlist, stream_id)
         return done
 
     async def get_stream(self, stream_id: str) -> StreamMeta | None:
