@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_mode
+from mcp_resume_asgi.core.lifecycle import Record, Run, Stop, StreamState
 from mcp_resume_asgi.core.owner_watch import OwnerWatch
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.wire import jsonrpc as p
@@ -279,6 +280,9 @@ _NO_INPUTS: list[int] = []
 _NOTHING_ASKED: list[list[Any]] = []
 #: `next_deadline`'s start: no deadline (it returns None then).
 _NEVER = math.inf
+#: A hosted stream's `store_record`, `run` and `stop` as it starts (one global: on Python 3.11 an
+#: enum member read through its class costs a few times as much, and every request makes a core).
+_LIFE_STARTS = (Record.NONE, Run.STARTING, Stop.NONE)
 
 
 class _Timing:
@@ -326,8 +330,10 @@ class StreamCore:
         "conn",
         "contact_at",
         "decide_by",
+        "expired",
         "expiry_paused",
         "final_seq",
+        "indexed",
         "input_seqs",
         "is_request",
         "phase",
@@ -335,7 +341,10 @@ class StreamCore:
         "request_id",
         "responded",
         "resumable",
+        "run",
         "seq",
+        "stop",
+        "store_record",
     )
 
     def __init__(
@@ -372,6 +381,18 @@ class StreamCore:
         self.expiry_paused = False
         """Set while the host checks the store before expiring (and for good once it expires)."""
         self.decide_by: float | None = None
+        self.store_record: Record
+        """Where the stream's record in the store is (`core/lifecycle.py`, as the next three)."""
+        self.run: Run
+        """Where the app's call is."""
+        self.stop: Stop
+        """Whether, and why, the app's call was stopped from outside (moved on by `raised`)."""
+        self.store_record, self.run, self.stop = _LIFE_STARTS
+        self.expired = False
+        """The app's work is cancelled, or its session ended: nobody may resume the stream."""
+        self.indexed = False
+        """Listed in the store's index of running requests (`sweep.indexed`), from its record's
+        opening without its answer until its app's end is recorded."""
         self._timing = _NO_TIMING
         """The deadlines of features and mirrors (`_Timing`), shared defaults until one is set."""
 
@@ -411,6 +432,10 @@ class StreamCore:
         if owner_watch is not None:
             core.owner_watch = owner_watch
         return core
+
+    def state(self) -> StreamState:
+        """The stream's whole state as one value that prints (`core/lifecycle.py`)."""
+        return StreamState(self.phase, self.store_record, self.run, self.stop, self.expired, self.indexed)
 
     def _refuse(self, event: str) -> NoReturn:
         raise IllegalTransition(self.phase, event)
