@@ -58,7 +58,6 @@ __all__ = [
     "STALL_S",
     "Attachment",
     "Due",
-    "End",
     "FirstGone",
     "IllegalTransition",
     "Phase",
@@ -250,20 +249,6 @@ class FirstGone(enum.Enum):
     """It left before the app decided how to answer: told to the app if it passes its answer through."""
     TELL_APP = 4
     """The app's answer passes through: the app is told (`http.disconnect`), as it would be unwrapped."""
-
-
-class End(enum.Enum):
-    """What `StreamCore.ending` asks the host to write once the app is done."""
-
-    RECORD_ERROR = 1
-    """A request ended without its final response: record an error as its answer (that
-    completes the stream; ask `ending` again once it is recorded)."""
-    DELETE = 2
-    """Cancelled: nobody is coming back for the stream, delete it."""
-    COMPLETE = 3
-    """Mark the stream completed (a request's recorded answer did that already)."""
-    ANSWER_500 = 4
-    """The app failed before starting any answer: its client gets a 500, as unwrapped."""
 
 
 def mirror_heartbeat_s(policy: Policy) -> float:
@@ -511,24 +496,6 @@ class StreamCore:
         self.decide_by = None
         if self.phase is not Phase.FREED:
             self.phase = Phase.DONE
-
-    def ending(
-        self, *, mode: Mode | None, record_open: bool, expired: bool, first_waiting: bool
-    ) -> list[End]:
-        """What to write now that the app is done and what it recorded is in the store.
-
-        `mode` and `record_open`: what the first answer became and whether the stream's record
-        exists; `expired`: the app's work was cancelled (nobody comes back for it);
-        `first_waiting`: the first connection is there and was sent nothing yet."""
-        if (mode is Mode.STREAM or mode is Mode.UPGRADED) and record_open:
-            if expired:
-                return [End.DELETE]
-            if self.final_seq is not None:
-                return []
-            return [End.RECORD_ERROR] if self.is_request else [End.COMPLETE]
-        if mode is None and first_waiting:
-            return [End.ANSWER_500]
-        return []
 
     def freed(self) -> None:
         """The stream's record is gone (forgotten once over, or expired): nothing attaches any more."""

@@ -45,6 +45,7 @@ import anyio
 from starlette.types import Message, Scope
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_head, session_id
+from mcp_resume_asgi.core.ending import End, next_step
 from mcp_resume_asgi.core.lifecycle import Record, Run, Stop, raised
 from mcp_resume_asgi.core.mrtr import may_hand_over
 from mcp_resume_asgi.core.stream import Due, FirstGone, Reason, StreamCore
@@ -856,9 +857,9 @@ class HostedStream:
 
     async def app_finished(self) -> None:
         """The app's request is over: what it left is written and recorded, its first connection
-        finished. When there is nothing to await (`_ends_at_once`, as `app_done` finds on
-        asyncio), only its synchronous end runs - here too, so that both ways take the same steps:
-        a step that awaits belongs after this check, and `_ends_at_once` must learn of it."""
+        finished - each step as the core says (`core/ending.py`, asked again after each).
+        When there is nothing to await (`_ends_at_once`, as `app_done` finds on asyncio), only its
+        synchronous end runs - here too, so that both ways take the same steps."""
         if self._ends_at_once():
             self._app_ended()
             return
@@ -867,101 +868,91 @@ class HostedStream:
             if recorder is not None and recorder.flush_due():  # (none: nothing left to write)
                 await recorder.flush()
             core = self.core
-            # (`core.stop` read where it is needed: a write on the way may find the run fenced)
-            handed_over = (
-                core.stop is Stop.HANDED_OVER and self.kind is StreamKind.REQUEST and not core.expired
-            )
-            if (
-                self.mode is Mode.UPGRADED
-                and not core.final_seq
-                and not handed_over
-                and core.stop is not _FENCED
-            ):
-                await self.recorder.record_json_answer()
-            if core.stop is _FENCED:
-                pass  # (the record is another node's: nothing of this run's end is written)
-            elif (self.mode is Mode.STREAM or self.mode is Mode.UPGRADED) and (
-                core.store_record is _OPEN or core.store_record is _DUE
-            ):
-                if self.parser is not None and self.parser.pending.strip():
-                    with contextlib.suppress(SSEError):
-                        await self.recorder.record_events(self.parser.feed(b"\n\n"))
-                # Each write of the app's end is in the store (and the core knows its answer) before
-                # the next step reads `final_seq`, and before the stream is concluded: with
-                # write-behind, a write still under way would land after the request is over.
-                recorder = self._recorder
-                if recorder is not None and recorder.flush_due():  # (none: nothing under way)
-                    await recorder.flush()
-                handed_over = handed_over and self.core.final_seq is None
-                if handed_over:
-                    # Owned by no live node from now on: the first node to notice runs it again.
-                    await self.services.store.update_stream(
-                        self.stream_id, owner=rerun.drained(self.services.node_id)
-                    )
-                elif self.kind is StreamKind.REQUEST and core.final_seq is None and not core.expired:
-                    shut_down = self.services.draining is Drain.STOPPING
-                    await self.recorder.record_error(SHUT_DOWN if shut_down else ENDED_WITHOUT_RESPONSE)
-                    await self.recorder.flush()
-                if core.expired:
-                    if core.store_record is _OPEN:
-                        await self.services.store.delete_stream(
-                            self.stream_id
-                        )  # nobody is coming back for it
-                elif self.core.final_seq is None and not handed_over:  # (an answer completed it already)
-                    await self.recorder.complete()
-                if self.core.policy.rerun_on_loss and self.services.node is not None and not handed_over:
-                    await rerun.forget(self.services.store, self.stream_id)  # answered: never run again
-            elif self.mode is None and self.first is not None:
-                first = self.first
-                if not first.started and not first.gone:
-                    await send_bytes(
-                        first.send_message, 500, b"Internal Server Error", content_type=b"text/plain"
-                    )
-            elif self._recorder is not None and self._recorder.unavailable and self.first is not None:
-                first = self.first  # (what `unrecorded` passed through may hold the app's end)
-                if first.started and not first.finished and not first.gone:
-                    await first.send({"type": "http.response.body", "body": b"", "more_body": False})
-            if core.indexed and core.stop is not _FENCED and not handed_over:
-                # Its end is recorded (or its record deleted): the sweep has nothing to do with it.
-                # (Fenced: another node runs it now; handed over: the sweep must find it.)
-                core.indexed = False
-                await sweep.unindexed(self.services.store, self.stream_id)
+            mode = self.mode  # (what the answer became: a write of its end may pass it through)
+            done: list[End] = []  # (a list: `in` finds a member by identity, without hashing it)
+            while (step := next_step(core, done, mode, self)) is not None:
+                done.append(step)
+                await self._end_step(step)
         finally:
             self._app_ended()
             bindings = self.services.cancel_bindings
             if bindings.bound(self.stream_id):
                 await bindings.forget(self.stream_id)
 
-    def _ends_at_once(self) -> bool:
-        """(`app_done`) Whether `app_finished` has nothing to await: no write left, the answer
-        recorded complete (nothing to record of the app's end), no binding to forget - as most
-        requests end. False may be said of some that have nothing either (they take the way
-        that awaits: the same steps)."""
+    # What the core asks of the app's end (`EndFacts`), read as it is now.
+    @property
+    def unended_tail(self) -> bool:
+        parser = self.parser
+        return parser is not None and bool(parser.pending.strip())
+
+    @property
+    def first_waiting(self) -> bool:
+        first = self.first
+        return first is not None and not first.started and not first.gone
+
+    @property
+    def passed_through(self) -> bool:
+        first, recorder = self.first, self._recorder
+        return (
+            recorder is not None
+            and recorder.unavailable
+            and first is not None
+            and first.started
+            and not first.finished
+            and not first.gone
+        )
+
+    @property
+    def rerun_kept(self) -> bool:
+        return self.core.policy.rerun_on_loss and self.services.node is not None
+
+    async def _end_step(self, step: End) -> None:
+        """Take one step of the app's end (`End`). Each write of it is in the store (and the core
+        knows its answer) before the core is asked again, and before the stream is concluded:
+        with write-behind, a write still under way would land after the request is over."""
+        services = self.services
+        if step is End.RECORD_JSON:
+            await self.recorder.record_json_answer()
+        elif step is End.RECORD_TAIL:
+            assert self.parser is not None
+            with contextlib.suppress(SSEError):
+                await self.recorder.record_events(self.parser.feed(b"\n\n"))
+        elif step is End.HAND_OVER:
+            # Owned by no live node from now on: the first node to notice runs it again.
+            await services.store.update_stream(self.stream_id, owner=rerun.drained(services.node_id))
+        elif step is End.RECORD_ERROR:
+            shut_down = services.draining is Drain.STOPPING
+            await self.recorder.record_error(SHUT_DOWN if shut_down else ENDED_WITHOUT_RESPONSE)
+        elif step is End.DELETE:
+            await services.store.delete_stream(self.stream_id)  # nobody is coming back for it
+        elif step is End.COMPLETE:
+            await self.recorder.complete()
+        elif step is End.FORGET_RERUN:
+            await rerun.forget(services.store, self.stream_id)  # answered: never run again
+        elif step is End.ANSWER_500:
+            assert self.first is not None
+            await send_bytes(
+                self.first.send_message, 500, b"Internal Server Error", content_type=b"text/plain"
+            )
+        elif step is End.END_PASSED:
+            assert self.first is not None  # (what `unrecorded` passed through may hold the app's end)
+            await self.first.send({"type": "http.response.body", "body": b"", "more_body": False})
+        else:  # UNINDEX: the sweep has nothing to do with it (fenced: another node runs it now;
+            # handed over: the sweep must find it - the core asks for neither)
+            self.core.indexed = False
+            await sweep.unindexed(services.store, self.stream_id)
         recorder = self._recorder
-        core = self.core
-        if (recorder is not None and recorder.flush_due()) or core.indexed:
-            return False  # (a write left, or its entry in the index of running requests)
-        mode = self.mode
-        if mode is Mode.UPGRADED and not self.core.final_seq:
-            return False  # (its JSON answer recorded)
-        if (mode is Mode.STREAM or mode is Mode.UPGRADED) and (
-            core.store_record is _OPEN or core.store_record is _DUE
-        ):
-            if (
-                self.core.final_seq is None
-                or core.expired
-                or (self.parser is not None and self.parser.pending.strip())
-                or (self.core.policy.rerun_on_loss and self.services.node is not None)
-            ):
-                return False
-        elif mode is None and self.first is not None:
-            first = self.first
-            if not first.started and not first.gone:
-                return False
-        elif recorder is not None and recorder.unavailable and self.first is not None:
-            first = self.first
-            if first.started and not first.finished and not first.gone:
-                return False
+        if recorder is not None and recorder.flush_due():
+            await recorder.flush()
+
+    def _ends_at_once(self) -> bool:
+        """(`app_done`) Whether `app_finished` has nothing to await: no write left, no step of the
+        app's end (`core/ending.py`), no binding to forget - as most requests end."""
+        recorder = self._recorder
+        if recorder is not None and recorder.flush_due():
+            return False
+        if next_step(self.core, (), self.mode, self) is not None:
+            return False
         return not self.services.cancel_bindings.bound(self.stream_id)
 
     def _app_ended(self) -> None:
