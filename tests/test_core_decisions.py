@@ -307,6 +307,16 @@ def test_a_fenced_run_writes_nothing_of_its_end() -> None:
         assert steps(core, mode, first_waiting=True, passed_through=True, rerun_kept=True) == []
 
 
+def test_a_run_fenced_while_its_end_is_written_stops_writing_it() -> None:
+    """The error's write found the record owned by another node (`HostedStream.fenced_by`):
+    nothing more of this run's end is written - no completion, no forgetting, no unindexing."""
+    core = recorded()
+    core.indexed = True
+    assert next_step(core, [], Mode.STREAM, Facts(rerun_kept=True)) is End.RECORD_ERROR
+    core.stop = Stop.FENCED
+    assert next_step(core, [End.RECORD_ERROR], Mode.STREAM, Facts(rerun_kept=True)) is None
+
+
 def test_a_request_handed_over_leaves_its_record_running_and_indexed() -> None:
     core = recorded(Mode.UPGRADED)
     core.indexed = True
