@@ -25,6 +25,7 @@ from mcp_resume_asgi.core.stream import (
     mirror_heartbeat_s,
 )
 from mcp_resume_asgi.policy import Policy
+from mcp_resume_asgi.wire.sse import SSEParser
 from tests.test_stream_core import QUIET, RID, SINGLE, VERSION, answer, attached, make, note
 
 MODES: list[Mode | None] = [None, Mode.PASSTHROUGH, Mode.STREAM, Mode.UPGRADED]
@@ -229,13 +230,23 @@ def test_owner_watches_are_per_stream_and_bounded() -> None:
 class Facts:
     """What the host knows of the app's end (`EndFacts`)."""
 
-    unended_tail: bool = False
+    parser: SSEParser | None = None
     first_waiting: bool = False
     passed_through: bool = False
-    rerun_kept: bool = False
+    in_cluster: bool = False
 
 
-def steps(core: StreamCore, mode: Mode | None, **facts: bool) -> list[End]:
+def unended() -> SSEParser:
+    """A parser holding the start of an event the app did not end."""
+    parser = SSEParser(1 << 16)
+    assert parser.feed(b"event: message\ndata: {") == []
+    return parser
+
+
+RERUN = Policy(keepalive_s=None, max_wait_s=1000.0, rerun_on_loss=True)
+
+
+def steps(core: StreamCore, mode: Mode | None, **facts: Any) -> list[End]:
     """Every step `next_step` asks for, each taken as the host takes it (on the core only: a recorded
     error is the request's answer, an unindexed stream is no longer indexed)."""
     done: list[End] = []
@@ -273,8 +284,11 @@ def test_a_recorded_request_without_its_answer_ends_with_an_error(mode: Mode) ->
 def test_a_request_whose_answer_is_recorded_has_nothing_left_to_write() -> None:
     core = recorded()
     core.record([answer()])
-    assert steps(core, Mode.STREAM) == []
-    assert steps(core, Mode.STREAM, rerun_kept=True) == [End.FORGET_RERUN]
+    assert steps(core, Mode.STREAM, in_cluster=True) == []
+    kept = recorded(policy=RERUN)  # (its request may be kept to be run again: forgotten now)
+    kept.record([answer()])
+    assert steps(kept, Mode.STREAM) == []  # (not in a cluster: nothing kept)
+    assert steps(kept, Mode.STREAM, in_cluster=True) == [End.FORGET_RERUN]
     core.indexed = True
     assert steps(core, Mode.STREAM) == [End.UNINDEX]
 
@@ -285,10 +299,11 @@ def test_an_error_that_could_not_be_recorded_leaves_the_stream_completed() -> No
 
 
 def test_the_last_unended_event_is_recorded_first() -> None:
-    assert steps(recorded(), Mode.STREAM, unended_tail=True) == [End.RECORD_TAIL, End.RECORD_ERROR]
+    assert steps(recorded(), Mode.STREAM, parser=unended()) == [End.RECORD_TAIL, End.RECORD_ERROR]
+    assert steps(recorded(), Mode.STREAM, parser=SSEParser(1 << 16)) == [End.RECORD_ERROR]  # (nothing held)
     due = make()
     due.store_record = Record.DUE  # (created with those events)
-    assert next_step(due, [], Mode.STREAM, Facts(unended_tail=True)) is End.RECORD_TAIL
+    assert next_step(due, [], Mode.STREAM, Facts(parser=unended())) is End.RECORD_TAIL
 
 
 def test_a_standalone_stream_is_completed_when_its_app_ends() -> None:
@@ -300,30 +315,31 @@ def test_a_standalone_stream_is_completed_when_its_app_ends() -> None:
 
 
 def test_a_fenced_run_writes_nothing_of_its_end() -> None:
-    core = recorded(Mode.UPGRADED)
+    core = recorded(Mode.UPGRADED, policy=RERUN)
     core.indexed = True
     core.stop = Stop.FENCED
     for mode in MODES:
-        assert steps(core, mode, first_waiting=True, passed_through=True, rerun_kept=True) == []
+        facts = {"parser": unended(), "first_waiting": True, "passed_through": True, "in_cluster": True}
+        assert steps(core, mode, **facts) == []
 
 
 def test_a_run_fenced_while_its_end_is_written_stops_writing_it() -> None:
     """The error's write found the record owned by another node (`HostedStream.fenced_by`):
     nothing more of this run's end is written - no completion, no forgetting, no unindexing."""
-    core = recorded()
+    core = recorded(policy=RERUN)
     core.indexed = True
-    assert next_step(core, [], Mode.STREAM, Facts(rerun_kept=True)) is End.RECORD_ERROR
+    assert next_step(core, [], Mode.STREAM, Facts(in_cluster=True)) is End.RECORD_ERROR
     core.stop = Stop.FENCED
-    assert next_step(core, [End.RECORD_ERROR], Mode.STREAM, Facts(rerun_kept=True)) is None
+    assert next_step(core, [End.RECORD_ERROR], Mode.STREAM, Facts(in_cluster=True)) is None
 
 
 def test_a_request_handed_over_leaves_its_record_running_and_indexed() -> None:
-    core = recorded(Mode.UPGRADED)
+    core = recorded(Mode.UPGRADED, policy=RERUN)
     core.indexed = True
     core.stop = Stop.HANDED_OVER
-    assert steps(core, Mode.UPGRADED, rerun_kept=True) == [End.HAND_OVER]
+    assert steps(core, Mode.UPGRADED, in_cluster=True) == [End.HAND_OVER]
     core.record([answer()])  # answered before it stopped: it ends as any answered request
-    assert steps(core, Mode.UPGRADED, rerun_kept=True) == [End.FORGET_RERUN, End.UNINDEX]
+    assert steps(core, Mode.UPGRADED, in_cluster=True) == [End.FORGET_RERUN, End.UNINDEX]
 
 
 def test_an_app_that_failed_before_answering_leaves_its_client_a_500() -> None:

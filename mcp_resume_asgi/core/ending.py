@@ -31,6 +31,7 @@ from mcp_resume_asgi.core.lifecycle import Record, Stop
 
 if TYPE_CHECKING:
     from mcp_resume_asgi.core.stream import StreamCore
+    from mcp_resume_asgi.wire.sse import SSEParser
 
 __all__ = ["End", "EndFacts", "next_step"]
 
@@ -65,8 +66,9 @@ class EndFacts(Protocol):
     depends on it."""
 
     @property
-    def unended_tail(self) -> bool:
-        """The app's last chunk is an event it did not end."""
+    def parser(self) -> SSEParser | None:
+        """What parses the app's chunks that are not whole events (what it holds of the last one
+        the app did not end is recorded as one)."""
 
     @property
     def first_waiting(self) -> bool:
@@ -77,8 +79,9 @@ class EndFacts(Protocol):
         """Its answer passes through, unfinished, for its record could not open."""
 
     @property
-    def rerun_kept(self) -> bool:
-        """Its request may be kept to be run again were this node lost (`Policy.rerun_on_loss`)."""
+    def in_cluster(self) -> bool:
+        """This node is one of a cluster: with `Policy.rerun_on_loss`, its request may be kept to
+        be run again were this node lost."""
 
 
 # Globals, read on every request's end: on Python 3.11 an enum member read through its class
@@ -117,8 +120,10 @@ def next_step(core: StreamCore, done: Container[End], mode: Mode | None, facts: 
         or _RECORD_TAIL in done
         or _RECORD_ERROR in done
     ):
-        if _RECORD_TAIL not in done and facts.unended_tail:
-            return _RECORD_TAIL
+        if _RECORD_TAIL not in done:
+            parser = facts.parser
+            if parser is not None and parser.pending.strip():
+                return _RECORD_TAIL
         if handed_over:
             if _HAND_OVER not in done:
                 return _HAND_OVER
@@ -129,7 +134,7 @@ def next_step(core: StreamCore, done: Container[End], mode: Mode | None, facts: 
                 return _DELETE
         elif final_seq is None and not handed_over and _COMPLETE not in done:
             return _COMPLETE
-        if not handed_over and _FORGET_RERUN not in done and facts.rerun_kept:
+        if not handed_over and core.policy.rerun_on_loss and _FORGET_RERUN not in done and facts.in_cluster:
             return _FORGET_RERUN
     elif mode is None:
         if _ANSWER_500 not in done and facts.first_waiting:

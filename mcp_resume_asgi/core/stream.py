@@ -366,12 +366,8 @@ class StreamCore:
         self.expiry_paused = False
         """Set while the host checks the store before expiring (and for good once it expires)."""
         self.decide_by: float | None = None
-        self.store_record: Record
-        """Where the stream's record in the store is (`core/lifecycle.py`, as the next three)."""
-        self.run: Run
-        """Where the app's call is."""
-        self.stop: Stop
-        """Whether, and why, the app's call was stopped from outside (moved on by `raised`)."""
+        # Where the stream's record in the store is, where the app's call is, and whether (and
+        # why) that call was stopped from outside (`core/lifecycle.py`; `stop` moves by `raised`).
         self.store_record, self.run, self.stop = _LIFE_STARTS
         self.expired = False
         """The app's work is cancelled, or its session ended: nobody may resume the stream."""

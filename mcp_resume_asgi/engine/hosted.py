@@ -881,11 +881,6 @@ class HostedStream:
 
     # What the core asks of the app's end (`EndFacts`), read as it is now.
     @property
-    def unended_tail(self) -> bool:
-        parser = self.parser
-        return parser is not None and bool(parser.pending.strip())
-
-    @property
     def first_waiting(self) -> bool:
         first = self.first
         return first is not None and not first.started and not first.gone
@@ -903,8 +898,8 @@ class HostedStream:
         )
 
     @property
-    def rerun_kept(self) -> bool:
-        return self.core.policy.rerun_on_loss and self.services.node is not None
+    def in_cluster(self) -> bool:
+        return self.services.node is not None
 
     async def _end_step(self, step: End) -> None:
         """Take one step of the app's end (`End`). Each write of it is in the store (and the core
