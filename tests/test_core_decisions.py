@@ -6,15 +6,18 @@ checks, what the app's end writes, whether a request may still become a task. No
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 from mcp_resume_asgi.core.answer_mode import Mode
+from mcp_resume_asgi.core.ending import End, next_step
+from mcp_resume_asgi.core.lifecycle import Record, Stop
 from mcp_resume_asgi.core.owner_watch import OwnerWatch, OwnerWatches
 from mcp_resume_asgi.core.stream import (
     STALL_S,
     Due,
-    End,
     FirstGone,
     Phase,
     Reason,
@@ -22,6 +25,7 @@ from mcp_resume_asgi.core.stream import (
     mirror_heartbeat_s,
 )
 from mcp_resume_asgi.policy import Policy
+from mcp_resume_asgi.wire.sse import SSEParser
 from tests.test_stream_core import QUIET, RID, SINGLE, VERSION, answer, attached, make, note
 
 MODES: list[Mode | None] = [None, Mode.PASSTHROUGH, Mode.STREAM, Mode.UPGRADED]
@@ -222,31 +226,134 @@ def test_owner_watches_are_per_stream_and_bounded() -> None:
 # ---------------------------------------------------------------------- the app's end
 
 
+@dataclass
+class Facts:
+    """What the host knows of the app's end (`EndFacts`)."""
+
+    parser: SSEParser | None = None
+    first_waiting: bool = False
+    passed_through: bool = False
+    in_cluster: bool = False
+
+
+def unended() -> SSEParser:
+    """A parser holding the start of an event the app did not end."""
+    parser = SSEParser(1 << 16)
+    assert parser.feed(b"event: message\ndata: {") == []
+    return parser
+
+
+RERUN = Policy(keepalive_s=None, max_wait_s=1000.0, rerun_on_loss=True)
+
+
+def steps(core: StreamCore, mode: Mode | None, **facts: Any) -> list[End]:
+    """Every step `next_step` asks for, each taken as the host takes it (on the core only: a recorded
+    error is the request's answer, an unindexed stream is no longer indexed)."""
+    done: list[End] = []
+    while (step := next_step(core, done, mode, Facts(**facts))) is not None:
+        assert step not in done
+        done.append(step)
+        if step is End.RECORD_ERROR:
+            core.record([answer()])
+        elif step is End.UNINDEX:
+            core.indexed = False
+    return done
+
+
+def recorded(mode: Mode = Mode.STREAM, **kw: Any) -> StreamCore:
+    core = make(**kw)
+    core.store_record = Record.OPEN
+    core.record([note(1)])
+    return core
+
+
 @pytest.mark.parametrize("mode", [Mode.STREAM, Mode.UPGRADED])
 def test_a_recorded_request_without_its_answer_ends_with_an_error(mode: Mode) -> None:
-    core = make()
-    core.record([note(1)])
-    kw = {"mode": mode, "record_open": True, "first_waiting": False}
-    assert core.ending(**kw, expired=False) == [End.RECORD_ERROR]
-    assert core.ending(**kw, expired=True) == [End.DELETE]
-    core.record([answer()])  # the error is its answer: asked again, nothing is left to write
-    assert core.ending(**kw, expired=False) == []
-    assert core.ending(**kw, expired=True) == [End.DELETE]
+    if mode is Mode.UPGRADED:
+        core = recorded(mode)
+        assert next_step(core, [], mode, Facts()) is End.RECORD_JSON  # (its JSON answer first)
+        assert next_step(core, [End.RECORD_JSON], mode, Facts()) is End.RECORD_ERROR  # (none recorded)
+    assert steps(recorded(mode), mode) == ([End.RECORD_JSON] if mode is Mode.UPGRADED else []) + [
+        End.RECORD_ERROR
+    ]
+    expired = recorded(mode)
+    expired.expired = True
+    assert steps(expired, mode) == ([End.RECORD_JSON] if mode is Mode.UPGRADED else []) + [End.DELETE]
+
+
+def test_a_request_whose_answer_is_recorded_has_nothing_left_to_write() -> None:
+    core = recorded()
+    core.record([answer()])
+    assert steps(core, Mode.STREAM, in_cluster=True) == []
+    kept = recorded(policy=RERUN)  # (its request may be kept to be run again: forgotten now)
+    kept.record([answer()])
+    assert steps(kept, Mode.STREAM) == []  # (not in a cluster: nothing kept)
+    assert steps(kept, Mode.STREAM, in_cluster=True) == [End.FORGET_RERUN]
+    core.indexed = True
+    assert steps(core, Mode.STREAM) == [End.UNINDEX]
+
+
+def test_an_error_that_could_not_be_recorded_leaves_the_stream_completed() -> None:
+    core = recorded()
+    assert next_step(core, [End.RECORD_ERROR], Mode.STREAM, Facts()) is End.COMPLETE
+
+
+def test_the_last_unended_event_is_recorded_first() -> None:
+    assert steps(recorded(), Mode.STREAM, parser=unended()) == [End.RECORD_TAIL, End.RECORD_ERROR]
+    assert steps(recorded(), Mode.STREAM, parser=SSEParser(1 << 16)) == [End.RECORD_ERROR]  # (nothing held)
+    due = make()
+    due.store_record = Record.DUE  # (created with those events)
+    assert next_step(due, [], Mode.STREAM, Facts(parser=unended())) is End.RECORD_TAIL
 
 
 def test_a_standalone_stream_is_completed_when_its_app_ends() -> None:
     core = make(is_request=False)
-    kw = {"mode": Mode.STREAM, "record_open": True, "first_waiting": False}
-    assert core.ending(**kw, expired=False) == [End.COMPLETE]
-    assert core.ending(**kw, expired=True) == [End.DELETE]
+    core.store_record = Record.OPEN
+    assert steps(core, Mode.STREAM) == [End.COMPLETE]
+    core.expired = True
+    assert steps(core, Mode.STREAM) == [End.DELETE]
+
+
+def test_a_fenced_run_writes_nothing_of_its_end() -> None:
+    core = recorded(Mode.UPGRADED, policy=RERUN)
+    core.indexed = True
+    core.stop = Stop.FENCED
+    for mode in MODES:
+        facts = {"parser": unended(), "first_waiting": True, "passed_through": True, "in_cluster": True}
+        assert steps(core, mode, **facts) == []
+
+
+def test_a_run_fenced_while_its_end_is_written_stops_writing_it() -> None:
+    """The error's write found the record owned by another node (`HostedStream.fenced_by`):
+    nothing more of this run's end is written - no completion, no forgetting, no unindexing."""
+    core = recorded(policy=RERUN)
+    core.indexed = True
+    assert next_step(core, [], Mode.STREAM, Facts(in_cluster=True)) is End.RECORD_ERROR
+    core.stop = Stop.FENCED
+    assert next_step(core, [End.RECORD_ERROR], Mode.STREAM, Facts(in_cluster=True)) is None
+
+
+def test_a_request_handed_over_leaves_its_record_running_and_indexed() -> None:
+    core = recorded(Mode.UPGRADED, policy=RERUN)
+    core.indexed = True
+    core.stop = Stop.HANDED_OVER
+    assert steps(core, Mode.UPGRADED, in_cluster=True) == [End.HAND_OVER]
+    core.record([answer()])  # answered before it stopped: it ends as any answered request
+    assert steps(core, Mode.UPGRADED, in_cluster=True) == [End.FORGET_RERUN, End.UNINDEX]
 
 
 def test_an_app_that_failed_before_answering_leaves_its_client_a_500() -> None:
     core = make()
-    assert core.ending(mode=None, record_open=False, expired=False, first_waiting=True) == [End.ANSWER_500]
-    assert core.ending(mode=None, record_open=False, expired=False, first_waiting=False) == []
-    for mode in (Mode.PASSTHROUGH, Mode.UPGRADED, Mode.STREAM):  # an answer started, or no record
-        assert core.ending(mode=mode, record_open=False, expired=False, first_waiting=True) == []
+    assert steps(core, None, first_waiting=True) == [End.ANSWER_500]
+    assert steps(core, None, first_waiting=False) == []
+    for mode in (Mode.PASSTHROUGH, Mode.STREAM):  # an answer started, or no record
+        assert steps(core, mode, first_waiting=True) == []
+
+
+def test_an_answer_passed_through_for_want_of_its_record_is_ended() -> None:
+    core = make()
+    assert steps(core, Mode.PASSTHROUGH, passed_through=True) == [End.END_PASSED]
+    assert steps(core, None, passed_through=True) == []  # (no answer started)
 
 
 # ---------------------------------------------------------------------- becoming a task

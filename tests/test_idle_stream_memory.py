@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
+from mcp_resume_asgi.core.lifecycle import Run
 from mcp_resume_asgi.core.stream import _NO_TIMING
 from mcp_resume_asgi.engine.hosted import _RARELY, AppDisconnect, _AppChannel, _then_disconnect
 from mcp_resume_asgi.engine.scheduler import APP_TASK_NAME
@@ -257,7 +258,7 @@ async def test_an_app_whose_call_returns_another_awaitable_runs_and_ends_as_a_co
     (hosted,) = middleware.engine.live.values()
     assert apps.running == 1 and isinstance(hosted.app_call, asyncio.Task)
     hosted.disconnect_app()
-    await settle(lambda: hosted.over and apps.running == 0)
+    await settle(lambda: hosted.core.run is Run.OVER and apps.running == 0)
     assert heard == ["http.disconnect"] and not apps._tasks  # (let go of once over)
     meta = await middleware.engine.services.store.get_stream(hosted.stream_id)
     assert meta is not None and meta.final_seq is not None  # its end recorded (`app_over`)
@@ -444,7 +445,7 @@ async def test_stop_app_ends_an_idle_app_and_its_request_goes_on_as_if_it_had_re
     hosted.after_app = after_app
     hosted.stop_app()
     assert task in apps._tasks  # (held while it stops: its stream no longer holds it)
-    await settle(lambda: hosted.over and apps.running == 0)
+    await settle(lambda: hosted.core.run is Run.OVER and apps.running == 0)
     assert steps == (["cancelled", "returned"] if swallow else ["cancelled"])
     assert after == ["after"] and not apps._tasks and not middleware.engine.live
     assert task.cancelled() is not swallow
@@ -476,7 +477,7 @@ async def test_a_cancel_not_ours_is_raised_on_after_the_apps_end_is_recorded() -
     loop.set_task_factory(factory)  # type: ignore[arg-type]
     try:
         task.cancel()
-        await settle(lambda: hosted.over and apps.running == 0)
+        await settle(lambda: hosted.core.run is Run.OVER and apps.running == 0)
     finally:
         loop.set_task_factory(None)
     assert steps == ["cancelled"] and after == [] and not apps._tasks
@@ -501,7 +502,7 @@ async def test_an_app_failing_while_idle_is_logged_once_and_its_request_ends(
     middleware, hosted, store = await detached(app)
     apps = middleware.engine.services.scheduler.apps
     release.set()
-    await settle(lambda: hosted.over and apps.running == 0)
+    await settle(lambda: hosted.core.run is Run.OVER and apps.running == 0)
     failed = [r for r in caplog.records if r.levelname == "ERROR"]
     assert len(failed) == 1 and "app failed while streaming" in failed[0].getMessage(), failed
     read = await store.read(hosted.stream_id, 0, 100)

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_mode
+from mcp_resume_asgi.core.lifecycle import Record, Run, Stop, StreamState
 from mcp_resume_asgi.core.owner_watch import OwnerWatch
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.wire import jsonrpc as p
@@ -57,7 +58,6 @@ __all__ = [
     "STALL_S",
     "Attachment",
     "Due",
-    "End",
     "FirstGone",
     "IllegalTransition",
     "Phase",
@@ -256,20 +256,6 @@ class FirstGone(enum.Enum):
     """The app's answer passes through: the app is told (`http.disconnect`), as it would be unwrapped."""
 
 
-class End(enum.Enum):
-    """What `StreamCore.ending` asks the host to write once the app is done."""
-
-    RECORD_ERROR = 1
-    """A request ended without its final response: record an error as its answer (that
-    completes the stream; ask `ending` again once it is recorded)."""
-    DELETE = 2
-    """Cancelled: nobody is coming back for the stream, delete it."""
-    COMPLETE = 3
-    """Mark the stream completed (a request's recorded answer did that already)."""
-    ANSWER_500 = 4
-    """The app failed before starting any answer: its client gets a 500, as unwrapped."""
-
-
 def mirror_heartbeat_s(policy: Policy) -> float:
     """How often a mirror tells the store a client is in contact: thrice per resume window,
     between 50 ms and 10 s."""
@@ -284,6 +270,9 @@ _NO_INPUTS: list[int] = []
 _NOTHING_ASKED: list[list[Any]] = []
 #: `next_deadline`'s start: no deadline (it returns None then).
 _NEVER = math.inf
+#: A hosted stream's `store_record`, `run` and `stop` as it starts (one global: on Python 3.11 an
+#: enum member read through its class costs a few times as much, and every request makes a core).
+_LIFE_STARTS = (Record.NONE, Run.STARTING, Stop.NONE)
 
 
 class _Timing:
@@ -331,8 +320,10 @@ class StreamCore:
         "conn",
         "contact_at",
         "decide_by",
+        "expired",
         "expiry_paused",
         "final_seq",
+        "indexed",
         "input_seqs",
         "is_request",
         "phase",
@@ -340,7 +331,10 @@ class StreamCore:
         "request_id",
         "responded",
         "resumable",
+        "run",
         "seq",
+        "stop",
+        "store_record",
     )
 
     def __init__(
@@ -377,6 +371,14 @@ class StreamCore:
         self.expiry_paused = False
         """Set while the host checks the store before expiring (and for good once it expires)."""
         self.decide_by: float | None = None
+        # Where the stream's record in the store is, where the app's call is, and whether (and
+        # why) that call was stopped from outside (`core/lifecycle.py`; `stop` moves by `raised`).
+        self.store_record, self.run, self.stop = _LIFE_STARTS
+        self.expired = False
+        """The app's work is cancelled, or its session ended: nobody may resume the stream."""
+        self.indexed = False
+        """Listed in the store's index of running requests (`sweep.indexed`), from its record's
+        opening without its answer until its app's end is recorded."""
         self._timing = _NO_TIMING
         """The deadlines of features and mirrors (`_Timing`), shared defaults until one is set."""
 
@@ -416,6 +418,10 @@ class StreamCore:
         if owner_watch is not None:
             core.owner_watch = owner_watch
         return core
+
+    def state(self) -> StreamState:
+        """The stream's whole state as one value that prints (`core/lifecycle.py`)."""
+        return StreamState(self.phase, self.store_record, self.run, self.stop, self.expired, self.indexed)
 
     def _refuse(self, event: str) -> NoReturn:
         raise IllegalTransition(self.phase, event)
@@ -491,24 +497,6 @@ class StreamCore:
         self.decide_by = None
         if self.phase is not Phase.FREED:
             self.phase = Phase.DONE
-
-    def ending(
-        self, *, mode: Mode | None, record_open: bool, expired: bool, first_waiting: bool
-    ) -> list[End]:
-        """What to write now that the app is done and what it recorded is in the store.
-
-        `mode` and `record_open`: what the first answer became and whether the stream's record
-        exists; `expired`: the app's work was cancelled (nobody comes back for it);
-        `first_waiting`: the first connection is there and was sent nothing yet."""
-        if (mode is Mode.STREAM or mode is Mode.UPGRADED) and record_open:
-            if expired:
-                return [End.DELETE]
-            if self.final_seq is not None:
-                return []
-            return [End.RECORD_ERROR] if self.is_request else [End.COMPLETE]
-        if mode is None and first_waiting:
-            return [End.ANSWER_500]
-        return []
 
     def freed(self) -> None:
         """The stream's record is gone (forgotten once over, or expired): nothing attaches any more."""

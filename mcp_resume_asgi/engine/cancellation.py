@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 import anyio
 
 from mcp_resume_asgi.core.expiry import CANCEL_GRACE_S, Step, VerdictKind, cancel_plan, forgets, verdict
+from mcp_resume_asgi.core.lifecycle import Record
 from mcp_resume_asgi.engine.services import HostedRequest
 from mcp_resume_asgi.store.base import StreamKind, StreamState
 from mcp_resume_asgi.wire import jsonrpc as p
@@ -38,16 +39,15 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+_OPEN = Record.OPEN
+"""(A global: `frees_record` runs at every request's end, and on Python 3.11 an enum member read
+through its class costs a few times as much.)"""
+
 
 class CancellableStream(HostedRequest, Protocol):
     """What cancelling needs of a hosted stream (a `HostedStream`): who the request is, its
     record, and the two levers on its app (`disconnect_app`, `stop_app`)."""
 
-    expired: bool
-    """Set here: the stream is being cancelled or has expired (nobody may resume it)."""
-
-    @property
-    def meta_created(self) -> bool: ...
     @property
     def delivery(self) -> Delivery | None: ...
     @property
@@ -61,18 +61,22 @@ class CancellableStream(HostedRequest, Protocol):
 async def check(hosted: CancellableStream) -> None:
     """The core's resume window passed: expire, unless the store knows of a client since."""
     try:
-        meta = await hosted.store.get_stream(hosted.stream_id) if hosted.meta_created else None
+        meta = (
+            await hosted.store.get_stream(hosted.stream_id)
+            if hosted.core.store_record is Record.OPEN
+            else None
+        )
     except Exception as exc:
         if not hosted.services.store_outage(exc):
             raise
         hosted.core.contact(time.monotonic())  # cannot tell: look again a window later
         hosted.arm()
         return
-    if hosted.done.is_set() or hosted.expired:
+    if hosted.done.is_set() or hosted.core.expired:
         return
     said = verdict(
         meta,
-        record_open=hosted.meta_created,
+        record_open=hosted.core.store_record is Record.OPEN,
         max_wait_s=hosted.policy.max_wait_s,
         now_wall=time.time(),
         now_mono=time.monotonic(),
@@ -92,11 +96,11 @@ async def expire(hosted: CancellableStream) -> None:
     logger.info(
         "stream %s: nobody resumed within %ss; cancelling", hosted.stream_id, hosted.policy.max_wait_s
     )
-    hosted.expired = True
-    if hosted.meta_created:
+    hosted.core.expired = True
+    if hosted.core.store_record is Record.OPEN:
         await hosted.store.update_stream(hosted.stream_id, state=StreamState.EXPIRED)
     await cancel_app(hosted, "the client did not resume within the resume window")
-    if hosted.meta_created:
+    if hosted.core.store_record is Record.OPEN:
         await hosted.store.delete_stream(hosted.stream_id)
 
 
@@ -117,8 +121,8 @@ def frees_record(hosted: CancellableStream) -> bool:
     delivery = hosted.delivery
     return forgets(
         close_cancels=hosted.core.close_cancels,
-        record_open=hosted.meta_created,
-        expired=hosted.expired,
+        record_open=hosted.core.store_record is _OPEN,
+        expired=hosted.core.expired,
         survives_close=delivery is not None and delivery.survives_close,
     )
 
@@ -136,7 +140,7 @@ async def forget(hosted: CancellableStream) -> None:
 
 async def cancel_app(hosted: CancellableStream, reason: str) -> None:
     """Stop the app's work for a stream the way its protocol revision expects."""
-    hosted.expired = True
+    hosted.core.expired = True
     hosted.core.cancel()
     plan = cancel_plan(
         is_request=hosted.kind is StreamKind.REQUEST,

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
+from mcp_resume_asgi.core.lifecycle import Record
 from mcp_resume_asgi.core.stream import AT_WILL, Attachment, Due, Reason, StreamCore
 from mcp_resume_asgi.engine.connection import Connection
 from mcp_resume_asgi.engine.port import Delivery
@@ -47,6 +48,10 @@ if TYPE_CHECKING:
 __all__ = ["READ_BATCH", "Writer", "WriterHost", "finish_answer", "note_detached"]
 
 logger = logging.getLogger(__name__)
+
+# The states the paths every request takes compare and set, as globals: on Python 3.11 an enum
+# member read through its class costs a few times a global's.
+_OPEN = Record.OPEN
 
 READ_BATCH = 512
 
@@ -65,14 +70,6 @@ class WriterHost(Protocol):
     @property
     def held(self) -> Connection | None:
         """The first connection while its answer waits for the app's decision."""
-
-    @property
-    def meta_created(self) -> bool:
-        """The stream's record exists in the store."""
-
-    @property
-    def record_due(self) -> bool:
-        """The stream's record is to be created with its first events (none yet)."""
 
     @property
     def storing_from(self) -> int | None:
@@ -384,7 +381,7 @@ class Writer:
         while core.owed(att) and not conn.gone:
             if batch and batch[0][0] == att.cursor + 1:
                 events = batch
-            elif not self.host.meta_created:
+            elif self.core.store_record is not _OPEN:
                 # Its record is still to be created, with the very events owed (their write waits
                 # for it, or failed): nothing of it is in the store to read. That write delivers
                 # them, or, the store down, passes them through (`HostedStream.unrecorded`).
@@ -525,7 +522,7 @@ class Writer:
                 if not conn.started:
                     # (Without its record, which the store could not create now, the head goes
                     # out with the first event instead.)
-                    recorded = self.host.meta_created or await self._open_record(conn)
+                    recorded = self.core.store_record is _OPEN or await self._open_record(conn)
                     if conn.attachment is not att:
                         return  # withdrawn meanwhile: its answer passed through (`unrecorded`)
                     self.core.head_sent(att)
@@ -562,7 +559,7 @@ class Writer:
             return False
         # (Not created here, it may have been by the first events' write this waited for - or
         # not: that write failed too, and the answer passed through.)
-        return self.host.meta_created
+        return self.core.store_record is _OPEN
 
     def withdraw(self, conn: Connection) -> None:
         """Give up `conn` without answering it: the stream could not be recorded after all and
@@ -598,7 +595,7 @@ class Writer:
         self.answer_begins()
         try:
             noted = False
-            if self.host.record_due or not self.host.meta_created:
+            if self.core.store_record is not _OPEN:
                 # The stream goes on without its first connection (or it ends with a head, an id
                 # to resume from): its due record is created now, as let go (`note_detached`).
                 try:
@@ -613,7 +610,7 @@ class Writer:
                     await conn.open()
                 if not conn.finished or reason is Reason.DEADLINE:  # (else nothing to end it with)
                     await finish_answer(conn, reason, att.cursor, self.policy)
-            if self.host.meta_created and not noted:
+            if self.core.store_record is _OPEN and not noted:
                 await note_detached(self.store, self.stream_id, att)
         except Exception as exc:
             if not self.services.store_outage(exc):
@@ -696,7 +693,7 @@ class Writer:
 
     async def finish_first(self) -> None:
         """After the app: serve the first connection to its end (its ASGI call returns then)."""
-        if self.host.held is not None and self.host.meta_created:
+        if self.host.held is not None and self.core.store_record is _OPEN:
             await self.host.decide()
         # A timer's `decide`, or a deadline's close, may be writing the first connection's answer
         # right now: its deadline frame makes the request a task (`survives_close`), which the

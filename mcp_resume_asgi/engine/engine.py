@@ -30,6 +30,7 @@ from typing import Any
 import anyio
 
 from mcp_resume_asgi.core import resume
+from mcp_resume_asgi.core.lifecycle import Record
 from mcp_resume_asgi.core.orphans import after_loss
 from mcp_resume_asgi.core.resume import Resume
 from mcp_resume_asgi.core.stream import Reason, close_cancels, primed
@@ -226,7 +227,7 @@ class Engine:
         """Cancel the app's work of a stream hosted here unless it finished (spawned: the caller
         does not wait; the record stays): whether it was running here."""
         hosted = self.live.get(stream_id)
-        if hosted is None or hosted.done.is_set() or hosted.expired:
+        if hosted is None or hosted.done.is_set() or hosted.core.expired:
             return False
         spawn(cancel_app, hosted, reason)
         return True
@@ -243,7 +244,7 @@ class Engine:
     def becoming_task(self, stream_id: str) -> BecomingTask | None:
         """The request hosted here if it still waits for the deadline that makes it a task."""
         hosted = self.live.get(stream_id)
-        if hosted is None or hosted.expired or hosted.done.is_set():
+        if hosted is None or hosted.core.expired or hosted.done.is_set():
             return None
         delivery, answer_by = hosted.delivery, hosted.core.answer_by
         if delivery is None or delivery.on_deadline is None or answer_by is None:
@@ -376,7 +377,7 @@ class Engine:
             return Reason.DELETED, after_seq
         priming = primed(attached.protocol_version, attached.resumable_opt_in)
         hosted = self.live.get(meta.stream_id)
-        if hosted is not None and hosted.meta_created and not hosted.done.is_set():
+        if hosted is not None and hosted.core.store_record is Record.OPEN and not hosted.done.is_set():
             return await hosted.serve(conn, gen=attached.attach_gen, after_seq=after_seq, priming=priming)
         policy = self.routes.by_index(attached.route)
         return await follow(self.services, conn, attached, after_seq, policy, priming=priming)
@@ -431,7 +432,7 @@ class Engine:
         )
 
         async def forget_key() -> None:  # once the app's stream is over, not when its client left
-            if hosted.meta_created and await self.store.get_key(key) == hosted.stream_id:
+            if hosted.core.store_record is Record.OPEN and await self.store.get_key(key) == hosted.stream_id:
                 await self.store.delete_key(key)
 
         await hosted.host(Connection(send, receive), open_before_s=None, after_app=forget_key)
@@ -706,7 +707,7 @@ class Engine:
         for stream_id in stream_ids:
             hosted = self.live.get(stream_id)
             if hosted is not None:
-                hosted.expired = True
+                hosted.core.expired = True
                 hosted.disconnect_app()
             await self.store.delete_stream(stream_id)
 

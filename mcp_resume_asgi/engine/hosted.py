@@ -21,8 +21,9 @@ That decision is `core/answer_mode.py`'s, taken through the stream's core when t
 app's response starts (`on_response_start`); acting on it is here too.
 
 A hosted stream is one object that owns its parts: its `StreamCore` (state and
-decisions), its `Recorder` (the store side, `recorder.py`) and its `Writer`
-(connections and timers, `delivery.py`). The parts know it only through narrow
+decisions: where the stream is in its life - its answer's phase, its record, its app's
+call, its stop - is the core's `state()`, never a flag of the host's), its `Recorder`
+(the store side, `recorder.py`) and its `Writer` (connections and timers, `delivery.py`). The parts know it only through narrow
 Protocols (`RecordedStream`, `WriterHost`, `cancellation.CancellableStream`).
 """
 
@@ -44,6 +45,8 @@ import anyio
 from starlette.types import Message, Scope
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_head, session_id
+from mcp_resume_asgi.core.ending import End, next_step
+from mcp_resume_asgi.core.lifecycle import Record, Run, Stop, raised
 from mcp_resume_asgi.core.mrtr import may_hand_over
 from mcp_resume_asgi.core.stream import Due, FirstGone, Reason, StreamCore
 from mcp_resume_asgi.engine import cancellation, mrtr, rerun, sweep
@@ -70,6 +73,16 @@ __all__ = ["STATUS_HOLD_S", "HostedStream"]
 
 
 logger = logging.getLogger(__name__)
+
+# The states the paths every request takes compare and set, as globals: on Python 3.11 an enum
+# member read through its class costs a few times a global's.
+_OPEN = Record.OPEN
+_DUE = Record.DUE
+_STARTING = Run.STARTING
+_RUNNING = Run.RUNNING
+_OVER = Run.OVER
+_NOT_STOPPED = Stop.NONE
+_FENCED = Stop.FENCED
 
 #: A request whose stream opens before the app answers (Idempotency-Key, SEP-975...)
 #: holds its client's answer this long for the app's status, so that the app's own
@@ -164,11 +177,8 @@ class _Rarely:
     __slots__ = (
         "adopted",
         "after_app",
-        "app_stopped",
         "delivery",
-        "fenced",
         "first_messages",
-        "handed_over",
         "held",
         "idempotency_key",
         "json_chunks",
@@ -182,11 +192,8 @@ class _Rarely:
     def __init__(self) -> None:
         self.adopted = False
         self.after_app: Callable[[], Awaitable[None]] | None = None
-        self.app_stopped = False
         self.delivery: Delivery | None = None
-        self.fenced = False
         self.first_messages: tuple[dict[str, Any], ...] = ()
-        self.handed_over = False
         self.held: Connection | None = None
         self.idempotency_key: str | None = None
         self.json_chunks: list[bytes] | None = None
@@ -220,24 +227,17 @@ class HostedStream:
         "answer_start",
         "app_call",
         "app_disconnect",
-        "app_started",
         "body",
-        "body_taken",
         "core",
         "counted_detached",
-        "expired",
         "first",
-        "indexed",
         "kind",
-        "meta_created",
         "method",
         "mode",
         "opted_in",
-        "over",
         "parser",
         "prefix",
         "principal",
-        "record_due",
         "route",
         "scope",
         "services",
@@ -300,47 +300,29 @@ class HostedStream:
         self.timer = Timer(self)  # (called as `on_timer`: no bound method held per stream)
         """The stream's place in the scheduler (its writer acts on what comes due)."""
         self.mode: Mode | None = None
-        self.meta_created = False
-        """The stream's record exists in the store."""
-        self.indexed = False
-        """The stream is in the store's index of running requests (`sweep.py`), from its
-        record's opening without its answer until its answer, or its app's end, is recorded."""
-        self.record_due = False
-        """The stream's answer opened without its record, which its first events will create
-        (`Recorder.open_later`): a request answered at once makes one call of the store."""
         self.answer_start: Message | None = None
         """The app's response start while the record is due (passed through if it cannot be
         created: `unrecorded`)."""
         self.prefix: bytes | None = b""
         self.first: Connection | None = None
         """The connection that brought the request (its answer is the app's response)."""
-        self.app_started = False
         self.app_disconnect = AppDisconnect()
         self.app_call: asyncio.Task[Any] | anyio.CancelScope | None = None
         """What `stop_app` cancels while the app's call runs (`call_app`)."""
-        self.body_taken = False
-        self.over = False
-        """The app's task is over (its request, and what follows it, are done)."""
         # `done` and `opened`, made when first asked for (an idle stream's are never waited on).
         self._done: Flag | None = None
         self._opened: Flag | None = None
         self.parser: SSEParser | None = None
         """Made for the first chunk that is not one whole event (`single_event_frame`: the SDK's
         apps send events in pieces)."""
-        self.expired = False
 
     # Read and written as attributes; kept in `_more` (`_rarely`).
     adopted: SideAttribute[bool] = _rarely("adopted")
     """A re-run: it continues the record of a run lost with its node (`adopt`)."""
     after_app: SideAttribute[Callable[[], Awaitable[None]] | None] = _rarely("after_app")
     """Run once the app's request is over (`host`), on its task."""
-    app_stopped: SideAttribute[bool] = _rarely("app_stopped")
     delivery: SideAttribute[Delivery | None] = _rarely("delivery")
-    fenced: SideAttribute[bool] = _rarely("fenced")
-    """Another node took this one for lost and runs its request now (`fenced_by`)."""
     first_messages: SideAttribute[tuple[dict[str, Any], ...]] = _rarely("first_messages")
-    handed_over: SideAttribute[bool] = _rarely("handed_over")
-    """The drain's budget stopped it, to be run again by another node (`hand_over`)."""
     held: SideAttribute[Connection | None] = _rarely("held")
     """The first connection while its answer waits for the app's decision (UPGRADED)."""
     idempotency_key: SideAttribute[str | None] = _rarely("idempotency_key")
@@ -360,6 +342,11 @@ class HostedStream:
     @property
     def path(self) -> str:
         return self.scope["path"]  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        """The stream's id and whole state (`StreamCore.state`): a hosted stream keeps no flag of
+        its own about where it is in its life."""
+        return f"<HostedStream {self.stream_id} {self.core.state()}>"
 
     @property
     def done(self) -> Flag:
@@ -529,7 +516,7 @@ class HostedStream:
         try:
             # (the task's context. No SDK configured: nothing to join.)
             self.services.telemetry.active().join(self.scope, self.body)
-            if not self.app_stopped:
+            if self.core.stop is _NOT_STOPPED:
                 channel = _AppChannel(self)
                 app: Any = self.services.app(self.scope, channel, channel)
                 if type(app) is not CoroutineType:
@@ -564,7 +551,7 @@ class HostedStream:
             exc = task.exception()
         self.app_call = None
         apps = self.services.scheduler.apps
-        if self.app_stopped:
+        if self.core.stop is not _NOT_STOPPED:
             apps.let_go(task)  # (held since `stop_app`)
         if exc is not None or not self._ends_at_once():
             apps.then(self.app_over(exc))
@@ -588,7 +575,7 @@ class HostedStream:
         try:
             # (This task's context: a copy of its request's. No SDK configured: nothing to join.)
             self.services.telemetry.active().join(self.scope, self.body)
-            if not self.app_stopped:
+            if self.core.stop is _NOT_STOPPED:
                 channel = _AppChannel(self)
                 await self._call_scoped(self.services.app(self.scope, channel, channel))
         except BaseException as error:  # (sorted out by `app_over`)
@@ -657,14 +644,14 @@ class HostedStream:
         """The request is over (the last step of `app_over`)."""
         self.timer.cancel()
         self.services.live.pop(self.stream_id, None)
-        self.over = True
+        self.core.run = _OVER
         if self.first is not None:
             self.first.stop_listening()  # its call may be waiting for this
 
     def _app_failed(self, exc: Exception) -> None:
         if self.mode is Mode.STREAM or self.mode is Mode.UPGRADED:
             logger.error("app failed while streaming %s", self.stream_id, exc_info=exc)
-        elif not self.app_started:
+        elif not self.core.responded:
             # As unwrapped, its client gets a 500 (`app_finished`); the server never sees it.
             logger.error("app failed before answering %s", self.stream_id, exc_info=exc)
         else:
@@ -678,7 +665,7 @@ class HostedStream:
         (a write under way is awaited) and nothing sent on it afterwards."""
         ended = False
         try:
-            while not (first.finished or first.released.is_set() or self.over):
+            while not (first.finished or first.released.is_set() or self.core.run is _OVER):
                 await first.listen()  # (stopped by whoever lets it go)
                 if first.gone:
                     if not first.finished:  # (a client leaving a complete answer changes nothing)
@@ -710,7 +697,7 @@ class HostedStream:
         Once the app has read its request and has nothing left to write, on asyncio, it is the
         flag's future itself, which resolves to `http.disconnect`: an idle app awaits it with no
         coroutine of ours held (every idle detached stream's app waits here)."""
-        if self.body_taken and running_asyncio_loop() is not None:
+        if self.core.run is not _STARTING and running_asyncio_loop() is not None:
             recorder = self._recorder
             if recorder is not None and recorder.due_before_wait():  # (its burst is written first)
                 return _then_disconnect(recorder.before_wait, self)
@@ -721,8 +708,9 @@ class HostedStream:
         return self._receive()
 
     async def _receive(self) -> Message:
-        if not self.body_taken:
-            self.body_taken = True
+        core = self.core
+        if core.run is _STARTING:
+            core.run = _RUNNING
             pending = self.request_taken()
             if pending is not None:
                 await pending
@@ -751,7 +739,7 @@ class HostedStream:
         """The drain's budget ran out on a call that may run again (`Policy.rerun_on_loss`): stop
         the app, and leave its record running, owned by no live node, for another node to run it
         again (`Engine.rerun`) instead of ending it with an error."""
-        self.handed_over = True
+        self.core.stop = raised(self.core.stop, Stop.HANDED_OVER)
         self.stop_app()
 
     def fenced_by(self, owner: str | None) -> None:
@@ -762,9 +750,9 @@ class HostedStream:
         error, no end: the record is the other node's), and said once. (An app that runs its
         tool apart from its HTTP call, as the `mcp` SDK's stateless mode does, is stopped only
         as far as its call: its tool's later events are dropped.)"""
-        if self.fenced:
+        if self.core.stop is _FENCED:
             return
-        self.fenced = True
+        self.core.stop = Stop.FENCED
         logger.warning(
             "stream %s: this node (%s) was taken for lost and node %s runs its request now; "
             "its run here stops",
@@ -777,7 +765,7 @@ class HostedStream:
 
     def stop_app(self) -> None:
         """Stop the app's call (a cancel it ignored, or the server's drain ran out)."""
-        self.app_stopped = True
+        self.core.stop = raised(self.core.stop, Stop.STOPPED)
         call, self.app_call = self.app_call, None
         if call is not None:
             if isinstance(call, asyncio.Task):
@@ -817,7 +805,7 @@ class HostedStream:
         which the stream's record (opened before the app ran) learns now. Returns what is left
         to do in the store, if anything (no coroutine for a request that needs none)."""
         principal = self.services.principal(self.scope)
-        stored = principal != self.principal and self.meta_created
+        stored = principal != self.principal and self.core.store_record is _OPEN
         self.principal = principal
         if stored or self.services.cancel_bindings.may_bind(self):
             return self._store_taken(stored)
@@ -869,9 +857,9 @@ class HostedStream:
 
     async def app_finished(self) -> None:
         """The app's request is over: what it left is written and recorded, its first connection
-        finished. When there is nothing to await (`_ends_at_once`, as `app_done` finds on
-        asyncio), only its synchronous end runs - here too, so that both ways take the same steps:
-        a step that awaits belongs after this check, and `_ends_at_once` must learn of it."""
+        finished - each step as the core says (`core/ending.py`, asked again after each).
+        When there is nothing to await (`_ends_at_once`, as `app_done` finds on asyncio), only its
+        synchronous end runs - here too, so that both ways take the same steps."""
         if self._ends_at_once():
             self._app_ended()
             return
@@ -879,90 +867,87 @@ class HostedStream:
             recorder = self._recorder
             if recorder is not None and recorder.flush_due():  # (none: nothing left to write)
                 await recorder.flush()
-            handed_over = self.handed_over and self.kind is StreamKind.REQUEST and not self.expired
-            if self.mode is Mode.UPGRADED and not self.core.final_seq and not handed_over and not self.fenced:
-                await self.recorder.record_json_answer()
-            if self.fenced:
-                pass  # (the record is another node's: nothing of this run's end is written)
-            elif (self.mode is Mode.STREAM or self.mode is Mode.UPGRADED) and (
-                self.meta_created or self.record_due
-            ):
-                if self.parser is not None and self.parser.pending.strip():
-                    with contextlib.suppress(SSEError):
-                        await self.recorder.record_events(self.parser.feed(b"\n\n"))
-                # Each write of the app's end is in the store (and the core knows its answer) before
-                # the next step reads `final_seq`, and before the stream is concluded: with
-                # write-behind, a write still under way would land after the request is over.
-                recorder = self._recorder
-                if recorder is not None and recorder.flush_due():  # (none: nothing under way)
-                    await recorder.flush()
-                handed_over = handed_over and self.core.final_seq is None
-                if handed_over:
-                    # Owned by no live node from now on: the first node to notice runs it again.
-                    await self.services.store.update_stream(
-                        self.stream_id, owner=rerun.drained(self.services.node_id)
-                    )
-                elif self.kind is StreamKind.REQUEST and self.core.final_seq is None and not self.expired:
-                    shut_down = self.services.draining is Drain.STOPPING
-                    await self.recorder.record_error(SHUT_DOWN if shut_down else ENDED_WITHOUT_RESPONSE)
-                    await self.recorder.flush()
-                if self.expired:
-                    if self.meta_created:
-                        await self.services.store.delete_stream(
-                            self.stream_id
-                        )  # nobody is coming back for it
-                elif self.core.final_seq is None and not handed_over:  # (an answer completed it already)
-                    await self.recorder.complete()
-                if self.core.policy.rerun_on_loss and self.services.node is not None and not handed_over:
-                    await rerun.forget(self.services.store, self.stream_id)  # answered: never run again
-            elif self.mode is None and self.first is not None:
-                first = self.first
-                if not first.started and not first.gone:
-                    await send_bytes(
-                        first.send_message, 500, b"Internal Server Error", content_type=b"text/plain"
-                    )
-            elif self._recorder is not None and self._recorder.unavailable and self.first is not None:
-                first = self.first  # (what `unrecorded` passed through may hold the app's end)
-                if first.started and not first.finished and not first.gone:
-                    await first.send({"type": "http.response.body", "body": b"", "more_body": False})
-            if self.indexed and not self.fenced and not handed_over:
-                # Its end is recorded (or its record deleted): the sweep has nothing to do with it.
-                # (Fenced: another node runs it now; handed over: the sweep must find it.)
-                self.indexed = False
-                await sweep.unindexed(self.services.store, self.stream_id)
+            core = self.core
+            mode = self.mode  # (what the answer became: a write of its end may pass it through)
+            done: list[End] = []  # (a list: `in` finds a member by identity, without hashing it)
+            while (step := next_step(core, done, mode, self)) is not None:
+                done.append(step)
+                await self._end_step(step)
         finally:
             self._app_ended()
             bindings = self.services.cancel_bindings
             if bindings.bound(self.stream_id):
                 await bindings.forget(self.stream_id)
 
-    def _ends_at_once(self) -> bool:
-        """(`app_done`) Whether `app_finished` has nothing to await: no write left, the answer
-        recorded complete (nothing to record of the app's end), no binding to forget - as most
-        requests end. False may be said of some that have nothing either (they take the way
-        that awaits: the same steps)."""
+    # What the core asks of the app's end (`EndFacts`), read as it is now.
+    @property
+    def first_waiting(self) -> bool:
+        first = self.first
+        return first is not None and not first.started and not first.gone
+
+    @property
+    def passed_through(self) -> bool:
+        first, recorder = self.first, self._recorder
+        return (
+            recorder is not None
+            and recorder.unavailable
+            and first is not None
+            and first.started
+            and not first.finished
+            and not first.gone
+        )
+
+    @property
+    def in_cluster(self) -> bool:
+        return self.services.node is not None
+
+    async def _end_step(self, step: End) -> None:
+        """Take one step of the app's end (`End`). Each write of it is in the store (and the core
+        knows its answer) before the core is asked again, and before the stream is concluded:
+        with write-behind, a write still under way would land after the request is over."""
+        services = self.services
+        if step is End.RECORD_JSON:
+            await self.recorder.record_json_answer()
+        elif step is End.RECORD_TAIL:
+            assert self.parser is not None
+            with contextlib.suppress(SSEError):
+                await self.recorder.record_events(self.parser.feed(b"\n\n"))
+        elif step is End.HAND_OVER:
+            # Owned by no live node from now on: the first node to notice runs it again.
+            await services.store.update_stream(self.stream_id, owner=rerun.drained(services.node_id))
+        elif step is End.RECORD_ERROR:
+            shut_down = services.draining is Drain.STOPPING
+            await self.recorder.record_error(SHUT_DOWN if shut_down else ENDED_WITHOUT_RESPONSE)
+        elif step is End.DELETE:
+            await services.store.delete_stream(self.stream_id)  # nobody is coming back for it
+        elif step is End.COMPLETE:
+            await self.recorder.complete()
+        elif step is End.FORGET_RERUN:
+            await rerun.forget(services.store, self.stream_id)  # answered: never run again
+        elif step is End.ANSWER_500:
+            assert self.first is not None
+            await send_bytes(
+                self.first.send_message, 500, b"Internal Server Error", content_type=b"text/plain"
+            )
+        elif step is End.END_PASSED:
+            assert self.first is not None  # (what `unrecorded` passed through may hold the app's end)
+            await self.first.send({"type": "http.response.body", "body": b"", "more_body": False})
+        else:  # UNINDEX: the sweep has nothing to do with it (fenced: another node runs it now;
+            # handed over: the sweep must find it - the core asks for neither)
+            self.core.indexed = False
+            await sweep.unindexed(services.store, self.stream_id)
         recorder = self._recorder
-        if (recorder is not None and recorder.flush_due()) or self.indexed:
-            return False  # (a write left, or its entry in the index of running requests)
-        mode = self.mode
-        if mode is Mode.UPGRADED and not self.core.final_seq:
-            return False  # (its JSON answer recorded)
-        if (mode is Mode.STREAM or mode is Mode.UPGRADED) and (self.meta_created or self.record_due):
-            if (
-                self.core.final_seq is None
-                or self.expired
-                or (self.parser is not None and self.parser.pending.strip())
-                or (self.core.policy.rerun_on_loss and self.services.node is not None)
-            ):
-                return False
-        elif mode is None and self.first is not None:
-            first = self.first
-            if not first.started and not first.gone:
-                return False
-        elif recorder is not None and recorder.unavailable and self.first is not None:
-            first = self.first
-            if first.started and not first.finished and not first.gone:
-                return False
+        if recorder is not None and recorder.flush_due():
+            await recorder.flush()
+
+    def _ends_at_once(self) -> bool:
+        """(`app_done`) Whether `app_finished` has nothing to await: no write left, no step of the
+        app's end (`core/ending.py`), no binding to forget - as most requests end."""
+        recorder = self._recorder
+        if recorder is not None and recorder.flush_due():
+            return False
+        if next_step(self.core, (), self.mode, self) is not None:
+            return False
         return not self.services.cancel_bindings.bound(self.stream_id)
 
     def _app_ended(self) -> None:
@@ -1081,7 +1066,6 @@ class HostedStream:
 
     # ------------------------------------------------------------------ how the first connection is answered
     async def on_response_start(self, message: Message) -> None:
-        self.app_started = True
         status = int(message["status"])
         headers: Headers = list(message.get("headers", []))
         media, sse_headers = answer_head(headers)  # (the SSE answer's headers: None for another)
@@ -1223,7 +1207,7 @@ class HostedStream:
             for frame, _ in recorder.take_backlog():
                 await first.send({"type": "http.response.body", "body": frame, "more_body": True})
         self.mode = Mode.PASSTHROUGH
-        self.record_due = False
+        self.core.store_record = Record.NONE
         recorder.unavailable = True
         return True
 
@@ -1254,7 +1238,7 @@ class HostedStream:
             self.writer.answer_ends()
 
     async def _open_held(self, held: Connection) -> None:
-        if not self.meta_created:
+        if self.core.store_record is not _OPEN:
             await self.upgrade()
         if held.gone:
             return
@@ -1306,7 +1290,7 @@ class HostedStream:
         self.core.refused()
         # Freed from now on: a retry coming meanwhile is served from the store (which is
         # deleting it), not attached here.
-        self.meta_created = False
+        self.core.store_record = Record.NONE
         try:
             await self.services.store.delete_stream(self.stream_id)
             if self.idempotency_key is not None:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import anyio
 
 from mcp_resume_asgi.core.held_writes import Batch, HeldWrites
+from mcp_resume_asgi.core.lifecycle import Record, Stop
 from mcp_resume_asgi.core.stream import Phase
 from mcp_resume_asgi.engine import rerun, sweep
 from mcp_resume_asgi.engine.event_loop import current_asyncio_task
@@ -66,6 +67,13 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+# The states the paths every request takes compare and set, as globals: on Python 3.11 an enum
+# member read through its class costs a few times a global's.
+_OPEN = Record.OPEN
+_DUE = Record.DUE
+_OPENING = Record.OPENING
+_FENCED = Stop.FENCED
+
 #: Write-behind: how much the app may send ahead of the store before its `send` waits.
 WRITE_BEHIND_FRAMES = 512
 WRITE_BEHIND_BYTES = 1024 * 1024
@@ -97,14 +105,8 @@ class RecordedStream(HostedRequest, Protocol):
     # be created with the first events), the caller the app's auth named when the record
     # opened, an UPGRADED answer's body once read.
     prefix: bytes | None
-    meta_created: bool
-    record_due: bool
     adopted: bool
     """The stream continues the record of a run lost with its node (`Engine.rerun`)."""
-    indexed: bool
-    """In the store's index of running requests (`sweep.py`): the recorder lists it there when its
-    record opens without its answer, and takes it out with its answer (in the same calls of the
-    store); else the stream takes it out once its end is recorded."""
     principal: str | None
     json_chunks: list[bytes] | None
 
@@ -117,13 +119,7 @@ class RecordedStream(HostedRequest, Protocol):
     @property
     def opted_in(self) -> bool: ...
     @property
-    def expired(self) -> bool: ...
-    @property
     def json_status(self) -> int: ...
-    @property
-    def fenced(self) -> bool:
-        """Another node runs its request now (`fenced_by`): nothing more is written of it here."""
-
     def fenced_by(self, owner: str | None) -> None:
         """A write found the record owned by `owner`, not this node: stop the app's work here."""
 
@@ -466,7 +462,7 @@ class Recorder:
             if (
                 hosted.kind is StreamKind.REQUEST
                 and hosted.core.final_seq is None
-                and (hosted.meta_created or hosted.record_due)  # (due: created holding the error)
+                and hosted.core.store_record in (_DUE, _OPEN)  # (due: created holding the error)
             ):
                 error = p.dumps(p.error_message(hosted.request_id, p.STREAM_ERROR, REFUSED_TEXT))
                 try:
@@ -485,11 +481,11 @@ class Recorder:
         everything after it, in order, until `write_held` catches up."""
         hosted = self.hosted
         core = self.core
-        if core.phase is Phase.FREED or hosted.expired:
+        if core.phase is Phase.FREED or core.expired:
             # Cancelled, or refused and forgotten (a write behind may come after the refusal):
             # nobody is coming back for what the app still says.
             return
-        if hosted.fenced:
+        if core.stop is _FENCED:
             return
         recorded = core.record(frames)
         if recorded is None:
@@ -512,7 +508,7 @@ class Recorder:
             try:
                 if self.opening:
                     await self.wait_opening()
-                if hosted.record_due:
+                if core.store_record is _DUE:
                     # The record, created with the first events (and completed, if they hold the
                     # answer) in one call of the store.
                     final_seq = recorded.final_seq if not recorded.inputs else None
@@ -526,7 +522,7 @@ class Recorder:
                 elif recorded.final_seq is not None and not recorded.inputs:
                     # The answer: stored, the stream completed and out of the index of running
                     # requests (the sweep has nothing to do with it) in one call of the store.
-                    unlist = keys.RUNNING_INDEX if hosted.indexed else None
+                    unlist = keys.RUNNING_INDEX if core.indexed else None
                     completed = await services.store.append_final(
                         self.stream_id,
                         recorded.batch,
@@ -538,7 +534,7 @@ class Recorder:
                         unlist=unlist,
                     )
                     if unlist is not None:
-                        hosted.indexed = False
+                        core.indexed = False
                     if not completed or hosted.method == "initialize":  # (else nothing to do: no coroutine)
                         await self._answered(completed, recorded.final_seq, recorded.final_data)
                 else:
@@ -557,7 +553,7 @@ class Recorder:
             except Exception as exc:
                 if not services.store_outage(exc):
                     raise
-                if hosted.record_due and await hosted.unrecorded(recorded.batch):
+                if core.store_record is _DUE and await hosted.unrecorded(recorded.batch):
                     return  # passed through, as an answer whose record could not open at its start
                 self._hold(exc)
                 self._add_held(recorded)
@@ -667,7 +663,7 @@ class Recorder:
         store's error when it still fails (what was not written stays held, for the next try)."""
         hosted = self.hosted
         held = self.held
-        while held is not None and held.waiting and not hosted.expired:
+        while held is not None and held.waiting and not hosted.core.expired:
             batch = held.take()
             try:
                 events = await self._write_batch(batch)
@@ -685,7 +681,7 @@ class Recorder:
         previous try wrote already (a batch can fail after its events were appended)."""
         hosted = self.hosted
         store = hosted.store
-        if hosted.record_due:  # (its first events were held: the record is created first)
+        if hosted.core.store_record is _DUE:  # (its first events were held: the record is created first)
             await self._open_due(self._meta(attached=False), [], None)
         meta = await store.get_stream(hosted.stream_id)
         if meta is None:
@@ -736,7 +732,7 @@ class Recorder:
         error that says so (a resuming client gets it, `tasks/get` reports the task failed
         with it) instead of staying unknown, or a task reading as cancelled."""
         hosted = self.hosted
-        if hosted.expired or not hosted.meta_created:
+        if hosted.core.expired or hosted.core.store_record is not _OPEN:
             return  # deleted on purpose (expired, cancelled, its session ended), or never opened
         if not self.lost:
             self.lost = True
@@ -789,7 +785,7 @@ class Recorder:
         if (
             hosted.kind is not StreamKind.REQUEST
             or hosted.core.final_seq is not None
-            or not (hosted.meta_created or hosted.record_due)
+            or hosted.core.store_record not in (_DUE, _OPEN)
         ):
             return
         error = p.error_message(hosted.request_id, p.STREAM_ERROR, text)
@@ -800,7 +796,7 @@ class Recorder:
         sends (`write`, one call of the store: `Store.open_with`), or before anything needs it
         - its answer's head going out, its first connection let go (`open_now`)."""
         self._identify()
-        self.hosted.record_due = True
+        self.hosted.core.store_record = _DUE
 
     def _identify(self) -> None:
         hosted = self.hosted
@@ -816,7 +812,7 @@ class Recorder:
         if self.opening:
             await self.wait_opening()
         hosted = self.hosted
-        if not hosted.record_due or hosted.expired:
+        if hosted.core.store_record is not _DUE or hosted.core.expired:
             return False
         await self._open_due(self._meta(attached=attached, gen=gen), [], None)
         return True
@@ -836,10 +832,9 @@ class Recorder:
         due if it fails."""
         hosted = self.hosted
         policy = hosted.policy
-        services = hosted.services
-        ttl = services.running_ttl(policy)
+        ttl = hosted.services.running_ttl(policy)
         listing = self._listing(ttl) if final_seq is None else None
-        hosted.record_due = False
+        hosted.core.store_record = _OPENING
         self.opening = True
         try:
             added = await hosted.store.open_with(
@@ -853,23 +848,23 @@ class Recorder:
                 listing=listing,
             )
         except BaseException:
-            hosted.record_due = True
+            hosted.core.store_record = _DUE
             raise
         finally:
             self.opening = False
             if self.opening_over is not None:
                 self.opening_over.set()
                 self.opening_over = None
-        hosted.meta_created = True
+        hosted.core.store_record = _OPEN
         hosted.mark_opened()
         if listing is not None:
-            hosted.indexed = sweep.listed(hosted.stream_id, added)
+            hosted.core.indexed = sweep.listed(hosted.stream_id, added)
 
     def _listing(self, ttl_s: float) -> Listing | None:
         """The stream's entry in the index of running requests (`sweep.py`), where a node can be
         lost (a cluster, or a store a restart finds again); None: it has none to make."""
         hosted = self.hosted
-        if hosted.kind is StreamKind.REQUEST and hosted.services.node is not None and not hosted.indexed:
+        if hosted.kind is StreamKind.REQUEST and hosted.services.node is not None and not hosted.core.indexed:
             return sweep.listing(ttl_s)
         return None
 
@@ -878,8 +873,8 @@ class Recorder:
         (a cluster, or a store a restart finds again)."""
         hosted = self.hosted
         services = hosted.services
-        if hosted.kind is StreamKind.REQUEST and services.node is not None and not hosted.indexed:
-            hosted.indexed = await sweep.indexed(
+        if hosted.kind is StreamKind.REQUEST and services.node is not None and not hosted.core.indexed:
+            hosted.core.indexed = await sweep.indexed(
                 hosted.store, hosted.stream_id, services.running_ttl(hosted.policy)
             )
 
@@ -892,8 +887,8 @@ class Recorder:
         if hosted.adopted:
             # A re-run (`Engine.rerun`): the record of the lost run goes on, taken over already
             # (and listed in the index of running requests since that run's record opened).
-            hosted.indexed = hosted.kind is StreamKind.REQUEST
-            hosted.meta_created = True
+            hosted.core.indexed = hosted.kind is StreamKind.REQUEST
+            hosted.core.store_record = _OPEN
             hosted.mark_opened()
             return
         await hosted.store.create_stream(self._meta(attached=attached), ttl_s=ttl)
@@ -917,7 +912,7 @@ class Recorder:
             )
             stored = rerun.capture(hosted.scope, hosted.body, services.principal, bound)
             await rerun.save(hosted.store, services.signer, hosted.stream_id, stored, ttl)
-        hosted.meta_created = True
+        hosted.core.store_record = _OPEN
         hosted.mark_opened()
         if hosted.kind is StreamKind.STANDALONE and hosted.session_id is not None:
             # The app accepted the GET: from now on a second GET of the session resumes this one.

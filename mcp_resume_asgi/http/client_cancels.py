@@ -102,7 +102,7 @@ class ClientCancels:
     def _cancel(hosted: HostedStream, notice: CancelNotice) -> None:
         delivery = hosted.delivery
         survives = delivery is not None and delivery.survives_close
-        if hosted.expired or not hosted.core.cancel_asked(survives_close=survives):
+        if hosted.core.expired or not hosted.core.cancel_asked(survives_close=survives):
             logger.debug("stream %s: a cancel came for a request with nothing left to stop", hosted.stream_id)
             return
         reason = f": {notice.reason!r}" if notice.reason else ""
