@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests.support import forkserver
 from tests.support.timing import scaled
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +64,7 @@ class ReadyProcess:
         self._queue.put(None)
 
     def start(self, timeout_s: float = 30.0) -> ReadyProcess:
-        self._proc = proc = subprocess.Popen(
+        self._proc = proc = forkserver.popen(
             self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=self.cwd, env=self.env
         )
         threading.Thread(target=self._pump, args=(proc,), daemon=True).start()

@@ -42,6 +42,7 @@ import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
+from tests.support import forkserver
 from tests.support.timing import scaled
 
 HOST = "127.0.0.1"
@@ -479,7 +480,7 @@ class SubprocessServer:
         ]
         if self._reuse_port:
             cmd.append("--reuse-port")
-        self._proc = proc = subprocess.Popen(
+        self._proc = proc = forkserver.popen(
             cmd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
