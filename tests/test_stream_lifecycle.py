@@ -21,6 +21,17 @@ from tests.test_stream_core import answer, make, note
 # ---------------------------------------------------------------------- no event loop
 
 
+#: The states a stream answered at once goes through, as `StreamCore.state()` prints them.
+ANSWERED = [
+    "new record=none run=starting",
+    "new record=none run=running",
+    "open record=due run=running",
+    "open record=open run=running",
+    "answered record=open run=running",
+    "done record=open run=over",
+]
+
+
 def test_a_new_core_prints_where_it_starts() -> None:
     core = make()
     assert core.state() == StreamState(Phase.NEW, Record.NONE, Run.STARTING, Stop.NONE, False, False)
@@ -66,14 +77,7 @@ def test_a_cores_state_follows_what_its_host_says() -> None:
     core.app_finished()
     core.run = Run.OVER
     seen.append(str(core.state()))
-    assert seen == [
-        "new record=none run=starting",
-        "new record=none run=running",
-        "open record=due run=running",
-        "open record=open run=running",
-        "answered record=open run=running",
-        "done record=open run=over",
-    ]
+    assert seen == ANSWERED
 
 
 # ---------------------------------------------------------------------- hosted by the middleware
@@ -186,14 +190,7 @@ async def test_an_answered_requests_state_at_each_step_of_its_life() -> None:
     await settle(lambda: hosted.core.run is Run.OVER)
     app.seen.append(str(hosted.core.state()))
     print("\n".join(app.seen))
-    assert app.seen == [
-        "new record=none run=starting",
-        "new record=none run=running",
-        "open record=due run=running",
-        "open record=open run=running",
-        "answered record=open run=running",
-        "done record=open run=over",
-    ]
+    assert app.seen == ANSWERED
     assert b'"result":{}' in client.received
 
 
