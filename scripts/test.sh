@@ -53,12 +53,14 @@ rm -rf .cache/dist
 .venv/bin/twine check --strict .cache/dist/*
 export MCP_RESUME_DIST="$PWD/.cache/dist"
 
-# Workers on 2 cores: most tests wait on sockets and timers, not CPU. A test file runs in one
+# Six workers on 2 cores: most tests wait on sockets and timers, not CPU (a fresh-clone run used
+# about half of 2 cores with four workers; its servers are forked from a process that imported their
+# libraries once, tests/support/forkserver.py). A test file runs in one
 # worker (a file's fixtures - servers, npm peers, Redis prefixes - stay in one process); files
 # are handed out in the order tests/conftest.py collects them (the longest first), not
 # xdist's (most tests first), so no long file starts last. PYTEST_WORKERS=0 runs serially.
 status=0
-.venv/bin/pytest -q -n "${PYTEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "$@" || status=$?
+.venv/bin/pytest -q -n "${PYTEST_WORKERS:-6}" --dist loadfile --no-loadscope-reorder "$@" || status=$?
 
 for check in "${checks[@]}"; do
     if ! wait "${check%%:*}"; then
