@@ -860,23 +860,26 @@ class Recorder:
         if listing is not None:
             hosted.core.indexed = sweep.listed(hosted.stream_id, added)
 
-    def _listing(self, ttl_s: float) -> Listing | None:
-        """The stream's entry in the index of running requests (`sweep.py`), where a node can be
-        lost (a cluster, or a store a restart finds again); None: it has none to make."""
+    def _to_list(self) -> bool:
+        """Whether the stream is to be listed in the index of running requests (`sweep.py`): a
+        request not listed yet, where a node can be lost (a cluster, or a store a restart finds
+        again)."""
         hosted = self.hosted
-        if hosted.kind is StreamKind.REQUEST and hosted.services.node is not None and not hosted.core.indexed:
-            return sweep.listing(ttl_s)
-        return None
+        return (
+            hosted.kind is StreamKind.REQUEST and hosted.services.node is not None and not hosted.core.indexed
+        )
 
-    async def _index(self) -> None:
-        """List the request's running stream for the sweep (`sweep.py`), where a node can be lost
-        (a cluster, or a store a restart finds again)."""
-        hosted = self.hosted
-        services = hosted.services
-        if hosted.kind is StreamKind.REQUEST and services.node is not None and not hosted.core.indexed:
-            hosted.core.indexed = await sweep.indexed(
-                hosted.store, hosted.stream_id, services.running_ttl(hosted.policy)
-            )
+    def _listing(self, ttl_s: float) -> Listing | None:
+        """The stream's entry in the index of running requests, made in the call of the store that
+        opens its record (`Store.open_with`); None: it has none to make."""
+        return sweep.listing(ttl_s) if self._to_list() else None
+
+    async def _index(self, ttl_s: float) -> None:
+        """List the request's running stream for the sweep by a call of its own (a record opened
+        without `Store.open_with`), for as long as its running record is kept (`ttl_s`)."""
+        if self._to_list():
+            hosted = self.hosted
+            hosted.core.indexed = await sweep.indexed(hosted.store, hosted.stream_id, ttl_s)
 
     async def open_record(self, *, attached: bool = False) -> None:
         """Create the stream's record in the store (it can be resumed from then on)."""
@@ -892,7 +895,7 @@ class Recorder:
             hosted.mark_opened()
             return
         await hosted.store.create_stream(self._meta(attached=attached), ttl_s=ttl)
-        await self._index()
+        await self._index(ttl)
         if (
             hosted.policy.rerun_on_loss
             and hosted.kind is StreamKind.REQUEST

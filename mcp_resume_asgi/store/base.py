@@ -463,10 +463,14 @@ class Store(abc.ABC):
             await self.update_stream(
                 meta.stream_id, ttl_s=retain_s, final_seq=final_seq, state=StreamState.COMPLETED
             )
+        return await self._list_by_call(meta.stream_id, listing, final_seq)
+
+    async def _list_by_call(self, stream_id: str, listing: Listing | None, final_seq: int | None) -> bool:
+        """`open_with`'s `listing` made by a call of its own (`index_add`), once the stream is
+        open: what `open_with` returns for a store that does not write it in the same call."""
+        if listing is None or final_seq is not None:
             return False
-        if listing is None:
-            return False
-        return await self.index_add(listing.index, meta.stream_id, listing.expires_at, cap=listing.cap)
+        return await self.index_add(listing.index, stream_id, listing.expires_at, cap=listing.cap)
 
     async def append_final(
         self,

@@ -198,9 +198,7 @@ class MemoryStore(MemoryIndexes, Store):
             if final_seq is not None:
                 self._complete(entry, meta.stream_id, final_seq, retain_s)
         entry.wake()
-        if listing is None or final_seq is not None:
-            return False
-        return await self.index_add(listing.index, meta.stream_id, listing.expires_at, cap=listing.cap)
+        return await self._list_by_call(meta.stream_id, listing, final_seq)
 
     async def append_final(
         self,

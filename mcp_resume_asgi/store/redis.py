@@ -406,11 +406,9 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
                 *self._encode_events(events),
             ],
         )
-        if listing is None:
-            return False
         if folded:
             return int(reply) == 1
-        return await self.index_add(listing.index, meta.stream_id, listing.expires_at, cap=listing.cap)
+        return await self._list_by_call(meta.stream_id, listing, final_seq)
 
     async def append_final(
         self,

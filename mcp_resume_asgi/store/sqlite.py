@@ -410,9 +410,7 @@ class SQLiteStore(Store):
         )
         self._made(stream_id)
         await self._write()
-        if listing is None or final_seq is not None:
-            return False
-        return await self.index_add(listing.index, stream_id, listing.expires_at, cap=listing.cap)
+        return await self._list_by_call(stream_id, listing, final_seq)
 
     async def append_final(
         self,
