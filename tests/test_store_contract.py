@@ -9,6 +9,7 @@ Redis: other connections, as another node would).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -38,7 +39,18 @@ pytestmark = pytest.mark.anyio
 Factory = Callable[..., Awaitable[Store]]
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis", "cluster"])
+class ColdMemoryStore(MemoryStore):
+    """A `MemoryStore` that keeps every finished, quiet stream cold (`memory_stream.freeze`)
+    before each call it answers, instead of `COLD_AFTER_S` later: every answer about such a
+    stream comes from its cold form."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if not name.startswith("_"):
+            object.__getattribute__(self, "_cool")(math.inf)
+        return object.__getattribute__(self, name)
+
+
+@pytest.fixture(params=["memory", "memory-cold", "sqlite", "sqlite-cold", "redis", "cluster"])
 async def make(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
     """`await make(**bounds)`: a fresh, empty store of the parametrised kind.
 
@@ -51,8 +63,10 @@ async def make(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
 
     "sqlite": a `SQLiteStore` on a file of its own in the test's `tmp_path`; its peer is the
     same store (one process per file).
+
+    "-cold": its finished streams kept cold at once (`ColdMemoryStore`).
     """
-    kind = request.param
+    kind, _, cold = request.param.partition("-")
     url = ""
     if kind == "redis":
         require_redis()
@@ -64,7 +78,7 @@ async def make(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
 
     async def factory(peer: Store | None = None, **bounds: Any) -> Store:
         if kind == "memory":
-            return peer if peer is not None else MemoryStore(**bounds)
+            return peer if peer is not None else (ColdMemoryStore if cold else MemoryStore)(**bounds)
         if kind == "sqlite":
             if peer is not None:
                 return peer
@@ -72,6 +86,8 @@ async def make(request: pytest.FixtureRequest) -> AsyncIterator[Factory]:
 
             tmp_path = request.getfixturevalue("tmp_path")
             opened.append(SQLiteStore(tmp_path / f"store-{len(opened)}.db", **bounds))
+            if cold:
+                opened[-1]._memory.__class__ = ColdMemoryStore
             return opened[-1]
         from mcp_resume_asgi.store import RedisStore
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import random
 
+import anyio
 import pytest
 
 from mcp_resume_asgi.store import GapError, MemoryStore, StreamKind, StreamMeta
@@ -181,3 +182,93 @@ def test_stream_meta_keeps_its_rarely_set_fields_apart_yet_is_the_same_dataclass
     assert "turn=2" in repr(plain) and dataclasses.asdict(plain)["turn"] == 2
     made = StreamMeta(**{name: getattr(plain, name) for name in names})
     assert made == plain and made.pending_inputs is plain.pending_inputs
+
+
+# ----------------------------------------------------------------------------- kept cold
+async def _finished(store: MemoryStore, stream_id: str, events: int = 3) -> None:
+    await store.open_with(
+        meta(stream_id),
+        60,
+        [(seq, b"%s:%d" % (stream_id.encode(), seq)) for seq in range(1, events + 1)],
+        max_events=BIG,
+        max_bytes=BIG,
+        final_seq=events,
+        retain_s=60,
+    )
+
+
+async def test_a_finished_stream_goes_cold_untracked_and_reads_back_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import dataclasses
+
+    from mcp_resume_asgi.store import memory
+
+    monkeypatch.setattr(memory, "COLD_AFTER_S", 0.0)
+    store = MemoryStore()
+    await _finished(store, "done")
+    await store.update_stream("done", delivered_seq=3, attach_gen=2)
+    entry = store._streams["done"]
+    entry.meta.trace = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"  # (a rarely set field too)
+    before = dataclasses.asdict(entry.meta)
+    await store.create_stream(meta("next"), ttl_s=60)  # (what runs the cooling)
+    assert "done" not in store._streams and "done" in store._cold
+    gc.collect()
+    assert not gc.is_tracked(store._cold["done"])
+    assert store.stream_count == 2 and (await store.usage()).bytes == len(b"done:1") * 3
+    assert await store.read("done", 1) == [(2, b"done:2"), (3, b"done:3")]  # made an entry again
+    got = await store.get_stream("done")
+    assert got is not None and dataclasses.asdict(got) == before
+    assert await store.delete_session("sess") == ["done", "next"]
+
+
+async def test_a_running_waited_on_or_asking_stream_stays_an_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp_resume_asgi.store import memory
+
+    monkeypatch.setattr(memory, "COLD_AFTER_S", 0.0)
+    store = MemoryStore()
+    await store.create_stream(meta("running"), ttl_s=60)
+    await _finished(store, "asking")
+    await store.update_stream("asking", pending_inputs=["input-1"])
+    await _finished(store, "waited")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(store.wait, "waited", 3, 5.0)
+        await anyio.wait_all_tasks_blocked()
+        await store.create_stream(meta("other"), ttl_s=60)
+        assert set(store._streams) == {"running", "asking", "waited", "other"} and not store._cold
+        await store.append("waited", [(4, b"late")], max_events=BIG, max_bytes=BIG)
+    got = await store.get_stream("asking")
+    assert got is not None and got.pending_inputs == ["input-1"]
+
+
+async def test_cold_streams_leave_first_and_are_trimmed_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp_resume_asgi.store import memory
+
+    monkeypatch.setattr(memory, "COLD_AFTER_S", 0.0)
+    store = MemoryStore(max_streams=3, max_bytes=100)
+    await _finished(store, "old", events=4)  # 4 x 5 bytes
+    await store.create_stream(meta("live"), ttl_s=60)
+    assert list(store._cold) == ["old"]
+    await store.append("live", [(1, b"x" * 90)], max_events=BIG, max_bytes=BIG)  # over the budget
+    assert (await store.usage()).bytes <= 100
+    kept = await store.get_stream("old")
+    assert kept is not None and kept.first_seq > 1  # its oldest events went first
+    await _finished(store, "old2")
+    await store.create_stream(meta("a"), ttl_s=60)  # cools old2: old and old2 cold, "live" and "a"
+    await store.create_stream(meta("b"), ttl_s=60)  # full: a finished stream leaves
+    assert store.stream_count == 3 and await store.get_stream("live") is not None
+
+
+async def test_a_cold_stream_expires(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp_resume_asgi.store import memory
+
+    monkeypatch.setattr(memory, "COLD_AFTER_S", 0.0)
+    store = MemoryStore()
+    await store.open_with(
+        meta("brief"), 60, [(1, b"e")], max_events=BIG, max_bytes=BIG, final_seq=1, retain_s=0.05
+    )
+    await store.create_stream(meta("other"), ttl_s=60)
+    assert "brief" in store._cold
+    await anyio.sleep(0.1)
+    assert await store.get_stream("brief") is None and "brief" not in store._cold
+    assert (await store.usage()).bytes == 0 and await store.delete_session("sess") == ["other"]

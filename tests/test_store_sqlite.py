@@ -166,6 +166,36 @@ async def test_a_stream_trimmed_by_the_global_budget_is_trimmed_in_the_file(tmp_
         ]
 
 
+async def test_cold_streams_trimmed_evicted_or_deleted_are_so_in_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finished streams kept cold (`memory_stream.freeze`) have no entry to note their changes:
+    what the store does to them reaches the file all the same."""
+    from mcp_resume_asgi.store import memory
+
+    monkeypatch.setattr(memory, "COLD_AFTER_S", 0.0)
+    path = tmp_path / "mcp.db"
+    store = SQLiteStore(path, max_streams=3, max_bytes=200, wait_for_commit=True)  # (each in the file first)
+    for name in ("trimmed", "evicted", "deleted"):
+        await store.open_with(
+            meta(name), 60, [(1, b"x" * 40), (2, b"x" * 40)], **BOUNDS, final_seq=2, retain_s=60
+        )
+    await store.create_stream(meta("cools"), 60)  # full: "trimmed" leaves, the others go cold
+    assert set(store._memory._cold) == {"evicted", "deleted"}
+    await store.append("cools", [(1, b"y" * 100)], **BOUNDS)  # over the budget: trims "evicted"
+    await store.delete_stream("deleted")
+    await store.aclose()
+    again = SQLiteStore(path, max_streams=3, max_bytes=200)
+    try:
+        assert await again.get_stream("trimmed") is None and await again.get_stream("deleted") is None
+        evicted = await again.get_stream("evicted")
+        assert evicted is not None and evicted.first_seq == 3 and evicted.state is StreamState.COMPLETED
+    finally:
+        await again.aclose()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        assert db.execute("SELECT stream, seq FROM events ORDER BY stream, seq").fetchall() == [("cools", 1)]
+
+
 async def test_the_earlier_lifes_node_heartbeats_are_gone_on_open(tmp_path: Path) -> None:
     path = tmp_path / "mcp.db"
     store = SQLiteStore(path)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import Any
 
@@ -33,15 +34,24 @@ from mcp_resume_asgi.store.base import (
 )
 from mcp_resume_asgi.store.bounds import check_bounds
 from mcp_resume_asgi.store.memory_index import MemoryIndexes
+from mcp_resume_asgi.store.memory_stream import (
+    EXPIRES_AT,
+    NO_INPUTS,
+    PAYLOADS,
+    SESSION_ID,
+    ColdStream,
+    freeze,
+    thaw,
+)
 from mcp_resume_asgi.store.memory_stream import StreamEntry as _Entry
 
 __all__ = ["MemoryStore"]
 
 #: Messages a slow subscriber may have queued before newer ones are dropped for it.
 SUBSCRIBER_BUFFER = 1024
-#: What a record's `pending_inputs` and `issued_inputs` hold while they are empty (most records,
-#: all their lives): one list shared by all, never changed in place (`_update` replaces a list).
-_NO_INPUTS: list[Any] = []
+#: How long a finished stream stays an entry before it is kept cold (`memory_stream.freeze`):
+#: what follows an answer (its delivery noted, a resume soon after) finds it as it is.
+COLD_AFTER_S = 1.0
 
 
 def _ttu(_key: str, value: tuple[Any, float], _now: float) -> float:
@@ -87,6 +97,11 @@ class MemoryStore(MemoryIndexes, Store):
         # Least recently active first: a plain dict keeps its order (an OrderedDict costs ~48 B
         # more per stream, and the store holds every stream in its resume window).
         self._streams: dict[str, _Entry] = {}
+        self._cold: dict[str, ColdStream] = {}
+        """Finished streams kept cold, in the order they went cold (all less recently active than
+        the entries of `_streams`, save one read since: see `_warm`)."""
+        self._finished: deque[tuple[float, str]] = deque()
+        """Streams that finished, each with when it may go cold, in that order."""
         self._expiry: list[tuple[float, str]] = []
         self._total_bytes = 0
         self._sessions: TLRUCache[str, tuple[SessionInfo, float]] = TLRUCache(
@@ -105,38 +120,82 @@ class MemoryStore(MemoryIndexes, Store):
 
     @property
     def stream_count(self) -> int:
-        return len(self._streams)
+        return len(self._streams) + len(self._cold)
 
     async def usage(self) -> StoreUsage:
         self._sweep(time.monotonic())
-        return StoreUsage(streams=len(self._streams), bytes=self._total_bytes)
+        return StoreUsage(streams=self.stream_count, bytes=self._total_bytes)
 
     # -- expiry ------------------------------------------------------------------------
     def _sweep(self, now: float) -> None:
         while self._expiry and self._expiry[0][0] <= now:
             _, stream_id = heapq.heappop(self._expiry)
-            entry = self._streams.get(stream_id)
-            if entry is not None and entry.expires_at <= now:
+            if self._expires_at(stream_id) <= now:
                 self._drop(stream_id)
+
+    def _expires_at(self, stream_id: str) -> float:
+        """When the stream expires (infinity: the store does not hold it)."""
+        entry = self._streams.get(stream_id)
+        if entry is not None:
+            return entry.expires_at
+        cold = self._cold.get(stream_id)
+        return float("inf") if cold is None else float(cold[EXPIRES_AT])
 
     def _set_expiry(self, stream_id: str, entry: _Entry, ttl_s: float) -> None:
         entry.expires_at = time.monotonic() + ttl_s
         heapq.heappush(self._expiry, (entry.expires_at, stream_id))
-        if len(self._expiry) > 4 * len(self._streams) + 1024:  # drop stale heap rows
+        if len(self._expiry) > 4 * self.stream_count + 1024:  # drop stale heap rows
             self._expiry = [(e.expires_at, sid) for sid, e in self._streams.items()]
+            self._expiry.extend((cold[EXPIRES_AT], sid) for sid, cold in self._cold.items())
             heapq.heapify(self._expiry)
 
     def _drop(self, stream_id: str) -> None:
         entry = self._streams.pop(stream_id, None)
-        if entry is None:
+        if entry is not None:
+            self._total_bytes -= len(entry.buf)
+            self._unlist(stream_id, entry.meta.session_id)
+            entry.wake()
             return
-        self._total_bytes -= len(entry.buf)
-        sid = entry.meta.session_id
-        if sid is not None and sid in self._session_streams:
-            self._session_streams[sid].discard(stream_id)
-            if not self._session_streams[sid]:
-                del self._session_streams[sid]
-        entry.wake()
+        cold = self._cold.pop(stream_id, None)
+        if cold is not None:  # (no waiter to wake: it went cold without one)
+            self._total_bytes -= len(cold[PAYLOADS])
+            self._unlist(stream_id, cold[SESSION_ID])
+            self.entry_type.forgotten(stream_id)
+
+    def _unlist(self, stream_id: str, session_id: str | None) -> None:
+        """Take a dropped stream out of its session's."""
+        if session_id is not None and session_id in self._session_streams:
+            self._session_streams[session_id].discard(stream_id)
+            if not self._session_streams[session_id]:
+                del self._session_streams[session_id]
+
+    # -- finished streams kept cold ----------------------------------------------------
+    def _cool(self, now: float) -> None:
+        """Keep cold the streams that finished `COLD_AFTER_S` ago and are quiet (one pass over
+        those due, run when a stream is created: no timer of its own)."""
+        finished, streams, cold = self._finished, self._streams, self._cold
+        while finished and finished[0][0] <= now:
+            stream_id = finished.popleft()[1]
+            entry = streams.get(stream_id)
+            if entry is None:
+                continue
+            frozen = freeze(entry)
+            if frozen is not None:
+                del streams[stream_id]
+                cold[stream_id] = frozen
+
+    def _warm(self, stream_id: str) -> _Entry | None:
+        """The stream's entry, made again from its cold form if it has one (then it counts as
+        just active, and goes cold again `COLD_AFTER_S` later if it stays quiet)."""
+        entry = self._streams.get(stream_id)
+        if entry is not None:
+            return entry
+        cold = self._cold.pop(stream_id, None)
+        if cold is None:
+            return None
+        entry = self._streams[stream_id] = thaw(cold, self.entry_type)
+        self._finished.append((time.monotonic() + COLD_AFTER_S, stream_id))
+        return entry
 
     # -- streams -----------------------------------------------------------------------
     async def create_stream(self, meta: StreamMeta, ttl_s: float) -> None:
@@ -147,21 +206,26 @@ class MemoryStore(MemoryIndexes, Store):
         now = time.monotonic()
         if self._expiry and self._expiry[0][0] <= now:  # (`_sweep`'s test first: once per stream)
             self._sweep(now)
+        if self._finished and self._finished[0][0] <= now:  # (`_cool`'s, likewise)
+            self._cool(now)
         stream_id = meta.stream_id
-        if stream_id in self._streams:
+        if stream_id in self._streams or stream_id in self._cold:
             self._drop(stream_id)  # (a stream created again: its waiters see the old one gone)
-        if len(self._streams) >= self.max_streams:
-            for other, kept in list(self._streams.items()):
-                if kept.meta.state is not StreamState.RUNNING:
-                    self._drop(other)
-                    break
+        if self.stream_count >= self.max_streams:
+            if self._cold:  # (finished, and less recently active than any entry)
+                self._drop(next(iter(self._cold)))
             else:
-                raise StoreFullError(f"{self.max_streams} streams are running")
+                for other, kept in list(self._streams.items()):
+                    if kept.meta.state is not StreamState.RUNNING:
+                        self._drop(other)
+                        break
+                else:
+                    raise StoreFullError(f"{self.max_streams} streams are running")
         meta.version = 0
         if not meta.pending_inputs:
-            meta.pending_inputs = _NO_INPUTS
+            meta.pending_inputs = NO_INPUTS
         if not meta.issued_inputs:
-            meta.issued_inputs = _NO_INPUTS
+            meta.issued_inputs = NO_INPUTS
         entry = self.entry_type(meta, now + ttl_s)
         self._streams[stream_id] = entry
         heapq.heappush(self._expiry, (entry.expires_at, stream_id))
@@ -229,10 +293,19 @@ class MemoryStore(MemoryIndexes, Store):
         meta.state = StreamState.COMPLETED
         if retain_s is not None:
             self._set_expiry(stream_id, entry, retain_s)
+        self._finished.append((time.monotonic() + COLD_AFTER_S, stream_id))
 
     def _entry(self, stream_id: str) -> _Entry | None:
         entry = self._streams.get(stream_id)
-        if entry is not None and entry.expires_at <= time.monotonic():
+        if entry is None:
+            cold = self._cold.get(stream_id)
+            if cold is None:
+                return None
+            if cold[EXPIRES_AT] <= time.monotonic():
+                self._drop(stream_id)
+                return None
+            return self._warm(stream_id)
+        if entry.expires_at <= time.monotonic():
             self._drop(stream_id)
             return None
         return entry
@@ -259,7 +332,7 @@ class MemoryStore(MemoryIndexes, Store):
         for name, value in changes.items():
             if name == "version":
                 raise ValueError("StreamMeta.version is kept by the store")
-            setattr(meta, name, (list(value) or _NO_INPUTS) if isinstance(value, list) else value)
+            setattr(meta, name, (list(value) or NO_INPUTS) if isinstance(value, list) else value)
         if ttl_s is not None:
             self._set_expiry(stream_id, entry, ttl_s)
         entry.wake()
@@ -323,6 +396,8 @@ class MemoryStore(MemoryIndexes, Store):
         owner: str | None = None,
     ) -> None:
         entry = self._streams.get(stream_id)
+        if entry is None:
+            entry = self._warm(stream_id)
         if entry is not None and owner is not None:  # (`_fence`'s test first: once per event)
             _fence(entry, stream_id, owner)
         if entry is not None and self._add(entry, stream_id, events, max_events, max_bytes):
@@ -373,6 +448,13 @@ class MemoryStore(MemoryIndexes, Store):
         return events[skip:]
 
     def _enforce_budget(self, current: str) -> None:
+        for stream_id, cold in list(self._cold.items()):  # (the least recently active)
+            if self._total_bytes <= self.max_bytes:
+                return
+            entry = thaw(cold, self.entry_type)
+            self._trim_to_budget(entry)
+            entry.wake()
+            self._cold[stream_id] = freeze(entry) or cold
         for stream_id, entry in list(self._streams.items()):
             if self._total_bytes <= self.max_bytes:
                 return
@@ -415,8 +497,12 @@ class MemoryStore(MemoryIndexes, Store):
 
     # -- what a durable store keeps in memory (`SQLiteStore`) ----------------------------
     def held(self, stream_id: str) -> _Entry | None:
-        """The stream's entry as kept now, expired or not (its events and record, to copy)."""
-        return self._streams.get(stream_id)
+        """The stream's entry as kept now, expired or not (its events and record, to copy; a
+        cold stream's made for the caller, which is not to change it)."""
+        entry = self._streams.get(stream_id)
+        if entry is None and stream_id in self._cold:
+            return thaw(self._cold[stream_id], self.entry_type)
+        return entry
 
     def restore_stream(self, meta: StreamMeta, ttl_s: float, events: Sequence[tuple[int, bytes]]) -> None:
         """Keep a stream read back from a file: `meta` as it was recorded (the store's own from
@@ -427,6 +513,8 @@ class MemoryStore(MemoryIndexes, Store):
         if events:
             self._add(entry, meta.stream_id, events, len(events), self.max_bytes)
         meta.last_seq = max(meta.last_seq, last_seq)
+        if meta.state is not StreamState.RUNNING:
+            self._finished.append((time.monotonic() + COLD_AFTER_S, meta.stream_id))
 
     def restore_session(self, info: SessionInfo, ttl_s: float) -> None:
         """Keep a session read back from a file, for `ttl_s` more."""

@@ -9,6 +9,12 @@ its `StreamMeta` and the meta's two lists.
 
 Events leave from the front: a `bytearray` drops its head in place (CPython moves its
 start, no copy), so eviction is amortised O(1) per event.
+
+A finished stream that nobody waits on is kept cold (`freeze`): its record and events as one
+plain tuple of strings, numbers and its two `bytearray`s, which the collector stops tracking at
+its next pass. A busy server keeps tens of thousands of finished streams for their retention
+window; as objects they made every full collection walk two objects and some thirty references
+each, several times the application's own heap. `thaw` makes the entry again when one is used.
 """
 
 from __future__ import annotations
@@ -16,12 +22,18 @@ from __future__ import annotations
 import struct
 from bisect import bisect_right
 from collections.abc import Sequence
+from typing import Any
 
 import anyio
 
-from mcp_resume_asgi.store.base import StreamMeta
+from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
 
-__all__ = ["StreamEntry"]
+__all__ = ["EXPIRES_AT", "NO_INPUTS", "PAYLOADS", "SESSION_ID", "ColdStream", "StreamEntry", "freeze", "thaw"]
+
+#: What a record's `pending_inputs` and `issued_inputs` hold while they are empty (most records,
+#: all their lives): one list shared by all, never changed in place (`MemoryStore._update`
+#: replaces a list).
+NO_INPUTS: list[Any] = []
 
 #: One event in `StreamEntry.index`: its seq and the end offset of its payload (native ints,
 #: as `memoryview.cast("q")` reads them).
@@ -51,6 +63,11 @@ class StreamEntry:
     def nbytes(self) -> int:
         """Payload bytes retained (not kept apart: the payloads lie back to back in `buf`)."""
         return len(self.buf)
+
+    @staticmethod
+    def forgotten(stream_id: str) -> None:
+        """A cold stream (`freeze`), which has no entry to wake, left the store: nothing to do
+        here; an entry type that notes every change elsewhere notes this one too."""
 
     def wake(self) -> None:
         """The stream changed: bump its version, wake whoever waits on it."""
@@ -144,3 +161,119 @@ class StreamEntry:
                 out.append((seq, payloads[offset:end].tobytes()))
                 offset = end
         return out
+
+
+ColdStream = tuple[Any, ...]
+"""A finished stream kept cold: `freeze`'s tuple (see the module docstring)."""
+
+#: Where a `ColdStream` keeps what the store reads without thawing it.
+EXPIRES_AT, PAYLOADS, SESSION_ID = 0, 1, 6
+
+_KINDS = {kind.value: kind for kind in StreamKind}
+_STATES = {state.value: state for state in StreamState}
+
+
+def freeze(entry: StreamEntry) -> ColdStream | None:
+    """`entry` as a `ColdStream`, or None while it may not be kept cold: its stream runs, a
+    waiter holds its entry, or its record lists server requests (rare: kept as it is)."""
+    meta = entry.meta
+    if (
+        meta.state is StreamState.RUNNING
+        or entry.notify is not None
+        or meta.pending_inputs
+        or meta.issued_inputs
+    ):
+        return None
+    # (The enums as their values: a member is an object the collector tracks, and a tuple
+    # holding one stays tracked.)
+    return (
+        entry.expires_at,
+        entry.buf,
+        entry.index,
+        entry.origin,
+        meta.stream_id,
+        meta.kind.value,
+        meta.session_id,
+        meta.principal,
+        meta.protocol_version,
+        meta.path,
+        meta.request_id,
+        meta.method,
+        meta.state.value,
+        meta.last_seq,
+        meta.first_seq,
+        meta.final_seq,
+        meta.delivered_seq,
+        meta.attach_gen,
+        meta.attached,
+        meta.last_contact,
+        meta.turn,
+        meta.owner,
+        meta.route,
+        meta.resumable_opt_in,
+        meta.version,
+        meta.trace,
+    )
+
+
+def thaw(cold: ColdStream, entry_type: type[StreamEntry] = StreamEntry) -> StreamEntry:
+    """The entry `freeze` made `cold` from, as it was (its payloads not copied)."""
+    (
+        expires_at,
+        buf,
+        index,
+        origin,
+        stream_id,
+        kind,
+        session_id,
+        principal,
+        protocol_version,
+        path,
+        request_id,
+        method,
+        state,
+        last_seq,
+        first_seq,
+        final_seq,
+        delivered_seq,
+        attach_gen,
+        attached,
+        last_contact,
+        turn,
+        owner,
+        route,
+        resumable_opt_in,
+        version,
+        trace,
+    ) = cold
+    meta = StreamMeta(
+        stream_id,
+        _KINDS[kind],
+        session_id,
+        principal,
+        protocol_version,
+        path,
+        request_id,
+        method,
+        _STATES[state],
+        last_seq,
+        first_seq=first_seq,
+        final_seq=final_seq,
+        delivered_seq=delivered_seq,
+        pending_inputs=NO_INPUTS,
+        issued_inputs=NO_INPUTS,
+        attach_gen=attach_gen,
+        attached=attached,
+        last_contact=last_contact,
+        turn=turn,
+        owner=owner,
+        route=route,
+        resumable_opt_in=resumable_opt_in,
+        version=version,
+        trace=trace,
+    )
+    entry = entry_type(meta, expires_at)
+    entry.buf = buf
+    entry.index = index
+    entry.origin = origin
+    return entry

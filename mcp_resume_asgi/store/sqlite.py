@@ -173,6 +173,10 @@ class SQLiteStore(Store):
                 StreamEntry.wake(self)
                 changed.add(self.meta.stream_id)
 
+            @staticmethod
+            def forgotten(stream_id: str) -> None:
+                changed.add(stream_id)
+
         self._memory.entry_type = JournaledEntry
         self._lock_fd = sqlite_file.lock(self.path)
         try:
