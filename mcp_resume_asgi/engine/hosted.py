@@ -44,9 +44,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 from starlette.types import Message, Scope
 
-from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_head, session_id
+from mcp_resume_asgi.core.answer_mode import EVENT_STREAM, Answer, Mode, answer_head, session_id
 from mcp_resume_asgi.core.ending import End, next_step
-from mcp_resume_asgi.core.lifecycle import Record, Run, Stop, raised
+from mcp_resume_asgi.core.lifecycle import Origin, Record, Run, Stop, raised
 from mcp_resume_asgi.core.mrtr import may_hand_over
 from mcp_resume_asgi.core.stream import Due, FirstGone, Reason, StreamCore
 from mcp_resume_asgi.engine import cancellation, mrtr, rerun, sweep
@@ -82,6 +82,8 @@ _STARTING = Run.STARTING
 _RUNNING = Run.RUNNING
 _OVER = Run.OVER
 _NOT_STOPPED = Stop.NONE
+_LOCAL = Origin.LOCAL
+_RERUN = Origin.RERUN
 _FENCED = Stop.FENCED
 
 #: A request whose stream opens before the app answers (Idempotency-Key, SEP-975...)
@@ -175,7 +177,6 @@ class _Rarely:
     stream lives on for its resume window, thousands at a time."""
 
     __slots__ = (
-        "adopted",
         "after_app",
         "delivery",
         "first_messages",
@@ -184,13 +185,11 @@ class _Rarely:
         "json_chunks",
         "json_size",
         "json_status",
-        "left_early",
         "passthrough_body",
-        "upgraded_sse",
+        "upgraded_media",
     )
 
     def __init__(self) -> None:
-        self.adopted = False
         self.after_app: Callable[[], Awaitable[None]] | None = None
         self.delivery: Delivery | None = None
         self.first_messages: tuple[dict[str, Any], ...] = ()
@@ -199,9 +198,8 @@ class _Rarely:
         self.json_chunks: list[bytes] | None = None
         self.json_size = 0
         self.json_status = 200
-        self.left_early = False
         self.passthrough_body: list[bytes] | None = None
-        self.upgraded_sse = False
+        self.upgraded_media = b""
 
 
 _RARELY = _Rarely()
@@ -229,12 +227,10 @@ class HostedStream:
         "app_disconnect",
         "body",
         "core",
-        "counted_detached",
         "first",
         "kind",
         "method",
         "mode",
-        "opted_in",
         "parser",
         "prefix",
         "principal",
@@ -279,8 +275,6 @@ class HostedStream:
         self.principal = principal
         self.method = sys.intern(method) if method is not None else None
         self.stream_id = stream_id or new_stream_id()
-        self.opted_in = opted_in
-        """The client asked for a resumable stream (`protocol.RESUMABLE_STREAMS_EXTENSION`)."""
         self.core = StreamCore(
             policy,
             version=version,
@@ -293,8 +287,6 @@ class HostedStream:
         """Made when first needed; let go while the stream is detached and its app quiet (`rest`)."""
         self._writer: Writer | None = None
         """Made when first needed; let go while the stream is detached and quiet (`rest`)."""
-        self.counted_detached = False
-        """Counted in `streams_detached` (`Writer._count_attached`)."""
         self._more = _RARELY
         """What the stream rarely needs (`_Rarely`), shared defaults until one is written."""
         self.timer = Timer(self)  # (called as `on_timer`: no bound method held per stream)
@@ -317,8 +309,6 @@ class HostedStream:
         apps send events in pieces)."""
 
     # Read and written as attributes; kept in `_more` (`_rarely`).
-    adopted: SideAttribute[bool] = _rarely("adopted")
-    """A re-run: it continues the record of a run lost with its node (`adopt`)."""
     after_app: SideAttribute[Callable[[], Awaitable[None]] | None] = _rarely("after_app")
     """Run once the app's request is over (`host`), on its task."""
     delivery: SideAttribute[Delivery | None] = _rarely("delivery")
@@ -329,15 +319,17 @@ class HostedStream:
     json_chunks: SideAttribute[list[bytes] | None] = _rarely("json_chunks")
     json_size: SideAttribute[int] = _rarely("json_size")
     json_status: SideAttribute[int] = _rarely("json_status")
-    left_early: SideAttribute[bool] = _rarely("left_early")
-    """The client left before the app decided how to answer."""
     passthrough_body: SideAttribute[list[bytes] | None] = _rarely("passthrough_body")
-    upgraded_sse: SideAttribute[bool] = _rarely("upgraded_sse")
+    upgraded_media: SideAttribute[bytes] = _rarely("upgraded_media")
+    """The media type of the app's own answer in an UPGRADED stream (its events are recorded
+    as they come if it is SSE; else its body becomes the stream's one event)."""
 
     # What its services and core hold already (not kept twice).
     store = property(operator.attrgetter("services.store"))
     policy = property(operator.attrgetter("core.policy"))
     request_id = property(operator.attrgetter("core.request_id"))
+    opted_in = property(operator.attrgetter("core.opted_in"))
+    """The client asked for a resumable stream (`protocol.RESUMABLE_STREAMS_EXTENSION`)."""
 
     @property
     def path(self) -> str:
@@ -442,7 +434,6 @@ class HostedStream:
     def adopt(self, last_seq: int) -> None:
         """Run the request again on a record another node began and was lost with (`Engine.rerun`,
         which took the record over): no record is created, ids go on after `last_seq`."""
-        self.adopted = True
         self.core.continue_from(last_seq)
 
     def host(
@@ -795,8 +786,6 @@ class HostedStream:
                 await self.writer.release(first)  # the resume window starts now (or the app is cancelled)
             elif action is FirstGone.CANCEL:
                 spawn(self.closed_by_client)  # before its answer opened
-            elif action is FirstGone.LEFT_EARLY:
-                self.left_early = True
             else:  # a JSON answer: the client leaving means what it does unwrapped
                 self.app_disconnect.set()
 
@@ -969,9 +958,7 @@ class HostedStream:
         writer = self._writer
         if writer is not None:
             writer.after_app()
-        if self.counted_detached:
-            self.counted_detached = False
-            self.services.telemetry.streams_detached(-1)  # (counted: see `Writer.telemetry`)
+        self.services.detached.ended(self.stream_id)  # (if counted detached: `DetachedStreams`)
         self.services.scheduler.arm(self.timer, self.core.next_deadline())  # (`arm`, inline)
 
     # ------------------------------------------------------------------ the app's answer
@@ -1005,7 +992,7 @@ class HostedStream:
             return
         body: bytes = message.get("body", b"")
         mode = self.mode
-        if mode is Mode.STREAM or (mode is Mode.UPGRADED and self.upgraded_sse):
+        if mode is Mode.STREAM or (mode is Mode.UPGRADED and self.upgraded_media == EVENT_STREAM):
             if not body:
                 return  # (the response's end, say: nothing to record, no parser to make)
             parser = self.parser
@@ -1087,7 +1074,7 @@ class HostedStream:
                 self.principal = principal
                 await self.services.store.update_stream(self.stream_id, principal=principal)
             self.json_status = status
-            self.upgraded_sse = media == b"text/event-stream"
+            self.upgraded_media = media
             await self.decide()
             return
         first = self.first
@@ -1097,7 +1084,11 @@ class HostedStream:
             if self.session_id is None:
                 self.session_id = session_id(headers)
             self.mode = Mode.STREAM
-            if self.kind is StreamKind.REQUEST and not self.adopted and not self.core.policy.rerun_on_loss:
+            if (
+                self.kind is StreamKind.REQUEST
+                and self.core.origin is _LOCAL
+                and not self.core.policy.rerun_on_loss
+            ):
                 # Its record is created with the app's first events, or once something needs it
                 # sooner (the answer's head, its client gone): `Recorder.open_later`. (Not a
                 # re-run, whose record exists, nor a re-runnable call, whose request is stored
@@ -1126,7 +1117,7 @@ class HostedStream:
                 self.attach_first(first, sse_headers)
             return
         self.mode = Mode.PASSTHROUGH
-        if self.left_early:
+        if self.core.tell_app_gone(Mode.PASSTHROUGH):
             self.app_disconnect.set()
         if first is not None:
             await first.send(message)
@@ -1154,7 +1145,7 @@ class HostedStream:
         its request is kept for that, as a call whose close never cancels it has it kept from its
         start (`Recorder.open_record`; deleted once it is answered)."""
         services = self.services
-        if not self.core.policy.rerun_on_loss or services.node is None or self.adopted:
+        if not self.core.policy.rerun_on_loss or services.node is None or self.core.origin is _RERUN:
             return  # (a re-run's request is kept already)
         bound = rerun.bound(self.principal, self.session_id, self.request_id, self.method, self.route)
         stored = rerun.capture(self.scope, self.body, services.principal, bound)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import anyio
 
 from mcp_resume_asgi.core.held_writes import Batch, HeldWrites
-from mcp_resume_asgi.core.lifecycle import Record, Stop
+from mcp_resume_asgi.core.lifecycle import Origin, Record, Stop
 from mcp_resume_asgi.core.stream import Phase
 from mcp_resume_asgi.engine import rerun, sweep
 from mcp_resume_asgi.engine.event_loop import current_asyncio_task
@@ -105,8 +105,6 @@ class RecordedStream(HostedRequest, Protocol):
     # be created with the first events), the caller the app's auth named when the record
     # opened, an UPGRADED answer's body once read.
     prefix: bytes | None
-    adopted: bool
-    """The stream continues the record of a run lost with its node (`Engine.rerun`)."""
     principal: str | None
     json_chunks: list[bytes] | None
 
@@ -887,7 +885,7 @@ class Recorder:
         services = hosted.services
         self._identify()
         ttl = services.running_ttl(hosted.policy)
-        if hosted.adopted:
+        if hosted.core.origin is Origin.RERUN:
             # A re-run (`Engine.rerun`): the record of the lost run goes on, taken over already
             # (and listed in the index of running requests since that run's record opened).
             hosted.core.indexed = hosted.kind is StreamKind.REQUEST
