@@ -17,19 +17,18 @@ __all__ = ["DetachedStreams"]
 class DetachedStreams:
     """The ids of the streams counted detached now, and the telemetry they are counted in."""
 
-    __slots__ = ("_counted", "telemetry")
+    __slots__ = ("counted", "telemetry")
 
     def __init__(self, telemetry: Telemetry) -> None:
         self.telemetry = telemetry
-        self._counted: set[str] = set()
-
-    def __contains__(self, stream_id: object) -> bool:
-        return stream_id in self._counted
+        self.counted: set[str] = set()
+        """The ids of the streams counted now (read, never written, by others: empty for most
+        of a node's life, which spares a stream's end a call, `ended`)."""
 
     def note(self, stream_id: str, detached: bool) -> None:
         """The stream's app now runs without a connection (`detached`), or not: counted, or taken
         back, if that changes what is counted of it."""
-        counted = self._counted
+        counted = self.counted
         if detached:
             if stream_id not in counted:
                 counted.add(stream_id)
@@ -39,9 +38,8 @@ class DetachedStreams:
             self.telemetry.streams_detached(-1)
 
     def ended(self, stream_id: str) -> None:
-        """The stream's app ended: taken back if it was counted (nothing to do for most streams:
-        the set is empty, or does not hold it)."""
-        counted = self._counted
-        if counted and stream_id in counted:
+        """The stream's app ended: taken back if it was counted."""
+        counted = self.counted
+        if stream_id in counted:
             counted.discard(stream_id)
             self.telemetry.streams_detached(-1)

@@ -48,17 +48,19 @@ from mcp_resume_asgi.core.answer_mode import EVENT_STREAM, Answer, Mode, answer_
 from mcp_resume_asgi.core.ending import End, next_step
 from mcp_resume_asgi.core.lifecycle import Origin, Record, Run, Stop, raised
 from mcp_resume_asgi.core.mrtr import may_hand_over
+from mcp_resume_asgi.core.orphans import after_loss
 from mcp_resume_asgi.core.stream import Due, FirstGone, Reason, StreamCore
 from mcp_resume_asgi.engine import cancellation, mrtr, rerun, sweep
 from mcp_resume_asgi.engine.connection import Connection, Flag
 from mcp_resume_asgi.engine.delivery import Writer, finish_answer
 from mcp_resume_asgi.engine.event_loop import running_asyncio_loop
-from mcp_resume_asgi.engine.port import Delivery
+from mcp_resume_asgi.engine.port import Delivery, RequestContext, ServeOptions
 from mcp_resume_asgi.engine.recorder import Recorder
 from mcp_resume_asgi.engine.scheduler import Timer, spawn
 from mcp_resume_asgi.engine.services import ENDED_WITHOUT_RESPONSE, SHUT_DOWN, Drain
 from mcp_resume_asgi.policy import Policy, running_ttl
-from mcp_resume_asgi.store.base import StreamKind
+from mcp_resume_asgi.store import keys
+from mcp_resume_asgi.store.base import StreamKind, StreamMeta
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.headers import Headers
 from mcp_resume_asgi.wire.replies import UNAVAILABLE_HEADER, send_bytes
@@ -83,6 +85,8 @@ _RUNNING = Run.RUNNING
 _OVER = Run.OVER
 _NOT_STOPPED = Stop.NONE
 _LOCAL = Origin.LOCAL
+_REQUEST = StreamKind.REQUEST
+_STANDALONE = StreamKind.STANDALONE
 _RERUN = Origin.RERUN
 _FENCED = Stop.FENCED
 
@@ -172,12 +176,10 @@ async def _awaited(app: Awaitable[None]) -> None:
 
 
 class _Rarely:
-    """What a hosted stream rarely needs (an upgraded or passed-through answer, features, re-runs,
-    the drain's hand-over), apart: most streams never write any of it, and one idle detached
+    """What a hosted stream rarely needs (an upgraded or passed-through answer, features), apart: most streams never write any of it, and one idle detached
     stream lives on for its resume window, thousands at a time."""
 
     __slots__ = (
-        "after_app",
         "delivery",
         "first_messages",
         "held",
@@ -190,7 +192,6 @@ class _Rarely:
     )
 
     def __init__(self) -> None:
-        self.after_app: Callable[[], Awaitable[None]] | None = None
         self.delivery: Delivery | None = None
         self.first_messages: tuple[dict[str, Any], ...] = ()
         self.held: Connection | None = None
@@ -308,9 +309,106 @@ class HostedStream:
         """Made for the first chunk that is not one whole event (`single_event_frame`: the SDK's
         apps send events in pieces)."""
 
+    # ------------------------------------------------------------------ made: one constructor per way a stream comes to be
+    @classmethod
+    def request(
+        cls,
+        services: StreamServices[HostedStream],
+        ctx: RequestContext,
+        options: ServeOptions,
+        claimed_key: str | None = None,
+    ) -> HostedStream:
+        """A client's JSON-RPC request, as the layers hand it to the engine (`Engine.handle_request`):
+        served as `options` say, and holding `claimed_key`, the store key of its `Idempotency-Key`
+        the front claimed for it (freed if the app refuses)."""
+        message = ctx.message
+        opted_in = p.asks_resumable_streams(message)
+        hosted = cls(
+            services,
+            kind=StreamKind.REQUEST,
+            scope=ctx.scope,
+            body=p.body_for_app(ctx.body, message) if opted_in else ctx.body,  # (read once)
+            route=ctx.route,
+            policy=options.policy or ctx.policy,
+            version=ctx.version,
+            session_id=ctx.session_id,
+            principal=ctx.principal,
+            request_id=message["id"],
+            method=ctx.method,
+            stream_id=ctx.stream_id,
+            opted_in=opted_in,
+        )
+        if claimed_key is not None:
+            hosted.idempotency_key = claimed_key
+        if options.first_messages:
+            hosted.first_messages = tuple(options.first_messages)
+        if options.delivery is not None:
+            hosted.delivery = options.delivery
+        return hosted
+
+    @classmethod
+    def standalone(
+        cls,
+        services: StreamServices[HostedStream],
+        scope: Scope,
+        *,
+        route: int,
+        policy: Policy,
+        version: str,
+        session_id: str,
+    ) -> HostedStream:
+        """A session's GET stream, opened by the app (`Engine.handle_standalone`): the app sees the
+        GET without its `Last-Event-ID` (a resume of it was served from the store)."""
+        app_scope = dict(scope)
+        app_scope["headers"] = [(k, v) for k, v in scope["headers"] if k != b"last-event-id"]
+        return cls(
+            services,
+            kind=StreamKind.STANDALONE,
+            scope=app_scope,
+            body=b"",
+            route=route,
+            policy=policy,
+            version=version,
+            session_id=session_id,
+            principal=services.principal(app_scope),
+        )
+
+    @classmethod
+    def rerun(
+        cls,
+        services: StreamServices[HostedStream],
+        meta: StreamMeta,
+        scope: Scope,
+        body: bytes,
+        policy: Policy,
+        *,
+        round_: int,
+    ) -> HostedStream:
+        """A request run again on the record `meta` of a run lost with its node (`Engine.rerun`,
+        which took the record over): its request (`scope`, `body`) as it was kept, its ids going
+        on past every one the lost node can have handed out, its first event the re-run's marker,
+        and no client of its own (its clients follow the record; its close is nobody's)."""
+        hosted = cls(
+            services,
+            kind=StreamKind.REQUEST,
+            scope=scope,
+            body=body,
+            route=meta.route,
+            policy=policy,
+            version=meta.protocol_version,
+            session_id=meta.session_id,
+            principal=meta.principal,
+            request_id=meta.request_id,
+            method=meta.method,
+            stream_id=meta.stream_id,
+            opted_in=meta.resumable_opt_in,
+        )
+        hosted.core.continue_from(after_loss(meta.last_seq) - 1)
+        hosted.delivery = Delivery(at_will=False, survives_close=True, refusal_recorded=True)
+        hosted.first_messages = (rerun.marker(round_),)
+        return hosted
+
     # Read and written as attributes; kept in `_more` (`_rarely`).
-    after_app: SideAttribute[Callable[[], Awaitable[None]] | None] = _rarely("after_app")
-    """Run once the app's request is over (`host`), on its task."""
     delivery: SideAttribute[Delivery | None] = _rarely("delivery")
     first_messages: SideAttribute[tuple[dict[str, Any], ...]] = _rarely("first_messages")
     held: SideAttribute[Connection | None] = _rarely("held")
@@ -431,28 +529,31 @@ class HostedStream:
         self.answer_start = None
 
     # ------------------------------------------------------------------ hosting
-    def adopt(self, last_seq: int) -> None:
-        """Run the request again on a record another node began and was lost with (`Engine.rerun`,
-        which took the record over): no record is created, ids go on after `last_seq`."""
-        self.core.continue_from(last_seq)
+    def _opens_before(self) -> float | None:
+        """How long the client's answer waits for the app before the stream opens without it:
+        0 where the stream must exist before the app runs (an Idempotency-Key: the client may
+        lose its answer; messages recorded first; a feature layer's `Delivery`), the route's
+        `upgrade_json_after_s` for another request but `initialize`, None (never) for a GET."""
+        more = self._more
+        if more is not _RARELY and (
+            more.idempotency_key is not None or more.first_messages or more.delivery is not None
+        ):
+            return 0.0
+        if self.kind is _REQUEST and self.method != "initialize":
+            return self.core.policy.upgrade_json_after_s
+        return None
 
-    def host(
-        self,
-        client: Connection,
-        *,
-        open_before_s: float | None,
-        after_app: Callable[[], Awaitable[None]] | None = None,
-    ) -> Awaitable[tuple[str, int] | None]:
+    def host(self, client: Connection) -> Awaitable[tuple[str, int] | None]:
         """Start the app's request for `client` on a task of the engine's, and watch `client`
         until its connection is let go; returns how it ended (see `serve`), or None.
 
-        `after_app` runs once the app's request is over (its stream concluded), on that task.
         Not a coroutine unless the stream opens ahead: the call's frame is then `watch_first`'s
         alone (every request in flight holds it, and a burst of them all at once)."""
         self.services.live[self.stream_id] = self
         self.first = client
+        open_before_s = self._opens_before()
         if open_before_s == 0:
-            return self._host_opened_ahead(client, after_app)
+            return self._host_opened_ahead(client)
         try:
             if self.delivery is not None and self.delivery.deadline_s is not None:
                 self.core.answer_within(self.delivery.deadline_s)
@@ -463,14 +564,10 @@ class HostedStream:
         except BaseException:
             self._unhost()
             raise
-        if after_app is not None:
-            self.after_app = after_app
         self.services.scheduler.apps.start(self.run, self.begin_app)
         return self.watch_first(client)
 
-    async def _host_opened_ahead(
-        self, client: Connection, after_app: Callable[[], Awaitable[None]] | None
-    ) -> tuple[str, int] | None:
+    async def _host_opened_ahead(self, client: Connection) -> tuple[str, int] | None:
         try:
             if self.delivery is not None and self.delivery.deadline_s is not None:
                 self.core.answer_within(self.delivery.deadline_s)
@@ -488,8 +585,6 @@ class HostedStream:
         except BaseException:
             self._unhost()
             raise
-        if after_app is not None:
-            self.after_app = after_app
         self.services.scheduler.apps.start(self.run, self.begin_app)
         return await self.watch_first(client)
 
@@ -608,9 +703,19 @@ class HostedStream:
         delivery = self.delivery
         if delivery is not None and delivery.after_app is not None:
             await delivery.after_app()
-        after_app = self.after_app
-        if after_app is not None:
-            await after_app()
+        if self.kind is _STANDALONE:
+            await self._forget_standalone_key()
+
+    async def _forget_standalone_key(self) -> None:
+        """A session's GET stream is over (its app let it go; not when its client left): a GET of
+        the session from now on opens a new one, unless it is another's already."""
+        session_id = self.session_id
+        if session_id is None or self.core.store_record is not _OPEN:
+            return
+        key = keys.standalone(session_id)
+        store = self.services.store
+        if await store.get_key(key) == self.stream_id:
+            await store.delete_key(key)
 
     def _after_due(self) -> bool:
         """Whether `_after` has anything to do."""
@@ -621,7 +726,7 @@ class HostedStream:
             or self.first is not None
             or cancellation.frees_record(self)
             or (delivery is not None and delivery.after_app is not None)
-            or self.after_app is not None
+            or self.kind is _STANDALONE
         )
 
     async def _after_then_over(self) -> None:
@@ -958,7 +1063,9 @@ class HostedStream:
         writer = self._writer
         if writer is not None:
             writer.after_app()
-        self.services.detached.ended(self.stream_id)  # (if counted detached: `DetachedStreams`)
+        detached = self.services.detached
+        if detached.counted:  # (counted detached: taken back. Empty while telemetry is off)
+            detached.ended(self.stream_id)
         self.services.scheduler.arm(self.timer, self.core.next_deadline())  # (`arm`, inline)
 
     # ------------------------------------------------------------------ the app's answer
