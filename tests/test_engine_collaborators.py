@@ -112,7 +112,7 @@ async def _app(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 #: The hosted stream's parts: each knows the stream only through a Protocol of its own.
-PARTS = ["engine/delivery", "engine/recorder", "engine/cancellation", "engine/follower"]
+PARTS = ["engine/delivery", "engine/recorder", "engine/cancellation", "engine/follower", "engine/upgraded"]
 
 
 @pytest.mark.anyio

@@ -44,20 +44,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 from starlette.types import Message, Scope
 
-from mcp_resume_asgi.core.answer_mode import EVENT_STREAM, Answer, Mode, answer_head, session_id
+from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_head, session_id
 from mcp_resume_asgi.core.ending import End, next_step
 from mcp_resume_asgi.core.lifecycle import Origin, Record, Run, Stop, raised
 from mcp_resume_asgi.core.mrtr import may_hand_over
 from mcp_resume_asgi.core.orphans import after_loss
-from mcp_resume_asgi.core.stream import Due, FirstGone, Reason, StreamCore
+from mcp_resume_asgi.core.stream import Due, FirstGone, StreamCore
 from mcp_resume_asgi.engine import cancellation, mrtr, rerun, sweep
 from mcp_resume_asgi.engine.connection import Connection, Flag
-from mcp_resume_asgi.engine.delivery import Writer, finish_answer
+from mcp_resume_asgi.engine.delivery import Writer
 from mcp_resume_asgi.engine.event_loop import running_asyncio_loop
 from mcp_resume_asgi.engine.port import Delivery, RequestContext, ServeOptions
 from mcp_resume_asgi.engine.recorder import Recorder
 from mcp_resume_asgi.engine.scheduler import Timer, spawn
 from mcp_resume_asgi.engine.services import ENDED_WITHOUT_RESPONSE, SHUT_DOWN, Drain
+from mcp_resume_asgi.engine.upgraded import UpgradedAnswer
 from mcp_resume_asgi.policy import Policy, running_ttl
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import StreamKind, StreamMeta
@@ -89,6 +90,9 @@ _REQUEST = StreamKind.REQUEST
 _STANDALONE = StreamKind.STANDALONE
 _RERUN = Origin.RERUN
 _FENCED = Stop.FENCED
+
+#: How much of the app's answer to `initialize` is read for its session (`learn_session`).
+_SESSION_ANSWER_BYTES = 65536
 
 #: A request whose stream opens before the app answers (Idempotency-Key, SEP-975...)
 #: holds its client's answer this long for the app's status, so that the app's own
@@ -182,25 +186,17 @@ class _Rarely:
     __slots__ = (
         "delivery",
         "first_messages",
-        "held",
         "idempotency_key",
-        "json_chunks",
-        "json_size",
-        "json_status",
         "passthrough_body",
-        "upgraded_media",
+        "upgraded",
     )
 
     def __init__(self) -> None:
         self.delivery: Delivery | None = None
         self.first_messages: tuple[dict[str, Any], ...] = ()
-        self.held: Connection | None = None
         self.idempotency_key: str | None = None
-        self.json_chunks: list[bytes] | None = None
-        self.json_size = 0
-        self.json_status = 200
         self.passthrough_body: list[bytes] | None = None
-        self.upgraded_media = b""
+        self.upgraded: UpgradedAnswer | None = None
 
 
 _RARELY = _Rarely()
@@ -411,16 +407,18 @@ class HostedStream:
     # Read and written as attributes; kept in `_more` (`_rarely`).
     delivery: SideAttribute[Delivery | None] = _rarely("delivery")
     first_messages: SideAttribute[tuple[dict[str, Any], ...]] = _rarely("first_messages")
-    held: SideAttribute[Connection | None] = _rarely("held")
-    """The first connection while its answer waits for the app's decision (UPGRADED)."""
     idempotency_key: SideAttribute[str | None] = _rarely("idempotency_key")
-    json_chunks: SideAttribute[list[bytes] | None] = _rarely("json_chunks")
-    json_size: SideAttribute[int] = _rarely("json_size")
-    json_status: SideAttribute[int] = _rarely("json_status")
     passthrough_body: SideAttribute[list[bytes] | None] = _rarely("passthrough_body")
-    upgraded_media: SideAttribute[bytes] = _rarely("upgraded_media")
-    """The media type of the app's own answer in an UPGRADED stream (its events are recorded
-    as they come if it is SSE; else its body becomes the stream's one event)."""
+    """The app's answer to `initialize`, passed through, as read for its session (`learn_session`)."""
+    upgraded: SideAttribute[UpgradedAnswer | None] = _rarely("upgraded")
+    """The answer of a stream opened before, or instead of, the app's (`upgraded.py`): made
+    when the client's answer is held for the app (`host`)."""
+
+    @property
+    def held(self) -> Connection | None:
+        """The first connection while its answer waits for the app's decision (UPGRADED)."""
+        upgraded = self._more.upgraded
+        return None if upgraded is None else upgraded.held
 
     # What its services and core hold already (not kept twice).
     store = property(operator.attrgetter("services.store"))
@@ -558,7 +556,7 @@ class HostedStream:
             if self.delivery is not None and self.delivery.deadline_s is not None:
                 self.core.answer_within(self.delivery.deadline_s)
             if open_before_s is not None:
-                self.held = client
+                self.upgraded = UpgradedAnswer(client)
                 self.core.hold(time.monotonic(), open_before_s)
                 self.arm()
         except BaseException:
@@ -571,11 +569,11 @@ class HostedStream:
         try:
             if self.delivery is not None and self.delivery.deadline_s is not None:
                 self.core.answer_within(self.delivery.deadline_s)
-            self.held = client
+            upgraded = self.upgraded = UpgradedAnswer(client)
             self.core.open_ahead()
             # Open the stream's record before the app runs (a retry or a resume can find it
             # at once), but not the client's answer: that waits for the app's status.
-            await self.upgrade()
+            await upgraded.open_record(self)
             if self.first_messages:
                 await self.recorder.record_events(
                     [SSEEvent(data=p.dumps(m), event=b"message") for m in self.first_messages]
@@ -696,7 +694,12 @@ class HostedStream:
     async def _after(self) -> None:
         """What follows the app's end (`app_finished`): the first connection finished, the record
         freed, what the request's features wait for (when `_after_due`)."""
-        if self._writer is not None or self.held is not None or self.first is not None:
+        upgraded = self._more.upgraded  # (`held`, without a call: most streams hold none)
+        if (
+            self._writer is not None
+            or self.first is not None
+            or (upgraded is not None and upgraded.held is not None)
+        ):
             await self.writer.finish_first()  # (else nothing to serve: no writer made for it)
         if cancellation.frees_record(self):
             await cancellation.forget(self)
@@ -720,9 +723,10 @@ class HostedStream:
     def _after_due(self) -> bool:
         """Whether `_after` has anything to do."""
         delivery = self.delivery
+        upgraded = self._more.upgraded  # (`held`, without a call: most streams hold none)
         return (
             self._writer is not None
-            or self.held is not None
+            or (upgraded is not None and upgraded.held is not None)
             or self.first is not None
             or cancellation.frees_record(self)
             or (delivery is not None and delivery.after_app is not None)
@@ -1001,7 +1005,8 @@ class HostedStream:
         with write-behind, a write still under way would land after the request is over."""
         services = self.services
         if step is End.RECORD_JSON:
-            await self.recorder.record_json_answer()
+            assert self.upgraded is not None  # (an UPGRADED answer's)
+            await self.upgraded.record_json(self)
         elif step is End.RECORD_TAIL:
             assert self.parser is not None
             with contextlib.suppress(SSEError):
@@ -1099,7 +1104,8 @@ class HostedStream:
             return
         body: bytes = message.get("body", b"")
         mode = self.mode
-        if mode is Mode.STREAM or (mode is Mode.UPGRADED and self.upgraded_media == EVENT_STREAM):
+        upgraded = self._more.upgraded
+        if mode is Mode.STREAM or (upgraded is not None and mode is Mode.UPGRADED and upgraded.app_streams):
             if not body:
                 return  # (the response's end, say: nothing to record, no parser to make)
             parser = self.parser
@@ -1127,22 +1133,17 @@ class HostedStream:
             if events:
                 await self.recorder.record_events(events)
         elif mode is Mode.UPGRADED:
-            self.json_size += len(body)
-            if self.json_size <= self.core.policy.max_event_bytes:
-                if self.json_chunks is None:
-                    self.json_chunks = []
-                self.json_chunks.append(body)
-            if not message.get("more_body", False):
-                await self.recorder.record_json_answer()
+            assert upgraded is not None  # (made as its answer was held)
+            await upgraded.body(self, message)
         elif mode is Mode.PASSTHROUGH:
-            if self.method == "initialize" and self.json_size < 65536:
-                self.json_size += len(body)
+            if self.method == "initialize":
                 chunks = self.passthrough_body
                 if chunks is None:
                     chunks = self.passthrough_body = []
-                chunks.append(body)
-                if not message.get("more_body", False):
-                    await self.learn_session(b"".join(chunks))
+                if sum(map(len, chunks)) < _SESSION_ANSWER_BYTES:
+                    chunks.append(body)
+                    if not message.get("more_body", False):
+                        await self.learn_session(b"".join(chunks))
             first = self.first
             if first is not None:
                 await first.send(message)
@@ -1164,29 +1165,24 @@ class HostedStream:
         headers: Headers = list(message.get("headers", []))
         media, sse_headers = answer_head(headers)  # (the SSE answer's headers: None for another)
         delivery = self.delivery
+        upgraded = self._more.upgraded
         answer = self.core.response_started(
             status,
             media,
             upgraded=self.mode is Mode.UPGRADED,
-            held=self.held is not None,
+            held=upgraded is not None and upgraded.held is not None,
             refusal_recorded=delivery is not None and delivery.refusal_recorded,
         )
-        if answer is Answer.REFUSED:
-            await self.refused_before_opening(message)
-            return
-        if answer is Answer.UPGRADE:
-            principal = self.services.principal(self.scope)
-            if principal != self.principal:
-                # Opened before the app ran: its auth has only now said who is calling.
-                self.principal = principal
-                await self.services.store.update_stream(self.stream_id, principal=principal)
-            self.json_status = status
-            self.upgraded_media = media
-            await self.decide()
+        if answer is Answer.REFUSED or answer is Answer.UPGRADE:
+            assert upgraded is not None  # (UPGRADED: made as its answer was held)
+            if answer is Answer.REFUSED:
+                await upgraded.refused(self, message)
+            else:
+                await upgraded.app_answered(self, status, media)
             return
         first = self.first
-        if self.held is not None:
-            self.held = None  # the app decided in time
+        if upgraded is not None:
+            upgraded.held = None  # the app decided in time
         if answer is Answer.STREAM:
             if self.session_id is None:
                 self.session_id = session_id(headers)
@@ -1322,79 +1318,10 @@ class HostedStream:
         writer.attach(client, gen=1, cursor=0, hold_head=True, opening=writer.priming(0))
 
     async def decide(self) -> None:
-        """The UPGRADED stream's answer opens: the app answered, or took too long."""
-        held, self.held = self.held, None
-        self.core.decided()
-        if held is None:
+        """The UPGRADED stream's held answer opens (`UpgradedAnswer.decide`): the app answered,
+        or took too long."""
+        upgraded = self._more.upgraded
+        if upgraded is None:  # (never held: nothing to open)
+            self.core.decided()
             return
-        # Under way from here (the store is asked first): the app may finish meanwhile, and its
-        # request must not be concluded before this answer is (`Writer.answers_settled`).
-        self.writer.answer_begins()
-        try:
-            await self._open_held(held)
-        finally:
-            self.writer.answer_ends()
-
-    async def _open_held(self, held: Connection) -> None:
-        if self.core.store_record is not _OPEN:
-            await self.upgrade()
-        if held.gone:
-            return
-        held.headers = self.services.sse_headers(
-            self.session_id,
-            self.path,
-            self.stream_id,
-            0,
-            link=not self.core.close_cancels,
-            prefix=self.prefix or None,
-        )
-        held.delivery = self.delivery
-        if self.first_attached:
-            await self.superseded(held)
-            return
-        meta = await self.services.store.attach(self.stream_id, time.time())
-        if meta is None:  # deleted while held (its request cancelled): an answer with nothing in it
-            if await held.open():
-                await held.finish()
-            return
-        self.writer.attach(
-            held, gen=meta.attach_gen, cursor=0, hold_head=False, opening=self.writer.priming(0)
-        )
-        await self.writer.open_and_pump(held)
-
-    async def superseded(self, held: Connection) -> None:
-        """A retry (the same Idempotency-Key) took the stream over while the first connection's
-        answer waited for the app: the retry keeps it, and the first is answered as any replaced
-        connection is (it must not take the stream back, and its ASGI call needs an answer)."""
-        if await held.open():
-            await finish_answer(held, Reason.REPLACED, 0, self.core.policy)
-        self.writer.outcome = (Reason.REPLACED, 0)
-        held.released.set()
-        held.stop_listening()  # its call may return
-        logger.debug("stream %s: a retry took it over before its first answer opened", self.stream_id)
-
-    async def upgrade(self) -> None:
-        """Open the stream's record for a request the app has not answered (yet)."""
-        self.mode = Mode.UPGRADED
-        await self.recorder.open_record()
-
-    async def refused_before_opening(self, start: Message) -> None:
-        """The app refused a request whose stream was opened ahead of its answer (a 404
-        "Session not found", a 400): the client gets that status, not an event in a 200
-        (stock clients start a new session only on an HTTP 404). Nothing ran, so the
-        stream and its Idempotency-Key are forgotten: a retry is a new request."""
-        self.mode = Mode.PASSTHROUGH
-        held, self.held = self.held, None
-        self.core.refused()
-        # Freed from now on: a retry coming meanwhile is served from the store (which is
-        # deleting it), not attached here.
-        self.core.store_record = Record.NONE
-        try:
-            await self.services.store.delete_stream(self.stream_id)
-            if self.idempotency_key is not None:
-                await self.services.store.delete_key(self.idempotency_key)
-        except Exception as exc:
-            if not self.services.store_outage(exc):
-                raise
-        if held is not None:
-            await held.send(start)
+        await upgraded.decide(self)
