@@ -23,8 +23,12 @@ app's response starts (`on_response_start`); acting on it is here too.
 A hosted stream is one object that owns its parts: its `StreamCore` (state and
 decisions: where the stream is in its life - its answer's phase, its record, its app's
 call, its stop - is the core's `state()`, never a flag of the host's), its `Recorder`
-(the store side, `recorder.py`) and its `Writer` (connections and timers, `delivery.py`). The parts know it only through narrow
-Protocols (`RecordedStream`, `WriterHost`, `cancellation.CancellableStream`).
+(the store side, `recorder.py`) and its `Writer` (connections and timers, `delivery.py`), and,
+for a request whose client's answer waits for the app, its `UpgradedAnswer` (`upgraded.py`).
+The parts know it only through narrow Protocols (`RecordedStream`, `WriterHost`,
+`UpgradingHost`, `cancellation.CancellableStream`). It is made by one constructor per way a
+stream comes to be: a client's request (`request`), a session's GET stream (`standalone`), a
+request run again after its node was lost (`rerun`).
 """
 
 from __future__ import annotations
