@@ -240,3 +240,26 @@ async def test_a_cancelled_requests_state_at_each_step_of_its_life() -> None:
         "cancelling record=open run=running expired",
         "done record=open run=over expired",
     ]
+
+
+def test_a_hosted_stream_keeps_no_boolean_of_its_own() -> None:
+    """Where a hosted stream is in its life is its core's state: neither the stream nor the side
+    object of what it rarely needs holds a flag (a bool) of its own."""
+    from mcp_resume_asgi.engine.hosted import _RARELY, _Rarely
+    from mcp_resume_asgi.store.base import StreamKind
+
+    hosted = HostedStream(
+        ResumeMiddleware(Steps(answer=True)).engine.services,
+        kind=StreamKind.REQUEST,
+        scope={"type": "http", "path": "/mcp", "headers": []},
+        body=b"",
+        route=0,
+        policy=Policy(),
+        version="2025-11-25",
+        session_id=None,
+        principal=None,
+    )
+    for owner, names in ((hosted, HostedStream.__slots__), (_RARELY, _Rarely.__slots__)):
+        for name in names:
+            if name != "__weakref__":
+                assert not isinstance(getattr(owner, name), bool), name
