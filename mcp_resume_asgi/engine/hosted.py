@@ -358,7 +358,8 @@ class HostedStream:
         session_id: str,
     ) -> HostedStream:
         """A session's GET stream, opened by the app (`Engine.handle_standalone`): the app sees the
-        GET without its `Last-Event-ID` (a resume of it was served from the store)."""
+        GET without its `Last-Event-ID` (resuming is the engine's, from the store: the app opens
+        a new stream)."""
         app_scope = dict(scope)
         app_scope["headers"] = [(k, v) for k, v in scope["headers"] if k != b"last-event-id"]
         return cls(
