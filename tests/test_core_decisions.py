@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mcp_resume_asgi.core.answer_mode import Mode
+from mcp_resume_asgi.core.answer_mode import Answer, Mode
 from mcp_resume_asgi.core.ending import End, next_step
 from mcp_resume_asgi.core.lifecycle import Record, Stop
 from mcp_resume_asgi.core.owner_watch import OwnerWatch, OwnerWatches
@@ -48,12 +48,11 @@ def test_first_gone_is_what_the_hosts_closure_decided(
         expected.append(FirstGone.RELEASE)
     elif not released and mode is not Mode.PASSTHROUGH and version == SINGLE:
         expected.append(FirstGone.CANCEL)  # (2026-07-28: a close is a cancel)
-    if mode is None:
-        expected.append(FirstGone.LEFT_EARLY)
-    elif mode is Mode.PASSTHROUGH:
+    if mode is Mode.PASSTHROUGH:
         expected.append(FirstGone.TELL_APP)
     got = core.first_gone(attached=attached, busy=busy, released=released, mode=mode, survives_close=False)
     assert got == expected
+    assert core.left_early is (mode is None)  # (noted: the answer is not decided yet)
     assert core.cancelled is (FirstGone.CANCEL in got)
     assert (core.phase is Phase.CANCELLING) is (FirstGone.CANCEL in got)
 
@@ -67,6 +66,23 @@ def test_first_gone_cancels_once_and_never_work_that_outlives_its_connection() -
     answered = make(version=SINGLE)
     answered.record([answer()])
     assert answered.first_gone(**kw, survives_close=False) == []
+
+
+@pytest.mark.parametrize(("status", "media"), [(200, b"application/json"), (200, b"text/event-stream")])
+def test_a_client_that_left_early_is_told_to_the_app_only_if_its_answer_passes_through(
+    status: int, media: bytes
+) -> None:
+    """The first client left before the app decided how to answer: an answer that passes
+    through tells the app at once (as unwrapped); a recorded one goes on for a resume."""
+    core = make()
+    assert core.first_gone(attached=False, busy=False, released=False, mode=None, survives_close=False) == []
+    assert str(core.state()) == "new record=none run=starting left_early"
+    answer_is = core.response_started(status, media, upgraded=False, held=False)
+    mode = Mode.PASSTHROUGH if answer_is is Answer.PASSTHROUGH else Mode.STREAM
+    assert core.tell_app_gone(mode) is (media != b"text/event-stream")
+    stayed = make()
+    stayed.response_started(status, media, upgraded=False, held=False)
+    assert not stayed.tell_app_gone(Mode.PASSTHROUGH)  # (its client has not left)
 
 
 # ---------------------------------------------------------------------- letting a connection go

@@ -112,7 +112,7 @@ async def _app(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 #: The hosted stream's parts: each knows the stream only through a Protocol of its own.
-PARTS = ["engine/delivery", "engine/recorder", "engine/cancellation", "engine/follower"]
+PARTS = ["engine/delivery", "engine/recorder", "engine/cancellation", "engine/follower", "engine/upgraded"]
 
 
 @pytest.mark.anyio
@@ -144,3 +144,40 @@ async def test_the_hosted_stream_is_one_class_that_owns_its_parts() -> None:
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
         assert "mcp_resume_asgi.engine.hosted" not in imported, path
         assert "Provided by" not in text, path
+
+
+def test_a_hosted_stream_is_made_by_one_constructor_per_way_it_comes_to_be() -> None:
+    """`HostedStream.request`, `.standalone` and `.rerun` share one path (`__init__`): each sets
+    what its way of coming to be says, and nothing else."""
+    from mcp_resume_asgi.core.lifecycle import Origin
+    from mcp_resume_asgi.core.orphans import after_loss
+    from mcp_resume_asgi.engine import rerun
+    from mcp_resume_asgi.engine.hosted import HostedStream
+    from mcp_resume_asgi.policy import Policy
+    from mcp_resume_asgi.store.base import StreamKind, StreamMeta
+
+    services = ResumeMiddleware(_app).engine.services
+    scope: Scope = {
+        "type": "http",
+        "path": "/mcp",
+        "headers": [(b"last-event-id", b"s-3"), (b"accept", b"text/event-stream")],
+    }
+    standalone = HostedStream.standalone(
+        services, scope, route=0, policy=Policy(), version="2025-11-25", session_id="session"
+    )
+    assert standalone.kind is StreamKind.STANDALONE and standalone.request_id is None
+    assert standalone.scope["headers"] == [(b"accept", b"text/event-stream")]  # (a resume is the store's)
+    assert scope["headers"][0] == (b"last-event-id", b"s-3")  # (the server's scope untouched)
+    assert standalone.core.origin is Origin.LOCAL and standalone.delivery is None
+
+    meta = StreamMeta(
+        new_stream_id(), StreamKind.REQUEST, "session", "alice", "2025-11-25", "/mcp", request_id=7
+    )
+    meta.last_seq = 12
+    meta.resumable_opt_in = True
+    again = HostedStream.rerun(services, meta, scope, b"{}", Policy(), round_=2)
+    assert again.stream_id == meta.stream_id and again.request_id == 7 and again.principal == "alice"
+    assert again.core.origin is Origin.RERUN and again.core.seq == after_loss(12) - 1
+    assert again.opted_in and "rerun" in repr(again)
+    assert again.delivery is not None and again.delivery.survives_close
+    assert again.first_messages == (rerun.marker(2),)

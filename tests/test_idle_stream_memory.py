@@ -22,6 +22,7 @@ from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
 from mcp_resume_asgi.core.lifecycle import Run
 from mcp_resume_asgi.core.stream import _NO_TIMING
 from mcp_resume_asgi.engine.hosted import _RARELY, AppDisconnect, _AppChannel, _then_disconnect
+from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.engine.scheduler import APP_TASK_NAME
 from mcp_resume_asgi.store.base import _META_DEFAULTS
 from mcp_resume_asgi.wire.asgi import Message, Receive, Scope, Send
@@ -431,7 +432,7 @@ async def detached(app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> tu
 @pytest.mark.parametrize("swallow", [False, True])
 async def test_stop_app_ends_an_idle_app_and_its_request_goes_on_as_if_it_had_returned(swallow: bool) -> None:
     """The cancel of ours (`stop_app`) is taken back, whether the app raises it or swallows it:
-    what follows the app runs whole (its end recorded, `after_app`), its task held meanwhile."""
+    what follows the app runs whole (its end recorded, its delivery's `after_app`), its task held meanwhile."""
     steps: list[str] = []
     middleware, hosted, store = await detached(stoppable_app(steps, swallow=swallow))
     apps = middleware.engine.services.scheduler.apps
@@ -442,7 +443,7 @@ async def test_stop_app_ends_an_idle_app_and_its_request_goes_on_as_if_it_had_re
     async def after_app() -> None:
         after.append("after")
 
-    hosted.after_app = after_app
+    hosted.delivery = Delivery(after_app=after_app)  # (what follows the app runs it)
     hosted.stop_app()
     assert task in apps._tasks  # (held while it stops: its stream no longer holds it)
     await settle(lambda: hosted.core.run is Run.OVER and apps.running == 0)
@@ -466,7 +467,7 @@ async def test_a_cancel_not_ours_is_raised_on_after_the_apps_end_is_recorded() -
     async def after_app() -> None:
         after.append("after")
 
-    hosted.after_app = after_app
+    hosted.delivery = Delivery(after_app=after_app)  # (what follows the app runs it)
     made: list[asyncio.Task[Any]] = []
     loop = asyncio.get_running_loop()
 

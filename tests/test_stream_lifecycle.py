@@ -11,12 +11,12 @@ import pytest
 
 from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
 from mcp_resume_asgi.core.answer_mode import Answer
-from mcp_resume_asgi.core.lifecycle import Record, Run, Stop, StreamState, raised
+from mcp_resume_asgi.core.lifecycle import Origin, Record, Run, Stop, StreamState, raised
 from mcp_resume_asgi.core.stream import Phase
 from mcp_resume_asgi.engine.hosted import HostedStream
 from mcp_resume_asgi.wire.asgi import Message, Receive, Scope, Send
 from tests.test_idle_stream_memory import EVENT, SESSION, post_scope, settle
-from tests.test_stream_core import answer, make, note
+from tests.test_stream_core import SINGLE, answer, make, note
 
 # ---------------------------------------------------------------------- no event loop
 
@@ -41,6 +41,21 @@ def test_a_new_core_prints_where_it_starts() -> None:
 def test_the_state_prints_the_stop_and_the_marks_only_when_set() -> None:
     state = StreamState(Phase.CANCELLING, Record.OPEN, Run.OVER, Stop.FENCED, True, True)
     assert str(state) == "cancelling record=open run=over stop=fenced expired indexed"
+
+
+def test_a_rerun_says_so_from_where_its_record_goes_on() -> None:
+    """A re-run continues the record of a run lost with its node (`continue_from`): its origin
+    is part of its state, and a stream hosted for a request here is `LOCAL`."""
+    core = make()
+    assert core.origin is Origin.LOCAL
+    core.continue_from(41)
+    assert core.origin is Origin.RERUN and core.seq == 41
+    assert str(core.state()) == "new record=none run=starting rerun"
+
+
+def test_the_opt_in_is_kept_by_the_core_that_decides_from_it() -> None:
+    assert make(version=SINGLE, opted_in=True).opted_in
+    assert not make(version=SINGLE).opted_in
 
 
 @pytest.mark.parametrize(
@@ -225,3 +240,26 @@ async def test_a_cancelled_requests_state_at_each_step_of_its_life() -> None:
         "cancelling record=open run=running expired",
         "done record=open run=over expired",
     ]
+
+
+def test_a_hosted_stream_keeps_no_boolean_of_its_own() -> None:
+    """Where a hosted stream is in its life is its core's state: neither the stream nor the side
+    object of what it rarely needs holds a flag (a bool) of its own."""
+    from mcp_resume_asgi.engine.hosted import _RARELY, _Rarely
+    from mcp_resume_asgi.store.base import StreamKind
+
+    hosted = HostedStream(
+        ResumeMiddleware(Steps(answer=True)).engine.services,
+        kind=StreamKind.REQUEST,
+        scope={"type": "http", "path": "/mcp", "headers": []},
+        body=b"",
+        route=0,
+        policy=Policy(),
+        version="2025-11-25",
+        session_id=None,
+        principal=None,
+    )
+    for owner, names in ((hosted, HostedStream.__slots__), (_RARELY, _Rarely.__slots__)):
+        for name in names:
+            if name != "__weakref__":
+                assert not isinstance(getattr(owner, name), bool), name

@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 
 __all__ = [
+    "EVENT_STREAM",
     "SKIP_APP_HEADERS",
     "Answer",
     "Headers",
@@ -35,6 +36,7 @@ Headers = list[tuple[bytes, bytes]]
 """ASGI headers: `(name, value)` byte pairs."""
 
 EVENT_STREAM = b"text/event-stream"
+"""The media type of an SSE answer (`content_type`'s form: lower-cased, no parameters)."""
 #: Headers of the app's SSE answer that are not the client's: the engine frames the answer
 #: itself (no length, its own transfer) and gives it the stream's own `Link`.
 SKIP_APP_HEADERS = frozenset({b"content-length", b"link", b"transfer-encoding"})

@@ -18,8 +18,10 @@ each a small enum its `StreamCore` holds and its host moves along:
             any --another node took this one for lost and runs it now--> FENCED
             (each only raises it: FENCED says the most, and stays)
 
-Two marks go with them: `expired` (its work is cancelled: nobody may resume it) and
-`indexed` (listed in the store's index of running requests, `engine/sweep.py`). A mirror
+Marks go with them: `expired` (its work is cancelled: nobody may resume it), `indexed`
+(listed in the store's index of running requests, `engine/sweep.py`) and `left_early` (the
+client that brought the request left before the app decided how to answer). Its `Origin` says
+whether the run began here or continues the record of a run lost with its node. A mirror
 (a stream whose app runs elsewhere) keeps all of them at their start.
 
 `StreamState` is all of it at once, as one value that prints: what a log line or a test
@@ -31,7 +33,7 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
-__all__ = ["Record", "Run", "Stop", "StreamState", "raised"]
+__all__ = ["Origin", "Record", "Run", "Stop", "StreamState", "raised"]
 
 
 class Record(enum.Enum):
@@ -57,6 +59,16 @@ class Run(enum.Enum):
     """The app read its request (its own auth let it through)."""
     OVER = "over"
     """The request, and what follows it, are done."""
+
+
+class Origin(enum.Enum):
+    """Where the stream's run comes from (fixed when it is hosted)."""
+
+    LOCAL = "local"
+    """A request (or a session's GET) that came to this node: its record is created here."""
+    RERUN = "rerun"
+    """A re-run: it continues the record of a run lost with its node (`StreamCore.continue_from`),
+    taken over already, whose request is kept already."""
 
 
 class Stop(enum.IntEnum):
@@ -86,9 +98,12 @@ class StreamState(NamedTuple):
     stop: Stop
     expired: bool
     indexed: bool
+    origin: Origin = Origin.LOCAL
+    left_early: bool = False
 
     def __str__(self) -> str:
-        """`phase record=... run=...`, and the stop and marks that are set."""
+        """`phase record=... run=...`, and the stop, the origin and the marks that are not the
+        usual (a re-run, a client that left early)."""
         out = f"{self.phase} record={self.record.value} run={self.run.value}"
         if self.stop is not Stop.NONE:
             out += f" stop={self.stop.name.lower()}"
@@ -96,4 +111,8 @@ class StreamState(NamedTuple):
             out += " expired"
         if self.indexed:
             out += " indexed"
+        if self.origin is not Origin.LOCAL:
+            out += f" {self.origin.value}"
+        if self.left_early:
+            out += " left_early"
         return out

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_mode
-from mcp_resume_asgi.core.lifecycle import Record, Run, Stop, StreamState
+from mcp_resume_asgi.core.lifecycle import Origin, Record, Run, Stop, StreamState
 from mcp_resume_asgi.core.owner_watch import OwnerWatch
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.wire import jsonrpc as p
@@ -250,9 +250,7 @@ class FirstGone(enum.Enum):
     """Let its attached connection go (`release`): the resume window starts, or the close cancels."""
     CANCEL = 2
     """It left before its answer opened, and where a close is a cancel that cancels the app's work."""
-    LEFT_EARLY = 3
-    """It left before the app decided how to answer: told to the app if it passes its answer through."""
-    TELL_APP = 4
+    TELL_APP = 3
     """The app's answer passes through: the app is told (`http.disconnect`), as it would be unwrapped."""
 
 
@@ -273,6 +271,7 @@ _NEVER = math.inf
 #: A hosted stream's `store_record`, `run` and `stop` as it starts (one global: on Python 3.11 an
 #: enum member read through its class costs a few times as much, and every request makes a core).
 _LIFE_STARTS = (Record.NONE, Run.STARTING, Stop.NONE)
+_LOCAL = Origin.LOCAL
 
 
 class _Timing:
@@ -326,6 +325,9 @@ class StreamCore:
         "indexed",
         "input_seqs",
         "is_request",
+        "left_early",
+        "opted_in",
+        "origin",
         "phase",
         "policy",
         "request_id",
@@ -349,6 +351,10 @@ class StreamCore:
     ) -> None:
         self.policy = policy
         self.phase = Phase.NEW
+        self.opted_in = opted_in
+        """The client asked for a resumable stream (`protocol.RESUMABLE_STREAMS_EXTENSION`)."""
+        self.origin = _LOCAL
+        """A run that began here, or a re-run (`continue_from`)."""
         self.resumable = primed(version, opted_in)
         """Clients of this revision are primed and may be closed at will."""
         self.close_cancels = close_cancels(version, opted_in)
@@ -376,6 +382,9 @@ class StreamCore:
         self.store_record, self.run, self.stop = _LIFE_STARTS
         self.expired = False
         """The app's work is cancelled, or its session ended: nobody may resume the stream."""
+        self.left_early = False
+        """The first connection's client left before the app decided how to answer
+        (`first_gone`): an answer that passes through tells the app at once (`tell_app_gone`)."""
         self.indexed = False
         """Listed in the store's index of running requests (`sweep.indexed`), from its record's
         opening without its answer until its app's end is recorded."""
@@ -421,7 +430,16 @@ class StreamCore:
 
     def state(self) -> StreamState:
         """The stream's whole state as one value that prints (`core/lifecycle.py`)."""
-        return StreamState(self.phase, self.store_record, self.run, self.stop, self.expired, self.indexed)
+        return StreamState(
+            self.phase,
+            self.store_record,
+            self.run,
+            self.stop,
+            self.expired,
+            self.indexed,
+            self.origin,
+            self.left_early,
+        )
 
     def _refuse(self, event: str) -> NoReturn:
         raise IllegalTransition(self.phase, event)
@@ -432,6 +450,7 @@ class StreamCore:
         if self.phase is not Phase.NEW or self.seq or last_seq < 0:
             self._refuse("continue_from")
         self.seq = last_seq
+        self.origin = Origin.RERUN
 
     # ------------------------------------------------------------------ the app's events
     def record(self, frames: list[tuple[bytes, bytes]]) -> Recorded | None:
@@ -619,7 +638,8 @@ class StreamCore:
     ) -> list[FirstGone]:
         """The first connection's client left (its app's disconnect listener heard it): what
         to do. `attached`/`busy`/`released`: its connection is attached, being written,
-        let go already; `mode`: what its answer became (None: not decided yet)."""
+        let go already; `mode`: what its answer became (None: not decided yet: the core notes
+        `left_early`, for an answer that passes through later, `tell_app_gone`)."""
         out: list[FirstGone] = []
         if attached and not busy:
             out.append(FirstGone.RELEASE)  # the writer notes where it stopped; its close may cancel
@@ -630,10 +650,17 @@ class StreamCore:
         ):
             out.append(FirstGone.CANCEL)  # before its answer opened (or while it is written)
         if mode is None:
-            out.append(FirstGone.LEFT_EARLY)
+            self.left_early = True
         elif mode is Mode.PASSTHROUGH:
             out.append(FirstGone.TELL_APP)
         return out
+
+    def tell_app_gone(self, mode: Mode) -> bool:
+        """The answer became `mode`: whether the app is to be told now that its client is gone
+        (`http.disconnect`, as it would be unwrapped): an answer that passes through, whose
+        client left before the app decided (`left_early`). A recorded answer goes on for its
+        client to resume."""
+        return self.left_early and mode is Mode.PASSTHROUGH
 
     def may_become_task(self) -> bool:
         """The request still waits for the feature layer's deadline that makes it a task (its

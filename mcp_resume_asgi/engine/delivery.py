@@ -59,10 +59,6 @@ READ_BATCH = 512
 class WriterHost(Protocol):
     """What a `Writer` needs of the stream it delivers (a `HostedStream`)."""
 
-    counted_detached: bool
-    """Its app runs with no connection attached, counted in `streams_detached` (kept by the
-    stream: its writer is let go while it is detached)."""
-
     @property
     def first(self) -> Connection | None:
         """The connection that brought the request."""
@@ -163,7 +159,7 @@ class Writer:
         """What it reports through: its services', or `OFF` while no SDK is configured, decided
         when it is made (`Telemetry.active`). A connection is attached and let go within one
         writer's life (it is let go only at rest), so `streams_attached` takes back only what it
-        counted; `counted_detached` says whether the stream was counted detached."""
+        counted; what is counted detached is kept by the counter (`DetachedStreams`)."""
         self.store = services.store
         self.core = core
         self.policy = policy
@@ -242,10 +238,7 @@ class Writer:
         telemetry = self.telemetry
         telemetry.streams_attached(delta)
         detached = delta < 0 and not self.core.app_done and self.core.final_seq is None
-        host = self.host
-        if detached is not host.counted_detached:
-            host.counted_detached = detached
-            telemetry.streams_detached(1 if detached else -1)
+        self.services.detached.note(self.stream_id, detached)
 
     async def serve(self, conn: Connection, *, gen: int, after_seq: int, priming: bool) -> tuple[str, int]:
         """Serve a resuming connection from this stream (its own ASGI call waits here)."""

@@ -31,7 +31,6 @@ import anyio
 
 from mcp_resume_asgi.core import resume
 from mcp_resume_asgi.core.lifecycle import Record
-from mcp_resume_asgi.core.orphans import after_loss
 from mcp_resume_asgi.core.resume import Resume
 from mcp_resume_asgi.core.stream import Reason, close_cancels, primed
 from mcp_resume_asgi.engine import rerun
@@ -304,36 +303,8 @@ class Engine:
         Not a coroutine: its frame, its `ctx` and the request's parsed JSON are not held while
         the request's call watches its client (`HostedStream.host`).
         """
-        message = ctx.message
-        method = ctx.method
-        policy = options.policy or ctx.policy
-        opted_in = p.asks_resumable_streams(message)
-        hosted = HostedStream(
-            self.services,
-            kind=StreamKind.REQUEST,
-            scope=ctx.scope,
-            body=p.body_for_app(ctx.body, message) if opted_in else ctx.body,  # (read once)
-            route=ctx.route,
-            policy=policy,
-            version=ctx.version,
-            session_id=ctx.session_id,
-            principal=ctx.principal,
-            request_id=message["id"],
-            method=method,
-            stream_id=ctx.stream_id,
-            opted_in=opted_in,
-        )
-        open_before = policy.upgrade_json_after_s if method != "initialize" else None
-        if claimed_key is not None:
-            hosted.idempotency_key = claimed_key
-            open_before = 0.0  # the stream must exist before the client can lose its answer
-        if options.first_messages:
-            open_before = 0.0
-            hosted.first_messages = tuple(options.first_messages)
-        if options.delivery is not None:
-            open_before = 0.0
-            hosted.delivery = options.delivery
-        return hosted.host(Connection(send, receive), open_before_s=open_before)
+        hosted = HostedStream.request(self.services, ctx, options, claimed_key)
+        return hosted.host(Connection(send, receive))
 
     # ------------------------------------------------------------------ serving a client
     async def serve_stream(
@@ -417,25 +388,10 @@ class Engine:
                 await self.serve_stream(scope, receive, send, meta, meta.last_seq)
             return
         route, policy = self.routes.choose(scope["path"], None, None)
-        app_scope = dict(scope)
-        app_scope["headers"] = [(k, v) for k, v in scope["headers"] if k != b"last-event-id"]
-        hosted = HostedStream(
-            self.services,
-            kind=StreamKind.STANDALONE,
-            scope=app_scope,
-            body=b"",
-            route=route,
-            policy=policy,
-            version=version,
-            session_id=session_id,
-            principal=self.principal(app_scope),
+        hosted = HostedStream.standalone(
+            self.services, scope, route=route, policy=policy, version=version, session_id=session_id
         )
-
-        async def forget_key() -> None:  # once the app's stream is over, not when its client left
-            if hosted.core.store_record is Record.OPEN and await self.store.get_key(key) == hosted.stream_id:
-                await self.store.delete_key(key)
-
-        await hosted.host(Connection(send, receive), open_before_s=None, after_app=forget_key)
+        await hosted.host(Connection(send, receive))
 
     # ------------------------------------------------------------------ re-running a lost call
     async def rerun(self, meta: StreamMeta, policy: Policy | None = None) -> bool:
@@ -527,24 +483,7 @@ class Engine:
         await rerun.save(self.store, self.signer, stream_id, dataclasses.replace(stored, round=round_), ttl)
         if meta.session_id is not None:
             await self.adoptions.for_rerun(scope, meta.session_id)  # (its app must know the session)
-        hosted = HostedStream(
-            self.services,
-            kind=StreamKind.REQUEST,
-            scope=scope,
-            body=stored.body,
-            route=meta.route,
-            policy=policy,
-            version=meta.protocol_version,
-            session_id=meta.session_id,
-            principal=meta.principal,
-            request_id=meta.request_id,
-            method=meta.method,
-            stream_id=stream_id,
-            opted_in=meta.resumable_opt_in,
-        )
-        hosted.adopt(after_loss(taken.last_seq) - 1)
-        hosted.delivery = Delivery(at_will=False, survives_close=True, refusal_recorded=True)
-        hosted.first_messages = (rerun.marker(round_),)
+        hosted = HostedStream.rerun(self.services, taken, scope, stored.body, policy, round_=round_)
         logger.warning(
             "stream %s: its node %s was lost before the answer; its request runs again here (re-run %d)",
             stream_id,
@@ -563,7 +502,7 @@ class Engine:
     async def _host_rerun(self, hosted: HostedStream) -> None:
         """Host a re-run: its first connection is a client already gone (nobody sent it; its
         clients follow the record), so the record is opened ahead and never attached to it."""
-        await hosted.host(Connection(_discard, _gone), open_before_s=0)
+        await hosted.host(Connection(_discard, _gone))
 
     async def _rerun_elsewhere(self, stream_id: str, lost: str) -> bool:
         """Another node claimed this loss: whether it took the record over (then the call goes on

@@ -23,8 +23,12 @@ app's response starts (`on_response_start`); acting on it is here too.
 A hosted stream is one object that owns its parts: its `StreamCore` (state and
 decisions: where the stream is in its life - its answer's phase, its record, its app's
 call, its stop - is the core's `state()`, never a flag of the host's), its `Recorder`
-(the store side, `recorder.py`) and its `Writer` (connections and timers, `delivery.py`). The parts know it only through narrow
-Protocols (`RecordedStream`, `WriterHost`, `cancellation.CancellableStream`).
+(the store side, `recorder.py`) and its `Writer` (connections and timers, `delivery.py`), and,
+for a request whose client's answer waits for the app, its `UpgradedAnswer` (`upgraded.py`).
+The parts know it only through narrow Protocols (`RecordedStream`, `WriterHost`,
+`UpgradingHost`, `cancellation.CancellableStream`). It is made by one constructor per way a
+stream comes to be: a client's request (`request`), a session's GET stream (`standalone`), a
+request run again after its node was lost (`rerun`).
 """
 
 from __future__ import annotations
@@ -46,19 +50,22 @@ from starlette.types import Message, Scope
 
 from mcp_resume_asgi.core.answer_mode import Answer, Mode, answer_head, session_id
 from mcp_resume_asgi.core.ending import End, next_step
-from mcp_resume_asgi.core.lifecycle import Record, Run, Stop, raised
+from mcp_resume_asgi.core.lifecycle import Origin, Record, Run, Stop, raised
 from mcp_resume_asgi.core.mrtr import may_hand_over
-from mcp_resume_asgi.core.stream import Due, FirstGone, Reason, StreamCore
+from mcp_resume_asgi.core.orphans import after_loss
+from mcp_resume_asgi.core.stream import Due, FirstGone, StreamCore
 from mcp_resume_asgi.engine import cancellation, mrtr, rerun, sweep
 from mcp_resume_asgi.engine.connection import Connection, Flag
-from mcp_resume_asgi.engine.delivery import Writer, finish_answer
+from mcp_resume_asgi.engine.delivery import Writer
 from mcp_resume_asgi.engine.event_loop import running_asyncio_loop
-from mcp_resume_asgi.engine.port import Delivery
+from mcp_resume_asgi.engine.port import Delivery, RequestContext, ServeOptions
 from mcp_resume_asgi.engine.recorder import Recorder
 from mcp_resume_asgi.engine.scheduler import Timer, spawn
 from mcp_resume_asgi.engine.services import ENDED_WITHOUT_RESPONSE, SHUT_DOWN, Drain
+from mcp_resume_asgi.engine.upgraded import UpgradedAnswer
 from mcp_resume_asgi.policy import Policy, running_ttl
-from mcp_resume_asgi.store.base import StreamKind
+from mcp_resume_asgi.store import keys
+from mcp_resume_asgi.store.base import StreamKind, StreamMeta
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.headers import Headers
 from mcp_resume_asgi.wire.replies import UNAVAILABLE_HEADER, send_bytes
@@ -82,7 +89,14 @@ _STARTING = Run.STARTING
 _RUNNING = Run.RUNNING
 _OVER = Run.OVER
 _NOT_STOPPED = Stop.NONE
+_LOCAL = Origin.LOCAL
+_REQUEST = StreamKind.REQUEST
+_STANDALONE = StreamKind.STANDALONE
+_RERUN = Origin.RERUN
 _FENCED = Stop.FENCED
+
+#: How much of the app's answer to `initialize` is read for its session (`learn_session`).
+_SESSION_ANSWER_BYTES = 65536
 
 #: A request whose stream opens before the app answers (Idempotency-Key, SEP-975...)
 #: holds its client's answer this long for the app's status, so that the app's own
@@ -170,38 +184,23 @@ async def _awaited(app: Awaitable[None]) -> None:
 
 
 class _Rarely:
-    """What a hosted stream rarely needs (an upgraded or passed-through answer, features, re-runs,
-    the drain's hand-over), apart: most streams never write any of it, and one idle detached
+    """What a hosted stream rarely needs (an upgraded or passed-through answer, features), apart: most streams never write any of it, and one idle detached
     stream lives on for its resume window, thousands at a time."""
 
     __slots__ = (
-        "adopted",
-        "after_app",
         "delivery",
         "first_messages",
-        "held",
         "idempotency_key",
-        "json_chunks",
-        "json_size",
-        "json_status",
-        "left_early",
         "passthrough_body",
-        "upgraded_sse",
+        "upgraded",
     )
 
     def __init__(self) -> None:
-        self.adopted = False
-        self.after_app: Callable[[], Awaitable[None]] | None = None
         self.delivery: Delivery | None = None
         self.first_messages: tuple[dict[str, Any], ...] = ()
-        self.held: Connection | None = None
         self.idempotency_key: str | None = None
-        self.json_chunks: list[bytes] | None = None
-        self.json_size = 0
-        self.json_status = 200
-        self.left_early = False
         self.passthrough_body: list[bytes] | None = None
-        self.upgraded_sse = False
+        self.upgraded: UpgradedAnswer | None = None
 
 
 _RARELY = _Rarely()
@@ -229,12 +228,10 @@ class HostedStream:
         "app_disconnect",
         "body",
         "core",
-        "counted_detached",
         "first",
         "kind",
         "method",
         "mode",
-        "opted_in",
         "parser",
         "prefix",
         "principal",
@@ -279,8 +276,6 @@ class HostedStream:
         self.principal = principal
         self.method = sys.intern(method) if method is not None else None
         self.stream_id = stream_id or new_stream_id()
-        self.opted_in = opted_in
-        """The client asked for a resumable stream (`protocol.RESUMABLE_STREAMS_EXTENSION`)."""
         self.core = StreamCore(
             policy,
             version=version,
@@ -293,8 +288,6 @@ class HostedStream:
         """Made when first needed; let go while the stream is detached and its app quiet (`rest`)."""
         self._writer: Writer | None = None
         """Made when first needed; let go while the stream is detached and quiet (`rest`)."""
-        self.counted_detached = False
-        """Counted in `streams_detached` (`Writer._count_attached`)."""
         self._more = _RARELY
         """What the stream rarely needs (`_Rarely`), shared defaults until one is written."""
         self.timer = Timer(self)  # (called as `on_timer`: no bound method held per stream)
@@ -316,28 +309,128 @@ class HostedStream:
         """Made for the first chunk that is not one whole event (`single_event_frame`: the SDK's
         apps send events in pieces)."""
 
+    # ------------------------------------------------------------------ made: one constructor per way a stream comes to be
+    @classmethod
+    def request(
+        cls,
+        services: StreamServices[HostedStream],
+        ctx: RequestContext,
+        options: ServeOptions,
+        claimed_key: str | None = None,
+    ) -> HostedStream:
+        """A client's JSON-RPC request, as the layers hand it to the engine (`Engine.handle_request`):
+        served as `options` say, and holding `claimed_key`, the store key of its `Idempotency-Key`
+        the front claimed for it (freed if the app refuses)."""
+        message = ctx.message
+        opted_in = p.asks_resumable_streams(message)
+        hosted = cls(
+            services,
+            kind=StreamKind.REQUEST,
+            scope=ctx.scope,
+            body=p.body_for_app(ctx.body, message) if opted_in else ctx.body,  # (read once)
+            route=ctx.route,
+            policy=options.policy or ctx.policy,
+            version=ctx.version,
+            session_id=ctx.session_id,
+            principal=ctx.principal,
+            request_id=message["id"],
+            method=ctx.method,
+            stream_id=ctx.stream_id,
+            opted_in=opted_in,
+        )
+        if claimed_key is not None:
+            hosted.idempotency_key = claimed_key
+        if options.first_messages:
+            hosted.first_messages = tuple(options.first_messages)
+        if options.delivery is not None:
+            hosted.delivery = options.delivery
+        return hosted
+
+    @classmethod
+    def standalone(
+        cls,
+        services: StreamServices[HostedStream],
+        scope: Scope,
+        *,
+        route: int,
+        policy: Policy,
+        version: str,
+        session_id: str,
+    ) -> HostedStream:
+        """A session's GET stream, opened by the app (`Engine.handle_standalone`): the app sees the
+        GET without its `Last-Event-ID` (resuming is the engine's, from the store: the app opens
+        a new stream)."""
+        app_scope = dict(scope)
+        app_scope["headers"] = [(k, v) for k, v in scope["headers"] if k != b"last-event-id"]
+        return cls(
+            services,
+            kind=StreamKind.STANDALONE,
+            scope=app_scope,
+            body=b"",
+            route=route,
+            policy=policy,
+            version=version,
+            session_id=session_id,
+            principal=services.principal(app_scope),
+        )
+
+    @classmethod
+    def rerun(
+        cls,
+        services: StreamServices[HostedStream],
+        meta: StreamMeta,
+        scope: Scope,
+        body: bytes,
+        policy: Policy,
+        *,
+        round_: int,
+    ) -> HostedStream:
+        """A request run again on the record `meta` of a run lost with its node (`Engine.rerun`,
+        which took the record over): its request (`scope`, `body`) as it was kept, its ids going
+        on past every one the lost node can have handed out, its first event the re-run's marker,
+        and no client of its own (its clients follow the record; its close is nobody's)."""
+        hosted = cls(
+            services,
+            kind=StreamKind.REQUEST,
+            scope=scope,
+            body=body,
+            route=meta.route,
+            policy=policy,
+            version=meta.protocol_version,
+            session_id=meta.session_id,
+            principal=meta.principal,
+            request_id=meta.request_id,
+            method=meta.method,
+            stream_id=meta.stream_id,
+            opted_in=meta.resumable_opt_in,
+        )
+        hosted.core.continue_from(after_loss(meta.last_seq) - 1)
+        hosted.delivery = Delivery(at_will=False, survives_close=True, refusal_recorded=True)
+        hosted.first_messages = (rerun.marker(round_),)
+        return hosted
+
     # Read and written as attributes; kept in `_more` (`_rarely`).
-    adopted: SideAttribute[bool] = _rarely("adopted")
-    """A re-run: it continues the record of a run lost with its node (`adopt`)."""
-    after_app: SideAttribute[Callable[[], Awaitable[None]] | None] = _rarely("after_app")
-    """Run once the app's request is over (`host`), on its task."""
     delivery: SideAttribute[Delivery | None] = _rarely("delivery")
     first_messages: SideAttribute[tuple[dict[str, Any], ...]] = _rarely("first_messages")
-    held: SideAttribute[Connection | None] = _rarely("held")
-    """The first connection while its answer waits for the app's decision (UPGRADED)."""
     idempotency_key: SideAttribute[str | None] = _rarely("idempotency_key")
-    json_chunks: SideAttribute[list[bytes] | None] = _rarely("json_chunks")
-    json_size: SideAttribute[int] = _rarely("json_size")
-    json_status: SideAttribute[int] = _rarely("json_status")
-    left_early: SideAttribute[bool] = _rarely("left_early")
-    """The client left before the app decided how to answer."""
     passthrough_body: SideAttribute[list[bytes] | None] = _rarely("passthrough_body")
-    upgraded_sse: SideAttribute[bool] = _rarely("upgraded_sse")
+    """The app's answer to `initialize`, passed through, as read for its session (`learn_session`)."""
+    upgraded: SideAttribute[UpgradedAnswer | None] = _rarely("upgraded")
+    """The answer of a stream opened before, or instead of, the app's (`upgraded.py`): made
+    when the client's answer is held for the app (`host`)."""
+
+    @property
+    def held(self) -> Connection | None:
+        """The first connection while its answer waits for the app's decision (UPGRADED)."""
+        upgraded = self._more.upgraded
+        return None if upgraded is None else upgraded.held
 
     # What its services and core hold already (not kept twice).
     store = property(operator.attrgetter("services.store"))
     policy = property(operator.attrgetter("core.policy"))
     request_id = property(operator.attrgetter("core.request_id"))
+    opted_in = property(operator.attrgetter("core.opted_in"))
+    """The client asked for a resumable stream (`protocol.RESUMABLE_STREAMS_EXTENSION`)."""
 
     @property
     def path(self) -> str:
@@ -439,55 +532,53 @@ class HostedStream:
         self.answer_start = None
 
     # ------------------------------------------------------------------ hosting
-    def adopt(self, last_seq: int) -> None:
-        """Run the request again on a record another node began and was lost with (`Engine.rerun`,
-        which took the record over): no record is created, ids go on after `last_seq`."""
-        self.adopted = True
-        self.core.continue_from(last_seq)
+    def _opens_before(self) -> float | None:
+        """How long the client's answer waits for the app before the stream opens without it:
+        0 where the stream must exist before the app runs (an Idempotency-Key: the client may
+        lose its answer; messages recorded first; a feature layer's `Delivery`), the route's
+        `upgrade_json_after_s` for another request but `initialize`, None (never) for a GET."""
+        more = self._more
+        if more is not _RARELY and (
+            more.idempotency_key is not None or more.first_messages or more.delivery is not None
+        ):
+            return 0.0
+        if self.kind is _REQUEST and self.method != "initialize":
+            return self.core.policy.upgrade_json_after_s
+        return None
 
-    def host(
-        self,
-        client: Connection,
-        *,
-        open_before_s: float | None,
-        after_app: Callable[[], Awaitable[None]] | None = None,
-    ) -> Awaitable[tuple[str, int] | None]:
+    def host(self, client: Connection) -> Awaitable[tuple[str, int] | None]:
         """Start the app's request for `client` on a task of the engine's, and watch `client`
         until its connection is let go; returns how it ended (see `serve`), or None.
 
-        `after_app` runs once the app's request is over (its stream concluded), on that task.
         Not a coroutine unless the stream opens ahead: the call's frame is then `watch_first`'s
         alone (every request in flight holds it, and a burst of them all at once)."""
         self.services.live[self.stream_id] = self
         self.first = client
+        open_before_s = self._opens_before()
         if open_before_s == 0:
-            return self._host_opened_ahead(client, after_app)
+            return self._host_opened_ahead(client)
         try:
             if self.delivery is not None and self.delivery.deadline_s is not None:
                 self.core.answer_within(self.delivery.deadline_s)
             if open_before_s is not None:
-                self.held = client
+                self.upgraded = UpgradedAnswer(client)
                 self.core.hold(time.monotonic(), open_before_s)
                 self.arm()
         except BaseException:
             self._unhost()
             raise
-        if after_app is not None:
-            self.after_app = after_app
         self.services.scheduler.apps.start(self.run, self.begin_app)
         return self.watch_first(client)
 
-    async def _host_opened_ahead(
-        self, client: Connection, after_app: Callable[[], Awaitable[None]] | None
-    ) -> tuple[str, int] | None:
+    async def _host_opened_ahead(self, client: Connection) -> tuple[str, int] | None:
         try:
             if self.delivery is not None and self.delivery.deadline_s is not None:
                 self.core.answer_within(self.delivery.deadline_s)
-            self.held = client
+            upgraded = self.upgraded = UpgradedAnswer(client)
             self.core.open_ahead()
             # Open the stream's record before the app runs (a retry or a resume can find it
             # at once), but not the client's answer: that waits for the app's status.
-            await self.upgrade()
+            await upgraded.open_record(self)
             if self.first_messages:
                 await self.recorder.record_events(
                     [SSEEvent(data=p.dumps(m), event=b"message") for m in self.first_messages]
@@ -497,8 +588,6 @@ class HostedStream:
         except BaseException:
             self._unhost()
             raise
-        if after_app is not None:
-            self.after_app = after_app
         self.services.scheduler.apps.start(self.run, self.begin_app)
         return await self.watch_first(client)
 
@@ -610,27 +699,43 @@ class HostedStream:
     async def _after(self) -> None:
         """What follows the app's end (`app_finished`): the first connection finished, the record
         freed, what the request's features wait for (when `_after_due`)."""
-        if self._writer is not None or self.held is not None or self.first is not None:
+        upgraded = self._more.upgraded  # (`held`, without a call: most streams hold none)
+        if (
+            self._writer is not None
+            or self.first is not None
+            or (upgraded is not None and upgraded.held is not None)
+        ):
             await self.writer.finish_first()  # (else nothing to serve: no writer made for it)
         if cancellation.frees_record(self):
             await cancellation.forget(self)
         delivery = self.delivery
         if delivery is not None and delivery.after_app is not None:
             await delivery.after_app()
-        after_app = self.after_app
-        if after_app is not None:
-            await after_app()
+        if self.kind is _STANDALONE:
+            await self._forget_standalone_key()
+
+    async def _forget_standalone_key(self) -> None:
+        """A session's GET stream is over (its app let it go; not when its client left): a GET of
+        the session from now on opens a new one, unless it is another's already."""
+        session_id = self.session_id
+        if session_id is None or self.core.store_record is not _OPEN:
+            return
+        key = keys.standalone(session_id)
+        store = self.services.store
+        if await store.get_key(key) == self.stream_id:
+            await store.delete_key(key)
 
     def _after_due(self) -> bool:
         """Whether `_after` has anything to do."""
         delivery = self.delivery
+        upgraded = self._more.upgraded  # (`held`, without a call: most streams hold none)
         return (
             self._writer is not None
-            or self.held is not None
+            or (upgraded is not None and upgraded.held is not None)
             or self.first is not None
             or cancellation.frees_record(self)
             or (delivery is not None and delivery.after_app is not None)
-            or self.after_app is not None
+            or self.kind is _STANDALONE
         )
 
     async def _after_then_over(self) -> None:
@@ -795,8 +900,6 @@ class HostedStream:
                 await self.writer.release(first)  # the resume window starts now (or the app is cancelled)
             elif action is FirstGone.CANCEL:
                 spawn(self.closed_by_client)  # before its answer opened
-            elif action is FirstGone.LEFT_EARLY:
-                self.left_early = True
             else:  # a JSON answer: the client leaving means what it does unwrapped
                 self.app_disconnect.set()
 
@@ -907,7 +1010,8 @@ class HostedStream:
         with write-behind, a write still under way would land after the request is over."""
         services = self.services
         if step is End.RECORD_JSON:
-            await self.recorder.record_json_answer()
+            assert self.upgraded is not None  # (an UPGRADED answer's)
+            await self.upgraded.record_json(self)
         elif step is End.RECORD_TAIL:
             assert self.parser is not None
             with contextlib.suppress(SSEError):
@@ -969,9 +1073,9 @@ class HostedStream:
         writer = self._writer
         if writer is not None:
             writer.after_app()
-        if self.counted_detached:
-            self.counted_detached = False
-            self.services.telemetry.streams_detached(-1)  # (counted: see `Writer.telemetry`)
+        detached = self.services.detached
+        if detached.counted:  # (counted detached: taken back. Empty while telemetry is off)
+            detached.ended(self.stream_id)
         self.services.scheduler.arm(self.timer, self.core.next_deadline())  # (`arm`, inline)
 
     # ------------------------------------------------------------------ the app's answer
@@ -1005,7 +1109,8 @@ class HostedStream:
             return
         body: bytes = message.get("body", b"")
         mode = self.mode
-        if mode is Mode.STREAM or (mode is Mode.UPGRADED and self.upgraded_sse):
+        upgraded = self._more.upgraded
+        if mode is Mode.STREAM or (upgraded is not None and mode is Mode.UPGRADED and upgraded.app_streams):
             if not body:
                 return  # (the response's end, say: nothing to record, no parser to make)
             parser = self.parser
@@ -1033,22 +1138,17 @@ class HostedStream:
             if events:
                 await self.recorder.record_events(events)
         elif mode is Mode.UPGRADED:
-            self.json_size += len(body)
-            if self.json_size <= self.core.policy.max_event_bytes:
-                if self.json_chunks is None:
-                    self.json_chunks = []
-                self.json_chunks.append(body)
-            if not message.get("more_body", False):
-                await self.recorder.record_json_answer()
+            assert upgraded is not None  # (made as its answer was held)
+            await upgraded.body(self, message)
         elif mode is Mode.PASSTHROUGH:
-            if self.method == "initialize" and self.json_size < 65536:
-                self.json_size += len(body)
+            if self.method == "initialize":
                 chunks = self.passthrough_body
                 if chunks is None:
                     chunks = self.passthrough_body = []
-                chunks.append(body)
-                if not message.get("more_body", False):
-                    await self.learn_session(b"".join(chunks))
+                if sum(map(len, chunks)) < _SESSION_ANSWER_BYTES:
+                    chunks.append(body)
+                    if not message.get("more_body", False):
+                        await self.learn_session(b"".join(chunks))
             first = self.first
             if first is not None:
                 await first.send(message)
@@ -1070,34 +1170,33 @@ class HostedStream:
         headers: Headers = list(message.get("headers", []))
         media, sse_headers = answer_head(headers)  # (the SSE answer's headers: None for another)
         delivery = self.delivery
+        upgraded = self._more.upgraded
         answer = self.core.response_started(
             status,
             media,
             upgraded=self.mode is Mode.UPGRADED,
-            held=self.held is not None,
+            held=upgraded is not None and upgraded.held is not None,
             refusal_recorded=delivery is not None and delivery.refusal_recorded,
         )
-        if answer is Answer.REFUSED:
-            await self.refused_before_opening(message)
-            return
-        if answer is Answer.UPGRADE:
-            principal = self.services.principal(self.scope)
-            if principal != self.principal:
-                # Opened before the app ran: its auth has only now said who is calling.
-                self.principal = principal
-                await self.services.store.update_stream(self.stream_id, principal=principal)
-            self.json_status = status
-            self.upgraded_sse = media == b"text/event-stream"
-            await self.decide()
+        if answer is Answer.REFUSED or answer is Answer.UPGRADE:
+            assert upgraded is not None  # (UPGRADED: made as its answer was held)
+            if answer is Answer.REFUSED:
+                await upgraded.refused(self, message)
+            else:
+                await upgraded.app_answered(self, status, media)
             return
         first = self.first
-        if self.held is not None:
-            self.held = None  # the app decided in time
+        if upgraded is not None:
+            upgraded.held = None  # the app decided in time
         if answer is Answer.STREAM:
             if self.session_id is None:
                 self.session_id = session_id(headers)
             self.mode = Mode.STREAM
-            if self.kind is StreamKind.REQUEST and not self.adopted and not self.core.policy.rerun_on_loss:
+            if (
+                self.kind is StreamKind.REQUEST
+                and self.core.origin is _LOCAL
+                and not self.core.policy.rerun_on_loss
+            ):
                 # Its record is created with the app's first events, or once something needs it
                 # sooner (the answer's head, its client gone): `Recorder.open_later`. (Not a
                 # re-run, whose record exists, nor a re-runnable call, whose request is stored
@@ -1126,7 +1225,7 @@ class HostedStream:
                 self.attach_first(first, sse_headers)
             return
         self.mode = Mode.PASSTHROUGH
-        if self.left_early:
+        if self.core.tell_app_gone(Mode.PASSTHROUGH):
             self.app_disconnect.set()
         if first is not None:
             await first.send(message)
@@ -1154,7 +1253,7 @@ class HostedStream:
         its request is kept for that, as a call whose close never cancels it has it kept from its
         start (`Recorder.open_record`; deleted once it is answered)."""
         services = self.services
-        if not self.core.policy.rerun_on_loss or services.node is None or self.adopted:
+        if not self.core.policy.rerun_on_loss or services.node is None or self.core.origin is _RERUN:
             return  # (a re-run's request is kept already)
         bound = rerun.bound(self.principal, self.session_id, self.request_id, self.method, self.route)
         stored = rerun.capture(self.scope, self.body, services.principal, bound)
@@ -1224,79 +1323,10 @@ class HostedStream:
         writer.attach(client, gen=1, cursor=0, hold_head=True, opening=writer.priming(0))
 
     async def decide(self) -> None:
-        """The UPGRADED stream's answer opens: the app answered, or took too long."""
-        held, self.held = self.held, None
-        self.core.decided()
-        if held is None:
+        """The UPGRADED stream's held answer opens (`UpgradedAnswer.decide`): the app answered,
+        or took too long."""
+        upgraded = self._more.upgraded
+        if upgraded is None:  # (never held: nothing to open)
+            self.core.decided()
             return
-        # Under way from here (the store is asked first): the app may finish meanwhile, and its
-        # request must not be concluded before this answer is (`Writer.answers_settled`).
-        self.writer.answer_begins()
-        try:
-            await self._open_held(held)
-        finally:
-            self.writer.answer_ends()
-
-    async def _open_held(self, held: Connection) -> None:
-        if self.core.store_record is not _OPEN:
-            await self.upgrade()
-        if held.gone:
-            return
-        held.headers = self.services.sse_headers(
-            self.session_id,
-            self.path,
-            self.stream_id,
-            0,
-            link=not self.core.close_cancels,
-            prefix=self.prefix or None,
-        )
-        held.delivery = self.delivery
-        if self.first_attached:
-            await self.superseded(held)
-            return
-        meta = await self.services.store.attach(self.stream_id, time.time())
-        if meta is None:  # deleted while held (its request cancelled): an answer with nothing in it
-            if await held.open():
-                await held.finish()
-            return
-        self.writer.attach(
-            held, gen=meta.attach_gen, cursor=0, hold_head=False, opening=self.writer.priming(0)
-        )
-        await self.writer.open_and_pump(held)
-
-    async def superseded(self, held: Connection) -> None:
-        """A retry (the same Idempotency-Key) took the stream over while the first connection's
-        answer waited for the app: the retry keeps it, and the first is answered as any replaced
-        connection is (it must not take the stream back, and its ASGI call needs an answer)."""
-        if await held.open():
-            await finish_answer(held, Reason.REPLACED, 0, self.core.policy)
-        self.writer.outcome = (Reason.REPLACED, 0)
-        held.released.set()
-        held.stop_listening()  # its call may return
-        logger.debug("stream %s: a retry took it over before its first answer opened", self.stream_id)
-
-    async def upgrade(self) -> None:
-        """Open the stream's record for a request the app has not answered (yet)."""
-        self.mode = Mode.UPGRADED
-        await self.recorder.open_record()
-
-    async def refused_before_opening(self, start: Message) -> None:
-        """The app refused a request whose stream was opened ahead of its answer (a 404
-        "Session not found", a 400): the client gets that status, not an event in a 200
-        (stock clients start a new session only on an HTTP 404). Nothing ran, so the
-        stream and its Idempotency-Key are forgotten: a retry is a new request."""
-        self.mode = Mode.PASSTHROUGH
-        held, self.held = self.held, None
-        self.core.refused()
-        # Freed from now on: a retry coming meanwhile is served from the store (which is
-        # deleting it), not attached here.
-        self.core.store_record = Record.NONE
-        try:
-            await self.services.store.delete_stream(self.stream_id)
-            if self.idempotency_key is not None:
-                await self.services.store.delete_key(self.idempotency_key)
-        except Exception as exc:
-            if not self.services.store_outage(exc):
-                raise
-        if held is not None:
-            await held.send(start)
+        await upgraded.decide(self)

@@ -46,15 +46,18 @@ __all__ = [
     "EnginePort",
     "Feature",
     "HostRequest",
+    "HostedStreams",
     "Identify",
     "IsLive",
     "OwnerGone",
+    "Records",
     "Refusal",
     "RequestContext",
     "Rerun",
     "RetryAnswer",
     "ServeOptions",
     "ServeStream",
+    "Serving",
 ]
 
 
@@ -303,10 +306,53 @@ class Cluster(Protocol):
     ) -> bool: ...
 
 
-# ---------------------------------------------------------------------- the port
+# ---------------------------------------------------------------------- the port, by use
+# What each kind of user of the port needs of it, as a Protocol of its own: a part is typed
+# with the one it uses (a user that needs two says so with a Protocol of both), so that what
+# it may ask of the engine reads from its signature. `EnginePort` is all of them.
+class Records(Protocol):
+    """What this node keeps and how it reports (the Tasks layer and the REST face read it)."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def signer(self) -> TokenSigner: ...
+    @property
+    def telemetry(self) -> Telemetry: ...
+
+
+class Serving(Protocol):
+    """Serve a client a stream, once the app admits it (a resume, an answer to the server)."""
+
+    @property
+    def serve(self) -> ServeStream: ...
+    @property
+    def admit(self) -> Admit: ...
+    async def admitted(self, scope: Scope, send: Send, meta: StreamMeta | None) -> StreamMeta | None: ...
+
+
+class HostedStreams(Protocol):
+    """The state of a stream hosted here, asked by its id, and what may be done to it (the
+    Tasks layer's limits and cancels): nothing of it is handed out."""
+
+    @property
+    def is_live(self) -> IsLive: ...
+    @property
+    def stop(self) -> Callable[[str, str], bool]: ...
+    @property
+    def cancel_soon(self) -> Callable[[str, str], None]: ...
+    @property
+    def resumable(self) -> Callable[[str], bool]: ...
+    @property
+    def becoming_task(self) -> Callable[[str], BecomingTask | None]: ...
+    @property
+    def hosted_principal(self) -> Callable[[str, Scope], str | None]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class EnginePort:
-    """The engine as its callers may use it: one callable per capability, nothing else."""
+    """The engine as its callers may use it: one callable per capability, nothing else (each
+    part typed with what it uses of it: `Records`, `Serving`, `HostedStreams`...)."""
 
     host: HostRequest
     serve: ServeStream

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import anyio
 
 from mcp_resume_asgi.core.held_writes import Batch, HeldWrites
-from mcp_resume_asgi.core.lifecycle import Record, Stop
+from mcp_resume_asgi.core.lifecycle import Origin, Record, Stop
 from mcp_resume_asgi.core.stream import Phase
 from mcp_resume_asgi.engine import rerun, sweep
 from mcp_resume_asgi.engine.event_loop import current_asyncio_task
@@ -103,12 +103,9 @@ class RecordedStream(HostedRequest, Protocol):
 
     # Written by the recorder: the record's event-id prefix and that it exists (or is due, to
     # be created with the first events), the caller the app's auth named when the record
-    # opened, an UPGRADED answer's body once read.
+    # opened.
     prefix: bytes | None
-    adopted: bool
-    """The stream continues the record of a run lost with its node (`Engine.rerun`)."""
     principal: str | None
-    json_chunks: list[bytes] | None
 
     @property
     def body(self) -> bytes: ...
@@ -118,8 +115,6 @@ class RecordedStream(HostedRequest, Protocol):
     def method(self) -> str | None: ...
     @property
     def opted_in(self) -> bool: ...
-    @property
-    def json_status(self) -> int: ...
     def fenced_by(self, owner: str | None) -> None:
         """A write found the record owned by `owner`, not this node: stop the app's work here."""
 
@@ -761,11 +756,10 @@ class Recorder:
             max_bytes=hosted.policy.max_bytes_per_stream,
         )
 
-    async def record_json_answer(self) -> None:
-        """An UPGRADED stream's one event: the app's JSON answer (or an error saying what it was)."""
+    async def record_json_answer(self, body: bytes, status: int) -> None:
+        """An UPGRADED stream's one event: the app's JSON answer `body` (or an error saying what
+        it was: the app's `status`)."""
         hosted = self.hosted
-        body = b"".join(hosted.json_chunks or ())
-        hosted.json_chunks = None
         try:
             answer = json.loads(body) if body else None
         except ValueError:
@@ -778,7 +772,7 @@ class Recorder:
         elif hosted.services.draining is Drain.STOPPING:
             await self.record_error(SHUT_DOWN)  # (the drain's budget cut the app's answer short)
         else:
-            await self.record_error(f"the server answered with HTTP {hosted.json_status}")
+            await self.record_error(f"the server answered with HTTP {status}")
 
     async def record_error(self, text: str) -> None:
         hosted = self.hosted
@@ -887,7 +881,7 @@ class Recorder:
         services = hosted.services
         self._identify()
         ttl = services.running_ttl(hosted.policy)
-        if hosted.adopted:
+        if hosted.core.origin is Origin.RERUN:
             # A re-run (`Engine.rerun`): the record of the lost run goes on, taken over already
             # (and listed in the index of running requests since that run's record opened).
             hosted.core.indexed = hosted.kind is StreamKind.REQUEST

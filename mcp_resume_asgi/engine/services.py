@@ -22,6 +22,7 @@ from mcp_resume_asgi.core.owner_watch import OwnerWatches
 from mcp_resume_asgi.engine.admission import post_to_app
 from mcp_resume_asgi.engine.cancel_bindings import CancelBindings
 from mcp_resume_asgi.engine.cluster import Node
+from mcp_resume_asgi.engine.detached_streams import DetachedStreams
 from mcp_resume_asgi.engine.scheduler import Scheduler
 from mcp_resume_asgi.engine.sessions import Sessions
 from mcp_resume_asgi.engine.store_recovery import StoreRecovery
@@ -114,6 +115,7 @@ class StreamServices(Generic[S]):
     __slots__ = (
         "app",
         "cancel_bindings",
+        "detached",
         "drain_closes",
         "draining",
         "end_orphan",
@@ -191,6 +193,8 @@ class StreamServices(Generic[S]):
         self.telemetry = telemetry
         """Where the streams report what happens to them (`telemetry`): each report one call,
         which does nothing when telemetry is off."""
+        self.detached = DetachedStreams(telemetry)
+        """The streams counted in `streams_detached` now (`detached_streams.py`)."""
 
     def link_header(
         self, mcp_path: str, stream_id: str, after_seq: int, prefix: bytes | None = None

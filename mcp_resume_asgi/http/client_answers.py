@@ -10,11 +10,11 @@ Answers POSTed to the endpoint instead (what stock clients do) are noted here to
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from mcp_resume_asgi.core import resume
 from mcp_resume_asgi.core.resume import Resume
-from mcp_resume_asgi.engine.port import EnginePort
+from mcp_resume_asgi.engine.port import CallApp, Serving
 from mcp_resume_asgi.engine.services import SSE_HEADERS
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store, StreamMeta
@@ -24,15 +24,23 @@ from mcp_resume_asgi.wire.asgi import Receive, Scope, Send
 from mcp_resume_asgi.wire.replies import send_bytes, send_json
 from mcp_resume_asgi.wire.sse import encode_payload
 
-__all__ = ["ClientAnswers", "note_answered", "send_lost"]
+__all__ = ["AnswerPort", "ClientAnswers", "note_answered", "send_lost"]
 
 logger = logging.getLogger(__name__)
+
+
+class AnswerPort(Serving, Protocol):
+    """What the answers use of the engine's port: serving the stream that goes on after them,
+    and posting them to the app as the client would."""
+
+    @property
+    def call_app(self) -> CallApp: ...
 
 
 class ClientAnswers:
     """Delivers a client's answers to the app's requests, and notes them answered."""
 
-    def __init__(self, store: Store, port: EnginePort) -> None:
+    def __init__(self, store: Store, port: AnswerPort) -> None:
         self.store = store
         self.port = port
 

@@ -17,15 +17,17 @@ that created the stream once the caller is admitted to it, and counted by outcom
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from mcp_resume_asgi.core import resume
 from mcp_resume_asgi.core.resume import Resume
 from mcp_resume_asgi.core.stream import Reason
 from mcp_resume_asgi.engine.cluster import Node
-from mcp_resume_asgi.engine.port import EnginePort
+from mcp_resume_asgi.engine.port import Serving
 from mcp_resume_asgi.http.bodies import read_body_or_refuse
 from mcp_resume_asgi.http.client_answers import ClientAnswers, send_lost
 from mcp_resume_asgi.store.base import Store
-from mcp_resume_asgi.telemetry import Operation
+from mcp_resume_asgi.telemetry import Operation, Telemetry
 from mcp_resume_asgi.telemetry.names import ResumeOutcome
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.asgi import Receive, Scope, Send
@@ -34,7 +36,7 @@ from mcp_resume_asgi.wire.replies import send_bytes, send_json, send_jsonrpc_err
 from mcp_resume_asgi.wire.scope_keys import RELAYED_FROM
 from mcp_resume_asgi.wire.tokens import TokenSigner
 
-__all__ = ["ANSWER", "MAX_ANSWERS", "RESUME", "Resumes"]
+__all__ = ["ANSWER", "MAX_ANSWERS", "RESUME", "ResumePort", "Resumes"]
 
 #: The most answers one POST may carry.
 MAX_ANSWERS = 100
@@ -43,12 +45,19 @@ RESUME = "stream/resume"
 ANSWER = "stream/answer"
 
 
+class ResumePort(Serving, Protocol):
+    """What the resumes use of the engine's port: serving, and reporting each resume."""
+
+    @property
+    def telemetry(self) -> Telemetry: ...
+
+
 class Resumes:
     """Serves the resumed GETs and the stream URLs of one `ResumeMiddleware`."""
 
     def __init__(
         self,
-        port: EnginePort,
+        port: ResumePort,
         *,
         store: Store,
         signer: TokenSigner,

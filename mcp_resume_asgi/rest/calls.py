@@ -32,7 +32,7 @@ from mcp_resume_asgi.tasks.record import TaskRecord, message_of
 from mcp_resume_asgi.tasks.stored import read_record
 
 if TYPE_CHECKING:
-    from mcp_resume_asgi.engine.port import EnginePort
+    from mcp_resume_asgi.engine.port import Records
     from mcp_resume_asgi.tasks.record import StreamView
 
 #: Largest record read back (the request and a plain answer are bounded when written).
@@ -114,7 +114,7 @@ class CallStore:
     `stream_of_task` and `task_view` are the Tasks layer's reads of its own records, handed
     over bound (the face reads a task as the Tasks layer does, never the engine)."""
 
-    def __init__(self, port: EnginePort, stream_of_task: StreamOfTask, task_view: TaskView) -> None:
+    def __init__(self, port: Records, stream_of_task: StreamOfTask, task_view: TaskView) -> None:
         self.store: Store = port.store
         self.signer = port.signer
         self._stream_of_task = stream_of_task

@@ -215,7 +215,8 @@ class RestMiddleware(FeatureMiddleware):
         try:
             return await self._dispatch(calls, route, scope, body, background)
         except Exception as exc:
-            if not calls.port.store_outage(exc):
+            port = self._port  # (known: `_calls` built the routes on it)
+            if port is None or not port.store_outage(exc):
                 raise
             logger.warning("REST face: the store is unavailable (%s)", type(exc).__name__)
             return problem_reply(

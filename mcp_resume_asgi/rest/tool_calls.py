@@ -26,13 +26,14 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
 from starlette.types import Scope
 
-from mcp_resume_asgi.engine.port import PROBE_TIMEOUT_S, EnginePort
+from mcp_resume_asgi.engine.port import PROBE_TIMEOUT_S, AskApp, OwnerGone
+from mcp_resume_asgi.policy import RouteTable
 from mcp_resume_asgi.rest import resource as res
 from mcp_resume_asgi.rest.calls import CallRecord, CallStore
 from mcp_resume_asgi.rest.json_text import NotAcceptedJSON, parse_client
@@ -42,7 +43,9 @@ from mcp_resume_asgi.rest.replies import Reply, json_reply, problem_reply, tagge
 from mcp_resume_asgi.rest.routes import Route
 from mcp_resume_asgi.rest.store_mark import CALL_LOST, StoreMark
 from mcp_resume_asgi.store import keys
+from mcp_resume_asgi.store.base import Store
 from mcp_resume_asgi.wire.headers import Headers, header, header_count, param_headers
+from mcp_resume_asgi.wire.principal import PrincipalOf
 
 logger = logging.getLogger(__name__)
 
@@ -55,13 +58,31 @@ _CACHE = (b"cache-control", b"private, no-cache")
 STORE_GRACE_S = 5.0
 
 
+class ToolCallPort(Protocol):
+    """What the tool-call routes use of the engine's port: its store, routes and node, who calls
+    (as configured, and as the app's own auth says), and whether a call's node is gone."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def routes(self) -> RouteTable: ...
+    @property
+    def node_id(self) -> str: ...
+    @property
+    def principal(self) -> PrincipalOf: ...
+    @property
+    def ask_app(self) -> AskApp: ...
+    @property
+    def owner_gone(self) -> OwnerGone: ...
+
+
 class ToolCalls:
     """The tool-call routes, on one wire and the engine's port (its store, routes, node)."""
 
     def __init__(
         self,
         wire: Wire,
-        port: EnginePort,
+        port: ToolCallPort,
         calls: CallStore,
         *,
         path: str,

@@ -36,7 +36,7 @@ from typing import Any
 
 from cachetools import TTLCache
 
-from mcp_resume_asgi.engine.port import EnginePort
+from mcp_resume_asgi.engine.port import HostedStreams
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.base import Store
@@ -85,7 +85,7 @@ def log_refusal(principal: str | None, cap: int, stream_id: str, outcome: str) -
 
 
 def refused_answer(
-    port: EnginePort, stream_id: str, request_id: Any, policy: Policy, principal: str | None
+    port: HostedStreams, stream_id: str, request_id: Any, policy: Policy, principal: str | None
 ) -> bytes:
     """The first connection's answer when its call, due to become a task, may not (see the
     module docstring): a close its client resumes from, or an error and the call cancelled."""

@@ -39,7 +39,7 @@ from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.sse import encode_payload
 
 if TYPE_CHECKING:
-    from mcp_resume_asgi.engine.port import EnginePort
+    from mcp_resume_asgi.engine.port import EnginePort, Records
     from mcp_resume_asgi.store.base import StreamMeta
     from mcp_resume_asgi.tasks.record import TaskRecord
     from mcp_resume_asgi.tasks.stored import Final
@@ -262,6 +262,6 @@ def _keys(task: dict[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(inputs)) if isinstance(inputs, dict) else ()
 
 
-async def touch(port: EnginePort, stream_id: str) -> None:
+async def touch(port: Records, stream_id: str) -> None:
     """A task's record changed where its stream did not: wake whoever follows that stream."""
     await port.store.update_stream(stream_id)

@@ -25,12 +25,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Send
 
-from mcp_resume_asgi.engine.port import Delivery, EnginePort, RequestContext, RetryAnswer, ServeOptions
+from mcp_resume_asgi.engine.port import Delivery, RequestContext, RetryAnswer, ServeOptions
 from mcp_resume_asgi.features.seam import FeatureMiddleware
 from mcp_resume_asgi.policy import Policy
 from mcp_resume_asgi.store.base import StreamMeta
@@ -46,13 +46,15 @@ from mcp_resume_asgi.tasks.record import (
 )
 from mcp_resume_asgi.tasks.retries import RetriedCall
 from mcp_resume_asgi.tasks.stored import RecordContention, change_record, create_record
-from mcp_resume_asgi.tasks.update import no_client, view_of
+from mcp_resume_asgi.tasks.update import RoundReader, no_client, view_of
+from mcp_resume_asgi.telemetry import Telemetry
 from mcp_resume_asgi.wire import header_rules
 from mcp_resume_asgi.wire import jsonrpc as p
 from mcp_resume_asgi.wire.headers import header
 from mcp_resume_asgi.wire.replies import send_bytes
 from mcp_resume_asgi.wire.scope_keys import DECLARED_CAPABILITIES, FEATURES_KEY
 from mcp_resume_asgi.wire.sse import encode_payload
+from mcp_resume_asgi.wire.tokens import TokenSigner
 
 logger = logging.getLogger(__name__)
 
@@ -308,7 +310,17 @@ async def refuse_missing_capability(ctx: RequestContext, send: Send) -> None:
     await send_bytes(send, refusal.status, refusal.body, content_type)
 
 
-async def _round_ended(port: EnginePort, origin: str, stream_id: str, fallback: TaskRecord | None) -> None:
+class RoundEndPort(RoundReader, Protocol):
+    """What noting a round's end uses of the engine's port: reading the round (`RoundReader`),
+    writing the task's record, and counting the status it ended in."""
+
+    @property
+    def signer(self) -> TokenSigner: ...
+    @property
+    def telemetry(self) -> Telemetry: ...
+
+
+async def _round_ended(port: RoundEndPort, origin: str, stream_id: str, fallback: TaskRecord | None) -> None:
     """The app returned the call of the task's round `stream_id`: note when (its last update),
     and whose it was as the app's own auth saw the caller (`fallback`: the record as created,
     written again if the store lost it)."""
@@ -337,7 +349,7 @@ async def _round_ended(port: EnginePort, origin: str, stream_id: str, fallback: 
         await count_status(port, stored, meta)
 
 
-async def count_status(port: EnginePort, record: TaskRecord, meta: StreamMeta | None) -> None:
+async def count_status(port: RoundEndPort, record: TaskRecord, meta: StreamMeta | None) -> None:
     """The status a task's round ended in, counted by whoever noted the end (once per round:
     the end is noted by one compare-and-set, here or by the first poll that saw it)."""
     view = await view_of(port, record, meta)

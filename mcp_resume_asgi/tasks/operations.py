@@ -26,7 +26,15 @@ from typing import Any, Protocol
 
 from starlette.types import Receive, Scope, Send
 
-from mcp_resume_asgi.engine.port import NOT_FOUND, Delivery, EnginePort, Refusal, RequestContext
+from mcp_resume_asgi.engine.port import (
+    NOT_FOUND,
+    Delivery,
+    EnginePort,
+    HostedStreams,
+    Refusal,
+    RequestContext,
+    Serving,
+)
 from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
 from mcp_resume_asgi.tasks import listen
 from mcp_resume_asgi.tasks.record import EMPTY_ACK, TaskRecord, detailed_task, lost_task
@@ -364,7 +372,7 @@ class TaskRequests:
 
 
 async def admit_to_task(
-    port: EnginePort, scope: Scope, record: TaskRecord, meta: StreamMeta | None
+    port: Serving, scope: Scope, record: TaskRecord, meta: StreamMeta | None
 ) -> Refusal | None:
     """None when the app admits the caller to the task (`meta`: its current round's stream, if
     still there); else what to answer instead (`NOT_FOUND`: another principal's task)."""
@@ -405,7 +413,7 @@ async def _gone_record(ctx: RequestContext, issued: IssuedTask) -> Gone | Refusa
     return Gone(issued, expired)
 
 
-def _stop(port: EnginePort, stream_id: str) -> None:
+def _stop(port: HostedStreams, stream_id: str) -> None:
     """Cancel the app's request of a cancelled task's round, if it runs on this node."""
     if port.stop(stream_id, "the client cancelled the task"):
         logger.info("stream %s: the client cancelled its task", stream_id)
