@@ -75,10 +75,12 @@ from mcp_resume_asgi.store.bounds import check_bounds
 from mcp_resume_asgi.store.index_bounds import check_index_args
 from mcp_resume_asgi.store.redis_connections import (
     AnyRedis,
+    Script,
     delete_prefixed,
     is_cluster_node,
     open_clients,
     open_cluster_clients,
+    register_script,
 )
 from mcp_resume_asgi.store.redis_connections import on_asyncio as _on_asyncio
 from mcp_resume_asgi.store.redis_index import INDEX_FN, STREAM_INDEXES, RedisIndexes
@@ -87,7 +89,6 @@ from mcp_resume_asgi.store.redis_layout import DEFAULT_PARTITIONS, RedisLayout
 
 if TYPE_CHECKING:  # redis-py >= 8 (async cluster pub/sub); the store runs on one instance with older ones
     from redis.asyncio.cluster import ClusterPubSub
-    from redis.commands.core import AsyncScript
 
 __all__ = ["RedisStore"]
 
@@ -207,19 +208,19 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         self._register(client)
 
     def _register(self, client: AnyRedis) -> None:
-        self._create = client.register_script(lua.PRELUDE + lua.CREATE)
-        self._update = client.register_script(lua.PRELUDE + lua.UPDATE)
-        self._attach = client.register_script(lua.PRELUDE + lua.ATTACH)
-        self._delete = client.register_script(lua.PRELUDE + lua.DELETE)
-        self._append = client.register_script(lua.PRELUDE + lua.APPEND)
-        self._append_final = client.register_script(lua.PRELUDE + INDEX_FN + lua.APPEND_FINAL)
-        self._open_with = client.register_script(lua.PRELUDE + INDEX_FN + lua.OPEN_WITH)
-        self._read = client.register_script(lua.PRELUDE + lua.READ)
-        self._read_meta = client.register_script(lua.PRELUDE + lua.READ_META)
-        self._usage = client.register_script(lua.PRELUDE + lua.USAGE)
-        self._put = client.register_script(lua.PRELUDE + lua.PUT)
-        self._delete_key = client.register_script(lua.PRELUDE + lua.DELETE_KEY)
-        self._delete_session = client.register_script(lua.PRELUDE + lua.DELETE_SESSION)
+        self._create = register_script(client, lua.PRELUDE + lua.CREATE)
+        self._update = register_script(client, lua.PRELUDE + lua.UPDATE)
+        self._attach = register_script(client, lua.PRELUDE + lua.ATTACH)
+        self._delete = register_script(client, lua.PRELUDE + lua.DELETE)
+        self._append = register_script(client, lua.PRELUDE + lua.APPEND)
+        self._append_final = register_script(client, lua.PRELUDE + INDEX_FN + lua.APPEND_FINAL)
+        self._open_with = register_script(client, lua.PRELUDE + INDEX_FN + lua.OPEN_WITH)
+        self._read = register_script(client, lua.PRELUDE + lua.READ)
+        self._read_meta = register_script(client, lua.PRELUDE + lua.READ_META)
+        self._usage = register_script(client, lua.PRELUDE + lua.USAGE)
+        self._put = register_script(client, lua.PRELUDE + lua.PUT)
+        self._delete_key = register_script(client, lua.PRELUDE + lua.DELETE_KEY)
+        self._delete_session = register_script(client, lua.PRELUDE + lua.DELETE_SESSION)
         self._init_indexes(client)
         self._init_keys(client)
 
@@ -327,7 +328,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
             args += [int(seq), payload]
         return args
 
-    async def _write(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+    async def _write(self, script: Script, keys: list[str], args: list[Any]) -> Any:
         """Run a script that creates or appends: its refusals as the `Store` contract names them."""
         try:
             return await script(keys=keys, args=args)
