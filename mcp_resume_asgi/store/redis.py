@@ -599,7 +599,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
                 return
             # After the last event stored (not `after_seq`, which may be past it): any event
             # added wakes the wait, as a write that adds events bumps the version without a
-            # notification (`redis_scripts.bump_quiet`).
+            # notification (`redis_scripts.finish`).
             streams: dict[Any, Any] = {
                 self._e(part, stream_id): f"{max(int(last_seq), 0)}-0",
                 self._n(part, stream_id): f"{seen}-0",
