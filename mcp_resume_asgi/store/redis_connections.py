@@ -22,6 +22,7 @@ commands run at once and queues the others, the same back-pressure on both.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
@@ -98,6 +99,14 @@ class TurnPool(aioredis.ConnectionPool):
             raise
         return connection
 
+    async def ensure_connection(self, connection: Any) -> None:
+        """A connection open with nothing unread is ready as it is; any other is checked and
+        opened again by redis-py's own (its `connect` costs a retry loop even when open)."""
+        with contextlib.suppress(RedisConnectionError, OSError):
+            if connection.is_connected and not await connection.can_read():
+                return
+        await super().ensure_connection(connection)
+
     async def release(self, connection: Any) -> None:
         try:
             async with self._lock:
@@ -129,12 +138,18 @@ def pack(head: bytes, count: int, args: Iterable[Any]) -> bytes:
     own packer, for any type, costs about twice as much for a script's two dozen arguments)."""
     out = [b"*%d\r\n" % count, head]
     for arg in args:
-        if isinstance(arg, str):
+        kind = type(arg)  # the exact types first: `isinstance` chains cost more per argument
+        if kind is str:
             arg = arg.encode()
-        elif isinstance(arg, int) and not isinstance(arg, bool):
+        elif kind is int:
             arg = b"%d" % arg
-        elif not isinstance(arg, bytes):
-            raise TypeError(f"a script takes text, bytes or integers, not {type(arg).__name__}")
+        elif kind is not bytes:
+            if isinstance(arg, str):
+                arg = str.encode(arg)
+            elif isinstance(arg, int) and not isinstance(arg, bool):
+                arg = b"%d" % arg
+            elif not isinstance(arg, bytes):
+                raise TypeError(f"a script takes text, bytes or integers, not {kind.__name__}")
         out.append(b"$%d\r\n%s\r\n" % (len(arg), arg))
     return b"".join(out)
 
