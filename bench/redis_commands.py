@@ -14,7 +14,9 @@ VARIANT: `wrapped_redis` or `persist_redis`; or `store`: the `RedisStore` writes
 call, each alone and in a fixed order (`open_with` with the first event and the listing in the
 index of running requests, `append` of the second, `append_final` of the answer unlisting it,
 `detached`), N times: per write, the commands Redis ran inside it and its µs (no timing decides
-how the writes batch, as it does through the app).
+how the writes batch, as it does through the app); then N more calls with no admin command
+between their writes: Redis's server CPU and this process's CPU per call. (`usec` is Redis's wall
+time in the command: a Redis that loses its CPU to other processes meanwhile counts more.)
 """
 
 from __future__ import annotations
@@ -135,27 +137,36 @@ async def run_store(n: int, port: int = PORT) -> None:
             elif key not in ("cmdstat_config|resetstat", "cmdstat_info"):
                 row["commands"] += value["calls"]
 
+    async def one_call(sid: str, write: Any) -> None:
+        meta = StreamMeta(
+            stream_id=sid,
+            kind=StreamKind.REQUEST,
+            session_id="sess",
+            principal="p",
+            protocol_version="2025-11-25",
+            path="/mcp",
+        )
+        listing = Listing(index="running", expires_at=time.time() + 600, cap=10_000)
+        await write("open_with", store.open_with(meta, 600, [(1, payload)], listing=listing, **caps))
+        await write("append", store.append(sid, [(2, payload)], **caps))
+        await write(
+            "append_final",
+            store.append_final(sid, [(3, payload)], final_seq=3, retain_s=300, unlist="running", **caps),
+        )
+        await write("detached", store.detached(sid, 0, last_contact=time.time(), delivered_seq=3))
+
+    async def plain(name: str, write: Any) -> None:
+        await write
+
     try:
-        for i in range(n + 20):
-            sid = f"c{i}"
-            meta = StreamMeta(
-                stream_id=sid,
-                kind=StreamKind.REQUEST,
-                session_id="sess",
-                principal="p",
-                protocol_version="2025-11-25",
-                path="/mcp",
-            )
-            listing = Listing(index="running", expires_at=time.time() + 600, cap=10_000)
-            await measured("open_with", store.open_with(meta, 600, [(1, payload)], listing=listing, **caps))
-            await measured("append", store.append(sid, [(2, payload)], **caps))
-            await measured(
-                "append_final",
-                store.append_final(sid, [(3, payload)], final_seq=3, retain_s=300, unlist="running", **caps),
-            )
-            await measured("detached", store.detached(sid, 0, last_contact=time.time(), delivered_seq=3))
-            if i == 19:  # warmed up: the scripts loaded, the connection open
-                totals.clear()
+        for i in range(20):  # warm: the scripts loaded, the connection open
+            await one_call(f"w{i}", plain)
+        for i in range(n):
+            await one_call(f"c{i}", measured)
+        server_started, started = _server_cpu(admin), time.process_time()
+        for i in range(n):  # no admin command between the writes: Redis's CPU is theirs
+            await one_call(f"d{i}", plain)
+        server_cpu, cpu = _server_cpu(admin) - server_started, time.process_time() - started
     finally:
         await store.clear()
         await store.aclose()
@@ -163,7 +174,8 @@ async def run_store(n: int, port: int = PORT) -> None:
         print(f"store {name}: Redis ran {row['commands'] / n:.1f} commands inside, {row['usec'] / n:.1f} µs")
     print(
         f"store, the four: {sum(r['commands'] for r in totals.values()) / n:.1f} commands, "
-        f"{sum(r['usec'] for r in totals.values()) / n:.1f} µs"
+        f"{sum(r['usec'] for r in totals.values()) / n:.1f} µs; Redis server CPU {1e6 * server_cpu / n:.0f} µs, "
+        f"process CPU {1e6 * cpu / n:.0f} µs"
     )
 
 
