@@ -38,14 +38,18 @@ from bench.redis_profile import _progress
 PORT = 6417
 _sent: dict[str, int] = {}
 _counting = False
-_send = redis_connection.AbstractConnection.send_command
+_send = redis_connection.AbstractConnection.send_packed_command
 
 
-async def _counted(self: Any, *args: Any, **options: Any) -> None:
+async def _counted(self: Any, command: Any, *args: Any, **options: Any) -> None:
+    """Counts a command as it goes out, packed (`*<n>\\r\\n$<len>\\r\\n<name>\\r\\n...`): what
+    redis-py's commands and the store's own scripts (`redis_connections.pack`) both send."""
     if _counting:
-        name = str(args[0]).lower()
+        head = command if isinstance(command, bytes | str) else command[0]
+        head = head.encode() if isinstance(head, str) else bytes(head)
+        name = head.split(b"\r\n", 3)[2].decode().lower()
         _sent[name] = _sent.get(name, 0) + 1
-    await _send(self, *args, **options)
+    await _send(self, command, *args, **options)
 
 
 def _server_cpu(admin: redis.Redis) -> float:
@@ -78,7 +82,7 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
 
 async def run(variant: str, n: int, port: int = PORT, usec: bool = False) -> None:
     global _counting
-    redis_connection.AbstractConnection.send_command = _counted  # type: ignore[method-assign]
+    redis_connection.AbstractConnection.send_packed_command = _counted  # type: ignore[method-assign]
     admin = redis.Redis(port=port)
     app = create_app(variant, redis_url=f"redis://127.0.0.1:{port}/0", redis_prefix=f"cc{time.time()}:")
     async with lifespan(app):
