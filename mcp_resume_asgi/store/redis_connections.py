@@ -103,7 +103,9 @@ class TurnPool(aioredis.ConnectionPool):
         """A connection open with nothing unread is ready as it is; any other is checked and
         opened again by redis-py's own (its `connect` costs a retry loop even when open)."""
         with contextlib.suppress(RedisConnectionError, OSError):
-            if connection.is_connected and not await connection.can_read():
+            # (`can_read_destructive` before redis-py 8)
+            unread = getattr(connection, "can_read", None) or connection.can_read_destructive
+            if connection.is_connected and not await unread():
                 return
         await super().ensure_connection(connection)
 
@@ -111,7 +113,7 @@ class TurnPool(aioredis.ConnectionPool):
         try:
             async with self._lock:
                 self._in_use_connections.remove(connection)
-                if connection.should_reconnect():
+                if getattr(connection, "should_reconnect", bool)():  # (redis-py >= 7)
                     await connection.disconnect()
                 self._available_connections.append(connection)
         finally:
