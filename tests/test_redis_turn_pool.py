@@ -79,15 +79,3 @@ async def test_a_script_that_timed_out_is_not_sent_again() -> None:
         await store.clear()
         await store.aclose()
         await admin.aclose()
-
-
-async def test_closing_the_store_closes_its_connections() -> None:
-    require_redis()
-    store = RedisStore(redis_url(), prefix=redis_prefix("close"))
-    await store.set_key("k", "v", 60)
-    pools = [store._client.connection_pool, store._waiter.connection_pool]  # type: ignore[union-attr]
-    connections = [c for pool in pools for c in pool._available_connections]
-    assert any(c.is_connected for c in connections)
-    await store.clear()
-    await store.aclose()
-    assert not any(c.is_connected for c in connections), "aclose left the store's connections open"

@@ -195,14 +195,6 @@ def register_script(client: AnyRedis, script: str) -> Script:
     return client.register_script(script)
 
 
-def _owning(pool: TurnPool) -> aioredis.Redis:
-    """A client that closes `pool`'s connections when it is closed (redis-py's `Redis.from_pool`,
-    which redis-py 5.0.0 lacks): given a pool, redis-py's client leaves it open."""
-    client = aioredis.Redis(connection_pool=pool)
-    client.auto_close_connection_pool = True
-    return client
-
-
 def open_clients(
     url: str | None,
     client: AnyRedis | None,
@@ -214,10 +206,14 @@ def open_clients(
     the clients opened here (the store closes those in `aclose`)."""
     owned: list[AnyRedis] = []
     if url is not None:
-        client = _owning(TurnPool.from_url(url, max_connections=max_connections, **_RECONNECT))
+        client = aioredis.Redis(
+            connection_pool=TurnPool.from_url(url, max_connections=max_connections, **_RECONNECT)
+        )
         owned.append(client)
         if wait_client is None:
-            wait_client = _owning(TurnPool.from_url(url, max_connections=max_waiters, **_RECONNECT))
+            wait_client = aioredis.Redis(
+                connection_pool=TurnPool.from_url(url, max_connections=max_waiters, **_RECONNECT)
+            )
             owned.append(wait_client)
     assert client is not None
     for c in (client, wait_client):
