@@ -265,7 +265,7 @@ async def test_more_concurrent_calls_than_connections_wait_their_turn(
     redis_cluster_url: str, cluster_client: RedisCluster
 ) -> None:
     """redis-py's cluster client refuses a command beyond a node's `max_connections`
-    (`MaxConnectionsError`); the store's own client queues it, as the blocking pool of one
+    (`MaxConnectionsError`); the store's own client queues it, as the pool of one
     instance does, so a burst of requests is slower, never refused."""
     prefix = redis_prefix("cluster-turns")
     store = RedisStore(redis_cluster_url, prefix=prefix, max_connections=2)

@@ -75,10 +75,12 @@ from mcp_resume_asgi.store.bounds import check_bounds
 from mcp_resume_asgi.store.index_bounds import check_index_args
 from mcp_resume_asgi.store.redis_connections import (
     AnyRedis,
+    Script,
     delete_prefixed,
     is_cluster_node,
     open_clients,
     open_cluster_clients,
+    register_script,
 )
 from mcp_resume_asgi.store.redis_connections import on_asyncio as _on_asyncio
 from mcp_resume_asgi.store.redis_index import INDEX_FN, STREAM_INDEXES, RedisIndexes
@@ -87,7 +89,6 @@ from mcp_resume_asgi.store.redis_layout import DEFAULT_PARTITIONS, RedisLayout
 
 if TYPE_CHECKING:  # redis-py >= 8 (async cluster pub/sub); the store runs on one instance with older ones
     from redis.asyncio.cluster import ClusterPubSub
-    from redis.commands.core import AsyncScript
 
 __all__ = ["RedisStore"]
 
@@ -104,6 +105,20 @@ _WAIT_GRACE_S = 1.0
 #: `json.dumps(value, separators=...)` makes an encoder per call; a store encodes a dozen values a
 #: request (a stream's record), so one is made once.
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _json_text(value: Any) -> str:
+    """`value` as JSON text: a record's null, booleans and whole numbers (half its fields) written
+    directly, the rest by the encoder (a call each, which costs more than the value)."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if type(value) is int:
+        return str(value)
+    return _dumps(value)
 
 
 def _owner_named(text: str) -> str | None:
@@ -207,19 +222,19 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         self._register(client)
 
     def _register(self, client: AnyRedis) -> None:
-        self._create = client.register_script(lua.PRELUDE + lua.CREATE)
-        self._update = client.register_script(lua.PRELUDE + lua.UPDATE)
-        self._attach = client.register_script(lua.PRELUDE + lua.ATTACH)
-        self._delete = client.register_script(lua.PRELUDE + lua.DELETE)
-        self._append = client.register_script(lua.PRELUDE + lua.APPEND)
-        self._append_final = client.register_script(lua.PRELUDE + INDEX_FN + lua.APPEND_FINAL)
-        self._open_with = client.register_script(lua.PRELUDE + INDEX_FN + lua.OPEN_WITH)
-        self._read = client.register_script(lua.PRELUDE + lua.READ)
-        self._read_meta = client.register_script(lua.PRELUDE + lua.READ_META)
-        self._usage = client.register_script(lua.PRELUDE + lua.USAGE)
-        self._put = client.register_script(lua.PRELUDE + lua.PUT)
-        self._delete_key = client.register_script(lua.PRELUDE + lua.DELETE_KEY)
-        self._delete_session = client.register_script(lua.PRELUDE + lua.DELETE_SESSION)
+        self._create = register_script(client, lua.PRELUDE + lua.CREATE)
+        self._update = register_script(client, lua.PRELUDE + lua.UPDATE)
+        self._attach = register_script(client, lua.PRELUDE + lua.ATTACH)
+        self._delete = register_script(client, lua.PRELUDE + lua.DELETE)
+        self._append = register_script(client, lua.PRELUDE + lua.APPEND)
+        self._append_final = register_script(client, lua.PRELUDE + INDEX_FN + lua.APPEND_FINAL)
+        self._open_with = register_script(client, lua.PRELUDE + INDEX_FN + lua.OPEN_WITH)
+        self._read = register_script(client, lua.PRELUDE + lua.READ)
+        self._read_meta = register_script(client, lua.PRELUDE + lua.READ_META)
+        self._usage = register_script(client, lua.PRELUDE + lua.USAGE)
+        self._put = register_script(client, lua.PRELUDE + lua.PUT)
+        self._delete_key = register_script(client, lua.PRELUDE + lua.DELETE_KEY)
+        self._delete_session = register_script(client, lua.PRELUDE + lua.DELETE_SESSION)
         self._init_indexes(client)
         self._init_keys(client)
 
@@ -314,7 +329,11 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
     def _encode_meta(meta: StreamMeta) -> str:
         """The record's fields as the scripts read them (`redis_scripts.fields_of`): one argument,
         name and JSON value each followed by a NUL but the last (JSON text holds no raw NUL)."""
-        return "\0".join([part for name in _WRITTEN_FIELDS for part in (name, _dumps(getattr(meta, name)))])
+        parts: list[str] = []
+        for name in _WRITTEN_FIELDS:
+            parts.append(name)
+            parts.append(_json_text(getattr(meta, name)))
+        return "\0".join(parts)
 
     @staticmethod
     def _encode_events(events: Sequence[tuple[int, bytes]]) -> list[Any]:
@@ -327,7 +346,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
             args += [int(seq), payload]
         return args
 
-    async def _write(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+    async def _write(self, script: Script, keys: list[str], args: list[Any]) -> Any:
         """Run a script that creates or appends: its refusals as the `Store` contract names them."""
         try:
             return await script(keys=keys, args=args)
@@ -598,7 +617,7 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
                 return
             # After the last event stored (not `after_seq`, which may be past it): any event
             # added wakes the wait, as a write that adds events bumps the version without a
-            # notification (`redis_scripts.bump_quiet`).
+            # notification (`redis_scripts.finish`).
             streams: dict[Any, Any] = {
                 self._e(part, stream_id): f"{max(int(last_seq), 0)}-0",
                 self._n(part, stream_id): f"{seen}-0",

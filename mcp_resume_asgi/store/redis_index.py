@@ -27,7 +27,7 @@ import anyio
 
 from mcp_resume_asgi.store import keys
 from mcp_resume_asgi.store.index_bounds import check_index_args, page_limit
-from mcp_resume_asgi.store.redis_connections import AnyRedis
+from mcp_resume_asgi.store.redis_connections import AnyRedis, register_script
 from mcp_resume_asgi.store.redis_layout import RedisLayout
 
 __all__ = ["INDEX_FN", "STREAM_INDEXES", "RedisIndexes"]
@@ -145,10 +145,10 @@ class RedisIndexes:
     _ready: Callable[[], Awaitable[RedisLayout]]
 
     def _init_indexes(self, client: AnyRedis) -> None:
-        self._index_add = client.register_script(INDEX_FN + _ADD)
-        self._index_remove = client.register_script(INDEX_FN + _REMOVE)
-        self._index_count = client.register_script(INDEX_FN + _COUNT)
-        self._index_page = client.register_script(INDEX_FN + _PAGE)
+        self._index_add = register_script(client, INDEX_FN + _ADD)
+        self._index_remove = register_script(client, INDEX_FN + _REMOVE)
+        self._index_count = register_script(client, INDEX_FN + _COUNT)
+        self._index_page = register_script(client, INDEX_FN + _PAGE)
 
     def _index_key(self, index: str) -> str:
         return f"{self.prefix}i:{index}"

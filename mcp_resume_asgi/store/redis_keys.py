@@ -25,7 +25,7 @@ from typing import Any, cast
 
 from mcp_resume_asgi.store import redis_scripts as lua
 from mcp_resume_asgi.store.base import KeyAndStream, StreamMeta
-from mcp_resume_asgi.store.redis_connections import AnyRedis
+from mcp_resume_asgi.store.redis_connections import AnyRedis, register_script
 from mcp_resume_asgi.store.redis_layout import RedisLayout
 
 __all__ = ["RedisKeys"]
@@ -76,8 +76,8 @@ class RedisKeys:
     _client: AnyRedis
 
     def _init_keys(self, client: AnyRedis) -> None:
-        self._replace_key = client.register_script(lua.PRELUDE + _REPLACE)
-        self._read_key_and_stream = client.register_script(lua.PRELUDE + _READ_KEY_AND_STREAM)
+        self._replace_key = register_script(client, lua.PRELUDE + _REPLACE)
+        self._read_key_and_stream = register_script(client, lua.PRELUDE + _READ_KEY_AND_STREAM)
 
     async def replace_key(self, key: str, expected: str | None, value: str, ttl_s: float) -> bool:
         ttl_ms = max(1, math.ceil(ttl_s * 1000))

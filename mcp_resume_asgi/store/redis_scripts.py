@@ -63,18 +63,14 @@ local function notify(s, v, ttl)
   if ttl > 0 then redis.call('PEXPIRE', n, ttl) end
 end
 
+-- The stream changed: the version moves and waiters are told. (A write that adds events that
+-- stay moves the version without a notification, `finish`: a waiter blocks on the events stream
+-- after the last event it saw stored, and the new events wake it.)
 local function bump(s)
   local m = mkey(s)
   local v = redis.call('HINCRBY', m, 'version', 1)
   notify(s, v, redis.call('PTTL', m))
   return v
-end
-
--- The stream changed by events it now holds: the version moves, but no notification is added
--- (a waiter blocks on the events stream after the last event it saw stored: the new events
--- wake it; `bump` notifies the changes that add no event).
-local function bump_quiet(s)
-  return redis.call('HINCRBY', mkey(s), 'version', 1)
 end
 
 local function forget_bytes(s)
@@ -84,12 +80,16 @@ local function forget_bytes(s)
   redis.call('ZREM', HOLD, s)
 end
 
-local function session_of(m)
-  local raw = redis.call('HGET', m, 'session_id')
+-- The session id of a record's `session_id` field as stored (JSON text; nil, false or null: none).
+local function session_in(raw)
   if not raw then return nil end
   local sess = cjson.decode(raw)
   if type(sess) == 'string' then return sess end
   return nil
+end
+
+local function session_of(m)
+  return session_in(redis.call('HGET', m, 'session_id'))
 end
 
 -- Forget a stream entirely and wake its waiters (they find it gone).
@@ -293,31 +293,35 @@ return 1
 
 # ARGV: P, stream, ttl_ms ('' for none), returning ('1' | '0'), n_expect, expect field/value
 # pairs..., change field/value pairs... Returns {0} (no stream), {2, meta} (expectation
-# failed), {1, meta} (applied; {1} when not returning).
+# failed), {1, meta} (applied; {1} when not returning). The record is read once (`HMGET`: its
+# `state`, which every record has, its version, session and the expected fields) and written
+# once, the changes and the next version together.
 UPDATE = r"""
 local s, ttl, returning, nexp = ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1', tonumber(ARGV[5])
 local m = mkey(s)
-if redis.call('EXISTS', m) == 0 then return {0} end
+local names = {'state', 'version', 'session_id'}
+for k = 1, nexp do names[#names + 1] = ARGV[4 + 2 * k] end
+local rec = redis.call('HMGET', m, unpack(names))
+if not rec[1] then return {0} end
 local i = 6
-for _ = 1, nexp do
-  if not same(redis.call('HGET', m, ARGV[i]), ARGV[i + 1]) then
+for k = 1, nexp do
+  if not same(rec[3 + k], ARGV[i + 1]) then
     return {2, redis.call('HGETALL', m)}
   end
   i = i + 2
 end
-if i <= #ARGV then
-  local fields = {}
-  for j = i, #ARGV do fields[#fields + 1] = ARGV[j] end
-  redis.call('HSET', m, unpack(fields))
-end
+local v = tonumber(rec[2] or '0') + 1
+local fields = {'version', string.format('%d', v)}
+for j = i, #ARGV do fields[#fields + 1] = ARGV[j] end
+redis.call('HSET', m, unpack(fields))
 if ttl then
   redis.call('PEXPIRE', m, ttl)
   redis.call('PEXPIRE', ekey(s), ttl)
   redis.call('ZADD', EXP, now_ms() + ttl, s)
-  local sess = session_of(m)
+  local sess = session_in(rec[3])
   if sess then extend_session_set(sess, ttl) end
 end
-bump(s)
+notify(s, v, redis.call('PTTL', m))
 if not returning then return {1} end
 return {1, redis.call('HGETALL', m)}
 """
@@ -341,9 +345,12 @@ return 1
 """
 
 # Add events to stream s (seq, payload, ... from ARGV[first] on), trim it by its caps and
-# keep the global budget; no notification (the caller bumps: `bump_quiet` when 2, the added
-# events waking the waiters, `bump` otherwise). Returns 0 (no stream), 1 (nothing new), 2
-# (added), 3 (added, and trimmed away at once: the stream holds no event), or a SEQ error.
+# keep the global budget; neither the record's `last_seq` nor its version is written here: the
+# caller writes them with its own changes in one `HSET` (`finish`), and notifies waiters when
+# the write added no event that stays (the added events wake them). Returns 0 (no stream), 1
+# (nothing new), 2 (added), 3 (added, and trimmed away at once: the stream holds no event), or a
+# SEQ error; then the record as read (`rec`: its `version` and `session_id`, raw) and the
+# record's fields to write, `last_seq` among them when events were added.
 # The events stream takes the record's TTL when it is made (it holds no event yet): the
 # scripts that change the record's TTL change both. The caps and the budget are looked at
 # only when the counts the writes return say they are passed. With `owner` (the writer's node id as the record
@@ -352,17 +359,25 @@ return 1
 # Idempotent: the events the stream holds already (a retry of an append whose reply was lost,
 # Redis having run it late) are skipped, each checked against the payload stored under its seq
 # (an event trimmed since cannot be checked: taken as written). `made`: the stream was created by
-# this script, `made` ms to live, so it holds no event yet and its events stream takes that TTL
-# (nil: both read from Redis).
+# this script ({ttl = ms to live, last_seq = the record's, session = its session id or ''}), so
+# it holds no event yet, its events stream takes that TTL and its record is not read again (nil:
+# all read from Redis).
 APPEND_FN = r"""
 local function add_events(s, maxev, maxb, budget, first, owner, made)
   local m, e = mkey(s), ekey(s)
-  local last_seq = redis.call('HGET', m, 'last_seq')
-  if not last_seq then return 0 end
-  if owner and owner ~= '' then
-    local now_owner = redis.call('HGET', m, 'owner')
-    if now_owner ~= owner then return redis.error_reply('FENCED ' .. (now_owner or 'null')) end
+  local rec, last_seq = {}, nil
+  if made then
+    rec.version, rec.session_id, last_seq = '0', cjson.encode(made.session), made.last_seq
+    if made.session == '' then rec.session_id = nil end
+  else
+    local got = redis.call('HMGET', m, 'last_seq', 'version', 'session_id', 'owner')
+    last_seq, rec.version, rec.session_id = got[1], got[2], got[3]
+    if not last_seq then return 0 end
+    if owner and owner ~= '' and got[4] ~= owner then
+      return redis.error_reply('FENCED ' .. (got[4] or 'null'))
+    end
   end
+  local sets = {}
   local start = first
   while start <= #ARGV and tonumber(ARGV[start]) <= tonumber(last_seq) do
     local id = ARGV[start] .. '-0'
@@ -372,7 +387,7 @@ local function add_events(s, maxev, maxb, budget, first, owner, made)
     end
     start = start + 2
   end
-  if start > #ARGV then return 1 end
+  if start > #ARGV then return 1, rec, sets end
   local n = 0
   if not made then n = redis.call('XLEN', e) end
   local fresh = n == 0
@@ -383,10 +398,10 @@ local function add_events(s, maxev, maxb, budget, first, owner, made)
     n = n + 1
   end
   if fresh then
-    local ttl = made or redis.call('PTTL', m)
+    local ttl = made and made.ttl or redis.call('PTTL', m)
     if ttl > 0 then redis.call('PEXPIRE', e, ttl) end
   end
-  redis.call('HSET', m, 'last_seq', ARGV[#ARGV - 1])
+  sets[1], sets[2] = 'last_seq', ARGV[#ARGV - 1]
   local nb = redis.call('HINCRBY', NB, s, added)
   local held = redis.call('INCRBY', TOTAL, added)
   local tick = redis.call('INCR', TICK)
@@ -401,21 +416,35 @@ local function add_events(s, maxev, maxb, budget, first, owner, made)
     enforce(s, budget)
     trimmed = true
   end
-  if trimmed and redis.call('XLEN', e) == 0 then return 3 end
-  return 2
+  if trimmed and redis.call('XLEN', e) == 0 then return 3, rec, sets end
+  return 2, rec, sets
 end
 
--- The stream holds its final answer (final_seq, JSON): completed, kept ttl ms from now (nil: as it is).
-local function complete(s, final_seq, ttl)
-  local m = mkey(s)
-  redis.call('HSET', m, 'final_seq', final_seq, 'state', '"completed"')
+-- The stream holds its final answer (final_seq, JSON): completed (added to `sets`, the fields
+-- its caller writes), kept ttl ms from now (nil: as it is).
+local function complete(s, final_seq, ttl, rec, sets)
+  sets[#sets + 1] = 'final_seq'
+  sets[#sets + 1] = final_seq
+  sets[#sets + 1] = 'state'
+  sets[#sets + 1] = '"completed"'
   if ttl then
-    redis.call('PEXPIRE', m, ttl)
+    redis.call('PEXPIRE', mkey(s), ttl)
     redis.call('PEXPIRE', ekey(s), ttl)
     redis.call('ZADD', EXP, now_ms() + ttl, s)
-    local sess = session_of(m)
+    local sess = session_in(rec.session_id)
     if sess then extend_session_set(sess, ttl) end
   end
+end
+
+-- Write `sets` and the next version to the record in one `HSET`; notify the waiters unless the
+-- write added events that stay (`added` 2: they wake the waiters blocked on the events stream).
+local function finish(s, added, rec, sets)
+  local m = mkey(s)
+  local v = tonumber(rec.version or '0') + 1
+  sets[#sets + 1] = 'version'
+  sets[#sets + 1] = string.format('%d', v)
+  redis.call('HSET', m, unpack(sets))
+  if added ~= 2 then notify(s, v, redis.call('PTTL', m)) end
 end
 """
 
@@ -423,12 +452,9 @@ end
 APPEND = (
     APPEND_FN
     + r"""
-local added = add_events(ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), 7, ARGV[6])
-if added == 2 then
-  bump_quiet(ARGV[2])
-  return 1
-elseif added == 3 then
-  bump(ARGV[2])
+local added, rec, sets = add_events(ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), 7, ARGV[6])
+if added == 2 or added == 3 then
+  finish(ARGV[2], added, rec, sets)
   return 1
 end
 return added
@@ -442,12 +468,12 @@ APPEND_FINAL = (
     APPEND_FN
     + r"""
 local s = ARGV[2]
-local added = add_events(s, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), 10, ARGV[8])
+local added, rec, sets = add_events(s, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), 10, ARGV[8])
 if type(added) == 'table' then return added end
 if ARGV[9] ~= '' then index_remove(P .. 'i:' .. ARGV[9], s) end
 if added == 0 then return 0 end
-complete(s, ARGV[6], tonumber(ARGV[7]))
-if added == 2 then bump_quiet(s) else bump(s) end
+complete(s, ARGV[6], tonumber(ARGV[7]), rec, sets)
+finish(s, added, rec, sets)
 return 1
 """
 )
@@ -464,13 +490,18 @@ OPEN_WITH = (
     + r"""
 local s, ttl = ARGV[2], tonumber(ARGV[3])
 local has_events = #ARGV >= 16
-local now = create(s, ttl, tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), fields_of(ARGV[15]), not has_events)
+local fields = fields_of(ARGV[15])
+local now = create(s, ttl, tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), fields, not has_events)
 if not now then return redis.error_reply('STOREFULL') end
-local added = add_events(s, tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), 16, nil, ttl)
+local made = {ttl = ttl, session = ARGV[5], last_seq = '0'}
+for i = 1, #fields - 1, 2 do
+  if fields[i] == 'last_seq' then made.last_seq = fields[i + 1] end
+end
+local added, rec, sets = add_events(s, tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), 16, nil, made)
 if type(added) == 'table' then return added end
 if has_events and added ~= 2 and added ~= 3 then redis.call('ZADD', LRU, redis.call('INCR', TICK), s) end
-if ARGV[10] ~= '' then complete(s, ARGV[10], tonumber(ARGV[11])) end
-if added == 2 then bump_quiet(s) else bump(s) end
+if ARGV[10] ~= '' then complete(s, ARGV[10], tonumber(ARGV[11]), rec, sets) end
+finish(s, added, rec, sets)
 if ARGV[12] ~= '' and ARGV[10] == '' then
   return 2 - index_add(P .. 'i:' .. ARGV[12], s, ARGV[13], tonumber(ARGV[14]), now / 1000)
 end
