@@ -26,7 +26,7 @@ COLLABORATORS = [
     "engine/cancellation",
     "http/client_answers",
     "http/client_cancels",
-    "http/retried_posts",
+    "engine/retried_posts",
     "engine/services",
     "engine/sessions",
     "engine/store_recovery",

@@ -13,8 +13,8 @@ engine's one `Scheduler`.
 
 This module is the way in: one method per kind of HTTP request the middleware
 hands over, plus what the feature layers share (admission, links, the store). A POST's
-`Idempotency-Key` is claimed, and a retry answered, by the HTTP front before the engine hosts
-the request (`http/retried_posts.py`: the port's `host`, passed in as `host_with`). What the engine's
+`Idempotency-Key` is claimed, and a retry answered, before the engine hosts the request
+(`retried_posts.py`: the port's `host`, which the front and the feature layers call). What the engine's
 collaborators use of it is `StreamServices` (`services.py`), handed to them instead of the
 engine; what the layers in front may ask of it is its `EnginePort` (`port.py`).
 """
@@ -49,11 +49,11 @@ from mcp_resume_asgi.engine.port import (
     Delivery,
     Drained,
     EnginePort,
-    HostRequest,
     Refusal,
     RequestContext,
     ServeOptions,
 )
+from mcp_resume_asgi.engine.retried_posts import RetriedPosts
 from mcp_resume_asgi.engine.scheduler import spawn
 from mcp_resume_asgi.engine.services import Drain, StreamServices
 from mcp_resume_asgi.engine.sweep import Sweep
@@ -103,15 +103,12 @@ class Engine:
         node_id: str,
         node: Node | None = None,
         on_store_outage: Callable[[BaseException], None] | None = None,
-        host_with: Callable[[Engine], HostRequest],
         request_bound: int | None = None,
         telemetry: Telemetry = OFF,
         aliases: SessionAliases | None = None,
     ) -> None:
         """`on_store_outage` is told when a store call (one made inside the app's `send`, say)
-        finds the store down. `host_with(engine)` is the port's `host`: the front's way to host
-        a request around `handle_request` (`http/retried_posts.py` claims an `Idempotency-Key`
-        first), so the layers that host a request through the port go the same way.
+        finds the store down.
         `request_bound`: the largest request body the front takes (the REST face keeps to it).
         `aliases`: the layer around the app that maps adopted sessions' ids (`adoption.py`),
         if the front put one there (else adopted sessions are not mapped)."""
@@ -142,8 +139,6 @@ class Engine:
         self._drain_done: anyio.Event | None = None
         self.drained: Drained | None = None
         """What this node's drain did, once it is over (`drain`)."""
-        self.known_features: Any = ()
-        """The feature layers in front of this engine, as last seen (relayed requests get them too)."""
         self.admission = Admission(app, principal=principal, store=store, node=node)
         self.retries = Retries(
             store=store, signer=signer, routes=routes, admission=self.admission, serve=self.serve_stream
@@ -166,7 +161,7 @@ class Engine:
         )
         """Finds what nodes that are gone left running (started once the node runs)."""
         self.port = EnginePort(
-            host=host_with(self),
+            host=RetriedPosts(services, self.handle_request, admit=self.admit, serve=self.serve_stream).host,
             serve=self.serve_stream,
             cancel=self.cancel_stream,
             is_live=self.is_live,

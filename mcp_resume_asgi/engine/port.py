@@ -9,7 +9,7 @@ it live, admit, call the app), so that each caller can be handed exactly that, n
 engine and its internals.
 
 Nothing here runs a stream; the engine (`engine.py`) builds the port from its own methods,
-and the front's `host` (`http/retried_posts.py`: an `Idempotency-Key` is claimed first).
+and the front's `host` (`retried_posts.py`: an `Idempotency-Key` is claimed first).
 """
 
 from __future__ import annotations

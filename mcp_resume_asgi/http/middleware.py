@@ -11,7 +11,7 @@ A POST's body is read once (bounded by `max_body_bytes`) and then sorted
 there; a client's `notifications/cancelled` goes to `client_cancels.py`; a JSON-RPC
 request that may be answered with SSE is routed (its `Policy`, its protocol revision,
 a well-formed `Idempotency-Key`), offered to the feature layers in front
-(`features.py`) and else hosted by the engine through its port (`retried_posts.py`
+(`features.py`) and else hosted by the engine through its port (`engine/retried_posts.py`
 claims the key first); anything else goes to the app as it was sent. A store outage
 met before anything was sent hands the request to the app without the store
 (`outage.py`). A resumed GET is `resume.py`.
@@ -42,7 +42,6 @@ from mcp_resume_asgi.engine.port import (
     Delivery,
     Drained,
     Feature,
-    HostRequest,
     RequestContext,
     ServeOptions,
 )
@@ -54,7 +53,6 @@ from mcp_resume_asgi.http.misconfig import WrongPathDetector
 from mcp_resume_asgi.http.outage import TrackedSend, send_unavailable, without_store
 from mcp_resume_asgi.http.post_sorting import INVALID_KEY, Post, Sorted, idempotency_key, sort_post
 from mcp_resume_asgi.http.resume import Resumes
-from mcp_resume_asgi.http.retried_posts import RetriedPosts
 from mcp_resume_asgi.http.signals import hold_app_streams, on_shutdown_signal
 from mcp_resume_asgi.policy import Policy, RoutesSpec, RouteTable
 from mcp_resume_asgi.store import keys
@@ -184,7 +182,6 @@ class ResumeMiddleware:
             node_id=self.node.node_id if self.node is not None else secrets.token_hex(6),
             node=self.node,
             on_store_outage=self.outage.failed,
-            host_with=self._host_with,
             request_bound=max_body_bytes,
             telemetry=telemetry_of,
             aliases=aliases,
@@ -202,13 +199,9 @@ class ResumeMiddleware:
             answers=self.answers,
             max_body_bytes=max_body_bytes,
         )
-
-    @staticmethod
-    def _host_with(engine: Engine) -> HostRequest:
-        """The engine port's `host`: an `Idempotency-Key` claimed (or a retry answered) first."""
-        return RetriedPosts(
-            engine.services, engine.handle_request, admit=engine.admit, serve=engine.serve_stream
-        ).host
+        self._features: Any = ()
+        """The feature layers in front of this middleware, as last seen on a request: a request
+        another node relays here passes through them too (`_relayed`)."""
 
     # ------------------------------------------------------------------ routing
     def _local_path(self, scope: Scope) -> str:
@@ -239,7 +232,7 @@ class ResumeMiddleware:
             return
         features = scope.get(FEATURES_KEY)
         if features:
-            self.engine.known_features = features
+            self._features = features
         where = self._classify_path(scope)
         if where is None:
             # Says once if MCP traffic comes here on another path (a wrong `path=` turns us off silently).
@@ -381,7 +374,7 @@ class ResumeMiddleware:
 
     async def _relayed(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A request another node relayed to us: through the same layers as our own traffic."""
-        scope[FEATURES_KEY] = self.engine.known_features
+        scope[FEATURES_KEY] = self._features
         await self(scope, receive, send)
 
     async def _owner_elsewhere(self, scope: Scope, send: Send) -> str | None:

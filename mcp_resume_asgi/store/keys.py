@@ -22,7 +22,7 @@ from typing import Any
 
 def idempotency(session_id: str | None, principal: str | None, key: str) -> str:
     """A request's `Idempotency-Key`, scoped to its session, else its principal, else to
-    nobody (`-`); its value is the stream of the first request carrying it (`http/retried_posts`)."""
+    nobody (`-`); its value is the stream of the first request carrying it (`engine/retried_posts`)."""
     return f"idem:{session_id or principal or '-'}:{key}"
 
 

@@ -1,7 +1,7 @@
 """A task-creating call retried with its `Idempotency-Key`: the same task, never a second run.
 
 A client that lost the answer to a `tools/call` sends it again with the same
-`Idempotency-Key`. The HTTP front finds the request the key started (`http/retried_posts.py`:
+`Idempotency-Key`. The engine finds the request the key started (`engine/retried_posts.py`:
 the key is scoped by session, else by principal; the app must admit the caller to
 that request's stream, whose principal is the one the app's auth saw; the body must
 be the same) and asks this layer before it attaches the retry to that stream. The

@@ -9,12 +9,12 @@ or answered by the feature layer that served the original (`RetryAnswer`: the Ta
 answers with the task the call became). This is one decision with its own refusals (409
 gone, 422 other body, 400 foreign `Last-Event-ID`), read on its own.
 
-A retry is answered by the middleware, not the app: it is reported (`telemetry`) as a SERVER
+A retry is answered here, not by the app: it is reported (`telemetry`) as a SERVER
 span of the request's method, marked a poll, linked to the original once the caller is
 admitted to its stream.
 
-`RetriedPosts.host` is the engine port's `host`: the Tasks layer, which passes a key and its
-own `on_retry`, reaches this through the port without importing the front.
+`RetriedPosts.host` is the engine port's `host`, which the engine makes: the HTTP front and the
+feature layers (the Tasks layer passes a key and its own `on_retry`) host a request through it.
 """
 
 from __future__ import annotations
