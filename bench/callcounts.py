@@ -49,14 +49,18 @@ def starlette_app(app: Any) -> Any:
     raise TypeError("no Starlette app inside")
 
 
-async def _call(app: Any, body: bytes, session: bytes | None) -> tuple[int, dict[bytes, bytes], bytes]:
+async def _call(
+    app: Any, body: bytes, session: bytes | None, wait_s: float | None = 10
+) -> tuple[int, dict[bytes, bytes], bytes]:
+    """One POST to `/mcp` in process, as a task of its own (others may run meanwhile), read to its
+    end; `wait_s` (None: none, as under valgrind) bounds the answer and the app's call each."""
     headers = [*HEADERS, (b"content-length", str(len(body)).encode())]
     if session:
         headers.append((b"mcp-session-id", session))
     exchange = Exchange(body)
     task = asyncio.ensure_future(app(post_scope(headers), exchange.receive, exchange.send))
-    await asyncio.wait_for(exchange.done.wait(), 10)
-    await asyncio.wait_for(task, 10)
+    await asyncio.wait_for(exchange.done.wait(), wait_s)
+    await asyncio.wait_for(task, wait_s)
     return exchange.status, exchange.headers, exchange.payload
 
 
@@ -66,12 +70,12 @@ INIT = (
 )
 
 
-async def open_session(app: Any) -> bytes:
+async def open_session(app: Any, wait_s: float | None = 10) -> bytes:
     """`initialize` and `notifications/initialized`, in process: the session's id."""
-    status, headers, _ = await _call(app, INIT, None)
+    status, headers, _ = await _call(app, INIT, None, wait_s)
     assert status == 200, status
     session = headers[b"mcp-session-id"]
-    await _call(app, b'{"jsonrpc":"2.0","method":"notifications/initialized"}', session)
+    await _call(app, b'{"jsonrpc":"2.0","method":"notifications/initialized"}', session, wait_s)
     return session
 
 

@@ -25,29 +25,10 @@ import time
 from typing import Any
 
 from bench.apps import create_app
-from bench.callcounts import HEADERS, INIT, starlette_app
-from bench.exchange import Exchange, post_scope
+from bench.callcounts import _call, open_session, starlette_app
 
 
-async def _post(app: Any, body: bytes, session: bytes | None) -> Exchange:
-    headers = [*HEADERS, (b"content-length", str(len(body)).encode())]
-    if session:
-        headers.append((b"mcp-session-id", session))
-    exchange = Exchange(body)
-    task = asyncio.ensure_future(app(post_scope(headers), exchange.receive, exchange.send))
-    await exchange.done.wait()
-    await task
-    return exchange
-
-
-async def _session(app: Any) -> bytes:
-    exchange = await _post(app, INIT, None)
-    session = dict(exchange.headers).get(b"mcp-session-id", b"")
-    await _post(app, b'{"jsonrpc":"2.0","method":"notifications/initialized"}', session)
-    return session
-
-
-def _call(i: int, tool: str) -> bytes:
+def _body(i: int, tool: str) -> bytes:
     return (
         b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s",'
         b'"arguments":{"text":"hi"},"_meta":{"progressToken":%d}}}' % (i, tool.encode(), i)
@@ -73,14 +54,14 @@ async def run(variant: str, calls: int, clients: int, tool: str, redis_url: str)
             counts[1] += time.perf_counter() - started[0]
 
     async with inner.router.lifespan_context(inner):
-        sessions = [await _session(app) for _ in range(clients)]
+        sessions = [await open_session(app, wait_s=None) for _ in range(clients)]
         each = calls // clients
 
         async def client(k: int, first: int) -> None:
             for i in range(first, first + each):
-                exchange = await _post(app, _call(i, tool), sessions[k])
-                if exchange.status != 200 or b'"result"' not in exchange.payload:
-                    raise RuntimeError(f"call {i}: {exchange.status} {exchange.payload[:200]!r}")
+                status, _, payload = await _call(app, _body(i, tool), sessions[k], wait_s=None)
+                if status != 200 or b'"result"' not in payload:
+                    raise RuntimeError(f"call {i}: {status} {payload[:200]!r}")
 
         await asyncio.gather(*(client(k, 1 + k * 1_000_000) for k in range(clients)))
         gc.callbacks.append(on_collection)

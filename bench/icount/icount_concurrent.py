@@ -7,25 +7,10 @@ import sys
 import time
 from typing import Any
 
-import bench.callcounts as _cc
 import mcp_resume_asgi.core.stream as _cs
 from bench.apps import create_app
-from bench.callcounts import HEADERS, starlette_app
-from bench.exchange import Exchange, post_scope
+from bench.callcounts import _call, open_session, starlette_app
 
-
-async def _call(app: Any, body: bytes, session: bytes | None) -> tuple[int, Any, bytes]:
-    headers = [*HEADERS, (b"content-length", str(len(body)).encode())]
-    if session:
-        headers.append((b"mcp-session-id", session))
-    exchange = Exchange(body)
-    task = asyncio.ensure_future(app(post_scope(headers), exchange.receive, exchange.send))
-    await exchange.done.wait()
-    await task
-    return exchange.status, exchange.headers, exchange.payload
-
-
-_cc._call = _call  # type: ignore[assignment]  # open_session's calls too: no timeouts
 _cs.HOLD_HEAD_S = 2.0
 cg = ctypes.CDLL("/tmp/icount/cg.so")
 
@@ -45,11 +30,11 @@ async def main(variant: str, tool: str, n: int, c: int) -> None:
     )
     inner: Any = starlette_app(app)
     async with inner.router.lifespan_context(inner):
-        sessions = [await _cc.open_session(app) for _ in range(c)]
+        sessions = [await open_session(app, wait_s=None) for _ in range(c)]
 
         async def client(k: int, start: int, count: int) -> None:
             for i in range(start, start + count):
-                status, _, payload = await _call(app, call(i, tool), sessions[k])
+                status, _, payload = await _call(app, call(i, tool), sessions[k], wait_s=None)
                 assert status == 200 and b'"result"' in payload, payload[:300]
 
         await asyncio.gather(*(client(k, 1 + k * 1000, 3) for k in range(c)))
