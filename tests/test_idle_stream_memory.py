@@ -12,6 +12,7 @@ paths are asyncio's).
 from __future__ import annotations
 
 import asyncio
+import gc
 import types
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,7 +22,7 @@ import pytest
 from mcp_resume_asgi import MemoryStore, Policy, ResumeMiddleware
 from mcp_resume_asgi.core.lifecycle import Run
 from mcp_resume_asgi.core.stream import _NO_TIMING
-from mcp_resume_asgi.engine.hosted import _RARELY, AppDisconnect, _AppChannel, _then_disconnect
+from mcp_resume_asgi.engine.hosted import _RARELY, AppDisconnect, HostedStream, _AppChannel, _then_disconnect
 from mcp_resume_asgi.engine.port import Delivery
 from mcp_resume_asgi.engine.scheduler import APP_TASK_NAME
 from mcp_resume_asgi.store.base import _META_DEFAULTS
@@ -508,3 +509,31 @@ async def test_an_app_failing_while_idle_is_logged_once_and_its_request_ends(
     assert len(failed) == 1 and "app failed while streaming" in failed[0].getMessage(), failed
     read = await store.read(hosted.stream_id, 0, 100)
     assert read[-1][1].count(b"without") == 1  # the stream's error answer
+
+
+async def test_an_app_that_keeps_its_send_in_a_cycle_keeps_none_of_the_request() -> None:
+    """A framework may leave the app's `send` in a reference cycle that outlives the call
+    (sse-starlette's response does, through a cancelled task's traceback): once the call is over,
+    what it kept holds none of the request's stream (freed at once, not by the collector), hears
+    `http.disconnect`, and may not send."""
+    kept: list[Any] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        await open_answer(receive, send, 1)
+        await send({"type": "http.response.body", "body": EVENT, "more_body": False})
+        cycle: list[Any] = [receive, send]
+        cycle.append(cycle)
+        kept.append(cycle)
+
+    middleware = ResumeMiddleware(app, store=MemoryStore())
+    client = Client()
+    client.gone.set()
+    await asyncio.wait_for(middleware(post_scope(), client.receive, client.send), 10)
+    await settle(lambda: not middleware.engine.live)
+    receive, send = kept[0][0], kept[0][1]
+    assert not [o for o in gc.get_referents(send) if isinstance(o, HostedStream)]
+    assert await receive() == {"type": "http.disconnect"}
+    with pytest.raises(RuntimeError, match="after its call had returned"):
+        await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -149,18 +149,30 @@ class _AppChannel:
     """The app's `receive` and `send`, one object for both (two bound methods held by every app
     for as long as it runs cost more): called with no message, it receives; with one, it sends.
     On asyncio it is its app task's done callback too (called with the task: `app_done`), which
-    costs no object of its own either."""
+    costs no object of its own either.
+
+    Once the app's call is over the channel lets go of its stream (`close`): an app's framework
+    may keep its `send` in a reference cycle that outlives the request (sse-starlette's response
+    does, through a cancelled task's traceback), and the stream, and all it holds, would then wait
+    for the garbage collector instead of being freed at once."""
 
     __slots__ = ("_hosted",)
 
     def __init__(self, hosted: HostedStream) -> None:
-        self._hosted = hosted
+        self._hosted: HostedStream | None = hosted
+
+    def close(self) -> None:
+        """The app's call is over: from now on it receives `http.disconnect` and may not send."""
+        self._hosted = None
 
     def __call__(self, message: Message | asyncio.Task[Any] | None = None) -> Awaitable[Any]:
         hosted = self._hosted
+        if hosted is None:
+            return _after_call(message)
         if message is None:
             return hosted.app_receive()
         if isinstance(message, asyncio.Task):  # (the app's task is done)
+            self._hosted = None
             hosted.app_done(message)
             return None  # type: ignore[return-value]  # (a done callback's result is not read)
         # The app's `send` (not a coroutine itself: `on_app_send`'s is the one per message, but
@@ -170,6 +182,18 @@ class _AppChannel:
                 return hosted.last_send(message)
             return hosted.send_event(message)
         return hosted.on_app_send(message)
+
+
+def _after_call(message: Message | asyncio.Task[Any] | None) -> Awaitable[Message]:
+    """What the app's `receive` or `send` does once its call has returned (a task it left behind
+    calls them): it receives `http.disconnect`; a message sent is refused, as ASGI servers do."""
+    if message is None or isinstance(message, asyncio.Task):
+        return _disconnected()
+    raise RuntimeError(f"the app sent {message.get('type')!r} after its call had returned")
+
+
+async def _disconnected() -> Message:
+    return {"type": "http.disconnect"}
 
 
 async def _nothing() -> None:
@@ -666,7 +690,10 @@ class HostedStream:
             self.services.telemetry.active().join(self.scope, self.body)
             if self.core.stop is _NOT_STOPPED:
                 channel = _AppChannel(self)
-                await self._call_scoped(self.services.app(self.scope, channel, channel))
+                try:
+                    await self._call_scoped(self.services.app(self.scope, channel, channel))
+                finally:
+                    channel.close()
         except BaseException as error:  # (sorted out by `app_over`)
             exc = error
         await self.app_over(exc, trio=True)
