@@ -12,7 +12,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from mcp_resume_asgi.engine.scheduler import Scheduler, Timer
+from mcp_resume_asgi.engine.scheduler import COMPACT_MIN, Scheduler, Timer
 from tests.support.timing import scaled
 
 pytestmark = pytest.mark.anyio
@@ -135,6 +135,33 @@ async def test_arming_for_no_deadline_lets_the_targets_entries_go_without_a_call
     scheduler.arm(done, time.monotonic() + 0.005)  # armed again later: it fires
     await seen.wait_for(2)
     assert seen.fired == ["kept", "done"]
+
+
+async def test_stale_entries_far_off_are_dropped_once_they_outnumber_the_live_ones() -> None:
+    """Calls that armed a far deadline for a moment (their resume window, while their answer was
+    written before their app returned) leave no entry each for that long: the heap stays within
+    twice its live entries (and `COMPACT_MIN`), and what is live still fires, in order."""
+    scheduler, seen = Scheduler(), Recorder()
+    far = time.monotonic() + 3600
+    kept = [seen.timer(f"kept{i}") for i in range(3)]
+    for i, timer in enumerate(kept):
+        scheduler.arm(timer, far + i)
+    for _ in range(10 * COMPACT_MIN):
+        passing = seen.timer("passing")
+        scheduler.arm(passing, far)
+        passing.cancel()
+        assert len(scheduler._heap) <= COMPACT_MIN + 1
+    for _ in range(10 * COMPACT_MIN):
+        rearmed = seen.timer("rearmed")
+        scheduler.arm(rearmed, far)
+        scheduler.arm(rearmed, None)  # its next deadline is none: what it armed is stale
+        assert len(scheduler._heap) <= COMPACT_MIN + 1
+    assert sorted(entry[1] for entry in scheduler._heap if entry[1] in kept) == sorted(kept)
+    soon = time.monotonic() + 0.01
+    for i, timer in enumerate(reversed(kept)):
+        scheduler.arm(timer, soon + 0.005 * i)
+    await seen.wait_for(3)
+    assert seen.fired == ["kept2", "kept1", "kept0"]
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])

@@ -11,10 +11,15 @@ ended when the heap is empty, so nothing outlives an event loop). Either calls e
 due target's callback with the time, which must not block: anything slow it starts
 as a task of its own (`spawn`).
 
-Entries are never removed: a target re-arms for its next deadline when it fires,
-and a target whose deadline moved later just finds nothing due. A target armed
+Entries are not removed one by one: a target re-arms for its next deadline when it
+fires, and a target whose deadline moved later just finds nothing due. A target armed
 for no deadline (`arm` None: a quick call, over) lets its entries go stale: they
-are dropped without a call, and no wake-up is set for them. A deadline that what
+are dropped without a call, and no wake-up is set for them. Stale entries are
+dropped in bulk when they outnumber the live ones (`COMPACT_MIN` at least): a call
+that armed its resume window for a moment (its answer written before its app
+returned, as most are under load) would otherwise leave an entry for that whole
+window, tens of thousands on a busy server, each walked by every full collection
+of the garbage collector. A deadline that what
 set it nearly always takes back at once (a write's stall) is not armed per write:
 one handle checks, by the earliest such deadline, every target that asked, and
 those still in need arm it then (`check_by`).
@@ -89,6 +94,10 @@ def _in_trio(trio: Any) -> bool:
 
 
 _NEVER = float("inf")
+
+COMPACT_MIN = 1024
+"""The heap is rid of its stale entries once it holds more than this many, and more than twice
+the live ones it held after its last clean-up (a pass over the heap: amortized, one step per push)."""
 
 
 class Timer:
@@ -257,6 +266,8 @@ class Scheduler:
         # `(when, timer)`: no tie-break counter per entry (an idle stream's entry lives for its
         # resume window); timers due at the same moment are ordered by `Timer.__lt__`.
         self._heap: list[tuple[float, Timer]] = []
+        self._compact_at = COMPACT_MIN
+        """The heap's size past which its stale entries are dropped (`_compact`)."""
         # asyncio: one `call_later` handle for the earliest entry
         self._handle: asyncio.TimerHandle | None = None
         self._handle_at = float("inf")
@@ -282,7 +293,10 @@ class Scheduler:
         if when >= target.armed_at or target.callback is None:
             return
         target.armed_at = when
-        heapq.heappush(self._heap, (when, target))
+        heap = self._heap
+        heapq.heappush(heap, (when, target))
+        if len(heap) > self._compact_at:
+            self._compact()
         loop = running_asyncio_loop()  # (None under trio; no exception raised to learn it)
         if loop is not None:
             if loop is not self._loop or when < self._handle_at - SLACK_S:
@@ -293,6 +307,13 @@ class Scheduler:
         else:
             self._running = True
             spawn(self._drive)
+
+    def _compact(self) -> None:
+        """Drop the heap's stale entries (in place: a driver holds the list)."""
+        heap = self._heap
+        heap[:] = [entry for entry in heap if not _stale(entry)]
+        heapq.heapify(heap)
+        self._compact_at = max(COMPACT_MIN, 2 * len(heap))
 
     def check_by(self, when: float, check: Callable[[], object]) -> bool:
         """(asyncio) Call `check()` once, by `when` (a `time.monotonic()`), on one handle with every
