@@ -214,7 +214,7 @@ async def test_a_finished_stream_goes_cold_untracked_and_reads_back_as_it_was(
     await store.create_stream(meta("next"), ttl_s=60)  # (what runs the cooling)
     assert "done" not in store._streams and "done" in store._cold
     gc.collect()
-    assert not gc.is_tracked(store._cold["done"])
+    assert not gc.is_tracked(store._cold._by_id) and not gc.is_tracked(store._session_streams["sess"])
     assert store.stream_count == 2 and (await store.usage()).bytes == len(b"done:1") * 3
     assert await store.read("done", 1) == [(2, b"done:2"), (3, b"done:3")]  # made an entry again
     got = await store.get_stream("done")
@@ -272,3 +272,43 @@ async def test_a_cold_stream_expires(monkeypatch: pytest.MonkeyPatch) -> None:
     await anyio.sleep(0.1)
     assert await store.get_stream("brief") is None and "brief" not in store._cold
     assert (await store.usage()).bytes == 0 and await store.delete_session("sess") == ["other"]
+
+
+async def test_many_cold_streams_leave_the_collector_nothing_to_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thousands of finished streams kept cold are bytes in dicts the collector does not track,
+    and stay so as more go cold; their expiries are no rows in the entries' heap."""
+    from mcp_resume_asgi.store import memory
+
+    monkeypatch.setattr(memory, "COLD_AFTER_S", 0.0)
+    store = MemoryStore()
+    for i in range(3000):
+        await _finished(store, f"s{i}", events=2)
+    await store.create_stream(meta("live"), ttl_s=60)
+    assert len(store._cold) == 3000 and set(store._streams) == {"live"}
+    assert len(store._expiry) <= 4 * len(store._streams) + 1024 + 1
+    gc.collect()
+    containers = (store._cold._by_id, store._cold._order, store._session_streams["sess"])
+    assert not any(gc.is_tracked(c) for c in containers)
+    await _finished(store, "one-more", events=2)
+    await store.create_stream(meta("live2"), ttl_s=60)  # (what cools "one-more")
+    assert "one-more" in store._cold and not any(gc.is_tracked(c) for c in containers)
+    assert await store.read("s7", 0) == [(1, b"s7:1"), (2, b"s7:2")]
+
+
+async def test_a_cold_stream_kept_for_less_expires_before_those_that_went_cold_before_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcp_resume_asgi.store import memory
+
+    monkeypatch.setattr(memory, "COLD_AFTER_S", 0.0)
+    store = MemoryStore()
+    await _finished(store, "long")  # kept 60 s
+    await store.open_with(
+        meta("brief"), 60, [(1, b"e")], max_events=BIG, max_bytes=BIG, final_seq=1, retain_s=0.05
+    )
+    await store.create_stream(meta("other"), ttl_s=60)
+    assert "long" in store._cold and "brief" in store._cold
+    await anyio.sleep(0.1)
+    assert (await store.usage()).streams == 2  # (the sweep dropped "brief" without a read)
+    assert "brief" not in store._cold and await store.get_stream("long") is not None
+    assert await store.delete_session("sess") == ["long", "other"]

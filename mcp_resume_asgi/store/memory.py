@@ -33,16 +33,9 @@ from mcp_resume_asgi.store.base import (
     StreamState,
 )
 from mcp_resume_asgi.store.bounds import check_bounds
+from mcp_resume_asgi.store.memory_cold import ColdStreams
 from mcp_resume_asgi.store.memory_index import MemoryIndexes
-from mcp_resume_asgi.store.memory_stream import (
-    EXPIRES_AT,
-    NO_INPUTS,
-    PAYLOADS,
-    SESSION_ID,
-    ColdStream,
-    freeze,
-    thaw,
-)
+from mcp_resume_asgi.store.memory_stream import NO_INPUTS, cold_head, cold_session_id
 from mcp_resume_asgi.store.memory_stream import StreamEntry as _Entry
 
 __all__ = ["MemoryStore"]
@@ -97,17 +90,21 @@ class MemoryStore(MemoryIndexes, Store):
         # Least recently active first: a plain dict keeps its order (an OrderedDict costs ~48 B
         # more per stream, and the store holds every stream in its resume window).
         self._streams: dict[str, _Entry] = {}
-        self._cold: dict[str, ColdStream] = {}
+        self._cold = ColdStreams()
         """Finished streams kept cold, in the order they went cold (all less recently active than
-        the entries of `_streams`, save one read since: see `_warm`)."""
+        the entries of `_streams`, save one read since: see `_warm`), with when each expires."""
         self._finished: deque[tuple[float, str]] = deque()
         """Streams that finished, each with when it may go cold, in that order."""
         self._expiry: list[tuple[float, str]] = []
+        """When the entries of `_streams` expire: a heap, rid of its stale rows now and then (a cold
+        stream's expiry is its own: `ColdStreams.due`)."""
         self._total_bytes = 0
         self._sessions: TLRUCache[str, tuple[SessionInfo, float]] = TLRUCache(
             maxsize=max_sessions, ttu=_ttu, timer=time.monotonic
         )
-        self._session_streams: dict[str, set[str]] = {}
+        self._session_streams: dict[str, dict[str, None]] = {}
+        """Each session's streams, as dicts of ids: a set is a container the collector always
+        tracks; a dict of strings, once a full collection has seen it, is not."""
         self._keys: TLRUCache[str, tuple[str, float]] = TLRUCache(
             maxsize=max_keys, ttu=_ttu, timer=time.monotonic
         )
@@ -132,22 +129,28 @@ class MemoryStore(MemoryIndexes, Store):
             _, stream_id = heapq.heappop(self._expiry)
             if self._expires_at(stream_id) <= now:
                 self._drop(stream_id)
+        for stream_id in self._cold.due(now):
+            self._drop(stream_id)
 
     def _expires_at(self, stream_id: str) -> float:
         """When the stream expires (infinity: the store does not hold it)."""
         entry = self._streams.get(stream_id)
         if entry is not None:
             return entry.expires_at
-        cold = self._cold.get(stream_id)
-        return float("inf") if cold is None else float(cold[EXPIRES_AT])
+        expires_at = self._cold.expires_at(stream_id)
+        return float("inf") if expires_at is None else expires_at
+
+    def _expire_at(self, stream_id: str, entry: _Entry) -> None:
+        """Note when the entry expires (`entry.expires_at`) in the heap."""
+        expiry = self._expiry
+        heapq.heappush(expiry, (entry.expires_at, stream_id))
+        if len(expiry) > 4 * len(self._streams) + 1024:  # drop stale heap rows (and cold streams')
+            self._expiry = [(e.expires_at, sid) for sid, e in self._streams.items()]
+            heapq.heapify(self._expiry)
 
     def _set_expiry(self, stream_id: str, entry: _Entry, ttl_s: float) -> None:
         entry.expires_at = time.monotonic() + ttl_s
-        heapq.heappush(self._expiry, (entry.expires_at, stream_id))
-        if len(self._expiry) > 4 * self.stream_count + 1024:  # drop stale heap rows
-            self._expiry = [(e.expires_at, sid) for sid, e in self._streams.items()]
-            self._expiry.extend((cold[EXPIRES_AT], sid) for sid, cold in self._cold.items())
-            heapq.heapify(self._expiry)
+        self._expire_at(stream_id, entry)
 
     def _drop(self, stream_id: str) -> None:
         entry = self._streams.pop(stream_id, None)
@@ -156,17 +159,18 @@ class MemoryStore(MemoryIndexes, Store):
             self._unlist(stream_id, entry.meta.session_id)
             entry.wake()
             return
-        cold = self._cold.pop(stream_id, None)
+        cold = self._cold.forget(stream_id)
         if cold is not None:  # (no waiter to wake: it went cold without one)
-            self._total_bytes -= len(cold[PAYLOADS])
-            self._unlist(stream_id, cold[SESSION_ID])
+            self._total_bytes -= cold_head(cold)[2]
+            self._unlist(stream_id, cold_session_id(cold))
             self.entry_type.forgotten(stream_id)
 
     def _unlist(self, stream_id: str, session_id: str | None) -> None:
         """Take a dropped stream out of its session's."""
         if session_id is not None and session_id in self._session_streams:
-            self._session_streams[session_id].discard(stream_id)
-            if not self._session_streams[session_id]:
+            streams = self._session_streams[session_id]
+            streams.pop(stream_id, None)
+            if not streams:
                 del self._session_streams[session_id]
 
     # -- finished streams kept cold ----------------------------------------------------
@@ -177,12 +181,8 @@ class MemoryStore(MemoryIndexes, Store):
         while finished and finished[0][0] <= now:
             stream_id = finished.popleft()[1]
             entry = streams.get(stream_id)
-            if entry is None:
-                continue
-            frozen = freeze(entry)
-            if frozen is not None:
+            if entry is not None and cold.keep(stream_id, entry):
                 del streams[stream_id]
-                cold[stream_id] = frozen
 
     def _warm(self, stream_id: str) -> _Entry | None:
         """The stream's entry, made again from its cold form if it has one (then it counts as
@@ -190,10 +190,11 @@ class MemoryStore(MemoryIndexes, Store):
         entry = self._streams.get(stream_id)
         if entry is not None:
             return entry
-        cold = self._cold.pop(stream_id, None)
-        if cold is None:
+        entry = self._cold.take(stream_id, self.entry_type)
+        if entry is None:
             return None
-        entry = self._streams[stream_id] = thaw(cold, self.entry_type)
+        self._streams[stream_id] = entry
+        self._expire_at(stream_id, entry)  # (the heap may have let its row go)
         self._finished.append((time.monotonic() + COLD_AFTER_S, stream_id))
         return entry
 
@@ -204,8 +205,8 @@ class MemoryStore(MemoryIndexes, Store):
     def _create(self, meta: StreamMeta, ttl_s: float) -> _Entry:
         """Keep `meta` (the store's own from now on) as a new stream's record."""
         now = time.monotonic()
-        if self._expiry and self._expiry[0][0] <= now:  # (`_sweep`'s test first: once per stream)
-            self._sweep(now)
+        if (self._expiry and self._expiry[0][0] <= now) or self._cold.next_due <= now:
+            self._sweep(now)  # (`_sweep`'s tests first: once per stream)
         if self._finished and self._finished[0][0] <= now:  # (`_cool`'s, likewise)
             self._cool(now)
         stream_id = meta.stream_id
@@ -228,12 +229,12 @@ class MemoryStore(MemoryIndexes, Store):
             meta.issued_inputs = NO_INPUTS
         entry = self.entry_type(meta, now + ttl_s)
         self._streams[stream_id] = entry
-        heapq.heappush(self._expiry, (entry.expires_at, stream_id))
+        self._expire_at(stream_id, entry)
         if meta.session_id is not None:
             streams = self._session_streams.get(meta.session_id)
-            if streams is None:  # (not `setdefault`: no set made for a session that has one)
-                streams = self._session_streams[meta.session_id] = set()
-            streams.add(stream_id)
+            if streams is None:  # (not `setdefault`: no dict made for a session that has one)
+                streams = self._session_streams[meta.session_id] = {}
+            streams[stream_id] = None
         return entry
 
     async def open_with(
@@ -298,10 +299,10 @@ class MemoryStore(MemoryIndexes, Store):
     def _entry(self, stream_id: str) -> _Entry | None:
         entry = self._streams.get(stream_id)
         if entry is None:
-            cold = self._cold.get(stream_id)
-            if cold is None:
+            expires_at = self._cold.expires_at(stream_id)
+            if expires_at is None:
                 return None
-            if cold[EXPIRES_AT] <= time.monotonic():
+            if expires_at <= time.monotonic():
                 self._drop(stream_id)
                 return None
             return self._warm(stream_id)
@@ -448,13 +449,15 @@ class MemoryStore(MemoryIndexes, Store):
         return events[skip:]
 
     def _enforce_budget(self, current: str) -> None:
-        for stream_id, cold in list(self._cold.items()):  # (the least recently active)
+        cold = self._cold
+        for stream_id in list(cold):  # (the least recently active)
             if self._total_bytes <= self.max_bytes:
                 return
-            entry = thaw(cold, self.entry_type)
+            entry = cold.copy(stream_id, self.entry_type)
+            assert entry is not None
             self._trim_to_budget(entry)
             entry.wake()
-            self._cold[stream_id] = freeze(entry) or cold
+            cold.replace(stream_id, entry)
         for stream_id, entry in list(self._streams.items()):
             if self._total_bytes <= self.max_bytes:
                 return
@@ -500,8 +503,8 @@ class MemoryStore(MemoryIndexes, Store):
         """The stream's entry as kept now, expired or not (its events and record, to copy; a
         cold stream's made for the caller, which is not to change it)."""
         entry = self._streams.get(stream_id)
-        if entry is None and stream_id in self._cold:
-            return thaw(self._cold[stream_id], self.entry_type)
+        if entry is None:
+            return self._cold.copy(stream_id, self.entry_type)
         return entry
 
     def restore_stream(self, meta: StreamMeta, ttl_s: float, events: Sequence[tuple[int, bytes]]) -> None:
@@ -534,7 +537,7 @@ class MemoryStore(MemoryIndexes, Store):
 
     async def delete_session(self, session_id: str) -> list[str]:
         self._sessions.pop(session_id, None)
-        return sorted(self._session_streams.pop(session_id, set()))
+        return sorted(self._session_streams.pop(session_id, ()))
 
     async def set_key(self, key: str, value: str, ttl_s: float) -> None:
         self._keys[key] = (value, time.monotonic() + ttl_s)

@@ -10,15 +10,19 @@ its `StreamMeta` and the meta's two lists.
 Events leave from the front: a `bytearray` drops its head in place (CPython moves its
 start, no copy), so eviction is amortised O(1) per event.
 
-A finished stream that nobody waits on is kept cold (`freeze`): its record and events as one
-plain tuple of strings, numbers and its two `bytearray`s, which the collector stops tracking at
-its next pass. A busy server keeps tens of thousands of finished streams for their retention
-window; as objects they made every full collection walk two objects and some thirty references
-each, several times the application's own heap. `thaw` makes the entry again when one is used.
+A finished stream that nobody waits on is kept cold (`freeze`): its record and events packed
+into one `bytes` (a fixed head the store reads without unpacking the rest: when it expires, its
+place in the order streams went cold, its payload bytes; then the rest, `marshal`led). Bytes
+are no container: a dict of them is not even tracked by the collector. A busy server keeps tens
+of thousands of finished streams for their retention window; as objects they made every full
+collection walk two objects and some thirty references each, several times the application's own
+heap, and as tuples still one reference each from a dict the collector walks. `thaw` makes the
+entry again when one is used.
 """
 
 from __future__ import annotations
 
+import marshal
 import struct
 from bisect import bisect_right
 from collections.abc import Sequence
@@ -28,7 +32,7 @@ import anyio
 
 from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
 
-__all__ = ["EXPIRES_AT", "NO_INPUTS", "PAYLOADS", "SESSION_ID", "ColdStream", "StreamEntry", "freeze", "thaw"]
+__all__ = ["NO_INPUTS", "ColdStream", "StreamEntry", "cold_head", "cold_session_id", "freeze", "thaw"]
 
 #: What a record's `pending_inputs` and `issued_inputs` hold while they are empty (most records,
 #: all their lives): one list shared by all, never changed in place (`MemoryStore._update`
@@ -163,19 +167,35 @@ class StreamEntry:
         return out
 
 
-ColdStream = tuple[Any, ...]
-"""A finished stream kept cold: `freeze`'s tuple (see the module docstring)."""
+ColdStream = bytes
+"""A finished stream kept cold: `freeze`'s bytes (see the module docstring)."""
 
-#: Where a `ColdStream` keeps what the store reads without thawing it.
-EXPIRES_AT, PAYLOADS, SESSION_ID = 0, 1, 6
+#: A `ColdStream`'s head: when it expires, its place in the order streams went cold (`order`),
+#: and its retained payload bytes.
+_COLD_HEAD = struct.Struct("<dqq")
+#: Where `freeze`'s marshalled fields keep the session id.
+_SESSION_ID = 5
 
 _KINDS = {kind.value: kind for kind in StreamKind}
 _STATES = {state.value: state for state in StreamState}
 
 
-def freeze(entry: StreamEntry) -> ColdStream | None:
-    """`entry` as a `ColdStream`, or None while it may not be kept cold: its stream runs, a
-    waiter holds its entry, or its record lists server requests (rare: kept as it is)."""
+def cold_head(cold: ColdStream) -> tuple[float, int, int]:
+    """A cold stream's `(expires_at, order, payload bytes)`, read without unpacking the rest."""
+    head: tuple[float, int, int] = _COLD_HEAD.unpack_from(cold)
+    return head
+
+
+def cold_session_id(cold: ColdStream) -> str | None:
+    """The session a cold stream belongs to."""
+    session_id: str | None = marshal.loads(memoryview(cold)[_COLD_HEAD.size :])[_SESSION_ID]
+    return session_id
+
+
+def freeze(entry: StreamEntry, order: int) -> ColdStream | None:
+    """`entry` as a `ColdStream` (`order`: its place in the order streams went cold), or None
+    while it may not be kept cold: its stream runs, a waiter holds its entry, or its record lists
+    server requests (rare: kept as it is)."""
     meta = entry.meta
     if (
         meta.state is StreamState.RUNNING
@@ -184,10 +204,7 @@ def freeze(entry: StreamEntry) -> ColdStream | None:
         or meta.issued_inputs
     ):
         return None
-    # (The enums as their values: a member is an object the collector tracks, and a tuple
-    # holding one stays tracked.)
-    return (
-        entry.expires_at,
+    fields = (
         entry.buf,
         entry.index,
         entry.origin,
@@ -214,12 +231,13 @@ def freeze(entry: StreamEntry) -> ColdStream | None:
         meta.version,
         meta.trace,
     )
+    return _COLD_HEAD.pack(entry.expires_at, order, len(entry.buf)) + marshal.dumps(fields)
 
 
 def thaw(cold: ColdStream, entry_type: type[StreamEntry] = StreamEntry) -> StreamEntry:
-    """The entry `freeze` made `cold` from, as it was (its payloads not copied)."""
+    """The entry `freeze` made `cold` from, as it was."""
+    expires_at = _COLD_HEAD.unpack_from(cold)[0]
     (
-        expires_at,
         buf,
         index,
         origin,
@@ -245,7 +263,7 @@ def thaw(cold: ColdStream, entry_type: type[StreamEntry] = StreamEntry) -> Strea
         resumable_opt_in,
         version,
         trace,
-    ) = cold
+    ) = marshal.loads(memoryview(cold)[_COLD_HEAD.size :])
     meta = StreamMeta(
         stream_id,
         _KINDS[kind],
@@ -273,7 +291,7 @@ def thaw(cold: ColdStream, entry_type: type[StreamEntry] = StreamEntry) -> Strea
         trace=trace,
     )
     entry = entry_type(meta, expires_at)
-    entry.buf = buf
-    entry.index = index
+    entry.buf = bytearray(buf)
+    entry.index = bytearray(index)
     entry.origin = origin
     return entry
