@@ -79,3 +79,30 @@ async def test_a_script_that_timed_out_is_not_sent_again() -> None:
         await store.clear()
         await store.aclose()
         await admin.aclose()
+
+
+async def test_closing_the_store_closes_its_pools_connections() -> None:
+    """Its own pools' connections are closed with it, not left to the garbage collector: the
+    Redis server sees them go."""
+    require_redis()
+    admin = aioredis.Redis.from_url(redis_url())
+    store = RedisStore(redis_url(), prefix=redis_prefix("closing"), max_connections=4)
+    name = b"closing-" + redis_prefix("name").encode()
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(16):
+                tg.start_soon(store.set_key, f"k{i}", "v", 60)
+        for client in store._owned:
+            pool = client.connection_pool  # type: ignore[union-attr]
+            for connection in pool._available_connections:
+                await connection.send_command("CLIENT", "SETNAME", name)
+                assert await connection.read_response() == b"OK"
+        listed = await admin.client_list()
+        assert any(c.get("name") == name.decode() for c in listed)
+        await store.clear()
+    finally:
+        await store.aclose()
+    with anyio.fail_after(5):
+        while any(c.get("name") == name.decode() for c in await admin.client_list()):
+            await anyio.sleep(0.01)
+    await admin.aclose()

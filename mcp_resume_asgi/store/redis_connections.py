@@ -206,20 +206,24 @@ def open_clients(
     the clients opened here (the store closes those in `aclose`)."""
     owned: list[AnyRedis] = []
     if url is not None:
-        client = aioredis.Redis(
-            connection_pool=TurnPool.from_url(url, max_connections=max_connections, **_RECONNECT)
-        )
+        client = _owning(TurnPool.from_url(url, max_connections=max_connections, **_RECONNECT))
         owned.append(client)
         if wait_client is None:
-            wait_client = aioredis.Redis(
-                connection_pool=TurnPool.from_url(url, max_connections=max_waiters, **_RECONNECT)
-            )
+            wait_client = _owning(TurnPool.from_url(url, max_connections=max_waiters, **_RECONNECT))
             owned.append(wait_client)
     assert client is not None
     for c in (client, wait_client):
         if c is not None and c.get_encoder().decode_responses:
             raise ValueError("RedisStore needs a client with decode_responses=False (payloads are bytes)")
     return client, wait_client, owned
+
+
+def _owning(pool: TurnPool) -> aioredis.Redis:
+    """A client on `pool` that closes the pool's connections when it is closed (a client given
+    a pool leaves them open by default: they would wait for the garbage collector)."""
+    client = aioredis.Redis(connection_pool=pool)
+    client.auto_close_connection_pool = True
+    return client
 
 
 async def is_cluster_node(client: AnyRedis) -> bool:
