@@ -45,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import math
 import secrets
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -54,7 +55,7 @@ import anyio
 import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import ClusterDownError, RedisClusterException, ResponseError
+from redis.exceptions import ClusterDownError, RedisClusterException, RedisError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -89,6 +90,8 @@ from mcp_resume_asgi.store.redis_layout import DEFAULT_PARTITIONS, RedisLayout
 
 if TYPE_CHECKING:  # redis-py >= 8 (async cluster pub/sub); the store runs on one instance with older ones
     from redis.asyncio.cluster import ClusterPubSub
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["RedisStore"]
 
@@ -783,6 +786,12 @@ class RedisStore(RedisIndexes, RedisKeys, Store):
         await delete_prefixed(self._client, self.prefix)
 
     async def aclose(self) -> None:
-        for client in self._owned:
-            await client.aclose()
-        self._owned = []
+        """Close the clients the store opened, and their connections. A connection that cannot be
+        closed cleanly (Redis gone, or the event loop it was opened on closed since) is let go of,
+        said once in the log: closing never fails."""
+        owned, self._owned = self._owned, []
+        for client in owned:
+            try:
+                await client.aclose()
+            except (RuntimeError, OSError, RedisError) as exc:
+                logger.warning("RedisStore: its connections could not all be closed cleanly: %s", exc)
