@@ -14,10 +14,10 @@ A finished stream that nobody waits on is kept cold (`freeze`): its record and e
 into one `bytes` (a fixed head the store reads without unpacking the rest: when it expires, its
 place in the order streams went cold, its payload bytes; then the rest, `marshal`led). Bytes
 are no container: a dict of them is not even tracked by the collector. A busy server keeps tens
-of thousands of finished streams for their retention window; as objects they made every full
-collection walk two objects and some thirty references each, several times the application's own
-heap, and as tuples still one reference each from a dict the collector walks. `thaw` makes the
-entry again when one is used.
+of thousands of finished streams for their retention window; kept as objects, every full
+collection would walk two objects and some thirty references each, several times the
+application's own heap, and kept as tuples, still a reference each from a dict it walks. `thaw`
+makes the entry again when one is used.
 """
 
 from __future__ import annotations
