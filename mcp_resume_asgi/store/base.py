@@ -244,6 +244,67 @@ class StreamMeta:
 dataclass(init=False)(StreamMeta)
 
 
+def record_fields(meta: StreamMeta) -> tuple[Any, ...]:
+    """A record as plain values in one order, its enums as their values and without `version`
+    (each store keeps its own): what `SQLiteStore`'s file and `MemoryStore`'s cold streams keep,
+    made a record again by `record_from_fields`."""
+    return (
+        meta.stream_id,
+        meta.kind.value,
+        meta.session_id,
+        meta.principal,
+        meta.protocol_version,
+        meta.path,
+        meta.request_id,
+        meta.method,
+        meta.state.value,
+        meta.last_seq,
+        meta.first_seq,
+        meta.final_seq,
+        meta.delivered_seq,
+        meta.pending_inputs,
+        meta.issued_inputs,
+        meta.attach_gen,
+        meta.attached,
+        meta.last_contact,
+        meta.turn,
+        meta.owner,
+        meta.route,
+        meta.resumable_opt_in,
+        meta.trace,
+    )
+
+
+def record_from_fields(f: Sequence[Any]) -> StreamMeta:
+    """The record `record_fields` gave as `f`, its values taken as they are (a caller reading them
+    from outside checks them first); ValueError for a kind or state that is none."""
+    return StreamMeta(
+        f[0],
+        StreamKind(f[1]),
+        f[2],
+        f[3],
+        f[4],
+        f[5],
+        f[6],
+        f[7],
+        StreamState(f[8]),
+        f[9],
+        first_seq=f[10],
+        final_seq=f[11],
+        delivered_seq=f[12],
+        pending_inputs=f[13],
+        issued_inputs=f[14],
+        attach_gen=f[15],
+        attached=f[16],
+        last_contact=f[17],
+        turn=f[18],
+        owner=f[19],
+        route=f[20],
+        resumable_opt_in=f[21],
+        trace=f[22],
+    )
+
+
 @dataclass(slots=True)
 class SessionInfo:
     """What the engine learned about an MCP session at `initialize`."""

@@ -30,7 +30,7 @@ from typing import Any
 
 import anyio
 
-from mcp_resume_asgi.store.base import StreamKind, StreamMeta, StreamState
+from mcp_resume_asgi.store.base import StreamMeta, StreamState, record_fields, record_from_fields
 
 __all__ = ["NO_INPUTS", "ColdStream", "StreamEntry", "cold_head", "cold_session_id", "freeze", "thaw"]
 
@@ -173,11 +173,9 @@ ColdStream = bytes
 #: A `ColdStream`'s head: when it expires, its place in the order streams went cold (`order`),
 #: and its retained payload bytes.
 _COLD_HEAD = struct.Struct("<dqq")
-#: Where `freeze`'s marshalled fields keep the session id.
-_SESSION_ID = 5
-
-_KINDS = {kind.value: kind for kind in StreamKind}
-_STATES = {state.value: state for state in StreamState}
+#: Where `freeze`'s marshalled record (`buf, index, origin, version`, then the record's fields:
+#: `record_fields`) keeps the session id.
+_RECORD_AT, _SESSION_ID = 4, 2
 
 
 def cold_head(cold: ColdStream) -> tuple[float, int, int]:
@@ -188,7 +186,7 @@ def cold_head(cold: ColdStream) -> tuple[float, int, int]:
 
 def cold_session_id(cold: ColdStream) -> str | None:
     """The session a cold stream belongs to."""
-    session_id: str | None = marshal.loads(memoryview(cold)[_COLD_HEAD.size :])[_SESSION_ID]
+    session_id: str | None = marshal.loads(memoryview(cold)[_COLD_HEAD.size :])[_RECORD_AT][_SESSION_ID]
     return session_id
 
 
@@ -204,92 +202,17 @@ def freeze(entry: StreamEntry, order: int) -> ColdStream | None:
         or meta.issued_inputs
     ):
         return None
-    fields = (
-        entry.buf,
-        entry.index,
-        entry.origin,
-        meta.stream_id,
-        meta.kind.value,
-        meta.session_id,
-        meta.principal,
-        meta.protocol_version,
-        meta.path,
-        meta.request_id,
-        meta.method,
-        meta.state.value,
-        meta.last_seq,
-        meta.first_seq,
-        meta.final_seq,
-        meta.delivered_seq,
-        meta.attach_gen,
-        meta.attached,
-        meta.last_contact,
-        meta.turn,
-        meta.owner,
-        meta.route,
-        meta.resumable_opt_in,
-        meta.version,
-        meta.trace,
-    )
+    fields = (entry.buf, entry.index, entry.origin, meta.version, record_fields(meta))
     return _COLD_HEAD.pack(entry.expires_at, order, len(entry.buf)) + marshal.dumps(fields)
 
 
 def thaw(cold: ColdStream, entry_type: type[StreamEntry] = StreamEntry) -> StreamEntry:
     """The entry `freeze` made `cold` from, as it was."""
     expires_at = _COLD_HEAD.unpack_from(cold)[0]
-    (
-        buf,
-        index,
-        origin,
-        stream_id,
-        kind,
-        session_id,
-        principal,
-        protocol_version,
-        path,
-        request_id,
-        method,
-        state,
-        last_seq,
-        first_seq,
-        final_seq,
-        delivered_seq,
-        attach_gen,
-        attached,
-        last_contact,
-        turn,
-        owner,
-        route,
-        resumable_opt_in,
-        version,
-        trace,
-    ) = marshal.loads(memoryview(cold)[_COLD_HEAD.size :])
-    meta = StreamMeta(
-        stream_id,
-        _KINDS[kind],
-        session_id,
-        principal,
-        protocol_version,
-        path,
-        request_id,
-        method,
-        _STATES[state],
-        last_seq,
-        first_seq=first_seq,
-        final_seq=final_seq,
-        delivered_seq=delivered_seq,
-        pending_inputs=NO_INPUTS,
-        issued_inputs=NO_INPUTS,
-        attach_gen=attach_gen,
-        attached=attached,
-        last_contact=last_contact,
-        turn=turn,
-        owner=owner,
-        route=route,
-        resumable_opt_in=resumable_opt_in,
-        version=version,
-        trace=trace,
-    )
+    buf, index, origin, version, fields = marshal.loads(memoryview(cold)[_COLD_HEAD.size :])
+    meta = record_from_fields(fields)
+    meta.pending_inputs = meta.issued_inputs = NO_INPUTS  # (empty, as `freeze` asks: the shared list)
+    meta.version = version
     entry = entry_type(meta, expires_at)
     entry.buf = bytearray(buf)
     entry.index = bytearray(index)

@@ -35,7 +35,7 @@ import time
 from typing import Any
 
 from mcp_resume_asgi.store import keys
-from mcp_resume_asgi.store.base import SessionInfo, StreamKind, StreamMeta, StreamState
+from mcp_resume_asgi.store.base import SessionInfo, StreamMeta, record_fields, record_from_fields
 from mcp_resume_asgi.store.memory import MemoryStore
 
 __all__ = [
@@ -167,33 +167,7 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 def encode_meta(meta: StreamMeta) -> str:
-    return _ENCODER.encode(
-        [
-            meta.stream_id,
-            meta.kind.value,
-            meta.session_id,
-            meta.principal,
-            meta.protocol_version,
-            meta.path,
-            meta.request_id,
-            meta.method,
-            meta.state.value,
-            meta.last_seq,
-            meta.first_seq,
-            meta.final_seq,
-            meta.delivered_seq,
-            meta.pending_inputs,
-            meta.issued_inputs,
-            meta.attach_gen,
-            meta.attached,
-            meta.last_contact,
-            meta.turn,
-            meta.owner,
-            meta.route,
-            meta.resumable_opt_in,
-            meta.trace,
-        ]
-    )
+    return _ENCODER.encode(record_fields(meta))
 
 
 def _is(value: Any, kind: type | tuple[type, ...], optional: bool = False) -> bool:
@@ -222,35 +196,12 @@ def decode_meta(text: Any) -> StreamMeta | None:
         or not isinstance(f[21], bool)
     ):
         return None
+    f[16] = False  # (no connection outlives the process that held it)
+    f[17] = float(f[17])
     try:
-        kind, state = StreamKind(f[1]), StreamState(f[8])
-    except ValueError:
+        return record_from_fields(f)
+    except ValueError:  # (a kind or state that is none)
         return None
-    return StreamMeta(
-        f[0],
-        kind,
-        f[2],
-        f[3],
-        f[4],
-        f[5],
-        f[6],
-        f[7],
-        state,
-        f[9],
-        first_seq=f[10],
-        final_seq=f[11],
-        delivered_seq=f[12],
-        pending_inputs=f[13],
-        issued_inputs=f[14],
-        attach_gen=f[15],
-        attached=False,  # (no connection outlives the process that held it)
-        last_contact=float(f[17]),
-        turn=f[18],
-        owner=f[19],
-        route=f[20],
-        resumable_opt_in=f[21],
-        trace=f[22],
-    )
 
 
 def encode_session(info: SessionInfo) -> str:
