@@ -292,7 +292,9 @@ async def test_a_rolling_deploy_fails_no_call_and_loses_no_session(
     same way, and so on. Every call succeeds, every session lives to the end (its calls answered
     by the new nodes once the old ones are gone)."""
     require_redis()
-    options = {"node_timeout_s": NODE_TIMEOUT_S}
+    # (scaled: every old node lives through its drain, and a loaded machine that holds one up past
+    # an unscaled timeout would have its calls taken for lost, which is the other tests' subject)
+    options = {"node_timeout_s": scaled(NODE_TIMEOUT_S)}
     recorder = Recorder()
     calls: dict[int, list[tuple[float, float, str]]] = {i: [] for i in range(CLIENTS)}
     done = anyio.Event()
