@@ -63,7 +63,7 @@ def main() -> None:
     freed = [b - a for a, b in zip(before["collected"], after["collected"], strict=True)]
     result = {
         "variant": args.variant,
-        "threshold": args.threshold or 700,
+        "threshold": 700 if args.threshold is None else args.threshold,
         "tool": args.tool,
         "clients": args.clients,
         "rps": round(window["rps"]),

@@ -43,6 +43,7 @@ if _PATH:
             _write()
 
     gc.callbacks.append(_on_collection)
+    _write()  # (there from the start: a server may run no collection, `--threshold 0` none at all)
     if os.environ.get("BENCH_GC_THRESHOLD"):
         gc.set_threshold(int(os.environ["BENCH_GC_THRESHOLD"]), *gc.get_threshold()[1:])
 
