@@ -21,6 +21,8 @@ Variants:
   hooks cost with no SDK).
 * ``wrapped_sqlite`` - ``wrapped`` on a ``SQLiteStore`` (one file, in a temporary directory of
   the serving process's own, deleted when it exits);
+* ``wrapped_sqlite_commit`` - ``wrapped_sqlite`` with ``wait_for_commit=True``: each write
+  returns once committed (the file's guarantee at a thread round trip per write);
 * ``persist_sqlite`` - the peer to beat (``bench.sqlite``): ``mcp-persist``'s SQLite event store
   through its own ``with_persistence(server, backend="sqlite", url=...)``, its defaults.
 * ``persist_redis`` - the peer to beat (``bench.redis_peers``): ``mcp-persist``'s Redis event store
@@ -50,6 +52,7 @@ VARIANTS = (
     "wrapped_otel",
     "wrapped_off",
     "wrapped_sqlite",
+    "wrapped_sqlite_commit",
     "persist_sqlite",
     "persist_redis",
 )
@@ -148,12 +151,11 @@ def create_app(variant: str = "bare", *, redis_url: str = "", redis_prefix: str 
         return resumable(server.streamable_http_app(host="127.0.0.1"), policy=Policy(), telemetry=_otel())
     if variant == "wrapped_off":
         return resumable(server.streamable_http_app(host="127.0.0.1"), policy=Policy(), telemetry=False)
-    if variant == "wrapped_sqlite":
+    if variant in ("wrapped_sqlite", "wrapped_sqlite_commit"):
         from mcp_resume_asgi.store.sqlite import SQLiteStore
 
-        return resumable(
-            server.streamable_http_app(host="127.0.0.1"), policy=Policy(), store=SQLiteStore(_scratch_file())
-        )
+        store = SQLiteStore(_scratch_file(), wait_for_commit=variant == "wrapped_sqlite_commit")
+        return resumable(server.streamable_http_app(host="127.0.0.1"), policy=Policy(), store=store)
     if variant == "persist_sqlite":
         from mcp_persist import with_persistence
 

@@ -71,6 +71,7 @@ def main() -> None:
         "gc_us_per_call": round(1e6 * sum(seconds) / calls),
         "gc_us_per_call_by_generation": [round(1e6 * s / calls) for s in seconds],
         "full_collection_ms": round(1000 * seconds[2] / max(counts[2], 1), 1),
+        "oldest_generation_objects": after.get("oldest", 0),
         "freed_per_call_by_generation": [round(n / calls, 1) for n in freed],
     }
     if args.sse:

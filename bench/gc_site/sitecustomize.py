@@ -1,6 +1,6 @@
 """Loaded by `bench.gc_http`'s server process (this folder on its PYTHONPATH): counts the garbage
 collector's collections by generation, their time and the objects each generation freed
-(`gc.callbacks`), and writes the counts to `$BENCH_GC_STATS` at most twice a second, from the
+(`gc.callbacks`), the objects a full collection leaves in the oldest generation, and writes the counts to `$BENCH_GC_STATS` at most twice a second, from the
 callback itself (no thread of its own). `$BENCH_GC_THRESHOLD` sets the youngest generation's
 threshold (`gc.set_threshold`, 700 by default) for experiments.
 
@@ -24,10 +24,20 @@ if _PATH:
     _sse = {"answers": 0, "seconds": 0.0, "collections": 0, "older": 0}
     _started = [0.0]
     _written = [0.0]
+    _oldest = [0]  # objects left in the oldest generation by the latest full collection
 
     def _write() -> None:
         with open(_PATH, "w") as f:
-            json.dump({"collections": _counts, "seconds": _seconds, "collected": _collected, "sse": _sse}, f)
+            json.dump(
+                {
+                    "collections": _counts,
+                    "seconds": _seconds,
+                    "collected": _collected,
+                    "sse": _sse,
+                    "oldest": _oldest[0],
+                },
+                f,
+            )
 
     def _on_collection(phase: str, info: dict[str, int]) -> None:
         if phase == "start":
@@ -37,6 +47,8 @@ if _PATH:
         _counts[generation] += 1
         _seconds[generation] += time.perf_counter() - _started[0]
         _collected[generation] += info["collected"]
+        if generation == 2:
+            _oldest[0] = len(gc.get_objects(2))  # (a full collection's cost follows this count)
         now = time.monotonic()
         if now - _written[0] > 0.5:
             _written[0] = now

@@ -1,14 +1,52 @@
 """Instructions per tools/call in process under callgrind (run.sh): the measured loop only. The head hold is
-raised so that the path does not depend on how slow the run is (under valgrind every head timer fired)."""
+raised so that the path does not depend on how slow the run is (under valgrind every head timer fired).
+
+`ICOUNT_WITHOUT=<part>[,<part>...]` counts the wrapper with parts of its work taken out, to see
+what each costs (the difference from a count without it); the answers are still checked, but a
+server so cut keeps nothing for a resume: a diagnostic, never a configuration. Parts: `store`
+(the `MemoryStore`'s writes: opening, appending and completing streams do nothing), `cold`
+(finished streams are not packed into their cold form), `timers` (`Scheduler.arm` arms
+nothing), `caller` (the request's caller is not looked up again when the app reads it)."""
 
 import asyncio
 import ctypes
+import os
 import sys
 from typing import Any
 
 import mcp_resume_asgi.core.stream as _cs
 from bench.apps import create_app
 from bench.callcounts import _call, open_session, starlette_app
+
+
+def _without(parts: set[str]) -> None:
+    from mcp_resume_asgi.engine import hosted, scheduler
+    from mcp_resume_asgi.store import memory, memory_cold
+
+    unknown = parts - {"store", "cold", "timers", "caller"}
+    if unknown:
+        raise SystemExit(f"ICOUNT_WITHOUT: unknown parts {sorted(unknown)}")
+
+    async def kept(*args: Any, **kwargs: Any) -> bool:
+        return True
+
+    async def nothing(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    if "store" in parts:
+        memory.MemoryStore.open_with = kept  # type: ignore[method-assign]
+        memory.MemoryStore.append_final = kept  # type: ignore[method-assign]
+        memory.MemoryStore.append = nothing  # type: ignore[method-assign]
+    if "cold" in parts:
+        memory_cold.ColdStreams.keep = lambda self, stream_id, entry: False  # type: ignore[method-assign]
+    if "timers" in parts:
+        scheduler.Scheduler.arm = lambda self, timer, deadline: None  # type: ignore[method-assign]
+    if "caller" in parts:
+        hosted.HostedStream.request_taken = lambda self: None  # type: ignore[method-assign]
+
+
+if os.environ.get("ICOUNT_WITHOUT"):
+    _without(set(os.environ["ICOUNT_WITHOUT"].split(",")))
 
 _cs.HOLD_HEAD_S = (
     2.0  # the head waits for the first event, whatever the profiler's slowdown (same path every run)
