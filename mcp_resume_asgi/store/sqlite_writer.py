@@ -3,7 +3,11 @@
 Writes are queued by the loop (`SQLiteWriter.write`, which the caller awaits, or `submit`,
 which it does not) and run by a dedicated thread, which owns the SQLite connection from then on. What has piled up while the
 thread was busy is committed together, in one transaction (a group commit: a busy server pays
-one commit for many writes); should that transaction fail, each write of it is tried alone, so
+one commit for many writes). A write that finds the thread idle, with nothing else queued and
+one write in the last transaction, is committed at once; while writes pile up, the thread lets
+more of them join before it commits (`GATHER_S`, like PostgreSQL's `commit_delay`, which waits
+only when other transactions are active): a lone caller waiting for its commit does not pay the
+gathering, and a busy server commits fewer, larger transactions. Should that transaction fail, each write of it is tried alone, so
 only the writes that fail themselves report an error. A write is reported done to its caller
 once its transaction committed: on asyncio through `call_soon_threadsafe`, on trio through the
 run's `TrioToken`, so the writer works under both (anyio's backends).
@@ -33,7 +37,8 @@ Op = tuple[str, Sequence[Any] | Sequence[Sequence[Any]], bool]
 
 #: At most this many queued writes go into one transaction.
 MAX_BATCH = 256
-#: How long the thread, woken by a write, lets others queue up before it commits them together.
+#: How long the thread, woken by a write while writes pile up (more queued behind it, or more
+#: than one in the last transaction), lets others queue up before it commits them together.
 GATHER_S = 0.001
 #: How often, at most, the thread sweeps the file after a commit.
 MAINTAIN_EVERY_S = 10.0
@@ -70,6 +75,8 @@ class SQLiteWriter:
         self._describe = describe
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._maintained_at = time.monotonic()
+        self._gathered = 0
+        """How many writes the last transaction held."""
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -129,7 +136,7 @@ class SQLiteWriter:
                 first = self._queue.get()
                 if first is _STOP:
                     return
-                if GATHER_S:
+                if GATHER_S and (self._gathered > 1 or not self._queue.empty()):
                     time.sleep(GATHER_S)  # (what else is on its way joins this transaction)
                 batch = [first]
                 stop = False
@@ -142,6 +149,7 @@ class SQLiteWriter:
                         stop = True
                         break
                     batch.append(item)
+                self._gathered = len(batch)
                 self._commit(batch)
                 if stop:
                     return
