@@ -9,6 +9,7 @@ those tests skip, except under CI=true, where they fail.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -46,11 +47,26 @@ def _python() -> Path:
 
 
 def mcp1_python() -> Path:
-    """The venv's interpreter, building the venv first if its stamp does not match."""
+    """The venv's interpreter, building the venv first if its stamp does not match. Test files in
+    other xdist workers need it too: one builds it, the others wait on a lock beside it (a second
+    builder would delete the venv under the first)."""
     stamp = VENV / "stamp.json"
     expected = _stamp()
     if stamp.exists() and stamp.read_text() == expected and _python().exists():
         return _python()
+    VENV.parent.mkdir(parents=True, exist_ok=True)
+    with open(VENV.parent / "mcp1-venv.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if stamp.exists() and stamp.read_text() == expected and _python().exists():
+                return _python()  # (built by another worker meanwhile)
+            return _build(stamp, expected)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _build(stamp: Path, expected: str) -> Path:
+    """(Under `mcp1_python`'s lock.)"""
     shutil.rmtree(VENV, ignore_errors=True)
     pip = [str(_python()), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     steps = [[sys.executable, "-m", "venv", str(VENV)], [*pip, *REQUIREMENTS, "-e", str(REPO_ROOT)]]
