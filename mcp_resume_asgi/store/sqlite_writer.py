@@ -1,16 +1,17 @@
 """The one thread that writes a `SQLiteStore`'s file, so the event loop never waits on the disk.
 
-Writes are queued by the loop (`SQLiteWriter.write`, which the caller awaits, or `submit`,
-which it does not) and run by a dedicated thread, which owns the SQLite connection from then on. What has piled up while the
-thread was busy is committed together, in one transaction (a group commit: a busy server pays
-one commit for many writes). A write that finds the thread idle, with nothing else queued and
-one write in the last transaction, is committed at once; while writes pile up, the thread lets
-more of them join before it commits (`GATHER_S`, like PostgreSQL's `commit_delay`, which waits
-only when other transactions are active): a lone caller waiting for its commit does not pay the
-gathering, and a busy server commits fewer, larger transactions. Should that transaction fail, each write of it is tried alone, so
-only the writes that fail themselves report an error. A write is reported done to its caller
-once its transaction committed: on asyncio through `call_soon_threadsafe`, on trio through the
-run's `TrioToken`, so the writer works under both (anyio's backends).
+Writes are queued by the loop (`SQLiteWriter.write`, which the caller awaits, or `submit`, which
+it does not) and run by a dedicated thread, which owns the SQLite connection from then on. What
+has piled up while the thread was busy is committed together, in one transaction (a group
+commit: a busy server pays one commit for many writes). A write that finds the thread idle, with
+nothing else queued and one write in the last transaction, is committed at once; while writes
+pile up, the thread lets more of them join before it commits (`GATHER_S`, like PostgreSQL's
+`commit_delay`, which waits only when other transactions are active): a lone caller waiting for
+its commit does not pay the gathering, and a busy server commits fewer, larger transactions.
+Should a transaction fail, each write of it is tried alone, so only the writes that fail
+themselves report an error. A write is reported done to its caller once its transaction
+committed: on asyncio through `call_soon_threadsafe`, on trio through the run's `TrioToken`, so
+the writer works under both (anyio's backends).
 
 The thread also keeps the file bounded: now and then, after a commit (never on a timer of its
 own), it runs `maintain`, a bounded sweep of expired rows (`sqlite_file.sweep`).
