@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 from typing import Any
 
-from bench.__main__ import LOADGEN_CPU, run_http
+from bench.__main__ import run_http
 
 
 def quartiles(values: list[float]) -> tuple[float, float, float]:
@@ -43,10 +42,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
     args = parser.parse_args()
     variants = tuple(dict.fromkeys([*args.variants, args.ref]))
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {LOADGEN_CPU})
     concurrencies = [int(c) for c in args.clients.split(",")]
-    # (`run_http` runs every clients count and variant once per round, the variants' order rotated:
+    # (`run_http` pins this process to the load generator's CPU and runs every clients count and variant once per round, the variants' order rotated:
     # the i-th window of each cell is from the same round)
     http = run_http(concurrencies, args.windows, 0.5, args.seconds, tools=(args.tool,), variants=variants)
     cells = {(r["variant"], r["concurrency"]): r for r in http["rows"]}

@@ -52,13 +52,17 @@ def mcp1_python() -> Path:
     builder would delete the venv under the first)."""
     stamp = VENV / "stamp.json"
     expected = _stamp()
-    if stamp.exists() and stamp.read_text() == expected and _python().exists():
+
+    def built() -> bool:
+        return stamp.exists() and stamp.read_text() == expected and _python().exists()
+
+    if built():
         return _python()
     VENV.parent.mkdir(parents=True, exist_ok=True)
     with open(VENV.parent / "mcp1-venv.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            if stamp.exists() and stamp.read_text() == expected and _python().exists():
+            if built():
                 return _python()  # (built by another worker meanwhile)
             return _build(stamp, expected)
         finally:

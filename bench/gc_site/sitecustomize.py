@@ -27,7 +27,7 @@ if _PATH:
     _oldest = [0]  # objects left in the oldest generation by the latest full collection
 
     def _write() -> None:
-        with open(_PATH, "w") as f:
+        with open(_PATH + ".part", "w") as f:
             json.dump(
                 {
                     "collections": _counts,
@@ -38,6 +38,7 @@ if _PATH:
                 },
                 f,
             )
+        os.replace(_PATH + ".part", _PATH)  # (whole whenever `bench.gc_http` reads it)
 
     def _on_collection(phase: str, info: dict[str, int]) -> None:
         if phase == "start":

@@ -40,7 +40,8 @@ if _PATH:
             return
         sys.settrace(None)
         _on[0] = False
-        with open(_PATH, "w") as f:
+        with open(_PATH + ".part", "w") as f:
             json.dump({"lines": dict(_lines), "calls": dict(_calls)}, f)
+        os.replace(_PATH + ".part", _PATH)  # (whole when it appears: `bench.lines` waits for it)
 
     signal.signal(signal.SIGUSR2, _toggle)
